@@ -1,0 +1,121 @@
+//! Balancers: one trait, nginx's split (a plan built at config load, a per-request attempt, the outcome reported
+//! back), one file per algorithm.
+//!
+//! * [`plan`]: the immutable, shared part (peers as plain data, each bound to its zone slot), built once per load.
+//! * [`ShardState`]: what nginx keeps per worker (SWRR `current`/`effective` weights, the RNG): private to a shard.
+//! * [`Attempt`]: one request's walk over the peers (`tried` set, tries budget, hash state, the `conns` guard).
+//! * [`Balancer::choose`]: nginx's `get`, pure: no sockets, no clock (time is passed in), RNG from the shard state.
+
+pub mod attempt;
+pub mod plan;
+pub mod swrr;
+
+pub mod consistent_hash;
+pub mod hash;
+pub mod ip_hash;
+pub mod least_conn;
+pub mod random;
+pub mod round_robin;
+
+pub use attempt::{Attempt, AttemptState, Outcome};
+pub use plan::{KeySpec, ListKind, Peer, PeerList, PlanError, UpstreamPlan};
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use std::fmt;
+
+/// The peer a balancer chose: which list, which index in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    pub list: ListKind,
+    pub index: usize,
+}
+
+/// Everything one `choose` call may read and change.
+pub struct PickCx<'a> {
+    pub plan: &'a UpstreamPlan,
+    pub shard: &'a mut ShardState,
+    pub attempt: &'a mut AttemptState,
+    /// The request's key bytes: the evaluated `hash` template, or the address bytes for `ip_hash`; empty otherwise.
+    pub key: &'a [u8],
+    /// Whole seconds, cached per event-loop turn (nginx's `ngx_time()`).
+    pub now: u64,
+}
+
+/// A load-balancing method. Implementations hold what they precompute at config load (a hash ring, weight ranges)
+/// and are shared read-only by every shard.
+pub trait Balancer: Send + Sync + fmt::Debug {
+    /// nginx's `get`: chooses a usable, untried peer for this attempt, updating shard-private weights and the
+    /// attempt's hash state as nginx does. It must not touch `conns` or `checked`: [`Attempt::pick`] does that
+    /// (nginx's on-select step) for the choice returned. `None` is nginx's BUSY ("no live upstreams", 502).
+    fn choose(&self, cx: &mut PickCx<'_>) -> Option<Choice>;
+
+    /// Called once when an attempt starts (e.g. the consistent hash locates the key on its ring).
+    fn start(&self, _attempt: &mut AttemptState, _key: &[u8]) {}
+
+    /// The method's name as in the config (`round_robin`, `ip_hash`, `hash`, ...), for messages and metrics.
+    fn name(&self) -> &'static str;
+}
+
+/// Shard-private SWRR weights of one peer list.
+#[derive(Debug, Clone, Default)]
+pub struct Weights {
+    /// `current_weight` per peer.
+    pub current: Vec<i64>,
+    /// `effective_weight` per peer.
+    pub effective: Vec<i64>,
+}
+
+impl Weights {
+    /// Fresh weights for `list`: current 0, effective = weight.
+    pub fn new(list: &PeerList) -> Self {
+        Weights {
+            current: vec![0; list.peers.len()],
+            effective: list.peers.iter().map(|p| i64::from(p.weight)).collect(),
+        }
+    }
+}
+
+/// What one shard keeps for one upstream, as nginx keeps it per worker: never shared, never locked.
+#[derive(Debug, Clone)]
+pub struct ShardState {
+    pub primary: Weights,
+    pub backup: Weights,
+    pub rng: SmallRng,
+}
+
+impl ShardState {
+    /// Fresh state for `plan`, with an injected random source (seeded in tests, from entropy in shards).
+    pub fn new(plan: &UpstreamPlan, rng: SmallRng) -> Self {
+        ShardState { primary: Weights::new(&plan.primary), backup: Weights::new(&plan.backup), rng }
+    }
+
+    /// Fresh state with a fixed seed.
+    pub fn seeded(plan: &UpstreamPlan, seed: u64) -> Self {
+        Self::new(plan, SmallRng::seed_from_u64(seed))
+    }
+
+    /// The weights of one list.
+    pub fn weights(&mut self, list: ListKind) -> &mut Weights {
+        match list {
+            ListKind::Primary => &mut self.primary,
+            ListKind::Backup => &mut self.backup,
+        }
+    }
+}
+
+/// Builds the balancer for `method` over `primary`, and says which key it reads. (Placeholder until the
+/// balancer work lands.)
+pub fn build_balancer(_method: &crate::config::model::Method, _primary: &PeerList) -> (Box<dyn Balancer>, KeySpec) {
+    #[derive(Debug)]
+    struct Placeholder;
+    impl Balancer for Placeholder {
+        fn choose(&self, _cx: &mut PickCx<'_>) -> Option<Choice> {
+            None
+        }
+        fn name(&self) -> &'static str {
+            "placeholder"
+        }
+    }
+    (Box::new(Placeholder), KeySpec::None)
+}

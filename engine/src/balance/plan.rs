@@ -1,0 +1,190 @@
+//! The plan: an upstream's peers as plain data bound to their zone slots, and its balancer, built at config load.
+
+use super::Balancer;
+use crate::config::key::KeyTemplate;
+use crate::config::model::UpstreamConf;
+use corelb_shared_state::{PeerKey, PeerSlot, Zone};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Which of an upstream's two lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Primary,
+    Backup,
+}
+
+/// One peer: one resolved address of one `server` line.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The `server` line's argument as written (consistent hashing keys on it).
+    pub server: Arc<str>,
+    pub addr: SocketAddr,
+    pub weight: u32,
+    pub max_fails: u32,
+    /// Seconds.
+    pub fail_timeout: u64,
+    /// 0 = unlimited.
+    pub max_conns: u32,
+    /// `down` in the config.
+    pub down: bool,
+    /// The shared state in the zone.
+    pub slot: Arc<PeerSlot>,
+}
+
+impl Peer {
+    /// nginx's eligibility test: not down (config or run time), not failed within its window, not at `max_conns`.
+    /// The caller also skips tried peers.
+    #[inline]
+    pub fn usable(&self, now: u64) -> bool {
+        !self.down
+            && !self.slot.is_blocked()
+            && !self.slot.is_failed(now, self.max_fails, self.fail_timeout)
+            && self.slot.has_room(self.max_conns)
+    }
+}
+
+/// A list of peers (primary or backup) with nginx's per-list totals.
+#[derive(Debug, Clone, Default)]
+pub struct PeerList {
+    pub peers: Vec<Peer>,
+    /// Σ weight over all peers, down ones included (the hash walks depend on it).
+    pub total_weight: u64,
+    /// Number of peers not marked `down`.
+    pub tries: usize,
+}
+
+impl PeerList {
+    /// A list with its totals computed.
+    pub fn new(peers: Vec<Peer>) -> Self {
+        let total_weight = peers.iter().map(|p| u64::from(p.weight)).sum();
+        let tries = peers.iter().filter(|p| !p.down).count();
+        PeerList { peers, total_weight, tries }
+    }
+
+    /// Number of peers.
+    pub fn len(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Whether the list has no peer.
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
+    }
+
+    /// The index of the peer that weight position `w` (< total_weight) falls on, walking configured weights as
+    /// nginx's ip_hash and hash do.
+    pub fn weight_walk(&self, mut w: u64) -> usize {
+        let mut i = 0;
+        while i + 1 < self.peers.len() && w >= u64::from(self.peers[i].weight) {
+            w -= u64::from(self.peers[i].weight);
+            i += 1;
+        }
+        i
+    }
+}
+
+/// What a request contributes to the pick.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeySpec {
+    /// The method reads no key.
+    None,
+    /// `ip_hash`: the client address bytes (first 3 octets of IPv4, all 16 of IPv6).
+    ClientAddr,
+    /// `hash KEY [consistent]`.
+    Template(KeyTemplate),
+}
+
+/// Why a plan could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("no servers are inside upstream \"{0}\"")]
+    NoServers(String),
+}
+
+/// An upstream ready for picking: both lists, totals, `single`, and its balancer.
+#[derive(Debug)]
+pub struct UpstreamPlan {
+    pub name: String,
+    pub primary: PeerList,
+    pub backup: PeerList,
+    /// nginx's `single`: one primary peer and no backup list.
+    pub single: bool,
+    pub key: KeySpec,
+    pub balancer: Box<dyn Balancer>,
+}
+
+impl UpstreamPlan {
+    /// Builds the plan of `conf`, binding each peer to its slot in `zone` (existing slots are kept, see
+    /// [`Zone::attach`]).
+    pub fn build(conf: &UpstreamConf, zone: &Zone) -> Result<UpstreamPlan, PlanError> {
+        let mut keys = Vec::new();
+        for line in &conf.servers {
+            for addr in &line.addrs {
+                keys.push(PeerKey { upstream: conf.name.clone(), server: line.text.clone(), addr: *addr });
+            }
+        }
+        let mut slots = zone.attach(&keys).into_iter();
+        Self::build_with(conf, || slots.next().unwrap_or_default())
+    }
+
+    /// Builds the plan of `conf` with fresh slots from `next_slot` (one call per peer, in line order).
+    pub fn build_with(
+        conf: &UpstreamConf,
+        mut next_slot: impl FnMut() -> Arc<PeerSlot>,
+    ) -> Result<UpstreamPlan, PlanError> {
+        let mut primary = Vec::new();
+        let mut backup = Vec::new();
+        for line in &conf.servers {
+            let server: Arc<str> = Arc::from(line.text.as_str());
+            for addr in &line.addrs {
+                let peer = Peer {
+                    server: server.clone(),
+                    addr: *addr,
+                    weight: line.weight.max(1),
+                    max_fails: line.max_fails,
+                    fail_timeout: line.fail_timeout.as_secs(),
+                    max_conns: line.max_conns,
+                    down: line.down,
+                    slot: next_slot(),
+                };
+                if line.backup {
+                    backup.push(peer);
+                } else {
+                    primary.push(peer);
+                }
+            }
+        }
+        if primary.is_empty() {
+            return Err(PlanError::NoServers(conf.name.clone()));
+        }
+        let primary = PeerList::new(primary);
+        let backup = PeerList::new(backup);
+        let single = primary.len() == 1 && backup.is_empty();
+        let (balancer, key) = super::build_balancer(&conf.method, &primary);
+        Ok(UpstreamPlan { name: conf.name.clone(), primary, backup, single, key, balancer })
+    }
+
+    /// The list of `kind`.
+    pub fn list(&self, kind: ListKind) -> &PeerList {
+        match kind {
+            ListKind::Primary => &self.primary,
+            ListKind::Backup => &self.backup,
+        }
+    }
+
+    /// The peer a choice names.
+    pub fn peer(&self, c: super::Choice) -> &Peer {
+        &self.list(c.list).peers[c.index]
+    }
+
+    /// nginx's initial tries budget: non-down peers of both lists, clamped to `next_upstream_tries` when non-zero.
+    pub fn initial_tries(&self, next_upstream_tries: usize) -> usize {
+        let t = self.primary.tries + self.backup.tries;
+        if next_upstream_tries != 0 && t > next_upstream_tries {
+            next_upstream_tries
+        } else {
+            t
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! The typed config model: what an nginx-syntax file means once parsed and checked, with nginx's defaults filled in.
+
+use super::key::KeyTemplate;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where a directive came from, for messages in nginx's `in FILE:LINE` form.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Span {
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+impl std::fmt::Display for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// A whole config file (with its includes).
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub main: MainConf,
+    pub http: Option<HttpConf>,
+    pub stream: Option<StreamConf>,
+}
+
+/// `worker_processes N|auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workers {
+    Auto,
+    Count(usize),
+}
+
+/// Which shard runtime runs the data plane (`worker_runtime`, a corelb directive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RuntimeKind {
+    #[default]
+    Tokio,
+    Glommio,
+}
+
+/// The main context.
+#[derive(Debug, Clone)]
+pub struct MainConf {
+    /// Default 1, as nginx.
+    pub worker_processes: Workers,
+    /// `events { worker_connections N; }`, default 512.
+    pub worker_connections: usize,
+    /// `error_log FILE [LEVEL]`; `None` means stderr.
+    pub error_log: Option<(String, Option<String>)>,
+    /// `pid FILE`.
+    pub pid: Option<PathBuf>,
+    /// `daemon on|off`; corelb never forks, the value is kept for `-t`.
+    pub daemon: bool,
+    /// `worker_runtime tokio|glommio`.
+    pub runtime: Option<RuntimeKind>,
+}
+
+impl Default for MainConf {
+    fn default() -> Self {
+        MainConf {
+            worker_processes: Workers::Count(1),
+            worker_connections: 512,
+            error_log: None,
+            pid: None,
+            daemon: true,
+            runtime: None,
+        }
+    }
+}
+
+/// How an upstream picks its peers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Method {
+    RoundRobin,
+    IpHash,
+    Hash { key: KeyTemplate, consistent: bool },
+    LeastConn,
+    Random { two: Option<RandomTwo> },
+}
+
+/// The comparison `random two` makes between its two candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RandomTwo {
+    /// `random two` and `random two least_conn` (the default of `two`).
+    LeastConn,
+}
+
+/// One `server` line of an upstream. A name that resolves to several addresses gives several `addrs`, each a peer
+/// with the line's full weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerLine {
+    /// The argument as written (`127.0.0.1:8081`, `localhost`), used by consistent hashing.
+    pub text: String,
+    pub addrs: Vec<SocketAddr>,
+    /// Default 1.
+    pub weight: u32,
+    /// Default 1; 0 disables failure accounting.
+    pub max_fails: u32,
+    /// Default 10s.
+    pub fail_timeout: Duration,
+    /// Default 0 (unlimited).
+    pub max_conns: u32,
+    pub backup: bool,
+    pub down: bool,
+    pub span: Span,
+}
+
+/// `zone NAME [SIZE]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneConf {
+    pub name: String,
+    pub size: Option<u64>,
+}
+
+/// An `upstream NAME { ... }` block (http or stream).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamConf {
+    pub name: String,
+    pub method: Method,
+    pub servers: Vec<ServerLine>,
+    /// `keepalive N`: idle connections kept per shard; `None` = no keepalive to upstreams.
+    pub keepalive: Option<usize>,
+    /// Default 1000 (nginx ≥1.15.3).
+    pub keepalive_requests: u64,
+    /// Default 60s.
+    pub keepalive_timeout: Duration,
+    pub zone: Option<ZoneConf>,
+    /// True when this upstream was made implicitly by `proxy_pass host:port`.
+    pub implicit: bool,
+    pub span: Span,
+}
+
+/// The conditions under which a request passes to the next upstream server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextUpstream {
+    pub error: bool,
+    pub timeout: bool,
+    pub invalid_header: bool,
+    pub http_500: bool,
+    pub http_502: bool,
+    pub http_503: bool,
+    pub http_504: bool,
+    pub http_403: bool,
+    pub http_404: bool,
+    pub http_429: bool,
+    pub non_idempotent: bool,
+}
+
+impl NextUpstream {
+    /// `proxy_next_upstream off`.
+    pub const OFF: NextUpstream = NextUpstream {
+        error: false,
+        timeout: false,
+        invalid_header: false,
+        http_500: false,
+        http_502: false,
+        http_503: false,
+        http_504: false,
+        http_403: false,
+        http_404: false,
+        http_429: false,
+        non_idempotent: false,
+    };
+
+    /// Whether an upstream answer with `status` may pass to the next server under these conditions.
+    pub fn on_status(&self, status: u16) -> bool {
+        match status {
+            500 => self.http_500,
+            502 => self.http_502,
+            503 => self.http_503,
+            504 => self.http_504,
+            403 => self.http_403,
+            404 => self.http_404,
+            429 => self.http_429,
+            _ => false,
+        }
+    }
+}
+
+impl Default for NextUpstream {
+    /// nginx's default: `error timeout`.
+    fn default() -> Self {
+        NextUpstream { error: true, timeout: true, ..NextUpstream::OFF }
+    }
+}
+
+/// Where a proxied request goes: a named upstream, or an implicit one made from `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyPass {
+    /// `http` (only scheme supported for http; empty for stream).
+    pub scheme: String,
+    /// Index into the context's `upstreams`.
+    pub upstream: usize,
+    /// A URI part after the host (`proxy_pass http://u/prefix/`), replacing the matched location prefix.
+    pub uri: Option<String>,
+}
+
+/// A fixed answer: `return CODE [TEXT]` or `return CODE URL` for redirects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Return {
+    pub code: u16,
+    pub text: Option<String>,
+}
+
+/// The proxy settings that inherit from `http` to `server` to `location`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpProxyConf {
+    /// `proxy_http_version 1.0|1.1`, default 1.0.
+    pub http_version_11: bool,
+    /// `proxy_set_header FIELD VALUE`, in order. nginx's defaults (`Host $proxy_host`, `Connection close`) apply
+    /// unless a line names the same field.
+    pub set_headers: Vec<(String, KeyTemplate)>,
+    /// Default 60s.
+    pub connect_timeout: Duration,
+    /// Default 60s.
+    pub read_timeout: Duration,
+    /// Default 60s.
+    pub send_timeout: Duration,
+    pub next_upstream: NextUpstream,
+    /// 0 = unlimited.
+    pub next_upstream_tries: usize,
+    /// Zero = off.
+    pub next_upstream_timeout: Duration,
+}
+
+impl Default for HttpProxyConf {
+    fn default() -> Self {
+        HttpProxyConf {
+            http_version_11: false,
+            set_headers: Vec::new(),
+            connect_timeout: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+            next_upstream: NextUpstream::default(),
+            next_upstream_tries: 0,
+            next_upstream_timeout: Duration::ZERO,
+        }
+    }
+}
+
+/// Client-side settings that inherit from `http` to `server` to `location`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConf {
+    /// `keepalive_timeout`, default 75s; zero disables client keepalive.
+    pub keepalive_timeout: Duration,
+    /// Default 1000.
+    pub keepalive_requests: u64,
+    /// Default 60s.
+    pub client_header_timeout: Duration,
+    /// Default 1m (1 MiB); 0 = unlimited.
+    pub client_max_body_size: u64,
+    /// `access_log off` or a path (with an optional format name).
+    pub access_log: Option<(String, Option<String>)>,
+}
+
+impl Default for ClientConf {
+    fn default() -> Self {
+        ClientConf {
+            keepalive_timeout: Duration::from_secs(75),
+            keepalive_requests: 1000,
+            client_header_timeout: Duration::from_secs(60),
+            client_max_body_size: 1024 * 1024,
+            access_log: None,
+        }
+    }
+}
+
+/// How a `location` matches the request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocationMatch {
+    /// `location /prefix`
+    Prefix(String),
+    /// `location = /exact`
+    Exact(String),
+}
+
+/// A `location` block, with inherited settings already merged in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Location {
+    pub matcher: LocationMatch,
+    pub proxy_pass: Option<ProxyPass>,
+    pub ret: Option<Return>,
+    pub proxy: HttpProxyConf,
+    pub client: ClientConf,
+    pub span: Span,
+}
+
+/// `listen ADDR:PORT` (http or stream).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    pub default_server: bool,
+    pub span: Span,
+}
+
+/// An http `server` block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpServer {
+    pub listens: Vec<Listen>,
+    pub server_names: Vec<String>,
+    pub locations: Vec<Location>,
+    /// `return` directly in the server block: answers before any location.
+    pub ret: Option<Return>,
+    pub client: ClientConf,
+    pub span: Span,
+}
+
+/// The `http` block.
+#[derive(Debug, Clone, Default)]
+pub struct HttpConf {
+    pub upstreams: Vec<UpstreamConf>,
+    pub servers: Vec<HttpServer>,
+}
+
+/// A stream `server` block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamServer {
+    pub listens: Vec<Listen>,
+    /// Index into `StreamConf::upstreams`.
+    pub upstream: usize,
+    /// Default 60s.
+    pub connect_timeout: Duration,
+    /// Idle timeout between two successive reads or writes, default 10m.
+    pub timeout: Duration,
+    /// `proxy_next_upstream on|off`, default on.
+    pub next_upstream: bool,
+    /// 0 = unlimited.
+    pub next_upstream_tries: usize,
+    pub span: Span,
+}
+
+/// The `stream` block.
+#[derive(Debug, Clone, Default)]
+pub struct StreamConf {
+    pub upstreams: Vec<UpstreamConf>,
+    pub servers: Vec<StreamServer>,
+}
+
+impl HttpConf {
+    /// The upstream called `name`.
+    pub fn upstream(&self, name: &str) -> Option<&UpstreamConf> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+}
+
+impl StreamConf {
+    /// The upstream called `name`.
+    pub fn upstream(&self, name: &str) -> Option<&UpstreamConf> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+}

@@ -1,0 +1,13 @@
+//! The cross-core zone: per-peer atomics every shard reads and writes, like nginx's `zone` shared memory.
+//!
+//! A [`Zone`] maps a peer's identity ([`PeerKey`]) to its [`PeerSlot`]. Slots are looked up only when a config is
+//! loaded; the per-request path holds `&PeerSlot` through the config snapshot and touches nothing but atomics.
+//! Nothing here depends on an async runtime.
+
+mod guard;
+mod slot;
+mod zone;
+
+pub use guard::ConnGuard;
+pub use slot::{PeerFlags, PeerSlot, PeerStats, StatusClass};
+pub use zone::{PeerKey, Zone};

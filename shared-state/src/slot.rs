@@ -1,0 +1,327 @@
+//! `PeerSlot`: one cache-line-aligned record of atomics per peer (conns, fails, checked, accessed, flags, counters).
+
+use crate::guard::ConnGuard;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Administrative and health state bits of a peer, as seen by every shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeerFlags(u32);
+
+impl PeerFlags {
+    /// Marked down at run time (the API's `down`), on top of the config's `down`.
+    pub const ADMIN_DOWN: PeerFlags = PeerFlags(1);
+    /// Failed its active health checks.
+    pub const UNHEALTHY: PeerFlags = PeerFlags(1 << 1);
+    /// Draining: no new requests, in-flight ones finish.
+    pub const DRAINING: PeerFlags = PeerFlags(1 << 2);
+    /// Waiting for its first health check (`mandatory`).
+    pub const CHECKING: PeerFlags = PeerFlags(1 << 3);
+
+    /// Flags under which a peer takes no new requests.
+    pub const NOT_SELECTABLE: PeerFlags = PeerFlags(1 | (1 << 1) | (1 << 2) | (1 << 3));
+
+    /// The raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether any bit of `other` is set in `self`.
+    pub const fn intersects(self, other: PeerFlags) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
+/// The class of an upstream response status, for the per-peer counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusClass {
+    Informational = 0,
+    Success = 1,
+    Redirection = 2,
+    ClientError = 3,
+    ServerError = 4,
+}
+
+impl StatusClass {
+    /// The class of an HTTP status code; `None` outside 100..=599.
+    pub fn of(status: u16) -> Option<StatusClass> {
+        Some(match status {
+            100..=199 => StatusClass::Informational,
+            200..=299 => StatusClass::Success,
+            300..=399 => StatusClass::Redirection,
+            400..=499 => StatusClass::ClientError,
+            500..=599 => StatusClass::ServerError,
+            _ => return None,
+        })
+    }
+}
+
+/// A snapshot of a slot's counters, for metrics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeerStats {
+    pub conns: u32,
+    pub fails: u32,
+    pub checked: u64,
+    pub accessed: u64,
+    pub flags: u32,
+    pub selected: u64,
+    pub requests: u64,
+    pub responses: [u64; 5],
+    pub failures: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// The shared state of one peer. Times are whole seconds (nginx's `ngx_time()`), passed in by the caller.
+///
+/// All accesses are `Relaxed` unless a comment says otherwise: each field is an independent counter, and nginx itself
+/// reads `fails`/`checked` under a lock only to keep its non-atomic fields consistent.
+#[derive(Debug, Default)]
+#[repr(align(128))] // two lines: adjacent-line prefetch must not couple two peers' slots
+pub struct PeerSlot {
+    conns: AtomicU32,
+    fails: AtomicU32,
+    flags: AtomicU32,
+    checked: AtomicU64,
+    accessed: AtomicU64,
+    selected: AtomicU64,
+    requests: AtomicU64,
+    responses: [AtomicU64; 5],
+    failures: AtomicU64,
+    bytes_sent: AtomicU64,
+    bytes_received: AtomicU64,
+}
+
+impl PeerSlot {
+    /// A fresh slot: no connections, no failures.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub(crate) fn conns_atomic(&self) -> &AtomicU32 {
+        &self.conns
+    }
+
+    /// Active connections (held between pick and the end of the attempt), across all shards.
+    pub fn conns(&self) -> u32 {
+        self.conns.load(Ordering::Relaxed)
+    }
+
+    /// Whether `max_conns` (0 = unlimited) leaves room for one more connection right now.
+    pub fn has_room(&self, max_conns: u32) -> bool {
+        max_conns == 0 || self.conns() < max_conns
+    }
+
+    /// Takes one connection unit. With `max_conns > 0` this is a compare-and-swap that never takes `conns` past
+    /// the limit, however many threads race; `None` means the peer is full.
+    pub fn try_acquire(&self, max_conns: u32) -> Option<ConnGuard<'_>> {
+        if max_conns == 0 {
+            self.conns.fetch_add(1, Ordering::Relaxed);
+            return Some(ConnGuard::new(self));
+        }
+        // Acquire on the load pairs with the Release in `ConnGuard::drop`.
+        let mut cur = self.conns.load(Ordering::Acquire);
+        loop {
+            if cur >= max_conns {
+                return None;
+            }
+            match self.conns.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(ConnGuard::new(self)),
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// The failure counter (nginx `fails`).
+    pub fn fails(&self) -> u32 {
+        self.fails.load(Ordering::Relaxed)
+    }
+
+    /// Time of the last failure, or of the last selection made after the fail window expired (nginx `checked`).
+    pub fn checked(&self) -> u64 {
+        self.checked.load(Ordering::Relaxed)
+    }
+
+    /// Time of the last failure (nginx `accessed`).
+    pub fn accessed(&self) -> u64 {
+        self.accessed.load(Ordering::Relaxed)
+    }
+
+    /// nginx's `max_fails` exclusion: `fails >= max_fails` and the last failure is within `fail_timeout` seconds.
+    /// `max_fails == 0` never excludes.
+    pub fn is_failed(&self, now: u64, max_fails: u32, fail_timeout: u64) -> bool {
+        max_fails != 0 && self.fails() >= max_fails && now.saturating_sub(self.checked()) <= fail_timeout
+    }
+
+    /// On selection: bump `checked` to `now` when the fail window has expired (nginx's `on_select`).
+    pub fn note_selected(&self, now: u64, fail_timeout: u64) {
+        self.selected.fetch_add(1, Ordering::Relaxed);
+        if now.saturating_sub(self.checked()) > fail_timeout {
+            self.checked.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// An attempt on this peer failed: `fails += 1`, `accessed = checked = now`. Returns the new `fails`.
+    pub fn record_failure(&self, now: u64) -> u32 {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.accessed.store(now, Ordering::Relaxed);
+        self.checked.store(now, Ordering::Relaxed);
+        self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+    }
+
+    /// An attempt on this peer succeeded: `fails = 0` if it was selected after the last failure's window.
+    pub fn record_success(&self) {
+        if self.accessed() < self.checked() {
+            self.fails.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Clears the failure counter (single-peer upstreams in newer nginx, health checks passing, the API).
+    pub fn reset_fails(&self) {
+        self.fails.store(0, Ordering::Relaxed);
+    }
+
+    /// Current flags.
+    pub fn flags(&self) -> PeerFlags {
+        PeerFlags(self.flags.load(Ordering::Relaxed))
+    }
+
+    /// Sets `f`.
+    pub fn set_flags(&self, f: PeerFlags) {
+        self.flags.fetch_or(f.bits(), Ordering::Relaxed);
+    }
+
+    /// Clears `f`.
+    pub fn clear_flags(&self, f: PeerFlags) {
+        self.flags.fetch_and(!f.bits(), Ordering::Relaxed);
+    }
+
+    /// Whether the runtime flags keep this peer from new requests (admin down, unhealthy, draining, checking).
+    pub fn is_blocked(&self) -> bool {
+        self.flags().intersects(PeerFlags::NOT_SELECTABLE)
+    }
+
+    /// Counts one request sent to this peer.
+    pub fn count_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one response by status class; statuses outside 100..=599 are not counted.
+    pub fn count_response(&self, status: u16) {
+        if let Some(c) = StatusClass::of(status) {
+            self.responses[c as usize].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds bytes sent to and received from the peer.
+    pub fn count_bytes(&self, sent: u64, received: u64) {
+        if sent != 0 {
+            self.bytes_sent.fetch_add(sent, Ordering::Relaxed);
+        }
+        if received != 0 {
+            self.bytes_received.fetch_add(received, Ordering::Relaxed);
+        }
+    }
+
+    /// A snapshot of every field, for metrics and tests (fields are read one by one, not as one instant).
+    pub fn stats(&self) -> PeerStats {
+        let mut responses = [0; 5];
+        for (out, a) in responses.iter_mut().zip(&self.responses) {
+            *out = a.load(Ordering::Relaxed);
+        }
+        PeerStats {
+            conns: self.conns(),
+            fails: self.fails(),
+            checked: self.checked(),
+            accessed: self.accessed(),
+            flags: self.flags().bits(),
+            selected: self.selected.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+            responses,
+            failures: self.failures.load(Ordering::Relaxed),
+            bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
+            bytes_received: self.bytes_received.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_is_cache_aligned() {
+        assert_eq!(std::mem::align_of::<PeerSlot>(), 128);
+        assert_eq!(std::mem::size_of::<PeerSlot>() % 128, 0);
+    }
+
+    #[test]
+    fn guard_gives_conns_back() {
+        let s = PeerSlot::new();
+        {
+            let _a = s.try_acquire(0).unwrap();
+            let _b = s.try_acquire(2).unwrap();
+            assert_eq!(s.conns(), 2);
+            assert!(s.try_acquire(2).is_none());
+            assert!(!s.has_room(2));
+        }
+        assert_eq!(s.conns(), 0);
+    }
+
+    #[test]
+    fn guard_gives_conns_back_on_panic() {
+        let s = PeerSlot::new();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _g = s.try_acquire(1).unwrap();
+            panic!("injected");
+        }));
+        assert!(r.is_err());
+        assert_eq!(s.conns(), 0);
+    }
+
+    #[test]
+    fn fails_window_is_not_sliding() {
+        // spec §2: a failure at t=0 and another at t=100 with no successful selection between them give fails=2.
+        let s = PeerSlot::new();
+        assert_eq!(s.record_failure(1000), 1);
+        assert!(s.is_failed(1005, 1, 10));
+        assert!(!s.is_failed(1011, 1, 10));
+        assert_eq!(s.record_failure(1100), 2);
+        assert!(s.is_failed(1100, 2, 10));
+        // a success without a selection after the window does not reset
+        s.record_success();
+        assert_eq!(s.fails(), 2);
+        // a selection after the window bumps `checked`; a success then resets
+        s.note_selected(1111, 10);
+        assert_eq!(s.checked(), 1111);
+        s.record_success();
+        assert_eq!(s.fails(), 0);
+    }
+
+    #[test]
+    fn max_fails_zero_never_excludes() {
+        let s = PeerSlot::new();
+        for t in 0..5 {
+            s.record_failure(t);
+        }
+        assert!(!s.is_failed(4, 0, 10));
+    }
+
+    #[test]
+    fn flags_and_counters() {
+        let s = PeerSlot::new();
+        assert!(!s.is_blocked());
+        s.set_flags(PeerFlags::DRAINING);
+        assert!(s.is_blocked());
+        s.clear_flags(PeerFlags::DRAINING);
+        assert!(!s.is_blocked());
+        s.count_request();
+        s.count_response(204);
+        s.count_response(503);
+        s.count_response(700);
+        s.count_bytes(10, 20);
+        let st = s.stats();
+        assert_eq!(st.requests, 1);
+        assert_eq!(st.responses, [0, 1, 0, 0, 1]);
+        assert_eq!((st.bytes_sent, st.bytes_received), (10, 20));
+    }
+}
