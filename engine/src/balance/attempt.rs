@@ -172,8 +172,8 @@ impl<'p> Attempt<'p> {
         if outcome == Outcome::Failed {
             peer.slot.record_failure(now);
             let ew = &mut shard.weights(choice.list).effective[choice.index];
-            if peer.max_fails != 0 {
-                *ew -= i64::from(peer.weight / peer.max_fails);
+            if let Some(step) = peer.weight.checked_div(peer.max_fails) {
+                *ew -= i64::from(step);
             }
             if *ew < 0 {
                 *ew = 0;
