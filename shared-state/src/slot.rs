@@ -124,7 +124,10 @@ impl PeerSlot {
             if cur >= max_conns {
                 return None;
             }
-            match self.conns.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .conns
+                .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return Some(ConnGuard::new(self)),
                 Err(seen) => cur = seen,
             }

@@ -53,7 +53,11 @@ impl Zone {
 
     /// The slot of a peer, if the current config has it.
     pub fn get(&self, key: &PeerKey) -> Option<Arc<PeerSlot>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner).get(key).cloned()
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
     }
 
     /// How many peers the zone holds.
@@ -77,7 +81,11 @@ mod tests {
     use super::*;
 
     fn key(up: &str, server: &str, port: u16) -> PeerKey {
-        PeerKey { upstream: up.into(), server: server.into(), addr: SocketAddr::from(([127, 0, 0, 1], port)) }
+        PeerKey {
+            upstream: up.into(),
+            server: server.into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
     }
 
     #[test]

@@ -26,7 +26,11 @@ impl Tried {
     #[inline]
     pub fn contains(&self, i: usize) -> bool {
         let (w, b) = (i / 64, i % 64);
-        let word = if w < 2 { self.inline[w] } else { self.spill.get(w - 2).copied().unwrap_or(0) };
+        let word = if w < 2 {
+            self.inline[w]
+        } else {
+            self.spill.get(w - 2).copied().unwrap_or(0)
+        };
         word & (1 << b) != 0
     }
 
@@ -108,7 +112,12 @@ impl<'p> Attempt<'p> {
     pub fn new(plan: &'p UpstreamPlan, next_upstream_tries: usize, key: &[u8]) -> Self {
         let mut state = AttemptState::new(plan.initial_tries(next_upstream_tries));
         plan.balancer.start(&mut state, key);
-        Attempt { plan, state, current: None, guard: None }
+        Attempt {
+            plan,
+            state,
+            current: None,
+            guard: None,
+        }
     }
 
     /// The plan this attempt walks.
@@ -139,7 +148,13 @@ impl<'p> Attempt<'p> {
         self.guard = None;
         loop {
             let plan = self.plan;
-            let mut cx = PickCx { plan, shard: &mut *shard, attempt: &mut self.state, key, now };
+            let mut cx = PickCx {
+                plan,
+                shard: &mut *shard,
+                attempt: &mut self.state,
+                key,
+                now,
+            };
             let choice = plan.balancer.choose(&mut cx)?;
             let peer = plan.peer(choice);
             let single = plan.single && choice.list == ListKind::Primary;

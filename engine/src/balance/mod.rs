@@ -87,7 +87,11 @@ pub struct ShardState {
 impl ShardState {
     /// Fresh state for `plan`, with an injected random source (seeded in tests, from entropy in shards).
     pub fn new(plan: &UpstreamPlan, rng: SmallRng) -> Self {
-        ShardState { primary: Weights::new(&plan.primary), backup: Weights::new(&plan.backup), rng }
+        ShardState {
+            primary: Weights::new(&plan.primary),
+            backup: Weights::new(&plan.backup),
+            rng,
+        }
     }
 
     /// Fresh state with a fixed seed.

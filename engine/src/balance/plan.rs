@@ -59,7 +59,11 @@ impl PeerList {
     pub fn new(peers: Vec<Peer>) -> Self {
         let total_weight = peers.iter().map(|p| u64::from(p.weight)).sum();
         let tries = peers.iter().filter(|p| !p.down).count();
-        PeerList { peers, total_weight, tries }
+        PeerList {
+            peers,
+            total_weight,
+            tries,
+        }
     }
 
     /// Number of peers.
@@ -121,7 +125,11 @@ impl UpstreamPlan {
         let mut keys = Vec::new();
         for line in &conf.servers {
             for addr in &line.addrs {
-                keys.push(PeerKey { upstream: conf.name.clone(), server: line.text.clone(), addr: *addr });
+                keys.push(PeerKey {
+                    upstream: conf.name.clone(),
+                    server: line.text.clone(),
+                    addr: *addr,
+                });
             }
         }
         let mut slots = zone.attach(&keys).into_iter();
@@ -162,7 +170,14 @@ impl UpstreamPlan {
         let backup = PeerList::new(backup);
         let single = primary.len() == 1 && backup.is_empty();
         let (balancer, key) = super::build_balancer(&conf.method, &primary);
-        Ok(UpstreamPlan { name: conf.name.clone(), primary, backup, single, key, balancer })
+        Ok(UpstreamPlan {
+            name: conf.name.clone(),
+            primary,
+            backup,
+            single,
+            key,
+            balancer,
+        })
     }
 
     /// The list of `kind`.

@@ -100,10 +100,16 @@ impl KeyTemplate {
             }
             i += 1;
             let (name, next) = if b.get(i) == Some(&b'{') {
-                let end = b[i + 1..].iter().position(|&c| c == b'}').ok_or_else(|| KeyError::InvalidName(raw.into()))?;
+                let end = b[i + 1..]
+                    .iter()
+                    .position(|&c| c == b'}')
+                    .ok_or_else(|| KeyError::InvalidName(raw.into()))?;
                 (&raw[i + 1..i + 1 + end], i + end + 2)
             } else {
-                let len = b[i..].iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'_').count();
+                let len = b[i..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                    .count();
                 (&raw[i..i + len], i + len)
             };
             if name.is_empty() {
@@ -186,9 +192,15 @@ mod tests {
 
     #[test]
     fn rejects_unknown_and_empty_names() {
-        assert_eq!(KeyTemplate::compile("$nope"), Err(KeyError::UnknownVariable("nope".into())));
+        assert_eq!(
+            KeyTemplate::compile("$nope"),
+            Err(KeyError::UnknownVariable("nope".into()))
+        );
         assert!(matches!(KeyTemplate::compile("a$"), Err(KeyError::InvalidName(_))));
         assert!(matches!(KeyTemplate::compile("${host"), Err(KeyError::InvalidName(_))));
-        assert!(matches!(KeyTemplate::compile("$http_"), Err(KeyError::UnknownVariable(_))));
+        assert!(matches!(
+            KeyTemplate::compile("$http_"),
+            Err(KeyError::UnknownVariable(_))
+        ));
     }
 }

@@ -183,7 +183,11 @@ impl NextUpstream {
 impl Default for NextUpstream {
     /// nginx's default: `error timeout`.
     fn default() -> Self {
-        NextUpstream { error: true, timeout: true, ..NextUpstream::OFF }
+        NextUpstream {
+            error: true,
+            timeout: true,
+            ..NextUpstream::OFF
+        }
     }
 }
 
