@@ -2,3 +2,5 @@
 
 pub mod balance;
 pub mod config;
+pub mod http;
+pub mod runtime;
