@@ -3,4 +3,9 @@
 pub mod balance;
 pub mod config;
 pub mod http;
+pub mod preflight;
+pub mod proxy;
 pub mod runtime;
+pub mod server;
+pub mod shard;
+pub mod snapshot;

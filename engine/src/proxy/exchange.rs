@@ -1,0 +1,187 @@
+//! One try of a proxied request against one peer: take a pooled connection or connect, send the head (and stream
+//! the body when it was not buffered), read the response head. Failures are classified as nginx's
+//! `proxy_next_upstream` sees them (error, timeout, invalid header), and a pooled connection the upstream had
+//! closed is told apart (it is not the peer's fault).
+
+use super::body::{forward_body, send, BodyError, IoBuf, Limits, Relay};
+use super::route::ProxyPlan;
+use crate::http::chunked::ChunkedDecoder;
+use crate::http::response::{parse_response, MAX_HEADERS};
+use crate::http::BodyFraming;
+use crate::runtime::{Conn, Runtime};
+use crate::shard::Shard;
+use crate::snapshot::Snapshot;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// nginx's `client_body_timeout` default.
+const CLIENT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What went wrong with a try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FailureKind {
+    #[error("connection failed or closed while {0}")]
+    Error(&'static str),
+    #[error("timed out while {0}")]
+    Timeout(&'static str),
+    #[error("sent an invalid header")]
+    InvalidHeader,
+    /// The client went away or sent a broken body while it was streamed: nothing to answer.
+    #[error("the client closed the connection")]
+    ClientGone,
+}
+
+impl FailureKind {
+    /// Whether this is nginx's `timeout` condition.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, FailureKind::Timeout(_))
+    }
+}
+
+/// Whether any of the request reached the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    No,
+    Yes,
+}
+
+/// A failed try.
+#[derive(Debug, Clone, Copy)]
+pub struct Failure {
+    pub kind: FailureKind,
+    /// A pooled connection that the upstream had closed: no byte of an answer came back.
+    pub stale: bool,
+    pub sent: Sent,
+}
+
+/// A response head that arrived (it sits at the start of the upstream buffer).
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseInfo {
+    pub status: u16,
+    pub head_len: usize,
+    pub body: BodyFraming,
+    pub reusable: bool,
+    /// Requests the connection had served before this one.
+    pub requests: u64,
+}
+
+fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
+    if e.kind() == io::ErrorKind::TimedOut {
+        FailureKind::Timeout(phase)
+    } else {
+        FailureKind::Error(phase)
+    }
+}
+
+/// Runs one try against `addr`. `body` is the client and its body framing when the body must be streamed (it
+/// was not buffered whole); `request` holds the head (and a buffered body).
+#[allow(clippy::too_many_arguments)]
+pub async fn exchange<R: Runtime>(
+    shard: &Shard<R>,
+    snap: &Snapshot,
+    plan: &ProxyPlan,
+    addr: SocketAddr,
+    request: &[u8],
+    body: Option<(&mut R::Conn, BodyFraming)>,
+    client_buf: &mut IoBuf,
+    ubuf: &mut IoBuf,
+    decoder: &mut ChunkedDecoder,
+    head_request: bool,
+) -> Result<(R::Conn, ResponseInfo), Failure> {
+    let conf = &plan.conf;
+    let pooled = shard.pool_take(snap, plan.upstream, addr);
+    let cached = pooled.is_some();
+    let (mut conn, requests) = match pooled {
+        Some(p) => p,
+        None => match R::connect(addr, conf.connect_timeout).await {
+            Ok(c) => {
+                let _ = c.set_nodelay(true);
+                (c, 0)
+            }
+            Err(e) => {
+                let kind = io_kind(&e, "connecting");
+                return Err(Failure {
+                    kind,
+                    stale: false,
+                    sent: Sent::No,
+                });
+            }
+        },
+    };
+    let fail = |kind: FailureKind, stale: bool| Failure {
+        kind,
+        stale,
+        sent: Sent::Yes,
+    };
+    match body {
+        None => {
+            if let Err(e) = send::<R>(&mut conn, request, conf.send_timeout).await {
+                let kind = io_kind(&e, "sending the request");
+                return Err(fail(kind, cached && !kind.is_timeout()));
+            }
+        }
+        Some((client, framing)) => {
+            let mut head = request.to_vec();
+            let limits = Limits {
+                read: CLIENT_BODY_TIMEOUT,
+                write: conf.send_timeout,
+            };
+            match forward_body::<R>(
+                client,
+                client_buf,
+                framing,
+                Relay::Verbatim,
+                decoder,
+                &mut conn,
+                &mut head,
+                limits,
+            )
+            .await
+            {
+                Ok(_) => {}
+                Err(BodyError::Write(e)) => return Err(fail(io_kind(&e, "sending the request body"), false)),
+                Err(_) => return Err(fail(FailureKind::ClientGone, false)),
+            }
+        }
+    }
+    ubuf.consume(usize::MAX);
+    let mut got_any = false;
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        match parse_response(ubuf.readable(), &mut headers, head_request) {
+            Err(_) => return Err(fail(FailureKind::InvalidHeader, false)),
+            Ok(Some(r)) if r.status == 101 => return Err(fail(FailureKind::InvalidHeader, false)),
+            Ok(Some(r)) if r.status < 200 => {
+                let n = r.head_len;
+                ubuf.consume(n);
+                continue;
+            }
+            Ok(Some(r)) => {
+                let info = ResponseInfo {
+                    status: r.status,
+                    head_len: r.head_len,
+                    body: r.body,
+                    reusable: r.reusable,
+                    requests,
+                };
+                return Ok((conn, info));
+            }
+            Ok(None) => {}
+        }
+        match ubuf.fill::<R>(&mut conn, conf.read_timeout).await {
+            Ok(0) => {
+                return Err(fail(
+                    FailureKind::Error("reading the response header"),
+                    cached && !got_any,
+                ))
+            }
+            Ok(_) => got_any = true,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => return Err(fail(FailureKind::InvalidHeader, false)),
+            Err(e) => {
+                let kind = io_kind(&e, "reading the response header");
+                return Err(fail(kind, cached && !got_any && !kind.is_timeout()));
+            }
+        }
+    }
+}

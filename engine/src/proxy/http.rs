@@ -1,0 +1,426 @@
+//! The HTTP/1.1 request flow of one client connection: read and check a head, route it, answer a `return` or
+//! proxy it (pick a peer, reuse or open an upstream connection, send, read the answer, retry as nginx's
+//! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
+
+use super::body::{discard_body, forward_body, send, BodyError, Limits, Relay};
+use super::exchange::{exchange, Failure, FailureKind, Sent};
+use super::route::{LocationPlan, ProxyPlan};
+use super::vars::{ip_hash_key, ConnVars, RequestVars};
+use crate::balance::{Attempt, KeySpec, Outcome};
+use crate::config::model::ClientConf;
+use crate::http::chunked::ChunkedDecoder;
+use crate::http::pages::DateCache;
+use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
+use crate::http::response::{parse_response, write_client_head};
+use crate::http::{BodyFraming, Rejection};
+use crate::runtime::{timeout, Conn, Runtime};
+use crate::shard::{Buffers, Shard};
+use crate::snapshot::Snapshot;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// nginx's `send_timeout` and `client_body_timeout` defaults.
+const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What a request head asks for, once routed.
+struct Request {
+    head_len: usize,
+    body: BodyFraming,
+    head_request: bool,
+    non_idempotent: bool,
+    client_11: bool,
+    /// The client wants, and the config allows, another request on this connection.
+    keepalive: bool,
+}
+
+enum Route<'s> {
+    Fixed(&'s crate::proxy::route::FixedAnswer),
+    Proxy(&'s ProxyPlan),
+}
+
+/// Serves one client connection on http port `port` until it closes.
+pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, port: usize) {
+    let snap = shard.snapshot();
+    let Some(listen) = snap.http_ports.get(port) else {
+        return;
+    };
+    let vars = ConnVars {
+        remote,
+        local: client.local_addr().unwrap_or(listen.addr),
+    };
+    let default_client = snap
+        .config
+        .http
+        .as_ref()
+        .and_then(|h| h.servers.get(listen.default_server))
+        .map(|s| s.client.clone())
+        .unwrap_or_default();
+    let mut bufs = shard.take_buffers();
+    let mut decoder = ChunkedDecoder::new();
+    let mut served = 0u64;
+    loop {
+        let wait = if served == 0 {
+            default_client.client_header_timeout
+        } else {
+            default_client.keepalive_timeout
+        };
+        let step = next_request::<R>(&shard, &snap, port, vars, served, &mut client, &mut bufs, wait).await;
+        let (req, route) = match step {
+            Next::Closed => break,
+            Next::Reject(r) => {
+                reject::<R>(&shard, &mut client, &mut bufs.out, r).await;
+                break;
+            }
+            Next::Request(req, route) => (req, route),
+        };
+        served += 1;
+        let keep = match route {
+            Route::Fixed(answer) => {
+                let kept = discard_body::<R>(&mut client, &mut bufs.client, req.body, &mut decoder, CLIENT_IO_TIMEOUT)
+                    .await
+                    .is_ok();
+                let keep = req.keepalive && kept;
+                bufs.out.clear();
+                shard.date(DateCache::now_secs(), |d| {
+                    answer.write(d, keep, req.head_request, &mut bufs.out)
+                });
+                send::<R>(&mut client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+            }
+            Route::Proxy(plan) => proxy::<R>(&shard, &snap, plan, &req, &mut client, &mut bufs, &mut decoder).await,
+        };
+        if !keep || shard.draining() {
+            break;
+        }
+    }
+    shard.give_buffers(bufs);
+}
+
+enum Next<'s> {
+    Closed,
+    Reject(Rejection),
+    Request(Request, Route<'s>),
+}
+
+/// Reads the next request head (waiting at most `wait` for it, or until a graceful stop between requests) and
+/// routes it; for a proxied request the upstream head and the hash key are written into `bufs`.
+#[allow(clippy::too_many_arguments)]
+async fn next_request<'s, R: Runtime>(
+    shard: &Shard<R>,
+    snap: &'s Snapshot,
+    port: usize,
+    vars: ConnVars,
+    served: u64,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    wait: Duration,
+) -> Next<'s> {
+    loop {
+        match route_head(snap, port, vars, served, bufs) {
+            Ok(Some(next)) => return next,
+            Ok(None) => {}
+            Err(r) => return Next::Reject(r),
+        }
+        if bufs.client.is_full() {
+            return Next::Reject(Rejection::bad("request head too large"));
+        }
+        let idle = bufs.client.readable().is_empty();
+        let read = futures_lite::future::or(
+            async { Some(timeout::<R, _>(wait, bufs.client.fill::<R>(client, wait)).await) },
+            async {
+                if idle && served > 0 {
+                    shard.stopped().await;
+                    None
+                } else {
+                    std::future::pending().await
+                }
+            },
+        )
+        .await;
+        match read {
+            Some(Ok(Ok(n))) if n > 0 => {}
+            _ => return Next::Closed,
+        }
+    }
+}
+
+/// Parses and routes the head in the client buffer, if complete.
+fn route_head<'s>(
+    snap: &'s Snapshot,
+    port: usize,
+    vars: ConnVars,
+    served: u64,
+    bufs: &mut Buffers,
+) -> Result<Option<Next<'s>>, Rejection> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let Some(head) = parse_request(bufs.client.readable(), &mut headers)? else {
+        return Ok(None);
+    };
+    #[cfg(feature = "fault-injection")]
+    if head.header("x-corelb-panic").is_some() {
+        panic!("fault injection: x-corelb-panic");
+    }
+    let server = snap
+        .server_for(port, head.host)
+        .ok_or(Rejection::new(500, "no server"))?;
+    let (loc, fixed_server) = match &server.ret {
+        Some(r) => (None, Some(r)),
+        None => (server.location(head.path()), None),
+    };
+    let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
+    if let BodyFraming::Length(n) = head.body {
+        if client_conf.client_max_body_size != 0 && n > client_conf.client_max_body_size {
+            return Err(Rejection::new(413, "body larger than client_max_body_size"));
+        }
+    }
+    let req = Request {
+        head_len: head.head_len,
+        body: head.body,
+        head_request: head.method == "HEAD",
+        non_idempotent: head.non_idempotent(),
+        client_11: head.version_11,
+        keepalive: head.keepalive
+            && !client_conf.keepalive_timeout.is_zero()
+            && served + 1 < client_conf.keepalive_requests,
+    };
+    let route = match (fixed_server, loc) {
+        (Some(f), _) => Route::Fixed(f),
+        (None, None) => Route::Fixed(&server.not_found),
+        (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f),
+        (None, Some(LocationPlan { proxy: Some(p), .. })) => {
+            prepare_upstream_head(
+                snap,
+                p,
+                &head,
+                vars,
+                &mut bufs.key,
+                &mut bufs.scratch,
+                &mut bufs.request,
+            );
+            Route::Proxy(p)
+        }
+        (None, Some(_)) => Route::Fixed(&server.not_found),
+    };
+    let len = req.head_len;
+    bufs.client.consume(len);
+    Ok(Some(Next::Request(req, route)))
+}
+
+/// Writes the upstream request head and evaluates the balancer key.
+fn prepare_upstream_head(
+    snap: &Snapshot,
+    plan: &ProxyPlan,
+    head: &RequestHead<'_, '_>,
+    conn: ConnVars,
+    key: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    request: &mut Vec<u8>,
+) {
+    let Some(up) = snap.http_plans.get(plan.upstream) else {
+        return;
+    };
+    let vars = RequestVars {
+        req: head,
+        conn,
+        proxy_host: &up.name,
+    };
+    match &up.key {
+        KeySpec::None => key.clear(),
+        KeySpec::ClientAddr => ip_hash_key(&conn.remote, key),
+        KeySpec::Template(t) => t.eval_into(&vars, key),
+    }
+    plan.write_request_head(head, &vars, scratch, request);
+}
+
+/// Answers a refused request and closes.
+async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, out: &mut Vec<u8>, r: Rejection) {
+    out.clear();
+    shard.date(DateCache::now_secs(), |d| {
+        shard.error_answer(r.status).write(d, false, false, out)
+    });
+    let _ = send::<R>(client, out, CLIENT_IO_TIMEOUT).await;
+}
+
+/// Proxies one request; returns whether the client connection stays open.
+async fn proxy<R: Runtime>(
+    shard: &Shard<R>,
+    snap: &Snapshot,
+    plan: &ProxyPlan,
+    req: &Request,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    decoder: &mut ChunkedDecoder,
+) -> bool {
+    let Some(up) = snap.http_plans.get(plan.upstream) else {
+        return false;
+    };
+    let conf = &plan.conf;
+    let replayable = buffer_whole_body(req.body, bufs, decoder);
+    let mut attempt = Attempt::new(up, conf.next_upstream_tries, &bufs.key);
+    let started = Instant::now();
+    loop {
+        let now = DateCache::now_secs();
+        let picked = shard
+            .with_http_state(snap, plan.upstream, |st| attempt.pick(st, &bufs.key, now))
+            .flatten();
+        let Some(peer) = picked else {
+            eprintln!(
+                "corelb: [error] no live upstreams while connecting to upstream \"{}\"",
+                up.name
+            );
+            return answer::<R>(shard, client, bufs, 502, req, replayable).await;
+        };
+        peer.slot.count_request();
+        let body = (!replayable).then_some((&mut *client, req.body));
+        let got = exchange::<R>(
+            shard,
+            snap,
+            plan,
+            peer.addr,
+            &bufs.request,
+            body,
+            &mut bufs.client,
+            &mut bufs.upstream,
+            decoder,
+            req.head_request,
+        )
+        .await;
+        let (mut conn, info) = match got {
+            Ok(ok) => ok,
+            Err(Failure {
+                kind: FailureKind::ClientGone,
+                ..
+            }) => return false,
+            Err(f) => {
+                if f.stale && replayable {
+                    shard.with_http_state(snap, plan.upstream, |st| attempt.report(Outcome::Next, st, now));
+                    attempt.refund_try();
+                    continue;
+                }
+                eprintln!("corelb: [error] upstream {} ({}): {}", peer.addr, up.name, f.kind);
+                shard.with_http_state(snap, plan.upstream, |st| attempt.report(Outcome::Failed, st, now));
+                let give_up_status = if f.kind.is_timeout() { 504 } else { 502 };
+                let allowed = match f.kind {
+                    FailureKind::Timeout(_) => conf.next_upstream.timeout,
+                    FailureKind::InvalidHeader => conf.next_upstream.invalid_header,
+                    _ => conf.next_upstream.error,
+                };
+                let may_resend = f.sent == Sent::No || !req.non_idempotent || conf.next_upstream.non_idempotent;
+                if !(allowed && may_resend && replayable && attempt.tries_left() > 0 && in_time(conf, started)) {
+                    return answer::<R>(shard, client, bufs, give_up_status, req, replayable).await;
+                }
+                continue;
+            }
+        };
+        let status = info.status;
+        if conf.next_upstream.on_status(status)
+            && attempt.tries_left() > 1
+            && replayable
+            && (!req.non_idempotent || conf.next_upstream.non_idempotent)
+            && in_time(conf, started)
+        {
+            let outcome = if status == 403 || status == 404 {
+                Outcome::Next
+            } else {
+                Outcome::Failed
+            };
+            shard.with_http_state(snap, plan.upstream, |st| attempt.report(outcome, st, now));
+            continue;
+        }
+        peer.slot.count_response(status);
+        let relay = if info.body == BodyFraming::Chunked && !req.client_11 {
+            Relay::Dechunk
+        } else {
+            Relay::Verbatim
+        };
+        let keep_client = req.keepalive && info.body != BodyFraming::UntilClose && relay == Relay::Verbatim;
+        let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
+        let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
+            return false;
+        };
+        let chunked_out = info.body == BodyFraming::Chunked && relay == Relay::Verbatim;
+        shard.date(DateCache::now_secs(), |d| {
+            write_client_head(&resp, d, keep_client, chunked_out, &mut bufs.out)
+        });
+        bufs.upstream.consume(info.head_len);
+        let limits = Limits {
+            read: conf.read_timeout,
+            write: CLIENT_IO_TIMEOUT,
+        };
+        let sent = forward_body::<R>(
+            &mut conn,
+            &mut bufs.upstream,
+            info.body,
+            relay,
+            decoder,
+            client,
+            &mut bufs.out,
+            limits,
+        )
+        .await;
+        shard.with_http_state(snap, plan.upstream, |st| attempt.report(Outcome::Success, st, now));
+        match sent {
+            Ok(_) => {
+                if info.reusable && plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
+                    shard.pool_put(snap, plan.upstream, peer.addr, conn, info.requests + 1);
+                }
+                return keep_client;
+            }
+            Err(BodyError::Write(_)) => return false,
+            Err(e) => {
+                eprintln!(
+                    "corelb: [error] upstream {} ({}): {e} while sending the response",
+                    peer.addr, up.name
+                );
+                return false;
+            }
+        }
+    }
+}
+
+/// Whether `proxy_next_upstream_timeout` still allows another try.
+fn in_time(conf: &crate::config::model::HttpProxyConf, started: Instant) -> bool {
+    conf.next_upstream_timeout.is_zero() || started.elapsed() < conf.next_upstream_timeout
+}
+
+/// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can
+/// send it again) and returns true; otherwise it will be streamed, and the request cannot be resent.
+fn buffer_whole_body(body: BodyFraming, bufs: &mut Buffers, decoder: &mut ChunkedDecoder) -> bool {
+    let avail = bufs.client.readable();
+    let take = match body {
+        BodyFraming::None | BodyFraming::UntilClose => return true,
+        BodyFraming::Length(n) => match usize::try_from(n) {
+            Ok(n) if n <= avail.len() => n,
+            _ => return false,
+        },
+        BodyFraming::Chunked => {
+            decoder.reset();
+            match decoder.feed(avail, |_| {}) {
+                Ok(used) if decoder.is_done() => used,
+                _ => return false,
+            }
+        }
+    };
+    bufs.request.extend_from_slice(&avail[..take]);
+    bufs.client.consume(take);
+    true
+}
+
+/// Sends nginx's error page for `status`; the connection stays open only if the request body was consumed.
+async fn answer<R: Runtime>(
+    shard: &Shard<R>,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    status: u16,
+    req: &Request,
+    body_consumed: bool,
+) -> bool {
+    let keep = req.keepalive && body_consumed;
+    bufs.out.clear();
+    shard.date(DateCache::now_secs(), |d| {
+        shard
+            .error_answer(status)
+            .write(d, keep, req.head_request, &mut bufs.out)
+    });
+    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+}
