@@ -290,7 +290,16 @@ mod tests {
     #[test]
     fn ch_table_lookups() {
         // (key, crc32, idx, point hash (0 = not given), server, next points, s2 down →), spec §6.
-        let rows: [(&str, u32, usize, u32, &str, &[&str], &str); 7] = [
+        type Row = (
+            &'static str,
+            u32,
+            usize,
+            u32,
+            &'static str,
+            &'static [&'static str],
+            &'static str,
+        );
+        let rows: [Row; 7] = [
             ("a", 0xe8b7be43, 443, 0xe9a2fd39, "s2", &["s3", "s2", "s3"], "s3"),
             ("b", 0x71beeff9, 226, 0x727bd38f, "s3", &["s1", "s1", "s1"], "s3"),
             ("c", 0x06b9df6f, 14, 0x06d634e6, "s3", &["s3", "s1", "s3"], "s3"),

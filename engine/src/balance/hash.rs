@@ -106,7 +106,8 @@ mod tests {
         // (key, crc32 of the first round, its 15-bit value, then (data, value, acc, idx) of the retries), spec §5.
         assert_eq!(crc32fast::hash(b"a"), 0xe8b7be43);
         assert_eq!(crc32fast::hash(b"/index.html"), 0xea224b42);
-        let rows: [(&str, u32, &[(u32, u32)]); 6] = [
+        type Retries = &'static [(u32, u32)];
+        let rows: [(&str, u32, Retries); 6] = [
             ("a", 26807, &[(15665, 42472), (5660, 48132)]),
             ("b", 29118, &[(9272, 38390)]),
             ("c", 1721, &[(21311, 23032)]),

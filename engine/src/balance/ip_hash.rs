@@ -90,7 +90,8 @@ mod tests {
     use crate::config::model::{Method, ServerLine};
 
     /// (client, hash, equal →, first 5 candidates, weights 2,1,1 →, s2 down →), spec §4.
-    const IPH: [(&str, u32, &str, [usize; 5], &str, &str); 10] = [
+    type IphRow = (&'static str, u32, &'static str, [usize; 5], &'static str, &'static str);
+    const IPH: [IphRow; 10] = [
         ("127.0.0.1", 4040, "s3", [2, 2, 1, 0, 0], "s1", "s3"),
         ("127.0.1.1", 4041, "s1", [0, 0, 1, 0, 0], "s1", "s1"),
         ("127.1.0.1", 4153, "s2", [1, 2, 1, 1, 0], "s1", "s3"),
