@@ -1,6 +1,7 @@
 //! `hash KEY`: nginx's Cache::Memcached-compatible hash of a per-request key over the configured weights.
 
-use super::{round_robin, Balancer, Choice, ListKind, PickCx};
+use super::ranges::WeightRanges;
+use super::{round_robin, Balancer, Choice, ListKind, PeerList, PickCx};
 
 /// After this many misses in one request, round robin takes over.
 const MAX_MISSES: u32 = 20;
@@ -33,9 +34,20 @@ fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &[u8] {
     &buf[start..]
 }
 
-/// `hash KEY` (without `consistent`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Hash;
+/// `hash KEY` (without `consistent`): the primary list's weight ranges, so the weight walk is a binary search.
+#[derive(Debug, Clone, Default)]
+pub struct Hash {
+    ranges: WeightRanges,
+}
+
+impl Hash {
+    /// `hash KEY` over `primary`.
+    pub fn build(primary: &PeerList) -> Hash {
+        Hash {
+            ranges: WeightRanges::new(primary),
+        }
+    }
+}
 
 impl Balancer for Hash {
     /// nginx's `ngx_http_upstream_get_hash_peer`: each round adds [`round_value`] to a 32-bit accumulator and
@@ -48,7 +60,7 @@ impl Balancer for Hash {
             || cx.plan.single
             || cx.key.is_empty()
             || cx.attempt.list != ListKind::Primary
-            || list.total_weight == 0
+            || self.ranges.total() == 0
         {
             return round_robin::choose(cx);
         }
@@ -57,7 +69,7 @@ impl Balancer for Hash {
             let acc = (cx.attempt.hash as u32).wrapping_add(round_value(cx.key, cx.attempt.rehash));
             cx.attempt.hash = u64::from(acc);
             cx.attempt.rehash = cx.attempt.rehash.wrapping_add(1);
-            let index = list.weight_walk(u64::from(acc) % list.total_weight);
+            let index = self.ranges.index_of(u64::from(acc) % self.ranges.total());
             let usable = list.peers.get(index).is_some_and(|p| p.usable(cx.now));
             if usable && !cx.attempt.tried.contains(index) {
                 return Some(Choice {

@@ -1,6 +1,7 @@
 //! `ip_hash`: the client's /24 (IPv4) or whole IPv6 address hashed onto the configured weights, as nginx does.
 
-use super::{round_robin, Balancer, Choice, ListKind, PickCx};
+use super::ranges::WeightRanges;
+use super::{round_robin, Balancer, Choice, ListKind, PeerList, PickCx};
 use std::net::IpAddr;
 
 /// The hash seed of every request.
@@ -39,9 +40,20 @@ pub fn step(h: u32, key: &[u8]) -> u32 {
     h as u32
 }
 
-/// `ip_hash`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IpHash;
+/// `ip_hash`: the primary list's weight ranges, so the weight walk is a binary search.
+#[derive(Debug, Clone, Default)]
+pub struct IpHash {
+    ranges: WeightRanges,
+}
+
+impl IpHash {
+    /// `ip_hash` over `primary`.
+    pub fn build(primary: &PeerList) -> IpHash {
+        IpHash {
+            ranges: WeightRanges::new(primary),
+        }
+    }
+}
 
 impl Balancer for IpHash {
     /// nginx's `ngx_http_upstream_get_ip_hash_peer`: the running hash (seeded with 89) is re-hashed once more per
@@ -53,7 +65,7 @@ impl Balancer for IpHash {
         if cx.attempt.bal_tries > MAX_MISSES
             || cx.plan.single
             || cx.attempt.list != ListKind::Primary
-            || list.total_weight == 0
+            || self.ranges.total() == 0
         {
             return round_robin::choose(cx);
         }
@@ -61,7 +73,7 @@ impl Balancer for IpHash {
         let mut h = cx.attempt.iphash;
         loop {
             h = step(h, key);
-            let index = list.weight_walk(u64::from(h) % list.total_weight);
+            let index = self.ranges.index_of(u64::from(h) % self.ranges.total());
             let usable = list.peers.get(index).is_some_and(|p| p.usable(cx.now));
             if usable && !cx.attempt.tried.contains(index) {
                 cx.attempt.iphash = h;

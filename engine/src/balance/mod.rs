@@ -15,6 +15,7 @@ pub mod hash;
 pub mod ip_hash;
 pub mod least_conn;
 pub mod random;
+pub mod ranges;
 pub mod round_robin;
 #[cfg(test)]
 mod testkit;
@@ -122,8 +123,8 @@ impl ShardState {
 pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>, KeySpec) {
     match method {
         Method::RoundRobin => (Box::new(RoundRobin), KeySpec::None),
-        Method::IpHash => (Box::new(IpHash), KeySpec::ClientAddr),
-        Method::Hash { key, consistent: false } => (Box::new(Hash), KeySpec::Template(key.clone())),
+        Method::IpHash => (Box::new(IpHash::build(primary)), KeySpec::ClientAddr),
+        Method::Hash { key, consistent: false } => (Box::new(Hash::build(primary)), KeySpec::Template(key.clone())),
         Method::Hash { key, consistent: true } => {
             (Box::new(ConsistentHash::build(primary)), KeySpec::Template(key.clone()))
         }

@@ -1,6 +1,7 @@
 //! `random [two [least_conn]]`: a weighted random peer, or the less loaded of two, over ranges built at load.
 
 use super::attempt::AttemptState;
+use super::ranges::WeightRanges;
 use super::{round_robin, Balancer, Choice, ListKind, PeerList, PickCx};
 use rand::RngCore;
 
@@ -10,60 +11,29 @@ const MAX_MISSES: u32 = 20;
 /// `random` or `random two [least_conn]`.
 #[derive(Debug, Clone, Default)]
 pub struct Random {
-    /// `ranges[i]` = Σ weight of the primary peers before `i` (down ones included).
-    ranges: Vec<u64>,
-    total_weight: u64,
+    /// The primary list's weight ranges, built at load as nginx builds them per worker.
+    ranges: WeightRanges,
     two: bool,
 }
 
 impl Random {
     /// The ranges of `primary`; `two` selects `random two least_conn`.
     pub fn build(primary: &PeerList, two: bool) -> Random {
-        let mut total_weight = 0;
-        let ranges = primary
-            .peers
-            .iter()
-            .map(|p| {
-                let start = total_weight;
-                total_weight += u64::from(p.weight);
-                start
-            })
-            .collect();
         Random {
-            ranges,
-            total_weight,
+            ranges: WeightRanges::new(primary),
             two,
         }
     }
 
-    /// The range starts.
-    pub fn ranges(&self) -> &[u64] {
+    /// The weight ranges.
+    pub fn ranges(&self) -> &WeightRanges {
         &self.ranges
     }
 
-    /// Σ weight.
-    pub fn total_weight(&self) -> u64 {
-        self.total_weight
-    }
-
-    /// nginx's `ngx_http_upstream_peek_random_peer` after the draw: the largest `i` with `ranges[i] <= x`, found by
-    /// nginx's binary search over `[0, n)`.
-    pub fn index_of(&self, x: u64) -> usize {
-        let (mut i, mut j) = (0, self.ranges.len());
-        while j - i > 1 {
-            let k = (i + j) / 2;
-            if self.ranges.get(k).is_some_and(|&r| x < r) {
-                j = k;
-            } else {
-                i = k;
-            }
-        }
-        i
-    }
-
-    /// One draw: `random() % total_weight` with libc's 31-bit `random()`, then [`Random::index_of`].
+    /// One draw: `random() % total_weight` with libc's 31-bit `random()`, then [`WeightRanges::index_of`].
     fn draw(&self, rng: &mut impl RngCore) -> usize {
-        self.index_of(u64::from(rng.next_u32() >> 1) % self.total_weight.max(1))
+        self.ranges
+            .index_of(u64::from(rng.next_u32() >> 1) % self.ranges.total().max(1))
     }
 
     /// Plain `random`: draws until an untried, usable peer comes up. `None` after more than 20 misses.
@@ -124,7 +94,7 @@ impl Balancer for Random {
         if cx.attempt.bal_tries > MAX_MISSES
             || cx.plan.single
             || cx.attempt.list != ListKind::Primary
-            || self.total_weight == 0
+            || self.ranges.total() == 0
         {
             return round_robin::choose(cx);
         }
@@ -180,14 +150,10 @@ mod tests {
     }
 
     #[test]
-    fn rnd_ranges_and_x_to_index() {
-        let r = Random::build(&peer_list(&[5, 1, 1]), false);
-        assert_eq!((r.ranges(), r.total_weight()), (&[0, 5, 6][..], 7));
-        let got: Vec<usize> = (0..7).map(|x| r.index_of(x)).collect();
-        assert_eq!(got, [0, 0, 0, 0, 0, 1, 2]);
-        let r = Random::build(&peer_list(&[1, 2, 3, 4]), false);
-        let got: Vec<usize> = (0..10).map(|x| r.index_of(x)).collect();
-        assert_eq!(got, [0, 1, 1, 2, 2, 2, 3, 3, 3, 3]);
+    fn ranges_are_built_at_load() {
+        let r = Random::build(&peer_list(&[5, 1, 1]), true);
+        assert_eq!((r.ranges().starts(), r.ranges().total()), (&[0, 5, 6][..], 7));
+        assert_eq!(r.name(), "random two least_conn");
     }
 
     #[test]
