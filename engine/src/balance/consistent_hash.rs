@@ -82,9 +82,8 @@ impl Ring {
 #[derive(Debug, Clone, Default)]
 pub struct ConsistentHash {
     ring: Ring,
-    /// Peers of server id `s`: `members[member_start[s]..member_start[s + 1]]`, ascending.
-    member_start: Vec<usize>,
-    members: Vec<usize>,
+    /// `members[s]`: the indices of the primary peers whose text is server `s`, ascending.
+    members: Vec<Vec<usize>>,
 }
 
 impl ConsistentHash {
@@ -93,27 +92,28 @@ impl ConsistentHash {
     /// de-duplication collapses, so each text is generated once with its largest weight. Points are sorted by hash
     /// and only the first of equal hashes is kept, the earlier server in config order winning a collision.
     pub fn build(primary: &PeerList) -> ConsistentHash {
-        let mut ids: HashMap<&str, u32> = HashMap::new();
+        let mut ids: HashMap<&str, usize> = HashMap::new();
         let mut texts: Vec<Arc<str>> = Vec::new();
         let mut weights: Vec<u32> = Vec::new();
-        let mut peer_server = Vec::with_capacity(primary.len());
-        for peer in &primary.peers {
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for (index, peer) in primary.peers.iter().enumerate() {
             let id = *ids.entry(&*peer.server).or_insert_with(|| {
                 texts.push(peer.server.clone());
                 weights.push(0);
-                // server ids are bounded by the peer count
-                (texts.len() - 1) as u32
+                members.push(Vec::new());
+                texts.len() - 1
             });
-            if let Some(w) = weights.get_mut(id as usize) {
+            if let (Some(w), Some(m)) = (weights.get_mut(id), members.get_mut(id)) {
                 *w = (*w).max(peer.weight);
+                m.push(index);
             }
-            peer_server.push(id as usize);
         }
         let npoints: usize = weights.iter().map(|&w| w as usize * POINTS_PER_WEIGHT as usize).sum();
         let mut packed: Vec<u64> = Vec::with_capacity(npoints);
         for (id, (text, &weight)) in texts.iter().zip(&weights).enumerate() {
             packed.extend(server_points(text, weight).map(|h| (u64::from(h) << 32) | id as u64));
         }
+        // Sorting (hash, server id) pairs puts the earlier server first among equal hashes.
         packed.sort_unstable();
         packed.dedup_by_key(|p| *p >> 32);
         let ring = Ring {
@@ -121,24 +121,7 @@ impl ConsistentHash {
             servers: packed.iter().map(|&p| p as u32).collect(),
             texts,
         };
-        let mut member_start = vec![0; ring.texts.len() + 1];
-        for &s in &peer_server {
-            member_start[s + 1] += 1;
-        }
-        for s in 1..member_start.len() {
-            member_start[s] += member_start[s - 1];
-        }
-        let mut fill = member_start.clone();
-        let mut members = vec![0; peer_server.len()];
-        for (peer, &s) in peer_server.iter().enumerate() {
-            members[fill[s]] = peer;
-            fill[s] += 1;
-        }
-        ConsistentHash {
-            ring,
-            member_start,
-            members,
-        }
+        ConsistentHash { ring, members }
     }
 
     /// The ring.
@@ -148,15 +131,10 @@ impl ConsistentHash {
 
     /// The primary peers (ascending indices) named by the point at `pos % len`.
     fn members_at(&self, pos: u64) -> &[usize] {
-        let n = self.ring.len() as u64;
-        let Some(&server) = pos.checked_rem(n).and_then(|i| self.ring.servers.get(i as usize)) else {
-            return &[];
-        };
-        let s = server as usize;
-        match (self.member_start.get(s), self.member_start.get(s + 1)) {
-            (Some(&a), Some(&b)) => self.members.get(a..b).unwrap_or(&[]),
-            _ => &[],
-        }
+        pos.checked_rem(self.ring.len() as u64)
+            .and_then(|i| self.ring.servers.get(i as usize))
+            .and_then(|&server| self.members.get(server as usize))
+            .map_or(&[], |m| m.as_slice())
     }
 }
 

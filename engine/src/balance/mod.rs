@@ -132,3 +132,48 @@ pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>
         Method::Random { two } => (Box::new(Random::build(primary, two.is_some())), KeySpec::None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::key::KeyTemplate;
+    use crate::config::model::RandomTwo;
+
+    #[test]
+    fn every_method_builds_its_balancer_and_key() {
+        let key = KeyTemplate::compile("$request_uri").expect("a valid template");
+        let cases = [
+            (Method::RoundRobin, "round_robin", KeySpec::None),
+            (Method::IpHash, "ip_hash", KeySpec::ClientAddr),
+            (
+                Method::Hash {
+                    key: key.clone(),
+                    consistent: false,
+                },
+                "hash",
+                KeySpec::Template(key.clone()),
+            ),
+            (
+                Method::Hash {
+                    key: key.clone(),
+                    consistent: true,
+                },
+                "hash consistent",
+                KeySpec::Template(key.clone()),
+            ),
+            (Method::LeastConn, "least_conn", KeySpec::None),
+            (Method::Random { two: None }, "random", KeySpec::None),
+            (
+                Method::Random {
+                    two: Some(RandomTwo::LeastConn),
+                },
+                "random two least_conn",
+                KeySpec::None,
+            ),
+        ];
+        for (method, name, spec) in cases {
+            let plan = testkit::plan(method, testkit::spec_servers([1, 1, 1], &[]));
+            assert_eq!((plan.balancer.name(), &plan.key), (name, &spec));
+        }
+    }
+}

@@ -216,6 +216,29 @@ mod tests {
     }
 
     #[test]
+    fn fails_are_not_a_sliding_window() {
+        // a: max_fails=2. A failure at T and another at T+100, with no successful selection of a in between,
+        // add up to 2 and exclude a for fail_timeout after the last one.
+        let a = ServerLine {
+            max_fails: 2,
+            ..line("a")
+        };
+        let mut lab = Lab::new(Method::RoundRobin, vec![a, line("b")]);
+        assert_eq!(names(&lab.run(b"", NOW, &[Failed, Success])), ["a", "b"]);
+        assert_eq!(lab.serve(b"", NOW + 100).as_deref(), Some("b"));
+        assert_eq!(names(&lab.run(b"", NOW + 100, &[Failed, Success])), ["a", "b"]);
+        assert_eq!(lab.peer(0).slot.fails(), 2);
+        // weight 1 / max_fails 2 = 0: no ew penalty
+        assert_eq!(lab.ew(), [1, 1]);
+        let excluded: String = (0..3).filter_map(|_| lab.serve(b"", NOW + 110)).collect();
+        assert_eq!(excluded, "bbb");
+        // past the window a is back (cw [-1,1]: b first); its success, selected after the window, clears fails
+        let back: String = (0..2).filter_map(|_| lab.serve(b"", NOW + 111)).collect();
+        assert_eq!(back, "ba");
+        assert_eq!(lab.peer(0).slot.fails(), 0);
+    }
+
+    #[test]
     fn no_reset_when_every_peer_failed() {
         let mut lab = rr(&[1, 1]);
         assert_eq!(names(&lab.run(b"", NOW, &[Failed, Failed])), ["a", "b"]);
