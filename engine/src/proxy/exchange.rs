@@ -27,9 +27,12 @@ pub enum FailureKind {
     Timeout(&'static str),
     #[error("sent an invalid header")]
     InvalidHeader,
-    /// The client went away or sent a broken body while it was streamed: nothing to answer.
+    /// The client went away while its body was streamed: nothing to answer.
     #[error("the client closed the connection")]
     ClientGone,
+    /// The client's streamed chunked body was malformed: answer 400 and close.
+    #[error("the client sent a malformed chunked body")]
+    BadBody,
 }
 
 impl FailureKind {
@@ -141,6 +144,7 @@ pub async fn exchange<R: Runtime>(
             {
                 Ok(_) => {}
                 Err(BodyError::Write(e)) => return Err(fail(io_kind(&e, "sending the request body"), false)),
+                Err(BodyError::Chunk(_)) => return Err(fail(FailureKind::BadBody, false)),
                 Err(_) => return Err(fail(FailureKind::ClientGone, false)),
             }
         }

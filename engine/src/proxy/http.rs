@@ -255,7 +255,10 @@ async fn proxy<R: Runtime>(
         return false;
     };
     let conf = &plan.conf;
-    let replayable = buffer_whole_body(req.body, bufs, decoder);
+    let Ok(replayable) = buffer_whole_body(req.body, bufs, decoder) else {
+        reject::<R>(shard, client, &mut bufs.out, Rejection::bad("malformed chunked body")).await;
+        return false;
+    };
     let mut attempt = Attempt::new(up, conf.next_upstream_tries, &bufs.key);
     let started = Instant::now();
     loop {
@@ -384,26 +387,28 @@ fn in_time(conf: &crate::config::model::HttpProxyConf, started: Instant) -> bool
 }
 
 /// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can
-/// send it again) and returns true; otherwise it will be streamed, and the request cannot be resent.
-fn buffer_whole_body(body: BodyFraming, bufs: &mut Buffers, decoder: &mut ChunkedDecoder) -> bool {
+/// send it again) and returns true; otherwise it will be streamed, and the request cannot be resent. A chunked
+/// body already malformed in the buffer is an error: it is never forwarded.
+fn buffer_whole_body(body: BodyFraming, bufs: &mut Buffers, decoder: &mut ChunkedDecoder) -> Result<bool, ()> {
     let avail = bufs.client.readable();
     let take = match body {
-        BodyFraming::None | BodyFraming::UntilClose => return true,
+        BodyFraming::None | BodyFraming::UntilClose => return Ok(true),
         BodyFraming::Length(n) => match usize::try_from(n) {
             Ok(n) if n <= avail.len() => n,
-            _ => return false,
+            _ => return Ok(false),
         },
         BodyFraming::Chunked => {
             decoder.reset();
-            match decoder.feed(avail, |_| {}) {
-                Ok(used) if decoder.is_done() => used,
-                _ => return false,
+            let used = decoder.feed(avail, |_| {}).map_err(|_| ())?;
+            if !decoder.is_done() {
+                return Ok(false);
             }
+            used
         }
     };
     bufs.request.extend_from_slice(&avail[..take]);
     bufs.client.consume(take);
-    true
+    Ok(true)
 }
 
 /// Sends nginx's error page for `status`; the connection stays open only if the request body was consumed.

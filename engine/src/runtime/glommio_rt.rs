@@ -99,7 +99,8 @@ impl Runtime for Glommio {
     }
 
     async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<GlommioConn> {
-        TcpStream::connect_timeout(addr, timeout)
+        // glommio refuses a zero timeout; io_uring links the connect to a timeout of its own.
+        TcpStream::connect_timeout(addr, timeout.max(Duration::from_millis(1)))
             .await
             .map(GlommioConn)
             .map_err(io::Error::from)

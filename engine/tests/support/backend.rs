@@ -1,7 +1,7 @@
 //! Test backends: small blocking HTTP/1.1 and TCP servers on loopback threads (ok, failing, resetting, slow,
 //! echoing), counting what they see.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -132,7 +132,7 @@ fn read_request(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Req> {
             });
         }
         let mut tmp = [0u8; 65536];
-        match conn.read(&mut tmp) {
+        match super::read_retrying(conn, &mut tmp) {
             Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -142,7 +142,7 @@ fn read_request(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Req> {
 fn read_exact_body(conn: &mut TcpStream, buf: &mut Vec<u8>, len: usize) -> Option<Vec<u8>> {
     while buf.len() < len {
         let mut tmp = [0u8; 65536];
-        match conn.read(&mut tmp) {
+        match super::read_retrying(conn, &mut tmp) {
             Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -160,7 +160,7 @@ fn read_chunked(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
             return Some(body);
         }
         let mut tmp = [0u8; 65536];
-        match conn.read(&mut tmp) {
+        match super::read_retrying(conn, &mut tmp) {
             Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
@@ -255,7 +255,7 @@ pub fn tcp_echo() -> (SocketAddr, Arc<Stats>) {
                 let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
                 let mut buf = [0u8; 8192];
                 loop {
-                    match conn.read(&mut buf) {
+                    match super::read_retrying(&mut conn, &mut buf) {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
                             if conn.write_all(&buf[..n]).is_err() {

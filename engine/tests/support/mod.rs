@@ -233,7 +233,7 @@ impl Client {
 
     fn more(&mut self) -> bool {
         let mut tmp = [0u8; 65536];
-        match self.conn.read(&mut tmp) {
+        match read_retrying(&mut self.conn, &mut tmp) {
             Ok(0) | Err(_) => false,
             Ok(n) => {
                 self.buf.extend_from_slice(&tmp[..n]);
@@ -294,6 +294,16 @@ impl Client {
     /// Whether the proxy closed the connection (no more bytes).
     pub fn closed(&mut self) -> bool {
         self.buf.is_empty() && !self.more()
+    }
+}
+
+/// `read`, retried on EINTR (glommio's executors signal threads of the process; a blocking read can see it).
+pub fn read_retrying(conn: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match conn.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
     }
 }
 
