@@ -86,8 +86,6 @@ fn glommio_runtime_proxies_when_io_uring_is_available() {
 
 fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Config {
     Config {
-        main: MainConf::default(),
-        http: None,
         stream: Some(StreamConf {
             upstreams: vec![upstream("tcp", servers)],
             servers: vec![StreamServer {
@@ -104,6 +102,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                 span: Span::default(),
             }],
         }),
+        ..Config::default()
     }
 }
 

@@ -94,7 +94,6 @@ pub fn keepalive_proxy() -> HttpProxyConf {
 
 pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: Vec<Location>) -> Config {
     Config {
-        main: MainConf::default(),
         http: Some(HttpConf {
             upstreams,
             servers: vec![HttpServer {
@@ -110,7 +109,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 span: Span::default(),
             }],
         }),
-        stream: None,
+        ..Config::default()
     }
 }
 
