@@ -147,7 +147,7 @@ fn post_is_not_retried_once_sent() {
     let mut c = Client::connect(listen);
     c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc");
     let resp = c.read_response().expect("response");
-    assert_eq!(resp.status, 502);
+    assert_eq!(resp.status, 502, "{resp:?}");
     assert_eq!(ok.requests(), 0);
     // a GET after the failure goes to the other peer
     assert_eq!(get(listen, "/").expect("response").text(), "ok");

@@ -45,9 +45,14 @@ impl IoBuf {
         self.start == 0 && self.end == self.data.len()
     }
 
-    /// Reads more bytes after the unread ones (moving them to the front if needed). `Ok(0)` is end of stream;
-    /// a full buffer is an `InvalidData` error.
+    /// Reads more bytes after the unread ones (moving them to the front if needed), giving up after `timeout`.
+    /// `Ok(0)` is end of stream; a full buffer is an `InvalidData` error.
     pub async fn fill<R: Runtime>(&mut self, conn: &mut R::Conn, timeout: Duration) -> io::Result<usize> {
+        io_timeout::<R, _>(timeout, self.fill_untimed(conn)).await
+    }
+
+    /// [`IoBuf::fill`] without a time limit (the caller sets one).
+    pub async fn fill_untimed(&mut self, conn: &mut impl Conn) -> io::Result<usize> {
         if self.end == self.data.len() {
             if self.start == 0 {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "buffer full"));
@@ -56,7 +61,7 @@ impl IoBuf {
             self.end -= self.start;
             self.start = 0;
         }
-        let n = io_timeout::<R, _>(timeout, conn.read(&mut self.data[self.end..])).await?;
+        let n = conn.read(&mut self.data[self.end..]).await?;
         self.end += n;
         Ok(n)
     }

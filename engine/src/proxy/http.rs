@@ -126,7 +126,7 @@ async fn next_request<'s, R: Runtime>(
         }
         let idle = bufs.client.readable().is_empty();
         let read = futures_lite::future::or(
-            async { Some(timeout::<R, _>(wait, bufs.client.fill::<R>(client, wait)).await) },
+            async { Some(timeout::<R, _>(wait, bufs.client.fill_untimed(client)).await) },
             async {
                 if idle && served > 0 {
                     shard.stopped().await;
@@ -296,12 +296,16 @@ async fn proxy<R: Runtime>(
             }) => return false,
             Err(f) => {
                 if f.stale && replayable {
-                    shard.with_http_state(snap, plan.upstream, |st| attempt.report(Outcome::Next, st, now));
+                    shard.with_http_state(snap, plan.upstream, |st| {
+                        attempt.report(Outcome::Next, st, DateCache::now_secs())
+                    });
                     attempt.refund_try();
                     continue;
                 }
                 eprintln!("corelb: [error] upstream {} ({}): {}", peer.addr, up.name, f.kind);
-                shard.with_http_state(snap, plan.upstream, |st| attempt.report(Outcome::Failed, st, now));
+                shard.with_http_state(snap, plan.upstream, |st| {
+                    attempt.report(Outcome::Failed, st, DateCache::now_secs())
+                });
                 let give_up_status = if f.kind.is_timeout() { 504 } else { 502 };
                 let allowed = match f.kind {
                     FailureKind::Timeout(_) => conf.next_upstream.timeout,
@@ -327,7 +331,9 @@ async fn proxy<R: Runtime>(
             } else {
                 Outcome::Failed
             };
-            shard.with_http_state(snap, plan.upstream, |st| attempt.report(outcome, st, now));
+            shard.with_http_state(snap, plan.upstream, |st| {
+                attempt.report(outcome, st, DateCache::now_secs())
+            });
             continue;
         }
         peer.slot.count_response(status);
@@ -361,7 +367,9 @@ async fn proxy<R: Runtime>(
             limits,
         )
         .await;
-        shard.with_http_state(snap, plan.upstream, |st| attempt.report(Outcome::Success, st, now));
+        shard.with_http_state(snap, plan.upstream, |st| {
+            attempt.report(Outcome::Success, st, DateCache::now_secs())
+        });
         match sent {
             Ok(_) => {
                 if info.reusable && plan.upstream_keepalive && bufs.upstream.readable().is_empty() {

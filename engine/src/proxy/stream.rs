@@ -52,7 +52,9 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
                     "corelb: [error] connect() to {} failed ({e}) while connecting to upstream",
                     peer.addr
                 );
-                shard.with_stream_state(&snap, srv.upstream, |st| attempt.report(Outcome::Failed, st, now));
+                shard.with_stream_state(&snap, srv.upstream, |st| {
+                    attempt.report(Outcome::Failed, st, DateCache::now_secs())
+                });
                 if !srv.next_upstream || attempt.tries_left() == 0 {
                     return;
                 }
