@@ -177,3 +177,16 @@ fn fixed_answers_and_location_matching() {
         (301, Some("http://example.com/"))
     );
 }
+
+#[test]
+fn a_bad_chunk_in_a_streamed_body_is_a_400() {
+    let (_echo, listen, _p) = echo_proxy();
+    let mut c = Client::connect(listen);
+    c.send(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    c.send(b"zz\r\n");
+    let r = c.read_response().expect("an answer");
+    assert_eq!((r.status, r.header("connection").as_deref()), (400, Some("close")));
+    assert!(c.closed());
+    assert_eq!(get(listen, "/").expect("response").status, 200);
+}

@@ -3,7 +3,7 @@
 //! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
 
 use super::body::{discard_body, forward_body, send, BodyError, Limits, Relay};
-use super::exchange::{exchange, Failure, FailureKind, Sent};
+use super::exchange::{exchange, Failure, FailureKind, ResponseInfo, Sent};
 use super::route::{LocationPlan, ProxyPlan};
 use super::vars::{ip_hash_key, ConnVars, RequestVars};
 use crate::balance::{Attempt, KeySpec, Outcome};
@@ -254,17 +254,22 @@ async fn proxy<R: Runtime>(
     let Some(up) = snap.http_plans.get(plan.upstream) else {
         return false;
     };
-    let conf = &plan.conf;
     let Ok(replayable) = buffer_whole_body(req.body, bufs, decoder) else {
         reject::<R>(shard, client, &mut bufs.out, Rejection::bad("malformed chunked body")).await;
         return false;
     };
-    let mut attempt = Attempt::new(up, conf.next_upstream_tries, &bufs.key);
-    let started = Instant::now();
+    let mut tries = Tries {
+        shard,
+        snap,
+        plan,
+        attempt: Attempt::new(up, plan.conf.next_upstream_tries, &bufs.key),
+        started: Instant::now(),
+        replayable,
+    };
     loop {
         let now = DateCache::now_secs();
         let picked = shard
-            .with_http_state(snap, plan.upstream, |st| attempt.pick(st, &bufs.key, now))
+            .with_http_state(snap, plan.upstream, |st| tries.attempt.pick(st, &bufs.key, now))
             .flatten();
         let Some(peer) = picked else {
             eprintln!(
@@ -275,6 +280,8 @@ async fn proxy<R: Runtime>(
         };
         peer.slot.count_request();
         let body = (!replayable).then_some((&mut *client, req.body));
+        let head_request = req.head_request;
+        let (ubuf, cbuf) = (&mut bufs.upstream, &mut bufs.client);
         let got = exchange::<R>(
             shard,
             snap,
@@ -282,116 +289,169 @@ async fn proxy<R: Runtime>(
             peer.addr,
             &bufs.request,
             body,
-            &mut bufs.client,
-            &mut bufs.upstream,
+            cbuf,
+            ubuf,
             decoder,
-            req.head_request,
+            head_request,
         )
         .await;
-        let (mut conn, info) = match got {
-            Ok(ok) => ok,
-            Err(Failure {
-                kind: FailureKind::ClientGone,
-                ..
-            }) => return false,
-            Err(f) => {
-                if f.stale && replayable {
-                    shard.with_http_state(snap, plan.upstream, |st| {
-                        attempt.report(Outcome::Next, st, DateCache::now_secs())
-                    });
-                    attempt.refund_try();
-                    continue;
-                }
-                eprintln!("corelb: [error] upstream {} ({}): {}", peer.addr, up.name, f.kind);
-                shard.with_http_state(snap, plan.upstream, |st| {
-                    attempt.report(Outcome::Failed, st, DateCache::now_secs())
-                });
-                let give_up_status = if f.kind.is_timeout() { 504 } else { 502 };
-                let allowed = match f.kind {
-                    FailureKind::Timeout(_) => conf.next_upstream.timeout,
-                    FailureKind::InvalidHeader => conf.next_upstream.invalid_header,
-                    _ => conf.next_upstream.error,
-                };
-                let may_resend = f.sent == Sent::No || !req.non_idempotent || conf.next_upstream.non_idempotent;
-                if !(allowed && may_resend && replayable && attempt.tries_left() > 0 && in_time(conf, started)) {
-                    return answer::<R>(shard, client, bufs, give_up_status, req, replayable).await;
-                }
-                continue;
+        match got {
+            Ok((conn, info)) if !tries.retry_on_status(info.status, req) => {
+                peer.slot.count_response(info.status);
+                let keep =
+                    pass_response::<R>(shard, snap, plan, req, conn, info, peer.addr, client, bufs, decoder).await;
+                tries.report(Outcome::Success);
+                return keep;
             }
-        };
-        let status = info.status;
-        if conf.next_upstream.on_status(status)
-            && attempt.tries_left() > 1
-            && replayable
-            && (!req.non_idempotent || conf.next_upstream.non_idempotent)
-            && in_time(conf, started)
-        {
-            let outcome = if status == 403 || status == 404 {
-                Outcome::Next
-            } else {
-                Outcome::Failed
-            };
-            shard.with_http_state(snap, plan.upstream, |st| {
-                attempt.report(outcome, st, DateCache::now_secs())
-            });
-            continue;
-        }
-        peer.slot.count_response(status);
-        let relay = if info.body == BodyFraming::Chunked && !req.client_11 {
-            Relay::Dechunk
-        } else {
-            Relay::Verbatim
-        };
-        let keep_client = req.keepalive && info.body != BodyFraming::UntilClose && relay == Relay::Verbatim;
-        let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
-        let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
-            return false;
-        };
-        let chunked_out = info.body == BodyFraming::Chunked && relay == Relay::Verbatim;
-        shard.date(DateCache::now_secs(), |d| {
-            write_client_head(&resp, d, keep_client, chunked_out, &mut bufs.out)
-        });
-        bufs.upstream.consume(info.head_len);
-        let limits = Limits {
-            read: conf.read_timeout,
-            write: CLIENT_IO_TIMEOUT,
-        };
-        let sent = forward_body::<R>(
-            &mut conn,
-            &mut bufs.upstream,
-            info.body,
-            relay,
-            decoder,
-            client,
-            &mut bufs.out,
-            limits,
-        )
-        .await;
-        shard.with_http_state(snap, plan.upstream, |st| {
-            attempt.report(Outcome::Success, st, DateCache::now_secs())
-        });
-        match sent {
-            Ok(_) => {
-                if info.reusable && plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
-                    shard.pool_put(snap, plan.upstream, peer.addr, conn, info.requests + 1);
+            Ok(_) => {}
+            Err(f) => match tries.after_failure(f, req, peer.addr) {
+                Then::Retry => {}
+                Then::Answer(status) => return answer::<R>(shard, client, bufs, status, req, replayable).await,
+                Then::BadRequest => {
+                    reject::<R>(shard, client, &mut bufs.out, Rejection::bad("malformed chunked body")).await;
+                    return false;
                 }
-                return keep_client;
-            }
-            Err(BodyError::Write(_)) => return false,
-            Err(e) => {
-                eprintln!(
-                    "corelb: [error] upstream {} ({}): {e} while sending the response",
-                    peer.addr, up.name
-                );
-                return false;
-            }
+                Then::Close => return false,
+            },
         }
     }
 }
 
-/// Whether `proxy_next_upstream_timeout` still allows another try.
-fn in_time(conf: &crate::config::model::HttpProxyConf, started: Instant) -> bool {
-    conf.next_upstream_timeout.is_zero() || started.elapsed() < conf.next_upstream_timeout
+/// What follows a failed try.
+enum Then {
+    Retry,
+    Answer(u16),
+    BadRequest,
+    Close,
+}
+
+/// One request's tries against an upstream: the attempt and what decides whether another try may follow.
+struct Tries<'a, R: Runtime> {
+    shard: &'a Shard<R>,
+    snap: &'a Snapshot,
+    plan: &'a ProxyPlan,
+    attempt: Attempt<'a>,
+    started: Instant,
+    /// The whole request is held, so it can be sent again.
+    replayable: bool,
+}
+
+impl<R: Runtime> Tries<'_, R> {
+    fn report(&mut self, outcome: Outcome) {
+        let attempt = &mut self.attempt;
+        self.shard.with_http_state(self.snap, self.plan.upstream, |st| {
+            attempt.report(outcome, st, DateCache::now_secs())
+        });
+    }
+
+    /// Whether `proxy_next_upstream_timeout` still allows another try.
+    fn in_time(&self) -> bool {
+        let limit = self.plan.conf.next_upstream_timeout;
+        limit.is_zero() || self.started.elapsed() < limit
+    }
+
+    /// nginx's test on an upstream status: pass to the next peer (reporting this one) when `http_XXX` is set, a
+    /// try is left after this one, and the request may be sent again.
+    fn retry_on_status(&mut self, status: u16, req: &Request) -> bool {
+        let next = &self.plan.conf.next_upstream;
+        let retry = next.on_status(status)
+            && self.attempt.tries_left() > 1
+            && self.replayable
+            && (!req.non_idempotent || next.non_idempotent)
+            && self.in_time();
+        if retry {
+            self.report(if status == 403 || status == 404 {
+                Outcome::Next
+            } else {
+                Outcome::Failed
+            });
+        }
+        retry
+    }
+
+    /// Reports a failed try and decides what follows (nginx's `ngx_http_upstream_next`).
+    fn after_failure(&mut self, f: Failure, req: &Request, addr: std::net::SocketAddr) -> Then {
+        match f.kind {
+            FailureKind::ClientGone => return Then::Close,
+            FailureKind::BadBody => return Then::BadRequest,
+            _ => {}
+        }
+        if f.stale && self.replayable {
+            // A kept-alive connection the upstream had closed: not the peer's fault, and the try is given back.
+            self.report(Outcome::Next);
+            self.attempt.refund_try();
+            return Then::Retry;
+        }
+        eprintln!("corelb: [error] upstream {addr} ({}): {}", self.plan_name(), f.kind);
+        self.report(Outcome::Failed);
+        let next = &self.plan.conf.next_upstream;
+        let allowed = match f.kind {
+            FailureKind::Timeout(_) => next.timeout,
+            FailureKind::InvalidHeader => next.invalid_header,
+            _ => next.error,
+        };
+        let may_resend = f.sent == Sent::No || !req.non_idempotent || next.non_idempotent;
+        if allowed && may_resend && self.replayable && self.attempt.tries_left() > 0 && self.in_time() {
+            Then::Retry
+        } else {
+            Then::Answer(if f.kind.is_timeout() { 504 } else { 502 })
+        }
+    }
+
+    fn plan_name(&self) -> &str {
+        self.attempt.plan().name.as_str()
+    }
+}
+
+/// Passes an upstream response to the client (head rewritten, body streamed) and keeps the upstream connection
+/// when it can serve again. Returns whether the client connection stays open.
+#[allow(clippy::too_many_arguments)]
+async fn pass_response<R: Runtime>(
+    shard: &Shard<R>,
+    snap: &Snapshot,
+    plan: &ProxyPlan,
+    req: &Request,
+    mut conn: R::Conn,
+    info: ResponseInfo,
+    addr: std::net::SocketAddr,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    decoder: &mut ChunkedDecoder,
+) -> bool {
+    let chunked = info.body == BodyFraming::Chunked;
+    let relay = if chunked && !req.client_11 {
+        Relay::Dechunk
+    } else {
+        Relay::Verbatim
+    };
+    let keep_client = req.keepalive && info.body != BodyFraming::UntilClose && relay == Relay::Verbatim;
+    let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
+    let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
+        return false;
+    };
+    let chunked_out = chunked && relay == Relay::Verbatim;
+    shard.date(DateCache::now_secs(), |d| {
+        write_client_head(&resp, d, keep_client, chunked_out, &mut bufs.out)
+    });
+    bufs.upstream.consume(info.head_len);
+    let limits = Limits {
+        read: plan.conf.read_timeout,
+        write: CLIENT_IO_TIMEOUT,
+    };
+    let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
+    match forward_body::<R>(&mut conn, ubuf, info.body, relay, decoder, client, out, limits).await {
+        Ok(_) => {
+            if info.reusable && plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
+                shard.pool_put(snap, plan.upstream, addr, conn, info.requests + 1);
+            }
+            keep_client
+        }
+        Err(BodyError::Write(_)) => false,
+        Err(e) => {
+            eprintln!("corelb: [error] upstream {addr}: {e} while sending the response to the client");
+            false
+        }
+    }
 }
 
 /// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can

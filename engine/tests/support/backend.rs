@@ -23,6 +23,8 @@ pub enum Mode {
     Echo,
     /// Answers like `Ok` (announcing keep-alive) and then closes the connection anyway.
     CloseAfter,
+    /// Reads the request, then closes without answering.
+    Hangup,
 }
 
 /// What a backend has seen.
@@ -180,6 +182,10 @@ fn serve(mut conn: TcpStream, name: &str, mode: &Mode, st: &Stats) {
         st.max_active.fetch_max(now, Ordering::SeqCst);
         if let Ok(mut h) = st.last_head.lock() {
             *h = req.head.clone();
+        }
+        if let Mode::Hangup = mode {
+            st.active.fetch_sub(1, Ordering::SeqCst);
+            return;
         }
         let out = answer(name, mode, &req);
         st.active.fetch_sub(1, Ordering::SeqCst);
