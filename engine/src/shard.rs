@@ -363,7 +363,15 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
 }
 
 async fn accept_loop<R: Runtime>(shard: Rc<Shard<R>>, listener: R::Listener, role: Role) {
+    let limit = shard.local.borrow().snap.config.main.worker_connections.max(1);
     loop {
+        if shard.active.get() >= limit {
+            // nginx's "worker_connections are not enough": stop accepting until a connection ends.
+            R::sleep(Duration::from_millis(5)).await;
+            if !shard.draining() {
+                continue;
+            }
+        }
         let next = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             shard.stopped().await;
             None

@@ -190,3 +190,19 @@ fn a_bad_chunk_in_a_streamed_body_is_a_400() {
     assert!(c.closed());
     assert_eq!(get(listen, "/").expect("response").status, 200);
 }
+
+#[test]
+fn expect_100_continue_is_answered_before_the_body() {
+    let (echo, listen, _p) = echo_proxy();
+    let mut c = Client::connect(listen);
+    c.send(b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+    let mut interim = [0u8; 25];
+    std::io::Read::read_exact(&mut c.conn, &mut interim).expect("interim answer");
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    c.send(b"hello");
+    assert_eq!(c.read_response().expect("response").text(), "hello");
+    assert!(
+        !echo.last_head().to_ascii_lowercase().contains("expect"),
+        "Expect is not passed upstream"
+    );
+}

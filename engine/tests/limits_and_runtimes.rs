@@ -162,3 +162,38 @@ fn graceful_drain_finishes_in_flight_requests() {
         "no longer accepting after the drain"
     );
 }
+
+#[test]
+fn worker_connections_caps_open_connections_per_shard() {
+    let listen = free_addr();
+    let mut config = http_config(
+        listen,
+        vec![],
+        vec![support::return_location(
+            LocationMatch::Prefix("/".into()),
+            200,
+            Some("hi"),
+        )],
+    );
+    config.main.worker_connections = 2;
+    let _p = Proxy::tokio(config);
+    let idle1 = Client::connect(listen);
+    let _idle2 = Client::connect(listen);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut third = Client::connect(listen);
+    third
+        .conn
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    third.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(
+        third.read_response().is_none(),
+        "not accepted while two connections are open"
+    );
+    drop(idle1);
+    third
+        .conn
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    assert_eq!(third.read_response().expect("served once a slot is free").text(), "hi");
+}

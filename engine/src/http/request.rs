@@ -22,6 +22,8 @@ pub struct RequestHead<'h, 'b> {
     pub keepalive: bool,
     /// The `Host` header, or the authority of an absolute-form target, port stripped.
     pub host: Option<&'b [u8]>,
+    /// `Expect: 100-continue` on an HTTP/1.1 request: the client waits for a `100 Continue` before its body.
+    pub expect_continue: bool,
 }
 
 impl RequestHead<'_, '_> {
@@ -71,6 +73,7 @@ pub fn parse_request<'h, 'b>(
     let mut length = None;
     let mut chunked = false;
     let mut close = !version_11;
+    let mut expect_continue = false;
     for h in headers {
         let name = h.name;
         if name.eq_ignore_ascii_case("host") {
@@ -88,6 +91,8 @@ pub fn parse_request<'h, 'b>(
                 return Err(Rejection::new(501, "unsupported Transfer-Encoding"));
             }
             chunked = true;
+        } else if name.eq_ignore_ascii_case("expect") {
+            expect_continue = version_11 && h.value.eq_ignore_ascii_case(b"100-continue");
         } else if name.eq_ignore_ascii_case("connection") {
             if has_token(h.value, b"close") {
                 close = true;
@@ -116,6 +121,7 @@ pub fn parse_request<'h, 'b>(
         body,
         keepalive: !close,
         host,
+        expect_continue,
     }))
 }
 
@@ -192,6 +198,9 @@ mod tests {
         assert!(r.2);
         let r = parse(b"GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
         assert!(!r.2);
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let raw = b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 9\r\n\r\n";
+        assert!(parse_request(raw, &mut hs).unwrap().unwrap().expect_continue);
         let r = parse(b"GET http://h.example:81/x HTTP/1.1\r\nHost: other\r\n\r\n")
             .unwrap()
             .unwrap();

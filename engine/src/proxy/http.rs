@@ -32,6 +32,8 @@ struct Request {
     client_11: bool,
     /// The client wants, and the config allows, another request on this connection.
     keepalive: bool,
+    /// The client waits for `100 Continue` before sending its body.
+    expect_continue: bool,
 }
 
 enum Route<'s> {
@@ -75,6 +77,15 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
             Next::Request(req, route) => (req, route),
         };
         served += 1;
+        if req.expect_continue && bufs.client.readable().is_empty() {
+            // The body is read next: tell the client to send it (nginx's ngx_http_test_expect).
+            if send::<R>(&mut client, b"HTTP/1.1 100 Continue\r\n\r\n", CLIENT_IO_TIMEOUT)
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
         let keep = match route {
             Route::Fixed(answer) => {
                 let kept = discard_body::<R>(&mut client, &mut bufs.client, req.body, &mut decoder, CLIENT_IO_TIMEOUT)
@@ -182,6 +193,7 @@ fn route_head<'s>(
         keepalive: head.keepalive
             && !client_conf.keepalive_timeout.is_zero()
             && served + 1 < client_conf.keepalive_requests,
+        expect_continue: head.expect_continue && head.body != BodyFraming::None,
     };
     let route = match (fixed_server, loc) {
         (Some(f), _) => Route::Fixed(f),

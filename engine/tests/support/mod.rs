@@ -221,7 +221,10 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: SocketAddr) -> Client {
-        let conn = TcpStream::connect(addr).expect("connect to proxy");
+        Self::from_stream(TcpStream::connect(addr).expect("connect to proxy"))
+    }
+
+    pub fn from_stream(conn: TcpStream) -> Client {
         conn.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
         Client { conn, buf: Vec::new() }
     }
