@@ -79,12 +79,9 @@ fn consistent_hash_is_stable_and_spreads() {
     for i in 0..30 {
         first.push(get(listen, &format!("/k{i}")).expect("response").text());
     }
-    for i in 0..30 {
-        assert_eq!(
-            get(listen, &format!("/k{i}")).expect("response").text(),
-            first[i],
-            "key k{i}"
-        );
+    for (i, want) in first.iter().enumerate() {
+        let got = get(listen, &format!("/k{i}")).expect("response").text();
+        assert_eq!(&got, want, "key k{i}");
     }
     assert!(
         backends.iter().all(|b| b.requests() > 0),
