@@ -97,94 +97,110 @@ pub async fn exchange<R: Runtime>(
     let cached = pooled.is_some();
     let (mut conn, requests) = match pooled {
         Some(p) => p,
-        None => match R::connect(addr, conf.connect_timeout).await {
-            Ok(c) => {
-                let _ = c.set_nodelay(true);
-                (c, 0)
-            }
-            Err(e) => {
-                let kind = io_kind(&e, "connecting");
-                return Err(Failure {
-                    kind,
-                    stale: false,
-                    sent: Sent::No,
-                });
-            }
-        },
+        None => {
+            let c = R::connect(addr, conf.connect_timeout).await.map_err(|e| Failure {
+                kind: io_kind(&e, "connecting"),
+                stale: false,
+                sent: Sent::No,
+            })?;
+            let _ = c.set_nodelay(true);
+            (c, 0)
+        }
     };
-    let fail = |kind: FailureKind, stale: bool| Failure {
+    send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
+    let (status, head_len, body, reusable) =
+        read_head::<R>(&mut conn, cached, ubuf, head_request, conf.read_timeout).await?;
+    let info = ResponseInfo {
+        status,
+        head_len,
+        body,
+        reusable,
+        requests,
+    };
+    Ok((conn, info))
+}
+
+fn sent_failure(kind: FailureKind, stale: bool) -> Failure {
+    Failure {
         kind,
         stale,
         sent: Sent::Yes,
-    };
-    match body {
-        None => {
-            if let Err(e) = send::<R>(&mut conn, request, conf.send_timeout).await {
-                let kind = io_kind(&e, "sending the request");
-                return Err(fail(kind, cached && !kind.is_timeout()));
-            }
-        }
-        Some((client, framing)) => {
-            let mut head = request.to_vec();
-            let limits = Limits {
-                read: CLIENT_BODY_TIMEOUT,
-                write: conf.send_timeout,
-            };
-            match forward_body::<R>(
-                client,
-                client_buf,
-                framing,
-                Relay::Verbatim,
-                decoder,
-                &mut conn,
-                &mut head,
-                limits,
-            )
-            .await
-            {
-                Ok(_) => {}
-                Err(BodyError::Write(e)) => return Err(fail(io_kind(&e, "sending the request body"), false)),
-                Err(BodyError::Chunk(_)) => return Err(fail(FailureKind::BadBody, false)),
-                Err(_) => return Err(fail(FailureKind::ClientGone, false)),
-            }
-        }
     }
+}
+
+/// Sends the head (and a buffered body), or the head then the body streamed from the client.
+async fn send_request<R: Runtime>(
+    conn: &mut R::Conn,
+    cached: bool,
+    request: &[u8],
+    body: Option<(&mut R::Conn, BodyFraming)>,
+    client_buf: &mut IoBuf,
+    decoder: &mut ChunkedDecoder,
+    send_timeout: Duration,
+) -> Result<(), Failure> {
+    let Some((client, framing)) = body else {
+        return send::<R>(conn, request, send_timeout).await.map_err(|e| {
+            let kind = io_kind(&e, "sending the request");
+            sent_failure(kind, cached && !kind.is_timeout())
+        });
+    };
+    let mut head = request.to_vec();
+    let limits = Limits {
+        read: CLIENT_BODY_TIMEOUT,
+        write: send_timeout,
+    };
+    match forward_body::<R>(
+        client,
+        client_buf,
+        framing,
+        Relay::Verbatim,
+        decoder,
+        conn,
+        &mut head,
+        limits,
+    )
+    .await
+    {
+        Ok(_) => Ok(()),
+        Err(BodyError::Write(e)) => Err(sent_failure(io_kind(&e, "sending the request body"), false)),
+        Err(BodyError::Chunk(_)) => Err(sent_failure(FailureKind::BadBody, false)),
+        Err(_) => Err(sent_failure(FailureKind::ClientGone, false)),
+    }
+}
+
+/// Reads until a final (non-1xx) response head is in `ubuf`: its status, length, body framing and reusability.
+async fn read_head<R: Runtime>(
+    conn: &mut R::Conn,
+    cached: bool,
+    ubuf: &mut IoBuf,
+    head_request: bool,
+    read_timeout: Duration,
+) -> Result<(u16, usize, BodyFraming, bool), Failure> {
     ubuf.consume(usize::MAX);
     let mut got_any = false;
     loop {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         match parse_response(ubuf.readable(), &mut headers, head_request) {
-            Err(_) => return Err(fail(FailureKind::InvalidHeader, false)),
-            Ok(Some(r)) if r.status == 101 => return Err(fail(FailureKind::InvalidHeader, false)),
+            Err(_) => return Err(sent_failure(FailureKind::InvalidHeader, false)),
+            Ok(Some(r)) if r.status == 101 => return Err(sent_failure(FailureKind::InvalidHeader, false)),
             Ok(Some(r)) if r.status < 200 => {
                 let n = r.head_len;
                 ubuf.consume(n);
                 continue;
             }
-            Ok(Some(r)) => {
-                let info = ResponseInfo {
-                    status: r.status,
-                    head_len: r.head_len,
-                    body: r.body,
-                    reusable: r.reusable,
-                    requests,
-                };
-                return Ok((conn, info));
-            }
+            Ok(Some(r)) => return Ok((r.status, r.head_len, r.body, r.reusable)),
             Ok(None) => {}
         }
-        match ubuf.fill::<R>(&mut conn, conf.read_timeout).await {
-            Ok(0) => {
-                return Err(fail(
-                    FailureKind::Error("reading the response header"),
-                    cached && !got_any,
-                ))
-            }
+        let phase = "reading the response header";
+        match ubuf.fill::<R>(conn, read_timeout).await {
+            Ok(0) => return Err(sent_failure(FailureKind::Error(phase), cached && !got_any)),
             Ok(_) => got_any = true,
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => return Err(fail(FailureKind::InvalidHeader, false)),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Err(sent_failure(FailureKind::InvalidHeader, false))
+            }
             Err(e) => {
-                let kind = io_kind(&e, "reading the response header");
-                return Err(fail(kind, cached && !got_any && !kind.is_timeout()));
+                let kind = io_kind(&e, phase);
+                return Err(sent_failure(kind, cached && !got_any && !kind.is_timeout()));
             }
         }
     }

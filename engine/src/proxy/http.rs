@@ -3,8 +3,9 @@
 //! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
 
 use super::body::{discard_body, forward_body, send, BodyError, Limits, Relay};
-use super::exchange::{exchange, Failure, FailureKind, ResponseInfo, Sent};
-use super::route::{LocationPlan, ProxyPlan};
+use super::exchange::{exchange, ResponseInfo};
+use super::retry::{RequestKind, Then, Tries};
+use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use super::vars::{ip_hash_key, ConnVars, RequestVars};
 use crate::balance::{Attempt, KeySpec, Outcome};
 use crate::config::model::ClientConf;
@@ -36,8 +37,16 @@ struct Request {
     expect_continue: bool,
 }
 
+impl Request {
+    fn kind(&self) -> RequestKind {
+        RequestKind {
+            non_idempotent: self.non_idempotent,
+        }
+    }
+}
+
 enum Route<'s> {
-    Fixed(&'s crate::proxy::route::FixedAnswer),
+    Fixed(&'s FixedAnswer),
     Proxy(&'s ProxyPlan),
 }
 
@@ -87,17 +96,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
             }
         }
         let keep = match route {
-            Route::Fixed(answer) => {
-                let kept = discard_body::<R>(&mut client, &mut bufs.client, req.body, &mut decoder, CLIENT_IO_TIMEOUT)
-                    .await
-                    .is_ok();
-                let keep = req.keepalive && kept;
-                bufs.out.clear();
-                shard.date(DateCache::now_secs(), |d| {
-                    answer.write(d, keep, req.head_request, &mut bufs.out)
-                });
-                send::<R>(&mut client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
-            }
+            Route::Fixed(answer) => fixed::<R>(&shard, answer, &req, &mut client, &mut bufs, &mut decoder).await,
             Route::Proxy(plan) => proxy::<R>(&shard, &snap, plan, &req, &mut client, &mut bufs, &mut decoder).await,
         };
         if !keep || shard.draining() {
@@ -105,6 +104,24 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         }
     }
     shard.give_buffers(bufs);
+}
+
+/// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
+async fn fixed<R: Runtime>(
+    shard: &Shard<R>,
+    answer: &FixedAnswer,
+    req: &Request,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    decoder: &mut ChunkedDecoder,
+) -> bool {
+    let drained = discard_body::<R>(client, &mut bufs.client, req.body, decoder, CLIENT_IO_TIMEOUT).await;
+    let keep = req.keepalive && drained.is_ok();
+    bufs.out.clear();
+    shard.date(DateCache::now_secs(), |d| {
+        answer.write(d, keep, req.head_request, &mut bufs.out)
+    });
+    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
 }
 
 enum Next<'s> {
@@ -308,7 +325,7 @@ async fn proxy<R: Runtime>(
         )
         .await;
         match got {
-            Ok((conn, info)) if !tries.retry_on_status(info.status, req) => {
+            Ok((conn, info)) if !tries.retry_on_status(info.status, req.kind()) => {
                 peer.slot.count_response(info.status);
                 let keep =
                     pass_response::<R>(shard, snap, plan, req, conn, info, peer.addr, client, bufs, decoder).await;
@@ -316,7 +333,7 @@ async fn proxy<R: Runtime>(
                 return keep;
             }
             Ok(_) => {}
-            Err(f) => match tries.after_failure(f, req, peer.addr) {
+            Err(f) => match tries.after_failure(f, req.kind(), peer.addr) {
                 Then::Retry => {}
                 Then::Answer(status) => return answer::<R>(shard, client, bufs, status, req, replayable).await,
                 Then::BadRequest => {
@@ -326,92 +343,6 @@ async fn proxy<R: Runtime>(
                 Then::Close => return false,
             },
         }
-    }
-}
-
-/// What follows a failed try.
-enum Then {
-    Retry,
-    Answer(u16),
-    BadRequest,
-    Close,
-}
-
-/// One request's tries against an upstream: the attempt and what decides whether another try may follow.
-struct Tries<'a, R: Runtime> {
-    shard: &'a Shard<R>,
-    snap: &'a Snapshot,
-    plan: &'a ProxyPlan,
-    attempt: Attempt<'a>,
-    started: Instant,
-    /// The whole request is held, so it can be sent again.
-    replayable: bool,
-}
-
-impl<R: Runtime> Tries<'_, R> {
-    fn report(&mut self, outcome: Outcome) {
-        let attempt = &mut self.attempt;
-        self.shard.with_http_state(self.snap, self.plan.upstream, |st| {
-            attempt.report(outcome, st, DateCache::now_secs())
-        });
-    }
-
-    /// Whether `proxy_next_upstream_timeout` still allows another try.
-    fn in_time(&self) -> bool {
-        let limit = self.plan.conf.next_upstream_timeout;
-        limit.is_zero() || self.started.elapsed() < limit
-    }
-
-    /// nginx's test on an upstream status: pass to the next peer (reporting this one) when `http_XXX` is set, a
-    /// try is left after this one, and the request may be sent again.
-    fn retry_on_status(&mut self, status: u16, req: &Request) -> bool {
-        let next = &self.plan.conf.next_upstream;
-        let retry = next.on_status(status)
-            && self.attempt.tries_left() > 1
-            && self.replayable
-            && (!req.non_idempotent || next.non_idempotent)
-            && self.in_time();
-        if retry {
-            self.report(if status == 403 || status == 404 {
-                Outcome::Next
-            } else {
-                Outcome::Failed
-            });
-        }
-        retry
-    }
-
-    /// Reports a failed try and decides what follows (nginx's `ngx_http_upstream_next`).
-    fn after_failure(&mut self, f: Failure, req: &Request, addr: std::net::SocketAddr) -> Then {
-        match f.kind {
-            FailureKind::ClientGone => return Then::Close,
-            FailureKind::BadBody => return Then::BadRequest,
-            _ => {}
-        }
-        if f.stale && self.replayable {
-            // A kept-alive connection the upstream had closed: not the peer's fault, and the try is given back.
-            self.report(Outcome::Next);
-            self.attempt.refund_try();
-            return Then::Retry;
-        }
-        eprintln!("corelb: [error] upstream {addr} ({}): {}", self.plan_name(), f.kind);
-        self.report(Outcome::Failed);
-        let next = &self.plan.conf.next_upstream;
-        let allowed = match f.kind {
-            FailureKind::Timeout(_) => next.timeout,
-            FailureKind::InvalidHeader => next.invalid_header,
-            _ => next.error,
-        };
-        let may_resend = f.sent == Sent::No || !req.non_idempotent || next.non_idempotent;
-        if allowed && may_resend && self.replayable && self.attempt.tries_left() > 0 && self.in_time() {
-            Then::Retry
-        } else {
-            Then::Answer(if f.kind.is_timeout() { 504 } else { 502 })
-        }
-    }
-
-    fn plan_name(&self) -> &str {
-        self.attempt.plan().name.as_str()
     }
 }
 

@@ -6,6 +6,7 @@ pub mod exchange;
 pub mod http;
 pub mod pool;
 pub mod pump;
+pub mod retry;
 pub mod route;
 pub mod stream;
 pub mod vars;
