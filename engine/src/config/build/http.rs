@@ -39,7 +39,10 @@ struct HttpState {
     servers: Vec<ServerDraft>,
     layers: Layers,
     vars: Vars,
+    /// The first bad `proxy_set_header` value of a server or location.
     header_error: Option<String>,
+    /// The first bad `proxy_set_header` value at the http level (nginx checks it only if a server inherits it).
+    http_header_error: Option<String>,
     listens: HttpListens,
 }
 
@@ -51,16 +54,19 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         layers: Layers::default(),
         vars: Vars::default(),
         header_error: None,
+        http_header_error: None,
         listens: HttpListens::default(),
     };
     let close = walk(block_of(d)?, Ctx::HTTP, |hd| match hd.name.as_str() {
         "upstream" => h.upstreams.block(b, &mut h.vars, hd),
         "server" => h.server(b, hd),
-        _ => shared(&mut h.layers, b, &mut h.vars, &mut h.header_error, hd),
+        _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, hd),
     })?;
     // nginx's checks when the block ends, in its order: upstreams, header values, locations, variables.
     let upstreams = h.upstreams.finish()?;
-    if let Some(msg) = h.header_error {
+    let http_headers_used = h.servers.iter().any(|s| !s.layers.sets_headers());
+    let header_error = h.http_header_error.filter(|_| http_headers_used).or(h.header_error);
+    if let Some(msg) = header_error {
         return Err(ConfigError::invalid(msg, &close));
     }
     for s in &h.servers {
@@ -320,6 +326,11 @@ fn server_names(b: &mut Build, d: &Directive, names: &mut Vec<String>) -> Result
         }
         if v.eq_ignore_ascii_case("$hostname") {
             names.push(hostname());
+        } else if v == "~" {
+            return Err(ConfigError::invalid(
+                format!("empty regex in server name \"{v}\""),
+                &d.span,
+            ));
         } else if v.starts_with('~') {
             let msg = format!("regular expression server name \"{v}\" is not supported by corelb");
             return Err(ConfigError::invalid(msg, &d.span));
@@ -335,4 +346,66 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_ascii_lowercase())
         .unwrap_or_else(|_| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn directive(args: &[&str]) -> Directive {
+        Directive {
+            name: "location".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            span: Span {
+                file: PathBuf::from("t.conf"),
+                line: 1,
+            },
+            block: None,
+        }
+    }
+
+    #[test]
+    fn location_kinds() {
+        let m = |args: &[&str]| location_matcher(&directive(args)).map_err(|e| e.to_string());
+        assert_eq!(m(&["/a"]), Ok(LocationMatch::Prefix("/a".into())));
+        assert_eq!(m(&["=", "/a"]), Ok(LocationMatch::Exact("/a".into())));
+        assert_eq!(m(&["=/a"]), Ok(LocationMatch::Exact("/a".into())));
+        assert_eq!(
+            m(&["!", "/a"]),
+            Err("[emerg] invalid location modifier \"!\" in t.conf:1".into())
+        );
+        for refused in [&["~", "x"][..], &["~*", "x"], &["^~", "x"], &["~x"], &["~*x"], &["^~x"]] {
+            let e = m(refused).unwrap_err();
+            assert!(e.contains("is not supported by corelb"), "{e}");
+        }
+        assert_eq!(
+            m(&["@named"]),
+            Err("[emerg] named location \"@named\" is not supported by corelb in t.conf:1".into())
+        );
+    }
+
+    #[test]
+    fn return_codes() {
+        let mut vars = Vars::default();
+        let mut slot = None;
+        let mut d = directive(&["301", "/x"]);
+        d.name = "return".into();
+        ret(&d, &mut slot, &mut vars).unwrap();
+        assert_eq!(
+            slot,
+            Some(Return {
+                code: 301,
+                text: Some("/x".into())
+            })
+        );
+        d.args = vec!["1000".into()];
+        let e = ret(&d, &mut slot, &mut vars).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] invalid return code \"1000\" in t.conf:1");
+        d.args = vec!["$scheme://x".into()];
+        let mut redirect = None;
+        ret(&d, &mut redirect, &mut vars).unwrap();
+        assert_eq!(redirect.map(|r| r.code), Some(302));
+        assert!(vars.finish().is_ok());
+    }
 }

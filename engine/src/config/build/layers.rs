@@ -118,6 +118,11 @@ impl Layers {
         Ok(true)
     }
 
+    /// Whether this level has its own `proxy_set_header` lines (then it inherits none).
+    pub fn sets_headers(&self) -> bool {
+        self.proxy.set_headers.is_some()
+    }
+
     /// These settings over `parent`'s (nginx's merge: a level's own value wins, else the parent's).
     pub fn over(&self, parent: &Layers) -> Layers {
         let (p, pp) = (&self.proxy, &parent.proxy);

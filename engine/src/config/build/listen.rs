@@ -220,3 +220,104 @@ fn real_uid_is_root() -> bool {
         })
         .unwrap_or(false)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parser::parse_text;
+    use std::path::Path;
+
+    fn listen_directive(text: &str) -> Directive {
+        let b = parse_text(text.as_bytes(), Path::new("t.conf"));
+        b.items.into_iter().next().expect("a directive")
+    }
+
+    fn err(r: Result<Vec<Listen>, ConfigError>) -> String {
+        r.expect_err("an error").to_string()
+    }
+
+    #[test]
+    fn http_duplicates_as_nginx() {
+        let mut t = HttpListens::default();
+        let d = listen_directive("listen 127.0.0.1:80 default_server;");
+        assert_eq!(t.listen(&d, 0).unwrap()[0].addr, "127.0.0.1:80".parse().unwrap());
+        assert_eq!(
+            err(t.listen(&d, 0)),
+            "[emerg] a duplicate listen 127.0.0.1:80 in t.conf:1"
+        );
+        assert_eq!(
+            err(t.listen(&d, 1)),
+            "[emerg] a duplicate default server for 127.0.0.1:80 in t.conf:1"
+        );
+        let opts = listen_directive("\nlisten 127.0.0.1:80 backlog=10;");
+        assert!(t.listen(&opts, 2).is_ok());
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 127.0.0.1:80 reuseport;"), 3)),
+            "[emerg] duplicate listen options for 127.0.0.1:80 in t.conf:1"
+        );
+        // Another address on the same port is another socket.
+        assert!(t.listen(&d, 4).is_err());
+        assert!(t
+            .listen(&listen_directive("listen 127.0.0.2:80 default_server;"), 4)
+            .is_ok());
+    }
+
+    #[test]
+    fn http_parameters() {
+        let mut t = HttpListens::default();
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 80 foo;"), 0)),
+            "[emerg] invalid parameter \"foo\" in t.conf:1"
+        );
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 80 backlog=0;"), 0)),
+            "[emerg] invalid backlog \"backlog=0\" in t.conf:1"
+        );
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 443 ssl;"), 0)),
+            "[emerg] parameter \"ssl\" of \"listen\" is not supported by corelb in t.conf:1"
+        );
+        assert_eq!(
+            err(t.listen(&listen_directive("listen a/b;"), 0)),
+            "[emerg] invalid host in \"a/b\" of the \"listen\" directive in t.conf:1"
+        );
+        let l = t.listen(&listen_directive("listen [::]:8080 default;"), 0).unwrap();
+        assert!(l[0].default_server);
+    }
+
+    #[test]
+    fn stream_duplicates_and_parameters() {
+        let mut t = StreamListens::default();
+        let d = listen_directive("listen 127.0.0.1:5000 reuseport;");
+        assert!(t.listen(&d).is_ok());
+        assert_eq!(
+            err(t.listen(&d)),
+            "[emerg] duplicate \"127.0.0.1:5000\" address and port pair in t.conf:1"
+        );
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 5001 default_server;"))),
+            "[emerg] the invalid \"default_server\" parameter in t.conf:1"
+        );
+        let no_port = t.listen(&listen_directive("listen 127.0.0.2;")).unwrap();
+        assert_eq!(no_port[0].addr.port(), 0);
+    }
+
+    #[test]
+    fn name_conflicts_warn_once_per_extra_claim() {
+        let mut t = HttpListens::default();
+        let d = listen_directive("listen 127.0.0.1:80;");
+        t.listen(&d, 0).unwrap();
+        t.listen(&d, 1).unwrap();
+        let names = |i: usize| {
+            if i == 0 {
+                vec!["a".to_string(), "b".to_string()]
+            } else {
+                vec!["b".to_string()]
+            }
+        };
+        assert_eq!(
+            t.name_conflicts(names),
+            ["[warn] conflicting server name \"b\" on 127.0.0.1:80, ignored"]
+        );
+    }
+}

@@ -31,6 +31,8 @@ struct Entry {
     /// 0 once an `upstream {}` block defines it (http), or when no port was given (stream).
     port: u16,
     no_port: bool,
+    /// An `upstream {}` block defines it (nginx's `NGX_HTTP_UPSTREAM_CREATE` flag).
+    created: bool,
     /// Where it was first named: nginx's `file_name:line` for its init messages.
     span: Span,
     /// The model's name.
@@ -84,10 +86,10 @@ impl Upstreams {
             if !e.host.eq_ignore_ascii_case(host) {
                 continue;
             }
-            if create && e.block.is_some() {
+            if create && e.created {
                 return Err(ConfigError::invalid(format!("duplicate upstream \"{host}\""), at));
             }
-            if e.block.is_some() && !no_port {
+            if e.created && !no_port {
                 let msg = format!("upstream \"{host}\" may not have port {port}");
                 return Err(ConfigError::invalid(msg, at));
             }
@@ -102,8 +104,11 @@ impl Upstreams {
             if other_port {
                 continue;
             }
-            if create && self.module == Module::Http {
-                e.port = 0;
+            if create {
+                e.created = true;
+                if self.module == Module::Http {
+                    e.port = 0;
+                }
             }
             return Ok(i);
         }
@@ -111,6 +116,7 @@ impl Upstreams {
             host: host.to_string(),
             port,
             no_port,
+            created: create,
             span: at.clone(),
             name: host.to_string(),
             block: None,
@@ -395,4 +401,105 @@ fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<Serv
     }
     line.addrs = url.addrs;
     Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn at(line: usize) -> Span {
+        Span {
+            file: PathBuf::from("t.conf"),
+            line,
+        }
+    }
+
+    fn url(text: &str, default_port: u16) -> Url {
+        let opts = UrlOpts {
+            default_port,
+            uri_part: true,
+            no_resolve: true,
+            ..UrlOpts::default()
+        };
+        url::parse_url(text, opts).expect("url")
+    }
+
+    #[test]
+    fn http_names_match_case_insensitively_and_by_port() {
+        let mut u = Upstreams::new(Module::Http);
+        let a = u.reference(&url("Backend", 80), "Backend", "Backend", &at(1)).unwrap();
+        // The block comes later and takes the entry over.
+        assert_eq!(u.add("backend", 0, true, true, &at(2)).unwrap(), a);
+        assert_eq!(
+            u.reference(&url("BACKEND", 80), "BACKEND", "BACKEND", &at(3)).unwrap(),
+            a
+        );
+        let e = u
+            .reference(&url("backend:81", 80), "backend:81", "backend:81", &at(4))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] upstream \"backend\" may not have port 81 in t.conf:4"
+        );
+        let e = u.add("backend", 0, true, true, &at(5)).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] duplicate upstream \"backend\" in t.conf:5");
+        // Implicit upstreams differ by port.
+        let x = u
+            .reference(&url("10.0.0.1:1", 80), "10.0.0.1:1", "10.0.0.1:1", &at(6))
+            .unwrap();
+        let y = u
+            .reference(&url("10.0.0.1:2", 80), "10.0.0.1:2", "10.0.0.1:2", &at(7))
+            .unwrap();
+        assert_ne!(x, y);
+    }
+
+    #[test]
+    fn a_block_after_a_proxy_pass_with_a_port_is_refused_at_the_proxy_pass() {
+        let mut u = Upstreams::new(Module::Http);
+        u.reference(&url("b:8080", 80), "b:8080", "b:8080", &at(3)).unwrap();
+        let e = u.add("b", 0, true, true, &at(9)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] upstream \"b\" may not have port 8080 in t.conf:3"
+        );
+    }
+
+    #[test]
+    fn implicit_upstreams_resolve_at_the_end() {
+        let mut u = Upstreams::new(Module::Stream);
+        u.reference(&url("backend", 0), "backend", "backend", &at(2)).unwrap();
+        let e = u.finish().unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] no port in upstream \"backend\" in t.conf:2");
+        let mut u = Upstreams::new(Module::Http);
+        u.reference(&url("no-such-host.invalid", 80), "x", "x", &at(4)).unwrap();
+        let e = u.finish().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] host not found in upstream \"no-such-host.invalid\" in t.conf:4"
+        );
+    }
+
+    #[test]
+    fn server_line_parameters() {
+        let d = Directive {
+            name: "server".into(),
+            args: vec!["127.0.0.1:1".into(), "weight=3".into(), "down".into()],
+            span: at(1),
+            block: None,
+        };
+        let l = server_line(&d, Module::Http, true).unwrap();
+        assert_eq!((l.weight, l.down, l.addrs.len()), (3, true, 1));
+        let mut d = d;
+        d.args[2] = "backup".into();
+        let e = server_line(&d, Module::Http, false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] balancing method does not support parameter \"backup\" in t.conf:1"
+        );
+        d.args = vec!["127.0.0.1".into()];
+        assert_eq!(server_line(&d, Module::Http, true).unwrap().addrs[0].port(), 80);
+        let e = server_line(&d, Module::Stream, true).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] no port in upstream \"127.0.0.1\" in t.conf:1");
+    }
 }

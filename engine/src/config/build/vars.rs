@@ -22,10 +22,12 @@ pub struct Vars {
     unknown: Option<ConfigError>,
 }
 
-/// The names of the variables in `raw`, or nginx's syntax error (`ngx_http_script_compile`'s name scan).
-pub fn variable_names(raw: &str) -> Result<Vec<String>, String> {
+/// The variable names of `raw` and the first regex capture (`$1`..`$9`) it uses, or nginx's syntax error
+/// (`ngx_http_script_compile`'s name scan).
+fn variable_scan(raw: &str) -> Result<(Vec<String>, Option<char>), String> {
     let b = raw.as_bytes();
     let mut names = Vec::new();
+    let mut capture = None;
     let mut i = 0;
     while i < b.len() {
         if b.get(i) != Some(&b'$') {
@@ -37,7 +39,7 @@ pub fn variable_names(raw: &str) -> Result<Vec<String>, String> {
             return Err("invalid variable name".into());
         };
         if (b'1'..=b'9').contains(&first) {
-            // A regex capture: always empty, as no corelb location has a regex.
+            capture.get_or_insert(char::from(first));
             i += 1;
             continue;
         }
@@ -70,14 +72,18 @@ pub fn variable_names(raw: &str) -> Result<Vec<String>, String> {
         }
         names.push(name);
     }
-    Ok(names)
+    Ok((names, capture))
 }
 
 impl Vars {
     /// Compiles `raw`. A syntax error is returned at once (at `at`); an unknown variable is remembered for the end of
     /// the block and an empty template stands in.
     pub fn compile(&mut self, raw: &str, module: Module, at: &Span) -> Result<KeyTemplate, ConfigError> {
-        let names = variable_names(raw).map_err(|msg| ConfigError::invalid(msg, at))?;
+        let (names, capture) = variable_scan(raw).map_err(|msg| ConfigError::invalid(msg, at))?;
+        if let Some(n) = capture {
+            let msg = format!("regex captures (\"${n}\") are not supported by corelb");
+            return Err(ConfigError::invalid(msg, at));
+        }
         let unknown = names.iter().find(|name| {
             let known = Var::from_name(name).is_some();
             match module {
@@ -139,10 +145,15 @@ mod tests {
         }
     }
 
+    fn variable_names(raw: &str) -> Result<Vec<String>, String> {
+        variable_scan(raw).map(|(names, _)| names)
+    }
+
     #[test]
     fn names_and_nginx_syntax_errors() {
         assert_eq!(variable_names("$host$request_uri").unwrap(), ["host", "request_uri"]);
         assert_eq!(variable_names("a${arg_k}-b $1 c").unwrap(), ["arg_k"]);
+        assert_eq!(variable_scan("x$2$3").unwrap(), (vec![], Some('2')));
         assert_eq!(variable_names("no variables").unwrap(), Vec::<String>::new());
         assert_eq!(variable_names("a$").unwrap_err(), "invalid variable name");
         assert_eq!(variable_names("${").unwrap_err(), "invalid variable name");
@@ -188,5 +199,10 @@ mod tests {
         let mut v = Vars::default();
         let e = v.compile("$", Module::Http, &at()).unwrap_err();
         assert_eq!(e.to_string(), "[emerg] invalid variable name in t.conf:7");
+        let e = v.compile("a$1", Module::Http, &at()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] regex captures (\"$1\") are not supported by corelb in t.conf:7"
+        );
     }
 }
