@@ -283,34 +283,8 @@ impl BlockConf {
                 self.set_method(b, d, MethodKind::Hash { key, consistent }, false);
                 Ok(())
             }
-            "random" => {
-                self.set_method(b, d, MethodKind::Random, false);
-                if let Some(two) = d.args.first() {
-                    if two != "two" {
-                        return Err(ConfigError::invalid(format!("invalid parameter \"{two}\""), &d.span));
-                    }
-                    self.random_two = true;
-                }
-                match d.args.get(1) {
-                    Some(p) if p != "least_conn" => {
-                        Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span))
-                    }
-                    _ => Ok(()),
-                }
-            }
-            "keepalive" => {
-                unset(&self.keepalive, d)?;
-                let v = arg(d, 0);
-                let n = value::atoi(v).filter(|n| *n != 0).and_then(|n| usize::try_from(n).ok());
-                let Some(n) = n else {
-                    let msg = format!("invalid value \"{v}\" in \"keepalive\" directive");
-                    return Err(ConfigError::invalid(msg, &d.span));
-                };
-                self.keepalive = Some(n);
-                self.keepalive_active = true;
-                self.method_set = true;
-                Ok(())
-            }
+            "random" => self.random(b, d),
+            "keepalive" => self.keepalive(d),
             "keepalive_requests" => num_slot(&mut self.keepalive_requests, d),
             "keepalive_timeout" => msec_slot(&mut self.keepalive_timeout, d),
             "zone" => self.zone(b, d, module),
@@ -319,6 +293,36 @@ impl BlockConf {
                 at: d.span.clone(),
             }),
         }
+    }
+
+    /// `random [two [least_conn]]`.
+    fn random(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+        self.set_method(b, d, MethodKind::Random, false);
+        if let Some(two) = d.args.first() {
+            if two != "two" {
+                return Err(ConfigError::invalid(format!("invalid parameter \"{two}\""), &d.span));
+            }
+            self.random_two = true;
+        }
+        match d.args.get(1) {
+            Some(p) if p != "least_conn" => Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span)),
+            _ => Ok(()),
+        }
+    }
+
+    /// `keepalive N`: wraps the method set so far (nginx's `init_upstream` becomes keepalive's).
+    fn keepalive(&mut self, d: &Directive) -> Result<(), ConfigError> {
+        unset(&self.keepalive, d)?;
+        let v = arg(d, 0);
+        let n = value::atoi(v).filter(|n| *n != 0).and_then(|n| usize::try_from(n).ok());
+        let Some(n) = n else {
+            let msg = format!("invalid value \"{v}\" in \"keepalive\" directive");
+            return Err(ConfigError::invalid(msg, &d.span));
+        };
+        self.keepalive = Some(n);
+        self.keepalive_active = true;
+        self.method_set = true;
+        Ok(())
     }
 
     /// A method directive: nginx warns when one was already set (a `keepalive` before it counts, and loses its
