@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The project's test command (README "Test"): lints are part of the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
