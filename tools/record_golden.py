@@ -12,7 +12,8 @@ engine/tests/golden/<name>/):
                  hold    send in the background and keep it open (the URI is /sleep/MS); the next request
                          starts 0.3 s later, the held one ends when its backend answers
                  host=H  the Host header (default 127.0.0.1:18090)
-  backends     one line per server address: `ADDR MODE`, MODE ok | dead | reset | eNNN (answers status NNN)
+  backends     one line per server address: `ADDR MODE`, MODE ok | dead | reset | timeout (reads the request,
+               never answers) | eNNN (answers status NNN)
   expected     one line per request, in request order: `STATUS UPSTREAM_ADDR` where UPSTREAM_ADDR is nginx's
                $upstream_addr as it printed it (`127.0.0.1:18089, 127.0.0.1:18082`, or the upstream's name for
                "no live upstreams"); for stream, STATUS is the session's $status
@@ -149,8 +150,14 @@ SCENARIOS = [
      "requests": ["127.0.0.1 /sleep/2000 hold"] + seq(["/"] * 8)},
     {"name": "least-conn-hold-w311", "upstream": ["least_conn;"], "servers": srv("weight=3", "", ""),
      "requests": ["127.0.0.1 /sleep/3000 hold", "127.0.0.1 /sleep/3000 hold"] + seq(["/"] * 10)},
+    {"name": "timeout-next", "servers": [(0, "", "timeout"), (1, "", "ok"), (2, "", "ok")],
+     "location": ["proxy_read_timeout 1s;"], "requests": seq(["/"] * 6)},
+    {"name": "timeout-not-next", "servers": [(0, "max_fails=0", "timeout"), (1, "", "ok")],
+     "location": ["proxy_read_timeout 1s;", "proxy_next_upstream error;"], "requests": seq(["/"] * 4)},
     {"name": "stream-chash-remote-addr", "context": "stream", "upstream": ["hash $remote_addr consistent;"],
      "servers": srv("", "", ""), "requests": [f"{ip} /" for ip in STREAM_IPS]},
+    {"name": "stream-reset-peer", "context": "stream", "servers": [(0, "", "reset"), (1, "", "ok")],
+     "requests": seq(["/"] * 6)},
     {"name": "stream-rr-dead-peer", "context": "stream",
      "servers": [(0, "", "ok"), (8, "", "dead"), (2, "weight=2", "ok")], "requests": seq(["/"] * 10)},
 ]
@@ -206,6 +213,9 @@ async def serve_http(reader, writer, name, mode):
             head = await reader.readuntil(b"\r\n\r\n")
             if mode == "reset":
                 writer.transport.abort()
+                return
+            if mode == "timeout":
+                await reader.read()  # until nginx gives up and closes
                 return
             path = head.split(b" ", 2)[1].decode("latin-1")
             if path.startswith("/sleep/"):
