@@ -132,7 +132,9 @@ pub fn run(args: &PickArgs, out: &mut dyn Write) -> Result<(), PickError> {
             None => (r.uri.clone(), sim.run(r, t.hold, now)),
         };
         let host = r.host.as_deref().map(|h| format!(" host={h}")).unwrap_or_default();
-        writeln!(out, "{} {label}{host} -> {}", r.remote, describe(&result, &plan.name)).map_err(PickError::Output)?;
+        let hold = if t.hold { " hold" } else { "" };
+        let line = format!("{} {label}{host}{hold} -> {}", r.remote, describe(&result, &plan.name));
+        writeln!(out, "{line}").map_err(PickError::Output)?;
     }
     sim.release_held(now);
     Ok(())

@@ -187,6 +187,17 @@ fn pick_ip_hash_over_a_trace() {
     assert_eq!(peers(&out), want);
     assert!(text(&out.stdout).contains("\n127.0.1.1 /a -> 127.0.0.1:8081\n"));
 
+    // trace fields: a held request keeps its connection, so least_conn avoids its peer
+    let lc = s.file("lc.conf", &http_conf(&upstream("least_conn;")));
+    let trace = s.file(
+        "lc-trace",
+        "127.0.0.1 /slow hold\n127.0.0.1 / t=1\n127.0.0.1 / host=a.test\n",
+    );
+    let out = pick(&lc, &["--trace", trace.to_str().unwrap()]);
+    assert_eq!(peers(&out), [8081, 8082, 8083].map(port));
+    assert!(text(&out.stdout).starts_with("127.0.0.1 /slow hold -> "));
+    assert!(text(&out.stdout).contains("127.0.0.1 / host=a.test -> "));
+
     // --remote-addr cycles
     let out = pick(
         &conf,
