@@ -72,11 +72,8 @@ pub fn locate<'c>(config: &'c Config, name: &str, context: Option<Context>) -> R
     let http = config.http.as_ref().and_then(|h| {
         let i = h.upstreams.iter().position(|u| u.name == name)?;
         let mut policy = RetryPolicy::default_for(Context::Http);
-        let proxying = h.servers.iter().flat_map(|s| &s.locations);
-        if let Some(loc) = proxying
-            .into_iter()
-            .find(|l| l.proxy_pass.as_ref().is_some_and(|p| p.upstream == i))
-        {
+        let mut locations = h.servers.iter().flat_map(|s| &s.locations);
+        if let Some(loc) = locations.find(|l| l.proxy_pass.as_ref().is_some_and(|p| p.upstream == i)) {
             policy.next_upstream = loc.proxy.next_upstream;
             policy.tries = loc.proxy.next_upstream_tries;
         }
