@@ -15,13 +15,23 @@ pub mod hash;
 pub mod ip_hash;
 pub mod least_conn;
 pub mod random;
+pub mod ranges;
 pub mod round_robin;
+#[cfg(test)]
+mod testkit;
 
 pub use attempt::{Attempt, AttemptState, Outcome};
 pub use plan::{KeySpec, ListKind, Peer, PeerList, PlanError, UpstreamPlan};
 
+use crate::config::model::Method;
+use consistent_hash::ConsistentHash;
+use hash::Hash;
+use ip_hash::IpHash;
+use least_conn::LeastConn;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use random::Random;
+use round_robin::RoundRobin;
 use std::fmt;
 
 /// The peer a balancer chose: which list, which index in it.
@@ -108,18 +118,62 @@ impl ShardState {
     }
 }
 
-/// Builds the balancer for `method` over `primary`, and says which key it reads. (Placeholder until the
-/// balancer work lands.)
-pub fn build_balancer(_method: &crate::config::model::Method, _primary: &PeerList) -> (Box<dyn Balancer>, KeySpec) {
-    #[derive(Debug)]
-    struct Placeholder;
-    impl Balancer for Placeholder {
-        fn choose(&self, _cx: &mut PickCx<'_>) -> Option<Choice> {
-            None
+/// Builds the balancer for `method` over `primary` (the consistent-hash ring and the random ranges are made here,
+/// once per load), and says which key a request must supply.
+pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>, KeySpec) {
+    match method {
+        Method::RoundRobin => (Box::new(RoundRobin), KeySpec::None),
+        Method::IpHash => (Box::new(IpHash::build(primary)), KeySpec::ClientAddr),
+        Method::Hash { key, consistent: false } => (Box::new(Hash::build(primary)), KeySpec::Template(key.clone())),
+        Method::Hash { key, consistent: true } => {
+            (Box::new(ConsistentHash::build(primary)), KeySpec::Template(key.clone()))
         }
-        fn name(&self) -> &'static str {
-            "placeholder"
+        Method::LeastConn => (Box::new(LeastConn), KeySpec::None),
+        Method::Random { two } => (Box::new(Random::build(primary, two.is_some())), KeySpec::None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::key::KeyTemplate;
+    use crate::config::model::RandomTwo;
+
+    #[test]
+    fn every_method_builds_its_balancer_and_key() {
+        let key = KeyTemplate::compile("$request_uri").expect("a valid template");
+        let cases = [
+            (Method::RoundRobin, "round_robin", KeySpec::None),
+            (Method::IpHash, "ip_hash", KeySpec::ClientAddr),
+            (
+                Method::Hash {
+                    key: key.clone(),
+                    consistent: false,
+                },
+                "hash",
+                KeySpec::Template(key.clone()),
+            ),
+            (
+                Method::Hash {
+                    key: key.clone(),
+                    consistent: true,
+                },
+                "hash consistent",
+                KeySpec::Template(key.clone()),
+            ),
+            (Method::LeastConn, "least_conn", KeySpec::None),
+            (Method::Random { two: None }, "random", KeySpec::None),
+            (
+                Method::Random {
+                    two: Some(RandomTwo::LeastConn),
+                },
+                "random two least_conn",
+                KeySpec::None,
+            ),
+        ];
+        for (method, name, spec) in cases {
+            let plan = testkit::plan(method, testkit::spec_servers([1, 1, 1], &[]));
+            assert_eq!((plan.balancer.name(), &plan.key), (name, &spec));
         }
     }
-    (Box::new(Placeholder), KeySpec::None)
 }
