@@ -1,5 +1,6 @@
 //! A simulated request's variables (`$remote_addr`, `$request_uri`, `$arg_X`, `$host`, ...) and its key bytes.
 
+use crate::balance::ip_hash;
 use crate::config::key::{Var, VarSource};
 use std::io::Write;
 use std::net::IpAddr;
@@ -83,13 +84,11 @@ impl VarSource for Request {
     }
 }
 
-/// ip_hash's key bytes of a client address: the first 3 octets of IPv4, all 16 bytes of IPv6 (spec §4).
+/// ip_hash's key bytes of a client address into a reused buffer (see [`ip_hash::client_key`]).
 pub fn ip_hash_key(ip: IpAddr, out: &mut Vec<u8>) {
+    let mut buf = [0; 16];
     out.clear();
-    match ip {
-        IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()[..3]),
-        IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
-    }
+    out.extend_from_slice(ip_hash::client_key(ip, &mut buf));
 }
 
 #[cfg(test)]
