@@ -64,6 +64,10 @@ impl VarSource for Request {
                 // Writing to a Vec cannot fail.
                 let _ = write!(out, "{}", self.remote);
             }
+            Var::BinaryRemoteAddr => match self.remote {
+                IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+                IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+            },
             Var::RequestUri => out.extend_from_slice(self.uri.as_bytes()),
             Var::Uri => out.extend_from_slice(self.path().as_bytes()),
             Var::Args => out.extend_from_slice(self.args().as_bytes()),
