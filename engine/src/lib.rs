@@ -8,4 +8,5 @@ pub mod proxy;
 pub mod runtime;
 pub mod server;
 pub mod shard;
+pub mod simulate;
 pub mod snapshot;

@@ -6,6 +6,8 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Var {
     RemoteAddr,
+    /// The client address as 4 (IPv4) or 16 (IPv6) bytes.
+    BinaryRemoteAddr,
     RemotePort,
     ServerAddr,
     ServerPort,
@@ -21,15 +23,18 @@ pub enum Var {
     Http(String),
     /// `$arg_NAME`: the query argument NAME (case-insensitive, as nginx).
     Arg(String),
-    /// `$cookie_NAME`: the cookie NAME (case-sensitive, as nginx).
+    /// `$cookie_NAME`: the cookie NAME (stored lower-case; nginx lower-cases variable names and matches cookie
+    /// names without case).
     Cookie(String),
 }
 
 impl Var {
-    /// The variable of an nginx name (without `$`), or `None` if corelb does not know it.
+    /// The variable of an nginx name (without `$`; case-insensitive, as nginx), or `None` if corelb does not know it.
     pub fn from_name(name: &str) -> Option<Var> {
-        Some(match name {
+        let lower = name.to_ascii_lowercase();
+        Some(match lower.as_str() {
             "remote_addr" => Var::RemoteAddr,
+            "binary_remote_addr" => Var::BinaryRemoteAddr,
             "remote_port" => Var::RemotePort,
             "server_addr" => Var::ServerAddr,
             "server_port" => Var::ServerPort,
@@ -42,11 +47,11 @@ impl Var {
             "proxy_host" => Var::ProxyHost,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             _ => {
-                if let Some(h) = name.strip_prefix("http_").filter(|s| !s.is_empty()) {
+                if let Some(h) = lower.strip_prefix("http_").filter(|s| !s.is_empty()) {
                     Var::Http(h.to_ascii_lowercase().replace('_', "-"))
-                } else if let Some(a) = name.strip_prefix("arg_").filter(|s| !s.is_empty()) {
+                } else if let Some(a) = lower.strip_prefix("arg_").filter(|s| !s.is_empty()) {
                     Var::Arg(a.to_ascii_lowercase())
-                } else if let Some(c) = name.strip_prefix("cookie_").filter(|s| !s.is_empty()) {
+                } else if let Some(c) = lower.strip_prefix("cookie_").filter(|s| !s.is_empty()) {
                     Var::Cookie(c.to_string())
                 } else {
                     return None;
@@ -188,6 +193,11 @@ mod tests {
         assert_eq!(out, b"k=v-x");
         assert_eq!(t.parts()[3], Part::Var(Var::Http("x-real-ip".into())));
         assert!(KeyTemplate::compile("$remote_addr").unwrap().is_only(&Var::RemoteAddr));
+        // variable names are case-insensitive, as in nginx (which also matches cookie names without case)
+        assert!(KeyTemplate::compile("$Remote_Addr").unwrap().is_only(&Var::RemoteAddr));
+        assert!(KeyTemplate::compile("$COOKIE_Sid")
+            .unwrap()
+            .is_only(&Var::Cookie("sid".into())));
     }
 
     #[test]

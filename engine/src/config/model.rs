@@ -24,6 +24,9 @@ pub struct Config {
     pub main: MainConf,
     pub http: Option<HttpConf>,
     pub stream: Option<StreamConf>,
+    /// nginx's `[warn]` lines for this config (e.g. `load balancing method redefined`), each ending in
+    /// ` in FILE:LINE` when nginx names a place.
+    pub warnings: Vec<String>,
 }
 
 /// `worker_processes N|auto`.
@@ -118,6 +121,8 @@ pub struct ZoneConf {
 /// An `upstream NAME { ... }` block (http or stream).
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamConf {
+    /// The block's name. For an implicit http upstream it is nginx's `$proxy_host` of the `proxy_pass` that made
+    /// it (`host`, or `host:port` when the port is not 80); for an implicit stream upstream, the address as written.
     pub name: String,
     pub method: Method,
     pub servers: Vec<ServerLine>,

@@ -17,11 +17,9 @@ fn append_port(out: &mut Vec<u8>, port: u16) {
 
 /// The key bytes `ip_hash` reads: the first three octets of an IPv4 address, all sixteen of an IPv6 one.
 pub fn ip_hash_key(addr: &SocketAddr, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 16];
     out.clear();
-    match addr.ip() {
-        IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()[..3]),
-        IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
-    }
+    out.extend_from_slice(crate::balance::ip_hash::client_key(addr.ip(), &mut buf));
 }
 
 /// The variables of a connection: addresses and ports (the stream module's `$remote_addr`, `$server_port`...).
@@ -35,6 +33,10 @@ impl VarSource for ConnVars {
     fn append(&self, var: &Var, out: &mut Vec<u8>) {
         match var {
             Var::RemoteAddr => append_ip(out, self.remote.ip()),
+            Var::BinaryRemoteAddr => match self.remote.ip() {
+                IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
+                IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
+            },
             Var::RemotePort => append_port(out, self.remote.port()),
             Var::ServerAddr => append_ip(out, self.local.ip()),
             Var::ServerPort => append_port(out, self.local.port()),
@@ -75,7 +77,9 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::Http(name) => out.extend_from_slice(req.header(name).unwrap_or(b"")),
             Var::Arg(name) => out.extend_from_slice(arg(req.args().unwrap_or(""), name).as_bytes()),
             Var::Cookie(name) => out.extend_from_slice(cookie(req.header("cookie").unwrap_or(b""), name)),
-            Var::RemoteAddr | Var::RemotePort | Var::ServerAddr | Var::ServerPort => self.conn.append(var, out),
+            Var::RemoteAddr | Var::BinaryRemoteAddr | Var::RemotePort | Var::ServerAddr | Var::ServerPort => {
+                self.conn.append(var, out)
+            }
         }
     }
 }

@@ -1,0 +1,302 @@
+//! The settings http, server and location share (`proxy_*` timeouts, headers and retries; client keepalive, body
+//! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
+
+use super::vars::{Module, Vars};
+use super::{arg, directive_err, msec_slot, num_slot, unset, value, Build};
+use crate::config::error::ConfigError;
+use crate::config::key::KeyTemplate;
+use crate::config::model::{ClientConf, HttpProxyConf, NextUpstream};
+use crate::config::parser::Directive;
+use std::time::Duration;
+
+/// `proxy_next_upstream` values and their bits (nginx's `ngx_http_proxy_next_upstream_masks`).
+const NEXT_UPSTREAM: &[(&str, u32)] = &[
+    ("error", 1 << 1),
+    ("timeout", 1 << 2),
+    ("invalid_header", 1 << 3),
+    ("non_idempotent", 1 << 4),
+    ("http_500", 1 << 5),
+    ("http_502", 1 << 6),
+    ("http_503", 1 << 7),
+    ("http_504", 1 << 8),
+    ("http_403", 1 << 9),
+    ("http_404", 1 << 10),
+    ("http_429", 1 << 11),
+    ("updating", 1 << 12),
+    ("off", 1 << 13),
+];
+
+/// The proxy settings one level sets.
+#[derive(Debug, Clone, Default)]
+pub struct ProxyLayer {
+    http_version_11: Option<bool>,
+    set_headers: Option<Vec<(String, KeyTemplate)>>,
+    connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
+    send_timeout: Option<Duration>,
+    /// nginx's bitmask; 0 = not set here.
+    next_upstream: u32,
+    next_upstream_tries: Option<u64>,
+    next_upstream_timeout: Option<Duration>,
+}
+
+/// The client settings one level sets.
+#[derive(Debug, Clone, Default)]
+pub struct ClientLayer {
+    keepalive_timeout: Option<Duration>,
+    keepalive_requests: Option<u64>,
+    header_timeout: Option<Duration>,
+    max_body_size: Option<u64>,
+    access_log: Option<(String, Option<String>)>,
+}
+
+/// Both, for one http, server or location level.
+#[derive(Debug, Clone, Default)]
+pub struct Layers {
+    pub proxy: ProxyLayer,
+    pub client: ClientLayer,
+}
+
+/// What the layers need from the enclosing http block while reading.
+pub struct Cx<'a> {
+    pub build: &'a mut Build,
+    pub vars: &'a mut Vars,
+    /// The first `proxy_set_header` value with a bad variable name: nginx reports it when the http block ends.
+    pub header_error: &'a mut Option<String>,
+}
+
+impl Layers {
+    /// Reads `d` if it is one of the shared settings; `Ok(false)` when it is not.
+    pub fn directive(&mut self, cx: &mut Cx<'_>, d: &Directive) -> Result<bool, ConfigError> {
+        let (p, c) = (&mut self.proxy, &mut self.client);
+        match d.name.as_str() {
+            "proxy_http_version" => {
+                unset(&p.http_version_11, d)?;
+                p.http_version_11 = Some(match arg(d, 0) {
+                    "1.0" => false,
+                    "1.1" => true,
+                    v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
+                });
+            }
+            "proxy_set_header" => {
+                let value = match cx.vars.compile(arg(d, 1), Module::Http, &d.span) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        cx.header_error.get_or_insert_with(|| message_of(&e));
+                        KeyTemplate::compile("").map_err(|k| ConfigError::invalid(k.to_string(), &d.span))?
+                    }
+                };
+                p.set_headers
+                    .get_or_insert_with(Vec::new)
+                    .push((arg(d, 0).to_string(), value));
+            }
+            "proxy_connect_timeout" => msec_slot(&mut p.connect_timeout, d)?,
+            "proxy_read_timeout" => msec_slot(&mut p.read_timeout, d)?,
+            "proxy_send_timeout" => msec_slot(&mut p.send_timeout, d)?,
+            "proxy_next_upstream" => next_upstream(cx.build, &mut p.next_upstream, d)?,
+            "proxy_next_upstream_tries" => num_slot(&mut p.next_upstream_tries, d)?,
+            "proxy_next_upstream_timeout" => msec_slot(&mut p.next_upstream_timeout, d)?,
+            "keepalive_timeout" => {
+                unset(&c.keepalive_timeout, d)?;
+                let timeout = value::parse_msec(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid value"))?;
+                // The second value (the `Keep-Alive: timeout=` header) is checked; corelb does not send it.
+                if let Some(header) = d.args.get(1) {
+                    value::parse_sec(header).ok_or_else(|| directive_err(d, "invalid value"))?;
+                }
+                c.keepalive_timeout = Some(timeout);
+            }
+            "keepalive_requests" => num_slot(&mut c.keepalive_requests, d)?,
+            "client_header_timeout" => msec_slot(&mut c.header_timeout, d)?,
+            "client_max_body_size" => {
+                unset(&c.max_body_size, d)?;
+                let size = value::parse_offset(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid value"))?;
+                c.max_body_size = Some(size);
+            }
+            "access_log" => access_log(&mut c.access_log, d)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Whether this level has its own `proxy_set_header` lines (then it inherits none).
+    pub fn sets_headers(&self) -> bool {
+        self.proxy.set_headers.is_some()
+    }
+
+    /// These settings over `parent`'s (nginx's merge: a level's own value wins, else the parent's).
+    pub fn over(&self, parent: &Layers) -> Layers {
+        let (p, pp) = (&self.proxy, &parent.proxy);
+        let (c, pc) = (&self.client, &parent.client);
+        Layers {
+            proxy: ProxyLayer {
+                http_version_11: p.http_version_11.or(pp.http_version_11),
+                set_headers: p.set_headers.clone().or_else(|| pp.set_headers.clone()),
+                connect_timeout: p.connect_timeout.or(pp.connect_timeout),
+                read_timeout: p.read_timeout.or(pp.read_timeout),
+                send_timeout: p.send_timeout.or(pp.send_timeout),
+                next_upstream: if p.next_upstream != 0 {
+                    p.next_upstream
+                } else {
+                    pp.next_upstream
+                },
+                next_upstream_tries: p.next_upstream_tries.or(pp.next_upstream_tries),
+                next_upstream_timeout: p.next_upstream_timeout.or(pp.next_upstream_timeout),
+            },
+            client: ClientLayer {
+                keepalive_timeout: c.keepalive_timeout.or(pc.keepalive_timeout),
+                keepalive_requests: c.keepalive_requests.or(pc.keepalive_requests),
+                header_timeout: c.header_timeout.or(pc.header_timeout),
+                max_body_size: c.max_body_size.or(pc.max_body_size),
+                access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
+            },
+        }
+    }
+
+    /// The proxy settings with nginx's defaults for what no level set.
+    pub fn proxy_conf(&self) -> HttpProxyConf {
+        let p = &self.proxy;
+        let d = HttpProxyConf::default();
+        HttpProxyConf {
+            http_version_11: p.http_version_11.unwrap_or(d.http_version_11),
+            set_headers: p.set_headers.clone().unwrap_or(d.set_headers),
+            connect_timeout: p.connect_timeout.unwrap_or(d.connect_timeout),
+            read_timeout: p.read_timeout.unwrap_or(d.read_timeout),
+            send_timeout: p.send_timeout.unwrap_or(d.send_timeout),
+            next_upstream: if p.next_upstream == 0 {
+                d.next_upstream
+            } else {
+                next_upstream_of(p.next_upstream)
+            },
+            next_upstream_tries: p
+                .next_upstream_tries
+                .map_or(d.next_upstream_tries, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            next_upstream_timeout: p.next_upstream_timeout.unwrap_or(d.next_upstream_timeout),
+        }
+    }
+
+    /// The client settings with nginx's defaults for what no level set.
+    pub fn client_conf(&self) -> ClientConf {
+        let c = &self.client;
+        let d = ClientConf::default();
+        ClientConf {
+            keepalive_timeout: c.keepalive_timeout.unwrap_or(d.keepalive_timeout),
+            keepalive_requests: c.keepalive_requests.unwrap_or(d.keepalive_requests),
+            client_header_timeout: c.header_timeout.unwrap_or(d.client_header_timeout),
+            client_max_body_size: c.max_body_size.unwrap_or(d.client_max_body_size),
+            access_log: c.access_log.clone(),
+        }
+    }
+}
+
+/// The message of an error, without its ` in FILE:LINE`.
+fn message_of(e: &ConfigError) -> String {
+    match e {
+        ConfigError::Invalid { msg, .. } | ConfigError::Syntax { msg, .. } => msg.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `ngx_conf_set_bitmask_slot`: values add up (a repeated one is a warning); an unknown one is an error.
+fn next_upstream(b: &mut Build, mask: &mut u32, d: &Directive) -> Result<(), ConfigError> {
+    for v in &d.args {
+        let Some((_, bit)) = NEXT_UPSTREAM.iter().find(|(name, _)| name.eq_ignore_ascii_case(v)) else {
+            return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span));
+        };
+        if *mask & bit != 0 {
+            b.warn(&format!("duplicate value \"{v}\""), &d.span);
+        }
+        *mask |= bit;
+    }
+    Ok(())
+}
+
+/// The model's conditions from nginx's bitmask (`off` clears everything; `updating` is a cache condition).
+fn next_upstream_of(mask: u32) -> NextUpstream {
+    let has = |name: &str| NEXT_UPSTREAM.iter().any(|(n, bit)| *n == name && mask & bit != 0);
+    if has("off") {
+        return NextUpstream::OFF;
+    }
+    NextUpstream {
+        error: has("error"),
+        timeout: has("timeout"),
+        invalid_header: has("invalid_header"),
+        http_500: has("http_500"),
+        http_502: has("http_502"),
+        http_503: has("http_503"),
+        http_504: has("http_504"),
+        http_403: has("http_403"),
+        http_404: has("http_404"),
+        http_429: has("http_429"),
+        non_idempotent: has("non_idempotent"),
+    }
+}
+
+/// `access_log off` or `access_log PATH [combined]` (corelb writes one log per level, in nginx's combined format).
+fn access_log(slot: &mut Option<(String, Option<String>)>, d: &Directive) -> Result<(), ConfigError> {
+    if slot.is_some() {
+        let msg = "several \"access_log\" directives on one level are not supported by corelb";
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    let path = arg(d, 0);
+    if path == "off" {
+        if let Some(extra) = d.args.get(1) {
+            return Err(ConfigError::invalid(format!("invalid parameter \"{extra}\""), &d.span));
+        }
+        *slot = Some((path.to_string(), None));
+        return Ok(());
+    }
+    if path.starts_with("syslog:") || path.contains('$') {
+        let msg = format!("access log \"{path}\" is not supported by corelb (a plain file path)");
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    let format = d.args.get(1).cloned();
+    if let Some(f) = &format {
+        if !f.eq_ignore_ascii_case("combined") {
+            return Err(ConfigError::invalid(format!("unknown log format \"{f}\""), &d.span));
+        }
+    }
+    if let Some(extra) = d.args.get(2) {
+        let msg = format!("parameter \"{extra}\" of \"access_log\" is not supported by corelb");
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    *slot = Some((path.to_string(), format));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_upstream_bits_to_model() {
+        let all = NEXT_UPSTREAM
+            .iter()
+            .filter(|(n, _)| *n != "off")
+            .fold(0, |m, (_, b)| m | b);
+        let n = next_upstream_of(all);
+        assert!(n.error && n.timeout && n.invalid_header && n.non_idempotent);
+        assert!(n.on_status(500) && n.on_status(502) && n.on_status(503) && n.on_status(504));
+        assert!(n.on_status(403) && n.on_status(404) && n.on_status(429));
+        assert_eq!(next_upstream_of(all | (1 << 13)), NextUpstream::OFF);
+        let only_502 = next_upstream_of(1 << 6);
+        assert!(only_502.http_502 && !only_502.error && !only_502.timeout);
+    }
+
+    #[test]
+    fn children_override_parents_field_by_field() {
+        let mut parent = Layers::default();
+        parent.proxy.read_timeout = Some(Duration::from_secs(5));
+        parent.proxy.connect_timeout = Some(Duration::from_secs(1));
+        parent.client.max_body_size = Some(10);
+        let mut child = Layers::default();
+        child.proxy.read_timeout = Some(Duration::from_secs(9));
+        let merged = child.over(&parent);
+        let conf = merged.proxy_conf();
+        assert_eq!(conf.read_timeout, Duration::from_secs(9));
+        assert_eq!(conf.connect_timeout, Duration::from_secs(1));
+        assert_eq!(conf.send_timeout, Duration::from_secs(60));
+        assert_eq!(merged.client_conf().client_max_body_size, 10);
+        assert_eq!(Layers::default().client_conf(), ClientConf::default());
+        assert_eq!(Layers::default().proxy_conf(), HttpProxyConf::default());
+    }
+}

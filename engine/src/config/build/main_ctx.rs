@@ -1,0 +1,171 @@
+//! The main context (`worker_processes`, `error_log`, `pid`, `daemon`, `load_module`, `worker_runtime`) and
+//! `events { worker_connections N; }`, and the checks nginx makes once the whole file is read.
+
+use super::{arg, block_of, directive_err, flag_slot, set_once, unset, value, walk, Build, Ctx};
+use crate::config::error::ConfigError;
+use crate::config::model::{Config, MainConf, RuntimeKind, Workers};
+use crate::config::parser::{Block, Directive};
+use std::path::PathBuf;
+
+/// nginx's error log levels.
+const LOG_LEVELS: &[&str] = &["emerg", "alert", "crit", "error", "warn", "notice", "info", "debug"];
+/// nginx's debug log levels (a debug build's per-module levels).
+const DEBUG_LEVELS: &[&str] = &[
+    "debug_core",
+    "debug_alloc",
+    "debug_mutex",
+    "debug_event",
+    "debug_http",
+    "debug_mail",
+    "debug_stream",
+];
+
+/// What the main context has set so far.
+#[derive(Debug, Default)]
+struct MainSlots {
+    workers: Option<Workers>,
+    error_log: Option<(String, Option<String>)>,
+    pid: Option<PathBuf>,
+    daemon: Option<bool>,
+    runtime: Option<RuntimeKind>,
+    connections: Option<usize>,
+    events: bool,
+    /// An `events`, `http` or `stream` block has been read: `load_module` is too late (nginx's `modules_used`).
+    modules_used: bool,
+}
+
+/// Builds the whole config from the root block.
+pub fn build(root: &Block) -> Result<Config, ConfigError> {
+    let mut b = Build::default();
+    let mut slots = MainSlots::default();
+    let mut config = Config::default();
+    let end = walk(root, Ctx::MAIN, |d| match d.name.as_str() {
+        "events" => {
+            if slots.events {
+                return Err(directive_err(d, "is duplicate"));
+            }
+            slots.events = true;
+            slots.modules_used = true;
+            events(block_of(d)?, &mut slots)
+        }
+        "http" => {
+            if config.http.is_some() {
+                return Err(directive_err(d, "is duplicate"));
+            }
+            slots.modules_used = true;
+            config.http = Some(super::http::build(&mut b, d)?);
+            Ok(())
+        }
+        "stream" => {
+            if config.stream.is_some() {
+                return Err(directive_err(d, "is duplicate"));
+            }
+            slots.modules_used = true;
+            config.stream = Some(super::stream::build(&mut b, d)?);
+            Ok(())
+        }
+        _ => main_directive(d, &mut slots),
+    })?;
+    if !slots.events {
+        return Err(ConfigError::invalid("no \"events\" section in configuration", &end));
+    }
+    b.check_zones()?;
+    let defaults = MainConf::default();
+    config.main = MainConf {
+        worker_processes: slots.workers.unwrap_or(defaults.worker_processes),
+        worker_connections: slots.connections.unwrap_or(defaults.worker_connections),
+        error_log: slots.error_log,
+        pid: slots.pid,
+        daemon: slots.daemon.unwrap_or(defaults.daemon),
+        runtime: slots.runtime,
+    };
+    config.warnings = b.warnings;
+    Ok(config)
+}
+
+fn main_directive(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigError> {
+    match d.name.as_str() {
+        "worker_processes" => {
+            unset(&slots.workers, d)?;
+            let v = arg(d, 0);
+            let workers = if v == "auto" {
+                Workers::Auto
+            } else {
+                let n = value::atoi(v).ok_or_else(|| directive_err(d, "invalid value"))?;
+                Workers::Count(super::to_usize(n, d)?)
+            };
+            set_once(&mut slots.workers, d, workers)
+        }
+        "error_log" => error_log(d, slots),
+        "pid" => set_once(&mut slots.pid, d, PathBuf::from(arg(d, 0))),
+        "daemon" => flag_slot(&mut slots.daemon, d),
+        "load_module" => {
+            if slots.modules_used {
+                return Err(directive_err(d, "is specified too late"));
+            }
+            // The stream module is built into corelb: nothing to load.
+            Ok(())
+        }
+        "worker_runtime" => {
+            unset(&slots.runtime, d)?;
+            let kind = match arg(d, 0) {
+                "tokio" => RuntimeKind::Tokio,
+                "glommio" => RuntimeKind::Glommio,
+                other => {
+                    let msg = format!(
+                        "invalid value \"{other}\" in \"worker_runtime\" directive, it must be \"tokio\" or \"glommio\""
+                    );
+                    return Err(ConfigError::invalid(msg, &d.span));
+                }
+            };
+            set_once(&mut slots.runtime, d, kind)
+        }
+        _ => Err(ConfigError::UnknownDirective {
+            name: d.name.clone(),
+            at: d.span.clone(),
+        }),
+    }
+}
+
+/// `error_log FILE [LEVEL]` (nginx's `ngx_log_set_levels` checks; corelb keeps one log with one level).
+fn error_log(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigError> {
+    if slots.error_log.is_some() {
+        let msg = "several \"error_log\" directives are not supported by corelb";
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    let file = arg(d, 0);
+    if file.starts_with("memory:") || file.starts_with("syslog:") {
+        let msg = format!("error log \"{file}\" is not supported by corelb (a file or stderr)");
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    let mut level: Option<&str> = None;
+    for v in d.args.iter().skip(1) {
+        let v = v.as_str();
+        if LOG_LEVELS.contains(&v) {
+            if level.is_some() {
+                return Err(ConfigError::invalid(format!("duplicate log level \"{v}\""), &d.span));
+            }
+            level = Some(v);
+        } else if DEBUG_LEVELS.contains(&v) {
+            let msg = format!("log level \"{v}\" is not supported by corelb");
+            return Err(ConfigError::invalid(msg, &d.span));
+        } else {
+            return Err(ConfigError::invalid(format!("invalid log level \"{v}\""), &d.span));
+        }
+    }
+    slots.error_log = Some((file.to_string(), level.map(str::to_string)));
+    Ok(())
+}
+
+fn events(block: &Block, slots: &mut MainSlots) -> Result<(), ConfigError> {
+    walk(block, Ctx::EVENTS, |d| {
+        // `worker_connections` is the only events directive corelb reads (the table refused the others).
+        unset(&slots.connections, d)?;
+        let v = arg(d, 0);
+        let Some(n) = value::atoi(v) else {
+            return Err(ConfigError::invalid(format!("invalid number \"{v}\""), &d.span));
+        };
+        set_once(&mut slots.connections, d, super::to_usize(n, d)?)
+    })
+    .map(|_| ())
+}

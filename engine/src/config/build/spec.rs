@@ -1,0 +1,416 @@
+//! The directive table: where nginx allows each directive corelb knows, how many arguments it takes, whether it
+//! opens a block, and where corelb implements it; plus the well-known nginx directives corelb refuses by name.
+//! [`check`] applies nginx's `ngx_conf_handler` checks in its order.
+
+use super::Ctx;
+use crate::config::error::ConfigError;
+use crate::config::parser::Directive;
+
+/// How many arguments a directive takes (nginx's `NGX_CONF_NOARGS`, `TAKE1`, `TAKE12`, `1MORE`, `FLAG`...).
+#[derive(Debug, Clone, Copy)]
+pub struct Args {
+    pub min: usize,
+    pub max: usize,
+}
+
+const NOARGS: Args = Args { min: 0, max: 0 };
+const TAKE1: Args = Args { min: 1, max: 1 };
+const TAKE2: Args = Args { min: 2, max: 2 };
+const TAKE12: Args = Args { min: 1, max: 2 };
+const NOARGS_TAKE12: Args = Args { min: 0, max: 2 };
+const MORE1: Args = Args {
+    min: 1,
+    max: usize::MAX,
+};
+
+/// One directive of one nginx module.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    pub name: &'static str,
+    /// Where nginx allows it.
+    pub nginx: Ctx,
+    /// Where corelb implements it (a subset of `nginx`).
+    pub corelb: Ctx,
+    pub args: Args,
+    pub block: bool,
+}
+
+const fn spec(name: &'static str, nginx: Ctx, corelb: Ctx, args: Args, block: bool) -> Spec {
+    Spec {
+        name,
+        nginx,
+        corelb,
+        args,
+        block,
+    }
+}
+
+const fn both(name: &'static str, ctx: Ctx, args: Args) -> Spec {
+    spec(name, ctx, ctx, args, false)
+}
+
+const HTTP_MSL: Ctx = Ctx::HTTP.or(Ctx::HTTP_SRV).or(Ctx::HTTP_LOC);
+const STREAM_MS: Ctx = Ctx::STREAM.or(Ctx::STREAM_SRV);
+const UPS: Ctx = Ctx::HTTP_UPS.or(Ctx::STREAM_UPS);
+
+/// Every directive corelb reads, with nginx's contexts. Names may repeat (one entry per nginx module).
+pub const SPECS: &[Spec] = &[
+    both("worker_processes", Ctx::MAIN, TAKE1),
+    spec(
+        "error_log",
+        Ctx::MAIN.or(HTTP_MSL).or(STREAM_MS),
+        Ctx::MAIN,
+        MORE1,
+        false,
+    ),
+    both("pid", Ctx::MAIN, TAKE1),
+    both("daemon", Ctx::MAIN, TAKE1),
+    both("load_module", Ctx::MAIN, TAKE1),
+    both("worker_runtime", Ctx::MAIN, TAKE1),
+    spec("events", Ctx::MAIN, Ctx::MAIN, NOARGS, true),
+    spec("http", Ctx::MAIN, Ctx::MAIN, NOARGS, true),
+    spec("stream", Ctx::MAIN, Ctx::MAIN, NOARGS, true),
+    both("worker_connections", Ctx::EVENTS, TAKE1),
+    spec(
+        "upstream",
+        Ctx::HTTP.or(Ctx::STREAM),
+        Ctx::HTTP.or(Ctx::STREAM),
+        TAKE1,
+        true,
+    ),
+    spec(
+        "server",
+        Ctx::HTTP.or(Ctx::STREAM),
+        Ctx::HTTP.or(Ctx::STREAM),
+        NOARGS,
+        true,
+    ),
+    both("server", UPS, MORE1),
+    both("listen", Ctx::HTTP_SRV.or(Ctx::STREAM_SRV), MORE1),
+    both("server_name", Ctx::HTTP_SRV, MORE1),
+    spec(
+        "location",
+        Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
+        Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
+        TAKE12,
+        true,
+    ),
+    both("proxy_pass", Ctx::HTTP_LOC.or(Ctx::STREAM_SRV), TAKE1),
+    both("proxy_http_version", HTTP_MSL, TAKE1),
+    both("proxy_set_header", HTTP_MSL, TAKE2),
+    both("proxy_connect_timeout", HTTP_MSL.or(STREAM_MS), TAKE1),
+    both("proxy_read_timeout", HTTP_MSL, TAKE1),
+    both("proxy_send_timeout", HTTP_MSL, TAKE1),
+    both("proxy_next_upstream", HTTP_MSL, MORE1),
+    both("proxy_next_upstream", STREAM_MS, TAKE1),
+    both("proxy_next_upstream_tries", HTTP_MSL.or(STREAM_MS), TAKE1),
+    both("proxy_next_upstream_timeout", HTTP_MSL, TAKE1),
+    spec("proxy_next_upstream_timeout", STREAM_MS, Ctx::NONE, TAKE1, false),
+    both("proxy_timeout", STREAM_MS, TAKE1),
+    both("return", Ctx::HTTP_SRV.or(Ctx::HTTP_LOC), TAKE12),
+    spec("return", Ctx::STREAM_SRV, Ctx::NONE, TAKE1, false),
+    both("keepalive_timeout", HTTP_MSL, TAKE12),
+    both("keepalive_timeout", Ctx::HTTP_UPS, TAKE1),
+    both("keepalive_requests", HTTP_MSL.or(Ctx::HTTP_UPS), TAKE1),
+    both("client_header_timeout", Ctx::HTTP.or(Ctx::HTTP_SRV), TAKE1),
+    both("client_max_body_size", HTTP_MSL, TAKE1),
+    both("access_log", HTTP_MSL, MORE1),
+    spec("access_log", STREAM_MS, Ctx::NONE, MORE1, false),
+    both("least_conn", UPS, NOARGS),
+    both("ip_hash", Ctx::HTTP_UPS, NOARGS),
+    both("hash", UPS, TAKE12),
+    both("random", UPS, NOARGS_TAKE12),
+    both("keepalive", Ctx::HTTP_UPS, TAKE1),
+    both("zone", UPS, TAKE12),
+];
+
+/// Well-known nginx directives corelb does not implement: refused by name, never ignored.
+pub const UNSUPPORTED: &[&str] = &[
+    // core, events
+    "user",
+    "worker_rlimit_nofile",
+    "worker_rlimit_core",
+    "worker_priority",
+    "worker_cpu_affinity",
+    "worker_shutdown_timeout",
+    "working_directory",
+    "env",
+    "lock_file",
+    "master_process",
+    "timer_resolution",
+    "thread_pool",
+    "pcre_jit",
+    "ssl_engine",
+    "debug_points",
+    "use",
+    "multi_accept",
+    "accept_mutex",
+    "accept_mutex_delay",
+    "debug_connection",
+    "worker_aio_requests",
+    "mail",
+    // http core
+    "types",
+    "default_type",
+    "sendfile",
+    "sendfile_max_chunk",
+    "tcp_nopush",
+    "tcp_nodelay",
+    "root",
+    "alias",
+    "index",
+    "autoindex",
+    "try_files",
+    "error_page",
+    "internal",
+    "limit_except",
+    "limit_rate",
+    "limit_rate_after",
+    "keepalive_time",
+    "keepalive_disable",
+    "send_timeout",
+    "client_body_timeout",
+    "client_body_buffer_size",
+    "client_body_temp_path",
+    "client_body_in_file_only",
+    "client_header_buffer_size",
+    "large_client_header_buffers",
+    "lingering_close",
+    "lingering_time",
+    "lingering_timeout",
+    "reset_timedout_connection",
+    "resolver",
+    "resolver_timeout",
+    "server_tokens",
+    "server_names_hash_max_size",
+    "server_names_hash_bucket_size",
+    "types_hash_max_size",
+    "types_hash_bucket_size",
+    "variables_hash_max_size",
+    "variables_hash_bucket_size",
+    "underscores_in_headers",
+    "ignore_invalid_headers",
+    "merge_slashes",
+    "absolute_redirect",
+    "port_in_redirect",
+    "server_name_in_redirect",
+    "aio",
+    "directio",
+    "output_buffers",
+    "postpone_output",
+    "etag",
+    "if_modified_since",
+    "chunked_transfer_encoding",
+    "log_not_found",
+    "log_subrequest",
+    "open_file_cache",
+    "recursive_error_pages",
+    "satisfy",
+    "allow",
+    "deny",
+    "log_format",
+    "open_log_file_cache",
+    "charset",
+    "expires",
+    "add_header",
+    "add_trailer",
+    "auth_basic",
+    "auth_basic_user_file",
+    "auth_request",
+    "stub_status",
+    "sub_filter",
+    "ssi",
+    "http2_max_concurrent_streams",
+    // rewrite, map, geo, limits, realip
+    "rewrite",
+    "if",
+    "set",
+    "break",
+    "rewrite_log",
+    "uninitialized_variable_warn",
+    "map",
+    "geo",
+    "split_clients",
+    "limit_req",
+    "limit_req_zone",
+    "limit_req_status",
+    "limit_conn",
+    "limit_conn_zone",
+    "limit_conn_status",
+    "set_real_ip_from",
+    "real_ip_header",
+    "real_ip_recursive",
+    // gzip
+    "gzip",
+    "gzip_types",
+    "gzip_vary",
+    "gzip_comp_level",
+    "gzip_min_length",
+    "gzip_proxied",
+    "gzip_buffers",
+    "gzip_http_version",
+    "gzip_disable",
+    "gzip_static",
+    "gunzip",
+    // ssl
+    "ssl",
+    "ssl_certificate",
+    "ssl_certificate_key",
+    "ssl_protocols",
+    "ssl_ciphers",
+    "ssl_prefer_server_ciphers",
+    "ssl_session_cache",
+    "ssl_session_timeout",
+    "ssl_session_tickets",
+    "ssl_dhparam",
+    "ssl_stapling",
+    "ssl_stapling_verify",
+    "ssl_trusted_certificate",
+    "ssl_client_certificate",
+    "ssl_verify_client",
+    "ssl_preread",
+    // proxy
+    "proxy_buffering",
+    "proxy_buffers",
+    "proxy_buffer_size",
+    "proxy_busy_buffers_size",
+    "proxy_request_buffering",
+    "proxy_cache",
+    "proxy_cache_path",
+    "proxy_cache_key",
+    "proxy_cache_valid",
+    "proxy_cache_bypass",
+    "proxy_no_cache",
+    "proxy_cache_use_stale",
+    "proxy_cache_lock",
+    "proxy_cache_methods",
+    "proxy_redirect",
+    "proxy_hide_header",
+    "proxy_pass_header",
+    "proxy_ignore_headers",
+    "proxy_intercept_errors",
+    "proxy_pass_request_body",
+    "proxy_pass_request_headers",
+    "proxy_set_body",
+    "proxy_method",
+    "proxy_bind",
+    "proxy_temp_path",
+    "proxy_max_temp_file_size",
+    "proxy_temp_file_write_size",
+    "proxy_cookie_domain",
+    "proxy_cookie_path",
+    "proxy_headers_hash_max_size",
+    "proxy_headers_hash_bucket_size",
+    "proxy_ignore_client_abort",
+    "proxy_socket_keepalive",
+    "proxy_limit_rate",
+    "proxy_ssl_server_name",
+    "proxy_ssl_verify",
+    "proxy_ssl_name",
+    "proxy_ssl_certificate",
+    "proxy_ssl_certificate_key",
+    "proxy_ssl_protocols",
+    "proxy_ssl_ciphers",
+    "proxy_ssl_trusted_certificate",
+    "proxy_ssl_session_reuse",
+    "proxy_ssl",
+    "proxy_protocol",
+    "proxy_buffer",
+    "proxy_download_rate",
+    "proxy_upload_rate",
+    "proxy_responses",
+    "proxy_requests",
+    // other upstream protocols
+    "fastcgi_pass",
+    "fastcgi_param",
+    "fastcgi_index",
+    "fastcgi_temp_path",
+    "uwsgi_pass",
+    "uwsgi_param",
+    "uwsgi_temp_path",
+    "scgi_pass",
+    "scgi_param",
+    "scgi_temp_path",
+    "grpc_pass",
+    "memcached_pass",
+    // upstream extras (newer or commercial nginx)
+    "least_time",
+    "sticky",
+    "health_check",
+    "match",
+    "queue",
+    "ntlm",
+    "state",
+    "slow_start",
+    // stream extras
+    "preread_buffer_size",
+    "preread_timeout",
+    "proxy_protocol_timeout",
+];
+
+/// nginx's `ngx_conf_handler` checks for `d` in `ctx`: known name, allowed here, `;` vs `{`, argument count. A
+/// directive nginx allows here but corelb does not implement, or one from [`UNSUPPORTED`], is refused by name.
+pub fn check(d: &Directive, ctx: Ctx) -> Result<(), ConfigError> {
+    let at = || d.span.clone();
+    let mut known = false;
+    for s in SPECS.iter().filter(|s| s.name == d.name) {
+        known = true;
+        if !s.nginx.has(ctx) {
+            continue;
+        }
+        if !s.corelb.has(ctx) {
+            return Err(ConfigError::Unsupported {
+                name: d.name.clone(),
+                at: at(),
+            });
+        }
+        if !s.block && d.block.is_some() {
+            let msg = format!("directive \"{}\" is not terminated by \";\"", d.name);
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        if s.block && d.block.is_none() {
+            let msg = format!("directive \"{}\" has no opening \"{{\"", d.name);
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        if !(s.args.min..=s.args.max).contains(&d.args.len()) {
+            let msg = format!("invalid number of arguments in \"{}\" directive", d.name);
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        return Ok(());
+    }
+    if known {
+        return Err(ConfigError::NotAllowedHere {
+            name: d.name.clone(),
+            at: at(),
+        });
+    }
+    if UNSUPPORTED.contains(&d.name.as_str()) {
+        return Err(ConfigError::Unsupported {
+            name: d.name.clone(),
+            at: at(),
+        });
+    }
+    Err(ConfigError::UnknownDirective {
+        name: d.name.clone(),
+        at: at(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corelb_contexts_are_within_nginx_ones() {
+        for s in SPECS {
+            assert_eq!(s.corelb.or(s.nginx), s.nginx, "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn refused_names_are_not_implemented_ones() {
+        for name in UNSUPPORTED {
+            assert!(!SPECS.iter().any(|s| s.name == *name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The `stream` block: upstreams, servers (`listen`, `proxy_pass NAME|host:port`) and the proxy settings inherited
+//! stream -> server (`proxy_connect_timeout`, `proxy_timeout`, `proxy_next_upstream on|off`, `..._tries`).
+
+use super::listen::StreamListens;
+use super::upstream::Upstreams;
+use super::vars::{Module, Vars};
+use super::{arg, block_of, flag_slot, msec_slot, num_slot, unset, walk, Build, Ctx};
+use crate::config::error::ConfigError;
+use crate::config::model::{Listen, Span, StreamConf, StreamServer};
+use crate::config::parser::Directive;
+use crate::config::url::{self, UrlOpts};
+use std::time::Duration;
+
+/// The proxy settings one level sets.
+#[derive(Debug, Default, Clone)]
+struct StreamLayer {
+    connect_timeout: Option<Duration>,
+    timeout: Option<Duration>,
+    next_upstream: Option<bool>,
+    next_upstream_tries: Option<u64>,
+}
+
+/// A stream server as read.
+#[derive(Debug)]
+struct ServerDraft {
+    span: Span,
+    listens: Vec<Listen>,
+    upstream: Option<usize>,
+    layer: StreamLayer,
+}
+
+/// Everything one stream block collects.
+#[derive(Debug)]
+struct StreamState {
+    upstreams: Upstreams,
+    servers: Vec<ServerDraft>,
+    layer: StreamLayer,
+    vars: Vars,
+    listens: StreamListens,
+}
+
+/// Builds the stream block `d`.
+pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
+    let mut st = StreamState {
+        upstreams: Upstreams::new(Module::Stream),
+        servers: Vec::new(),
+        layer: StreamLayer::default(),
+        vars: Vars::default(),
+        listens: StreamListens::default(),
+    };
+    walk(block_of(d)?, Ctx::STREAM, |sd| match sd.name.as_str() {
+        "upstream" => st.upstreams.block(b, &mut st.vars, sd),
+        "server" => st.server(sd),
+        _ => st.layer.directive(sd),
+    })?;
+    // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
+    let mut servers = Vec::with_capacity(st.servers.len());
+    for s in st.servers {
+        let Some(upstream) = s.upstream else {
+            return Err(ConfigError::invalid("no handler for server", &s.span));
+        };
+        let layer = s.layer.over(&st.layer);
+        servers.push(StreamServer {
+            listens: s.listens,
+            upstream,
+            connect_timeout: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
+            timeout: layer.timeout.unwrap_or(Duration::from_secs(600)),
+            next_upstream: layer.next_upstream.unwrap_or(true),
+            next_upstream_tries: layer
+                .next_upstream_tries
+                .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            span: s.span,
+        });
+    }
+    let upstreams = st.upstreams.finish()?;
+    st.vars.finish()?;
+    Ok(StreamConf { upstreams, servers })
+}
+
+impl StreamState {
+    fn server(&mut self, d: &Directive) -> Result<(), ConfigError> {
+        let mut s = ServerDraft {
+            span: d.span.clone(),
+            listens: Vec::new(),
+            upstream: None,
+            layer: StreamLayer::default(),
+        };
+        walk(block_of(d)?, Ctx::STREAM_SRV, |sd| match sd.name.as_str() {
+            "listen" => {
+                s.listens.extend(self.listens.listen(sd)?);
+                Ok(())
+            }
+            "proxy_pass" => {
+                unset(&s.upstream, sd)?;
+                s.upstream = Some(self.proxy_pass(sd)?);
+                Ok(())
+            }
+            _ => s.layer.directive(sd),
+        })?;
+        if s.listens.is_empty() {
+            return Err(ConfigError::invalid("no \"listen\" is defined for server", &d.span));
+        }
+        self.servers.push(s);
+        Ok(())
+    }
+
+    /// `proxy_pass NAME` (an upstream of this block) or `proxy_pass host:port` (an implicit one).
+    fn proxy_pass(&mut self, d: &Directive) -> Result<usize, ConfigError> {
+        let text = arg(d, 0);
+        if text.contains('$') {
+            return Err(ConfigError::invalid(
+                "\"proxy_pass\" with variables is not supported by corelb",
+                &d.span,
+            ));
+        }
+        let opts = UrlOpts {
+            no_resolve: true,
+            ..UrlOpts::default()
+        };
+        let u = url::parse_url(text, opts)
+            .map_err(|e| ConfigError::invalid(format!("{e} in upstream \"{text}\""), &d.span))?;
+        self.upstreams.reference(&u, text, text, &d.span)
+    }
+}
+
+impl StreamLayer {
+    fn directive(&mut self, d: &Directive) -> Result<(), ConfigError> {
+        match d.name.as_str() {
+            "proxy_connect_timeout" => msec_slot(&mut self.connect_timeout, d),
+            "proxy_timeout" => msec_slot(&mut self.timeout, d),
+            "proxy_next_upstream" => flag_slot(&mut self.next_upstream, d),
+            "proxy_next_upstream_tries" => num_slot(&mut self.next_upstream_tries, d),
+            _ => Err(ConfigError::NotAllowedHere {
+                name: d.name.clone(),
+                at: d.span.clone(),
+            }),
+        }
+    }
+
+    /// These settings over `parent`'s.
+    fn over(&self, parent: &StreamLayer) -> StreamLayer {
+        StreamLayer {
+            connect_timeout: self.connect_timeout.or(parent.connect_timeout),
+            timeout: self.timeout.or(parent.timeout),
+            next_upstream: self.next_upstream.or(parent.next_upstream),
+            next_upstream_tries: self.next_upstream_tries.or(parent.next_upstream_tries),
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! `upstream NAME { ... }` blocks (http and stream) and the upstream list, kept as nginx's `ngx_*_upstream_add`
+//! keeps it: `proxy_pass` names an upstream declared anywhere in the block (before or after), or makes an implicit
+//! one from `host[:port]`; names match case-insensitively; at the end of the block each upstream is initialised
+//! (implicit names resolved, `no servers in upstream` checked) in the order they were first named.
+
+use super::vars::{Module, Vars};
+use super::{arg, block_of, msec_slot, num_slot, unset, walk, Build, Ctx};
+use crate::config::error::ConfigError;
+use crate::config::key::KeyTemplate;
+use crate::config::model::{Method, RandomTwo, ServerLine, Span, UpstreamConf, ZoneConf};
+use crate::config::parser::Directive;
+use crate::config::url::{self, Url, UrlOpts};
+use crate::config::value;
+use std::time::Duration;
+
+/// The smallest zone nginx accepts: 8 pages of 4 KiB.
+const MIN_ZONE_SIZE: u64 = 8 * 4096;
+
+/// The upstreams of one `http` or `stream` block.
+#[derive(Debug)]
+pub struct Upstreams {
+    module: Module,
+    entries: Vec<Entry>,
+}
+
+/// One upstream as nginx's list holds it.
+#[derive(Debug)]
+struct Entry {
+    /// The name (or host) it was first named by.
+    host: String,
+    /// 0 once an `upstream {}` block defines it (http), or when no port was given (stream).
+    port: u16,
+    no_port: bool,
+    /// An `upstream {}` block defines it (nginx's `NGX_HTTP_UPSTREAM_CREATE` flag).
+    created: bool,
+    /// Where it was first named: nginx's `file_name:line` for its init messages.
+    span: Span,
+    /// The model's name.
+    name: String,
+    /// The `upstream {}` block, once read.
+    block: Option<(BlockConf, Span)>,
+    /// An implicit upstream's address (`proxy_pass IP:PORT`), when nginx already knows it.
+    implicit: Vec<ServerLine>,
+}
+
+/// How an upstream block balances: the method directive last read.
+#[derive(Debug, Clone)]
+enum MethodKind {
+    RoundRobin,
+    IpHash,
+    Hash { key: KeyTemplate, consistent: bool },
+    LeastConn,
+    Random,
+}
+
+/// The contents of an `upstream {}` block as read so far.
+#[derive(Debug)]
+struct BlockConf {
+    servers: Vec<ServerLine>,
+    method: MethodKind,
+    /// `random two` stays set when a later `random` has no `two`, as in nginx.
+    random_two: bool,
+    /// A method (or `keepalive`) has been set: nginx's `peer.init_upstream`, for `load balancing method redefined`.
+    method_set: bool,
+    /// Whether `server ... backup` is allowed at this point (a method without backup support clears it).
+    allow_backup: bool,
+    keepalive: Option<usize>,
+    /// False when a method directive came after `keepalive`, which in nginx replaces keepalive's wrapper.
+    keepalive_active: bool,
+    keepalive_requests: Option<u64>,
+    keepalive_timeout: Option<Duration>,
+    zone: Option<ZoneConf>,
+}
+
+impl Upstreams {
+    pub fn new(module: Module) -> Self {
+        Upstreams {
+            module,
+            entries: Vec::new(),
+        }
+    }
+
+    /// nginx's `ngx_*_upstream_add`: the index of the upstream `host` (with `port`) names, created if new.
+    fn add(&mut self, host: &str, port: u16, no_port: bool, create: bool, at: &Span) -> Result<usize, ConfigError> {
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            if !e.host.eq_ignore_ascii_case(host) {
+                continue;
+            }
+            if create && e.created {
+                return Err(ConfigError::invalid(format!("duplicate upstream \"{host}\""), at));
+            }
+            if e.created && !no_port {
+                let msg = format!("upstream \"{host}\" may not have port {port}");
+                return Err(ConfigError::invalid(msg, at));
+            }
+            if create && !e.no_port {
+                let msg = format!("upstream \"{host}\" may not have port {}", e.port);
+                return Err(ConfigError::invalid(msg, &e.span));
+            }
+            let other_port = match self.module {
+                Module::Http => e.port != 0 && port != 0 && e.port != port,
+                Module::Stream => e.port != port,
+            };
+            if other_port {
+                continue;
+            }
+            if create {
+                e.created = true;
+                if self.module == Module::Http {
+                    e.port = 0;
+                }
+            }
+            return Ok(i);
+        }
+        self.entries.push(Entry {
+            host: host.to_string(),
+            port,
+            no_port,
+            created: create,
+            span: at.clone(),
+            name: host.to_string(),
+            block: None,
+            implicit: Vec::new(),
+        });
+        Ok(self.entries.len() - 1)
+    }
+
+    /// `proxy_pass` to `url` (parsed without resolving): the upstream it names, or a new implicit one called `name`.
+    pub fn reference(&mut self, url: &Url, text: &str, name: &str, at: &Span) -> Result<usize, ConfigError> {
+        let known = self.entries.len();
+        let i = self.add(&url.host, url.port, url.no_port, false, at)?;
+        if i == known {
+            if let Some(e) = self.entries.get_mut(i) {
+                e.name = name.to_string();
+                if url.addrs.len() == 1 && url.port != 0 {
+                    e.implicit.push(implicit_line(text, url.addrs.clone(), at));
+                }
+            }
+        }
+        Ok(i)
+    }
+
+    /// `upstream NAME { ... }`.
+    pub fn block(&mut self, b: &mut Build, vars: &mut Vars, d: &Directive) -> Result<(), ConfigError> {
+        let name = arg(d, 0);
+        let i = self.add(name, 0, true, true, &d.span)?;
+        let ctx = match self.module {
+            Module::Http => Ctx::HTTP_UPS,
+            Module::Stream => Ctx::STREAM_UPS,
+        };
+        let mut conf = BlockConf::new();
+        let module = self.module;
+        let close = walk(block_of(d)?, ctx, |sd| conf.directive(b, vars, module, sd))?;
+        if conf.servers.is_empty() {
+            return Err(ConfigError::invalid("no servers are inside upstream", &close));
+        }
+        if let Some(e) = self.entries.get_mut(i) {
+            e.name = name.to_string();
+            e.block = Some((conf, d.span.clone()));
+        }
+        Ok(())
+    }
+
+    /// nginx's init of every upstream when the block ends: the model's list, in the order names first appeared.
+    pub fn finish(self) -> Result<Vec<UpstreamConf>, ConfigError> {
+        self.entries.into_iter().map(|e| e.init()).collect()
+    }
+}
+
+/// The one server of an implicit upstream: weight 1, max_fails 1, fail_timeout 10s.
+fn implicit_line(text: &str, addrs: Vec<std::net::SocketAddr>, at: &Span) -> ServerLine {
+    ServerLine {
+        text: text.to_string(),
+        addrs,
+        weight: 1,
+        max_fails: 1,
+        fail_timeout: Duration::from_secs(10),
+        max_conns: 0,
+        backup: false,
+        down: false,
+        span: at.clone(),
+    }
+}
+
+impl Entry {
+    fn init(self) -> Result<UpstreamConf, ConfigError> {
+        let Some((conf, block_span)) = self.block else {
+            return self.init_implicit();
+        };
+        let primary: usize = conf.servers.iter().filter(|s| !s.backup).map(|s| s.addrs.len()).sum();
+        if primary == 0 {
+            let msg = format!("no servers in upstream \"{}\"", self.host);
+            return Err(ConfigError::invalid(msg, &self.span));
+        }
+        let method = match conf.method {
+            MethodKind::RoundRobin => Method::RoundRobin,
+            MethodKind::IpHash => Method::IpHash,
+            MethodKind::Hash { key, consistent } => Method::Hash { key, consistent },
+            MethodKind::LeastConn => Method::LeastConn,
+            MethodKind::Random => Method::Random {
+                two: conf.random_two.then_some(RandomTwo::LeastConn),
+            },
+        };
+        Ok(UpstreamConf {
+            name: self.name,
+            method,
+            servers: conf.servers,
+            keepalive: conf.keepalive.filter(|_| conf.keepalive_active),
+            keepalive_requests: conf.keepalive_requests.unwrap_or(1000),
+            keepalive_timeout: conf.keepalive_timeout.unwrap_or(Duration::from_secs(60)),
+            zone: conf.zone,
+            implicit: false,
+            span: block_span,
+        })
+    }
+
+    /// An upstream made by `proxy_pass host[:port]`: resolved now, all addresses, nginx's implicit defaults.
+    fn init_implicit(mut self) -> Result<UpstreamConf, ConfigError> {
+        if self.implicit.is_empty() {
+            if self.port == 0 {
+                let msg = format!("no port in upstream \"{}\"", self.host);
+                return Err(ConfigError::invalid(msg, &self.span));
+            }
+            let addrs = url::resolve_host(&self.host, self.port)
+                .map_err(|e| ConfigError::invalid(format!("{e} in upstream \"{}\"", self.host), &self.span))?;
+            let text = format!("{}:{}", self.host, self.port);
+            self.implicit.push(implicit_line(&text, addrs, &self.span));
+        }
+        Ok(UpstreamConf {
+            name: self.name,
+            method: Method::RoundRobin,
+            servers: self.implicit,
+            keepalive: None,
+            keepalive_requests: 1000,
+            keepalive_timeout: Duration::from_secs(60),
+            zone: None,
+            implicit: true,
+            span: self.span,
+        })
+    }
+}
+
+impl BlockConf {
+    fn new() -> Self {
+        BlockConf {
+            servers: Vec::new(),
+            method: MethodKind::RoundRobin,
+            random_two: false,
+            method_set: false,
+            allow_backup: true,
+            keepalive: None,
+            keepalive_active: false,
+            keepalive_requests: None,
+            keepalive_timeout: None,
+            zone: None,
+        }
+    }
+
+    fn directive(&mut self, b: &mut Build, vars: &mut Vars, module: Module, d: &Directive) -> Result<(), ConfigError> {
+        match d.name.as_str() {
+            "server" => {
+                let line = server_line(d, module, self.allow_backup)?;
+                self.servers.push(line);
+                Ok(())
+            }
+            "least_conn" => {
+                self.set_method(b, d, MethodKind::LeastConn, true);
+                Ok(())
+            }
+            "ip_hash" => {
+                self.set_method(b, d, MethodKind::IpHash, false);
+                Ok(())
+            }
+            "hash" => {
+                let key = vars.compile(arg(d, 0), module, &d.span)?;
+                let consistent = match d.args.get(1).map(String::as_str) {
+                    None => false,
+                    Some("consistent") => true,
+                    Some(other) => {
+                        return Err(ConfigError::invalid(format!("invalid parameter \"{other}\""), &d.span));
+                    }
+                };
+                self.set_method(b, d, MethodKind::Hash { key, consistent }, false);
+                Ok(())
+            }
+            "random" => self.random(b, d),
+            "keepalive" => self.keepalive(d),
+            "keepalive_requests" => num_slot(&mut self.keepalive_requests, d),
+            "keepalive_timeout" => msec_slot(&mut self.keepalive_timeout, d),
+            "zone" => self.zone(b, d, module),
+            _ => Err(ConfigError::NotAllowedHere {
+                name: d.name.clone(),
+                at: d.span.clone(),
+            }),
+        }
+    }
+
+    /// `random [two [least_conn]]`.
+    fn random(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+        self.set_method(b, d, MethodKind::Random, false);
+        if let Some(two) = d.args.first() {
+            if two != "two" {
+                return Err(ConfigError::invalid(format!("invalid parameter \"{two}\""), &d.span));
+            }
+            self.random_two = true;
+        }
+        match d.args.get(1) {
+            Some(p) if p != "least_conn" => Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span)),
+            _ => Ok(()),
+        }
+    }
+
+    /// `keepalive N`: wraps the method set so far (nginx's `init_upstream` becomes keepalive's).
+    fn keepalive(&mut self, d: &Directive) -> Result<(), ConfigError> {
+        unset(&self.keepalive, d)?;
+        let v = arg(d, 0);
+        let n = value::atoi(v).filter(|n| *n != 0).and_then(|n| usize::try_from(n).ok());
+        let Some(n) = n else {
+            let msg = format!("invalid value \"{v}\" in \"keepalive\" directive");
+            return Err(ConfigError::invalid(msg, &d.span));
+        };
+        self.keepalive = Some(n);
+        self.keepalive_active = true;
+        self.method_set = true;
+        Ok(())
+    }
+
+    /// A method directive: nginx warns when one was already set (a `keepalive` before it counts, and loses its
+    /// effect), and sets the flags later `server` lines are checked against.
+    fn set_method(&mut self, b: &mut Build, d: &Directive, m: MethodKind, backup: bool) {
+        if self.method_set {
+            b.warn("load balancing method redefined", &d.span);
+        }
+        self.method_set = true;
+        self.keepalive_active = false;
+        self.allow_backup = backup;
+        self.method = m;
+    }
+
+    /// `zone NAME [SIZE]`.
+    fn zone(&mut self, b: &mut Build, d: &Directive, module: Module) -> Result<(), ConfigError> {
+        let name = arg(d, 0);
+        if name.is_empty() {
+            return Err(ConfigError::invalid(format!("invalid zone name \"{name}\""), &d.span));
+        }
+        let size = match d.args.get(1) {
+            None => None,
+            Some(s) => {
+                let size = value::parse_size(s)
+                    .ok_or_else(|| ConfigError::invalid(format!("invalid zone size \"{s}\""), &d.span))?;
+                if size < MIN_ZONE_SIZE {
+                    return Err(ConfigError::invalid(format!("zone \"{name}\" is too small"), &d.span));
+                }
+                Some(size)
+            }
+        };
+        b.add_zone(name, size.unwrap_or(0), module == Module::Stream, &d.span)?;
+        self.zone = Some(ZoneConf {
+            name: name.to_string(),
+            size,
+        });
+        Ok(())
+    }
+}
+
+/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] [down]` in an upstream block.
+fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<ServerLine, ConfigError> {
+    let text = arg(d, 0);
+    let mut line = implicit_line(text, Vec::new(), &d.span);
+    let invalid = |p: &str| ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span);
+    for p in d.args.iter().skip(1) {
+        let number = |v: &str| {
+            value::atoi(v)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| invalid(p))
+        };
+        if let Some(v) = p.strip_prefix("weight=") {
+            line.weight = number(v).and_then(|w| if w == 0 { Err(invalid(p)) } else { Ok(w) })?;
+        } else if let Some(v) = p.strip_prefix("max_conns=") {
+            line.max_conns = number(v)?;
+        } else if let Some(v) = p.strip_prefix("max_fails=") {
+            line.max_fails = number(v)?;
+        } else if let Some(v) = p.strip_prefix("fail_timeout=") {
+            line.fail_timeout = value::parse_sec(v).ok_or_else(|| invalid(p))?;
+        } else if p == "backup" {
+            if !allow_backup {
+                let msg = format!("balancing method does not support parameter \"{p}\"");
+                return Err(ConfigError::invalid(msg, &d.span));
+            }
+            line.backup = true;
+        } else if p == "down" {
+            line.down = true;
+        } else {
+            return Err(invalid(p));
+        }
+    }
+    let opts = UrlOpts {
+        default_port: if module == Module::Http { 80 } else { 0 },
+        ..UrlOpts::default()
+    };
+    let url =
+        url::parse_url(text, opts).map_err(|e| ConfigError::invalid(format!("{e} in upstream \"{text}\""), &d.span))?;
+    if module == Module::Stream && url.no_port {
+        return Err(ConfigError::invalid(format!("no port in upstream \"{text}\""), &d.span));
+    }
+    line.addrs = url.addrs;
+    Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn at(line: usize) -> Span {
+        Span {
+            file: PathBuf::from("t.conf"),
+            line,
+        }
+    }
+
+    fn url(text: &str, default_port: u16) -> Url {
+        let opts = UrlOpts {
+            default_port,
+            uri_part: true,
+            no_resolve: true,
+            ..UrlOpts::default()
+        };
+        url::parse_url(text, opts).expect("url")
+    }
+
+    #[test]
+    fn http_names_match_case_insensitively_and_by_port() {
+        let mut u = Upstreams::new(Module::Http);
+        let a = u.reference(&url("Backend", 80), "Backend", "Backend", &at(1)).unwrap();
+        // The block comes later and takes the entry over.
+        assert_eq!(u.add("backend", 0, true, true, &at(2)).unwrap(), a);
+        assert_eq!(
+            u.reference(&url("BACKEND", 80), "BACKEND", "BACKEND", &at(3)).unwrap(),
+            a
+        );
+        let e = u
+            .reference(&url("backend:81", 80), "backend:81", "backend:81", &at(4))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] upstream \"backend\" may not have port 81 in t.conf:4"
+        );
+        let e = u.add("backend", 0, true, true, &at(5)).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] duplicate upstream \"backend\" in t.conf:5");
+        // Implicit upstreams differ by port.
+        let x = u
+            .reference(&url("10.0.0.1:1", 80), "10.0.0.1:1", "10.0.0.1:1", &at(6))
+            .unwrap();
+        let y = u
+            .reference(&url("10.0.0.1:2", 80), "10.0.0.1:2", "10.0.0.1:2", &at(7))
+            .unwrap();
+        assert_ne!(x, y);
+    }
+
+    #[test]
+    fn a_block_after_a_proxy_pass_with_a_port_is_refused_at_the_proxy_pass() {
+        let mut u = Upstreams::new(Module::Http);
+        u.reference(&url("b:8080", 80), "b:8080", "b:8080", &at(3)).unwrap();
+        let e = u.add("b", 0, true, true, &at(9)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] upstream \"b\" may not have port 8080 in t.conf:3"
+        );
+    }
+
+    #[test]
+    fn implicit_upstreams_resolve_at_the_end() {
+        let mut u = Upstreams::new(Module::Stream);
+        u.reference(&url("backend", 0), "backend", "backend", &at(2)).unwrap();
+        let e = u.finish().unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] no port in upstream \"backend\" in t.conf:2");
+        let mut u = Upstreams::new(Module::Http);
+        u.reference(&url("no-such-host.invalid", 80), "x", "x", &at(4)).unwrap();
+        let e = u.finish().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] host not found in upstream \"no-such-host.invalid\" in t.conf:4"
+        );
+    }
+
+    #[test]
+    fn server_line_parameters() {
+        let d = Directive {
+            name: "server".into(),
+            args: vec!["127.0.0.1:1".into(), "weight=3".into(), "down".into()],
+            span: at(1),
+            block: None,
+        };
+        let l = server_line(&d, Module::Http, true).unwrap();
+        assert_eq!((l.weight, l.down, l.addrs.len()), (3, true, 1));
+        let mut d = d;
+        d.args[2] = "backup".into();
+        let e = server_line(&d, Module::Http, false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] balancing method does not support parameter \"backup\" in t.conf:1"
+        );
+        d.args = vec!["127.0.0.1".into()];
+        assert_eq!(server_line(&d, Module::Http, true).unwrap().addrs[0].port(), 80);
+        let e = server_line(&d, Module::Stream, true).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] no port in upstream \"127.0.0.1\" in t.conf:1");
+    }
+}

@@ -1,0 +1,292 @@
+//! The request simulator: runs requests through a plan, a shard state and attempts as the proxy does (spec §11),
+//! against backends that answer by mode, with a clock passed in. `corelb pick` and the golden tests use it.
+
+pub mod trace;
+pub mod vars;
+
+pub use trace::{parse_trace, BackendMode, Backends, TraceError, TraceLine};
+pub use vars::Request;
+
+use crate::balance::{Attempt, KeySpec, Outcome, ShardState, UpstreamPlan};
+use crate::config::model::{Config, NextUpstream, UpstreamConf};
+use std::fmt;
+use std::net::SocketAddr;
+
+/// Which block an upstream lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    Http,
+    Stream,
+}
+
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Context::Http => "http",
+            Context::Stream => "stream",
+        })
+    }
+}
+
+/// When a request passes to the next peer: the `*_next_upstream` conditions and `*_next_upstream_tries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub context: Context,
+    /// Stream's `proxy_next_upstream on` is `error timeout` here, `off` is [`NextUpstream::OFF`].
+    pub next_upstream: NextUpstream,
+    /// 0 = bounded only by the peers.
+    pub tries: usize,
+}
+
+impl RetryPolicy {
+    /// nginx's defaults for `context`.
+    pub fn default_for(context: Context) -> Self {
+        RetryPolicy {
+            context,
+            next_upstream: NextUpstream::default(),
+            tries: 0,
+        }
+    }
+}
+
+/// An upstream found in a config, with the retry settings of the first place that proxies to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Located<'c> {
+    pub upstream: &'c UpstreamConf,
+    pub policy: RetryPolicy,
+}
+
+/// Why an upstream could not be found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LocateError {
+    #[error("no upstream \"{0}\" in the {1} block")]
+    NotIn(String, Context),
+    #[error("no upstream \"{0}\" in the configuration")]
+    NotFound(String),
+    #[error("upstream \"{0}\" exists in both http and stream: choose one (with --stream for the stream one)")]
+    Ambiguous(String),
+}
+
+/// Finds the upstream `name` in `context` (or in whichever block has it when `None`).
+pub fn locate<'c>(config: &'c Config, name: &str, context: Option<Context>) -> Result<Located<'c>, LocateError> {
+    let http = config.http.as_ref().and_then(|h| {
+        let i = h.upstreams.iter().position(|u| u.name == name)?;
+        let mut policy = RetryPolicy::default_for(Context::Http);
+        let mut locations = h.servers.iter().flat_map(|s| &s.locations);
+        if let Some(loc) = locations.find(|l| l.proxy_pass.as_ref().is_some_and(|p| p.upstream == i)) {
+            policy.next_upstream = loc.proxy.next_upstream;
+            policy.tries = loc.proxy.next_upstream_tries;
+        }
+        h.upstreams.get(i).map(|upstream| Located { upstream, policy })
+    });
+    let stream = config.stream.as_ref().and_then(|s| {
+        let i = s.upstreams.iter().position(|u| u.name == name)?;
+        let mut policy = RetryPolicy::default_for(Context::Stream);
+        if let Some(server) = s.servers.iter().find(|srv| srv.upstream == i) {
+            if !server.next_upstream {
+                policy.next_upstream = NextUpstream::OFF;
+            }
+            policy.tries = server.next_upstream_tries;
+        }
+        s.upstreams.get(i).map(|upstream| Located { upstream, policy })
+    });
+    match (context, http, stream) {
+        (Some(Context::Http), Some(found), _) | (Some(Context::Stream), _, Some(found)) => Ok(found),
+        (Some(ctx), _, _) => Err(LocateError::NotIn(name.into(), ctx)),
+        (None, Some(_), Some(_)) => Err(LocateError::Ambiguous(name.into())),
+        (None, Some(found), None) | (None, None, Some(found)) => Ok(found),
+        (None, None, None) => Err(LocateError::NotFound(name.into())),
+    }
+}
+
+/// Why an attempt on a peer did not end the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Connect refused, connection reset: nginx's `error`.
+    Error,
+    /// No answer in time: nginx's `timeout`.
+    Timeout,
+    /// An answer with this status, passed to the next peer by `http_NNN`.
+    Status(u16),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Error => f.write_str("error"),
+            Failure::Timeout => f.write_str("timeout"),
+            Failure::Status(code) => write!(f, "{code}"),
+        }
+    }
+}
+
+/// One entry of a request's tried list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    /// A peer was tried; `failure` is set when the request went on from it.
+    Peer { addr: SocketAddr, failure: Option<Failure> },
+    /// No peer was usable: nginx's "no live upstreams" (`$upstream_addr` shows the upstream's name).
+    NoLive,
+}
+
+/// What happened to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimResult {
+    pub hops: Vec<Hop>,
+    /// The status sent to the client (for stream, the session's `$status`: 200 or 502).
+    pub status: u16,
+}
+
+impl SimResult {
+    /// The tried list as nginx's `$upstream_addr` prints it: `127.0.0.1:8089, 127.0.0.1:8082`, with the upstream's
+    /// name for "no live upstreams".
+    pub fn upstream_addr(&self, upstream: &str) -> String {
+        self.hops
+            .iter()
+            .map(|h| match h {
+                Hop::Peer { addr, .. } => addr.to_string(),
+                Hop::NoLive => upstream.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The golden form: `STATUS UPSTREAM_ADDR`.
+    pub fn golden_line(&self, upstream: &str) -> String {
+        format!("{} {}", self.status, self.upstream_addr(upstream))
+    }
+}
+
+/// How one attempt on a backend ends, before the retry rules apply.
+enum Answer {
+    Status(u16),
+    Failed(Failure),
+}
+
+/// Runs requests one at a time through one shard's view of an upstream.
+#[derive(Debug)]
+pub struct Simulator<'p> {
+    plan: &'p UpstreamPlan,
+    shard: ShardState,
+    policy: RetryPolicy,
+    backends: Backends,
+    /// The key bytes of the request being run (a reused buffer).
+    key: Vec<u8>,
+    /// Held requests' attempts: their `conns` stay taken until [`Simulator::release_held`].
+    held: Vec<Attempt<'p>>,
+}
+
+impl<'p> Simulator<'p> {
+    /// A simulator over `plan` with fresh shard state (fixed RNG seed).
+    pub fn new(plan: &'p UpstreamPlan, policy: RetryPolicy, backends: Backends) -> Self {
+        Simulator {
+            plan,
+            shard: ShardState::seeded(plan, 0),
+            policy,
+            backends,
+            key: Vec::new(),
+            held: Vec::new(),
+        }
+    }
+
+    /// The plan simulated.
+    pub fn plan(&self) -> &'p UpstreamPlan {
+        self.plan
+    }
+
+    /// Runs one request at `now` (whole seconds), evaluating its key from the plan's [`KeySpec`].
+    pub fn run(&mut self, req: &Request, hold: bool, now: u64) -> SimResult {
+        let mut key = std::mem::take(&mut self.key);
+        match &self.plan.key {
+            KeySpec::None => key.clear(),
+            KeySpec::ClientAddr => vars::ip_hash_key(req.remote, &mut key),
+            KeySpec::Template(t) => t.eval_into(req, &mut key),
+        }
+        let out = self.run_with_key(&key, hold, now);
+        self.key = key;
+        out
+    }
+
+    /// Runs one request whose key bytes are given directly.
+    pub fn run_with_key(&mut self, key: &[u8], hold: bool, now: u64) -> SimResult {
+        let mut attempt = Attempt::new(self.plan, self.policy.tries, key);
+        let mut hops = Vec::new();
+        loop {
+            let Some(peer) = attempt.pick(&mut self.shard, key, now) else {
+                hops.push(Hop::NoLive);
+                return SimResult { hops, status: 502 };
+            };
+            let addr = peer.addr;
+            match self.answer(self.backends.mode(addr)) {
+                Answer::Status(code) if self.retries_status(code, &attempt) => {
+                    let outcome = if matches!(code, 403 | 404) {
+                        Outcome::Next
+                    } else {
+                        Outcome::Failed
+                    };
+                    attempt.report(outcome, &mut self.shard, now);
+                    hops.push(Hop::Peer {
+                        addr,
+                        failure: Some(Failure::Status(code)),
+                    });
+                }
+                Answer::Status(code) => {
+                    hops.push(Hop::Peer { addr, failure: None });
+                    if hold {
+                        self.held.push(attempt);
+                    } else {
+                        attempt.report(Outcome::Success, &mut self.shard, now);
+                    }
+                    return SimResult { hops, status: code };
+                }
+                Answer::Failed(failure) => {
+                    attempt.report(Outcome::Failed, &mut self.shard, now);
+                    hops.push(Hop::Peer {
+                        addr,
+                        failure: Some(failure),
+                    });
+                    let allowed = match failure {
+                        Failure::Timeout => self.policy.next_upstream.timeout,
+                        _ => self.policy.next_upstream.error,
+                    };
+                    if attempt.tries_left() == 0 || !allowed {
+                        let status = if failure == Failure::Timeout && self.policy.context == Context::Http {
+                            504
+                        } else {
+                            502
+                        };
+                        return SimResult { hops, status };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends every held request as a success at `now` (their `conns` go back).
+    pub fn release_held(&mut self, now: u64) {
+        for mut attempt in self.held.drain(..) {
+            attempt.report(Outcome::Success, &mut self.shard, now);
+        }
+    }
+
+    /// How a backend in `mode` ends an attempt in this context. In stream a connected session is a success,
+    /// whatever follows.
+    fn answer(&self, mode: BackendMode) -> Answer {
+        match (self.policy.context, mode) {
+            (_, BackendMode::Dead) => Answer::Failed(Failure::Error),
+            (Context::Stream, _) => Answer::Status(200),
+            (Context::Http, BackendMode::Ok) => Answer::Status(200),
+            (Context::Http, BackendMode::Reset) => Answer::Failed(Failure::Error),
+            (Context::Http, BackendMode::Timeout) => Answer::Failed(Failure::Timeout),
+            (Context::Http, BackendMode::Status(code)) => Answer::Status(code),
+        }
+    }
+
+    /// nginx's `test_next`: a status passes to the next peer only with `http_NNN` set and more than one try left.
+    fn retries_status(&self, code: u16, attempt: &Attempt<'_>) -> bool {
+        self.policy.context == Context::Http && self.policy.next_upstream.on_status(code) && attempt.tries_left() > 1
+    }
+}
+
+#[cfg(test)]
+mod tests;

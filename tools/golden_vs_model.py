@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Checks the recorded goldens against the spec's executable model (shared/spec/vectors.py), driven by the retry
+rules of spec section 11: a golden that disagrees with the model points at the spec or the recording, not at
+corelb. Usage: python3 tools/golden_vs_model.py [SPEC_DIR] (default: ../shared/spec beside the repository)."""
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "shared", "spec")
+sys.path.insert(0, SPEC)
+import vectors as v  # noqa: E402
+
+G = os.path.join(HERE, "..", "engine", "tests", "golden")
+def parse_conf(text):
+    up = re.search(r"upstream backend \{(.*?)\}", text, re.S).group(1)
+    method = None; servers = []
+    for line in up.strip().splitlines():
+        line = line.strip().rstrip(";")
+        if line.startswith("server "):
+            parts = line.split()[1:]
+            servers.append((parts[0], parts[1:]))
+        else:
+            method = line
+    nu = {"error", "timeout"}; tries = 0
+    for m in re.finditer(r"proxy_next_upstream (.*?);", text):
+        nu = set(m.group(1).split()) - {"off"}
+    m = re.search(r"proxy_next_upstream_tries (\d+);", text)
+    if m: tries = int(m.group(1))
+    return method, servers, nu, tries, "stream {" in text
+def build(servers):
+    prim, back = [], []
+    for s, params in servers:
+        kw = dict(weight=1, max_fails=1, fail_timeout=10, down=False)
+        b = False
+        for p in params:
+            if p == "down": kw["down"] = True
+            elif p == "backup": b = True
+            else:
+                k, val = p.split("=")
+                kw[k] = int(val.rstrip("s"))
+        (back if b else prim).append(v.Peer(s, **kw))
+    return v.Upstream(prim, back)
+def key_for(method, src, uri, host):
+    tpl = method.split(None, 1)[1].rsplit(" consistent", 1)[0].strip('"')
+    path, _, args = uri.partition("?")
+    argk = ""
+    for pair in args.split("&"):
+        k, eq, val = pair.partition("=")
+        if eq and k.lower() == "k": argk = val; break
+    h = (host or "").split(":")[0].lower()
+    return tpl.replace("$request_uri", uri).replace("$arg_k", argk).replace("$host", h).replace("$remote_addr", src).encode()
+def run(name):
+    d = os.path.join(G, name)
+    method, servers, nu, tries, stream = parse_conf(open(d + "/corelb.conf").read())
+    modes = dict(l.split() for l in open(d + "/backends").read().splitlines())
+    ups = build(servers)
+    pts = v.chash_build(ups.primary) if method and "consistent" in method else None
+    out = []
+    now = 1000000; held = []
+    for line in open(d + "/requests").read().splitlines():
+        f = line.split(); src, uri = f[0], f[1]
+        host = next((x[5:] for x in f if x.startswith("host=")), None)
+        t = next((int(x[2:]) for x in f if x.startswith("t=")), None)
+        if t is not None: now = 1000000 + t
+        hold = "hold" in f
+        r = v.Req(ups, tries)
+        if method and method.startswith("hash") and pts is not None:
+            k = key_for(method, src, uri, host); v.chash_init(r, pts, k)
+            get = lambda: v.chash_get(r, pts, k, now)
+        elif method and method.startswith("hash"):
+            k = key_for(method, src, uri, host); get = lambda: v.hash_get(r, k, now)
+        elif method == "ip_hash":
+            k = v.ip_hash_key_bytes(src); get = lambda: v.ip_hash_get(r, k, now)
+        elif method == "least_conn":
+            get = lambda: v.least_conn_get(r, now)
+        else:
+            get = lambda: v.rr_get(r, now)
+        names = []; status = None
+        while True:
+            p = get()
+            if p is None: names.append("backend"); status = 502; break
+            names.append(p.name); m = modes.get(p.name, "ok")
+            if m == "dead" or (not stream and m in ("reset", "timeout")):
+                v.rr_free(r, True, now)
+                cond = "timeout" if m == "timeout" else "error"
+                if r.tries == 0 or cond not in nu:
+                    status = 504 if (m == "timeout" and not stream) else 502; break
+                continue
+            code = int(m[1:]) if (m.startswith("e") and not stream) else 200
+            if code != 200 and ("http_%d" % code) in nu and r.tries > 1:
+                v.rr_free(r, code not in (403, 404), now); continue
+            status = code
+            if hold: held.append(r)
+            else: v.rr_free(r, False, now)
+            break
+        out.append("%d %s" % (status, ", ".join(names)))
+    exp = open(d + "/expected").read().splitlines()
+    bad = [(i + 1, e, g) for i, (e, g) in enumerate(zip(exp, out)) if e != g]
+    return bad, len(exp)
+tot = differ = 0
+for name in sorted(os.listdir(G)):
+    bad, n = run(name)
+    tot += n
+    differ += bool(bad)
+    print(("OK  " if not bad else "DIFF") + " %-28s %d" % (name, n), bad[:3])
+print("%d requests, %d scenarios differ from the model" % (tot, differ))
+sys.exit(1 if differ else 0)
