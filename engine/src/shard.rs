@@ -148,7 +148,8 @@ impl<R: Runtime> Shard<R> {
     /// A shard over the current snapshot of `shared`.
     pub fn new(index: usize, shared: Arc<Shared>) -> Self {
         let snap = shared.snapshot.load_full();
-        let seed = index as u64 ^ (Instant::now().elapsed().as_nanos() as u64) ^ std::process::id() as u64;
+        // Each shard draws its own random sequence (nginx seeds each worker differently too).
+        let seed = rand::random::<u64>() ^ index as u64;
         Shard {
             index,
             local: RefCell::new(Local::new(snap, seed)),
@@ -169,7 +170,7 @@ impl<R: Runtime> Shard<R> {
         let current = self.shared.snapshot.load();
         let mut local = self.local.borrow_mut();
         if local.snap.generation != current.generation {
-            *local = Local::new(Arc::clone(&current), self.index as u64);
+            *local = Local::new(Arc::clone(&current), rand::random::<u64>() ^ self.index as u64);
         }
         Arc::clone(&local.snap)
     }
