@@ -107,11 +107,16 @@ fn quickstart(dir: &Path, front: u16, extra_main: &str) -> PathBuf {
 }
 
 #[test]
-fn serves_the_weighted_sequence_writes_a_pid_file_and_stops_on_sigterm() {
+fn serves_the_weighted_sequence_writes_pid_and_log_files_and_stops_on_sigterm() {
     let dir = temp_dir("term");
     let front = free_port();
     let pid_file = dir.join("corelb.pid");
-    let conf = quickstart(&dir, front, &format!("pid {};", pid_file.display()));
+    let log = dir.join("error.log");
+    let conf = quickstart(
+        &dir,
+        front,
+        &format!("pid {};\nerror_log {};", pid_file.display(), log.display()),
+    );
     let mut child = start(&conf, &[]);
     wait_port(front);
     let seq: String = (0..7).map(|_| get(front, "/")).collect();
@@ -122,6 +127,8 @@ fn serves_the_weighted_sequence_writes_a_pid_file_and_stops_on_sigterm() {
     let st = wait_exit(&mut child, Duration::from_secs(3)).expect("exits soon after SIGTERM");
     assert!(st.success(), "{st:?}");
     assert!(!pid_file.exists(), "pid file removed");
+    let logged = std::fs::read_to_string(&log).expect("error log written");
+    assert!(logged.contains("shard(s) started"), "{logged}");
 }
 
 #[test]

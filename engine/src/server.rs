@@ -27,6 +27,8 @@ pub enum ServeError {
     UnknownRuntime(String),
     #[error("could not write the pid file {path} ({source})")]
     PidFile { path: PathBuf, source: io::Error },
+    #[error("could not open the error log {path} ({source})")]
+    ErrorLog { path: PathBuf, source: io::Error },
 }
 
 impl ServeError {
@@ -35,7 +37,7 @@ impl ServeError {
         match self {
             ServeError::Preflight(p) => p.exit_code(),
             ServeError::Snapshot(_) | ServeError::UnknownRuntime(_) => 1,
-            ServeError::Start(_) | ServeError::PidFile { .. } => 3,
+            ServeError::Start(_) | ServeError::PidFile { .. } | ServeError::ErrorLog { .. } => 3,
         }
     }
 }
@@ -154,6 +156,9 @@ pub fn wait_signal(timeout: Duration) -> Option<StopSignal> {
 /// Runs `config` until a stop signal: the whole life of `corelb -c FILE`. Returns the exit code.
 pub fn run(config: Config, runtime: RuntimeKind) -> Result<u8, ServeError> {
     let pid_path = config.main.pid.clone();
+    if let Some((path, _level)) = &config.main.error_log {
+        redirect_stderr(Path::new(path))?;
+    }
     block_signals();
     let running = start(config, runtime)?;
     if let Some(p) = &pid_path {
@@ -186,6 +191,28 @@ fn runtime_name(k: RuntimeKind) -> &'static str {
         RuntimeKind::Tokio => "tokio",
         RuntimeKind::Glommio => "glommio",
     }
+}
+
+/// Sends everything corelb logs (its stderr) to `error_log FILE`, appending; `stderr` keeps the terminal.
+fn redirect_stderr(path: &Path) -> Result<(), ServeError> {
+    use std::os::unix::io::AsRawFd;
+    if path == Path::new("stderr") {
+        return Ok(());
+    }
+    let err = |source| ServeError::ErrorLog {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(err)?;
+    // SAFETY: both descriptors are valid; dup2 makes fd 2 another name of the log file.
+    if unsafe { libc::dup2(file.as_raw_fd(), libc::STDERR_FILENO) } < 0 {
+        return Err(err(io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 fn write_pid(path: &Path) -> Result<(), ServeError> {
