@@ -170,3 +170,37 @@ fn read_timeout_is_504() {
     assert_eq!(r.status, 504);
     assert!(r.text().contains("504 Gateway Time-out"));
 }
+
+#[test]
+fn next_upstream_timeout_and_off_stop_the_retries() {
+    let slow = Backend::start("slow", Mode::Slow(Duration::from_millis(800)));
+    let ok = Backend::start("ok", Mode::Ok);
+    let listen = free_addr();
+    let proxy = HttpProxyConf {
+        read_timeout: Duration::from_millis(200),
+        next_upstream_timeout: Duration::from_millis(100),
+        ..HttpProxyConf::default()
+    };
+    let ups = vec![upstream("u", vec![server_line(slow.addr), server_line(ok.addr)])];
+    let _p = Proxy::tokio(http_config(listen, ups, vec![proxy_location("/", 0, proxy)]));
+    assert_eq!(get(listen, "/").expect("response").status, 504);
+    assert_eq!(ok.requests(), 0, "proxy_next_upstream_timeout elapsed: no second try");
+
+    let dead = dead_addr();
+    let ok2 = Backend::start("ok2", Mode::Ok);
+    let listen = free_addr();
+    let proxy = HttpProxyConf {
+        next_upstream: NextUpstream::OFF,
+        ..HttpProxyConf::default()
+    };
+    let ups = vec![upstream("u", vec![server_line(dead), server_line(ok2.addr)])];
+    let _p = Proxy::tokio(http_config(listen, ups, vec![proxy_location("/", 0, proxy)]));
+    assert_eq!(
+        get(listen, "/").expect("response").status,
+        502,
+        "off: the error is final"
+    );
+    // the failure still counted (max_fails 1): the dead peer is skipped now
+    assert_eq!(get(listen, "/").expect("response").text(), "ok2");
+    assert_eq!(get(listen, "/").expect("response").text(), "ok2");
+}
