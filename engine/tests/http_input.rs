@@ -206,3 +206,47 @@ fn expect_100_continue_is_answered_before_the_body() {
         "Expect is not passed upstream"
     );
 }
+
+#[test]
+fn chunked_bodies_over_client_max_body_size_get_413() {
+    let echo = Backend::start("echo", Mode::Echo);
+    let listen = free_addr();
+    let mut loc = proxy_location("/", 0, keepalive_proxy());
+    loc.client.client_max_body_size = 1000;
+    let _p = Proxy::tokio(http_config(
+        listen,
+        vec![upstream("u", vec![server_line(echo.addr)])],
+        vec![loc],
+    ));
+    let chunk = |n: usize| {
+        let mut c = format!("{n:x}\r\n").into_bytes();
+        c.extend(std::iter::repeat_n(b'x', n));
+        c.extend_from_slice(b"\r\n");
+        c
+    };
+    // whole body in the first read: refused before any upstream is contacted
+    let mut c = Client::connect(listen);
+    let mut req = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    req.extend(chunk(600));
+    req.extend(chunk(600));
+    req.extend_from_slice(b"0\r\n\r\n");
+    c.send(&req);
+    assert_eq!(c.read_response().expect("answer").status, 413);
+    assert_eq!(echo.requests(), 0);
+    // streamed: refused once the limit is passed
+    let mut c = Client::connect(listen);
+    let mut req = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    req.extend(chunk(600));
+    c.send(&req);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    c.send(&chunk(600));
+    assert_eq!(c.read_response().expect("answer").status, 413);
+    assert!(c.closed());
+    // within the limit: passes
+    let mut c = Client::connect(listen);
+    let mut req = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    req.extend(chunk(900));
+    req.extend_from_slice(b"0\r\n\r\n");
+    c.send(&req);
+    assert_eq!(c.read_response().expect("answer").body.len(), 900);
+}

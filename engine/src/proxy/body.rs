@@ -78,6 +78,8 @@ pub enum BodyError {
     Write(io::Error),
     #[error(transparent)]
     Chunk(#[from] ChunkError),
+    #[error("the body is larger than allowed")]
+    TooLarge,
 }
 
 /// How a body goes out.
@@ -94,6 +96,8 @@ pub enum Relay {
 pub struct Limits {
     pub read: Duration,
     pub write: Duration,
+    /// Most body bytes (chunk data for a chunked body) accepted; 0 = no limit (`client_max_body_size`).
+    pub max_body: u64,
 }
 
 /// Forwards a body framed as `framing` from `src` (whose already-read bytes are in `buf`) to `dst`. `head` holds
@@ -116,15 +120,25 @@ pub async fn forward_body<R: Runtime>(
         _ => u64::MAX,
     };
     let mut total = 0u64;
+    let mut data = 0u64;
     loop {
         let avail = buf.readable();
         let used = match framing {
             BodyFraming::None => 0,
             BodyFraming::Length(_) => usize::try_from(left).unwrap_or(usize::MAX).min(avail.len()),
             BodyFraming::UntilClose => avail.len(),
-            BodyFraming::Chunked if relay == Relay::Dechunk => decoder.feed(avail, |d| head.extend_from_slice(d))?,
-            BodyFraming::Chunked => decoder.feed(avail, |_| {})?,
+            BodyFraming::Chunked if relay == Relay::Dechunk => decoder.feed(avail, |d| {
+                data += d.len() as u64;
+                head.extend_from_slice(d)
+            })?,
+            BodyFraming::Chunked => decoder.feed(avail, |d| data += d.len() as u64)?,
         };
+        if framing != BodyFraming::Chunked {
+            data += used as u64;
+        }
+        if limits.max_body != 0 && data > limits.max_body {
+            return Err(BodyError::TooLarge);
+        }
         if !(framing == BodyFraming::Chunked && relay == Relay::Dechunk) {
             head.extend_from_slice(&avail[..used]);
         }

@@ -33,6 +33,9 @@ pub enum FailureKind {
     /// The client's streamed chunked body was malformed: answer 400 and close.
     #[error("the client sent a malformed chunked body")]
     BadBody,
+    /// The client's streamed body passed `client_max_body_size`: answer 413 and close.
+    #[error("the client's body is larger than client_max_body_size")]
+    BodyTooLarge,
 }
 
 impl FailureKind {
@@ -40,6 +43,14 @@ impl FailureKind {
     pub fn is_timeout(&self) -> bool {
         matches!(self, FailureKind::Timeout(_))
     }
+}
+
+/// A request body streamed from the client while it is sent (it was not buffered whole).
+pub struct StreamedBody<'c, C> {
+    pub client: &'c mut C,
+    pub framing: BodyFraming,
+    /// `client_max_body_size` (0 = no limit).
+    pub max: u64,
 }
 
 /// Whether any of the request reached the upstream.
@@ -86,7 +97,7 @@ pub async fn exchange<R: Runtime>(
     plan: &ProxyPlan,
     addr: SocketAddr,
     request: &[u8],
-    body: Option<(&mut R::Conn, BodyFraming)>,
+    body: Option<StreamedBody<'_, R::Conn>>,
     client_buf: &mut IoBuf,
     ubuf: &mut IoBuf,
     decoder: &mut ChunkedDecoder,
@@ -133,12 +144,12 @@ async fn send_request<R: Runtime>(
     conn: &mut R::Conn,
     cached: bool,
     request: &[u8],
-    body: Option<(&mut R::Conn, BodyFraming)>,
+    body: Option<StreamedBody<'_, R::Conn>>,
     client_buf: &mut IoBuf,
     decoder: &mut ChunkedDecoder,
     send_timeout: Duration,
 ) -> Result<(), Failure> {
-    let Some((client, framing)) = body else {
+    let Some(StreamedBody { client, framing, max }) = body else {
         return send::<R>(conn, request, send_timeout).await.map_err(|e| {
             let kind = io_kind(&e, "sending the request");
             sent_failure(kind, cached && !kind.is_timeout())
@@ -148,6 +159,7 @@ async fn send_request<R: Runtime>(
     let limits = Limits {
         read: CLIENT_BODY_TIMEOUT,
         write: send_timeout,
+        max_body: max,
     };
     match forward_body::<R>(
         client,
@@ -164,6 +176,7 @@ async fn send_request<R: Runtime>(
         Ok(_) => Ok(()),
         Err(BodyError::Write(e)) => Err(sent_failure(io_kind(&e, "sending the request body"), false)),
         Err(BodyError::Chunk(_)) => Err(sent_failure(FailureKind::BadBody, false)),
+        Err(BodyError::TooLarge) => Err(sent_failure(FailureKind::BodyTooLarge, false)),
         Err(_) => Err(sent_failure(FailureKind::ClientGone, false)),
     }
 }

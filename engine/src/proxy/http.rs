@@ -3,7 +3,7 @@
 //! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
 
 use super::body::{discard_body, forward_body, send, BodyError, Limits, Relay};
-use super::exchange::{exchange, ResponseInfo};
+use super::exchange::{exchange, ResponseInfo, StreamedBody};
 use super::retry::{RequestKind, Then, Tries};
 use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use super::vars::{ip_hash_key, ConnVars, RequestVars};
@@ -35,6 +35,8 @@ struct Request {
     keepalive: bool,
     /// The client waits for `100 Continue` before sending its body.
     expect_continue: bool,
+    /// `client_max_body_size` of the location (0 = no limit).
+    max_body: u64,
 }
 
 impl Request {
@@ -211,6 +213,7 @@ fn route_head<'s>(
             && !client_conf.keepalive_timeout.is_zero()
             && served + 1 < client_conf.keepalive_requests,
         expect_continue: head.expect_continue && head.body != BodyFraming::None,
+        max_body: client_conf.client_max_body_size,
     };
     let route = match (fixed_server, loc) {
         (Some(f), _) => Route::Fixed(f),
@@ -283,9 +286,12 @@ async fn proxy<R: Runtime>(
     let Some(up) = snap.http_plans.get(plan.upstream) else {
         return false;
     };
-    let Ok(replayable) = buffer_whole_body(req.body, bufs, decoder) else {
-        reject::<R>(shard, client, &mut bufs.out, Rejection::bad("malformed chunked body")).await;
-        return false;
+    let replayable = match buffer_whole_body(req, bufs, decoder) {
+        Ok(r) => r,
+        Err(refusal) => {
+            reject::<R>(shard, client, &mut bufs.out, refusal).await;
+            return false;
+        }
     };
     let mut tries = Tries {
         shard,
@@ -308,7 +314,11 @@ async fn proxy<R: Runtime>(
             return answer::<R>(shard, client, bufs, 502, req, replayable).await;
         };
         peer.slot.count_request();
-        let body = (!replayable).then_some((&mut *client, req.body));
+        let body = (!replayable).then_some(StreamedBody {
+            client: &mut *client,
+            framing: req.body,
+            max: req.max_body,
+        });
         let head_request = req.head_request;
         let (ubuf, cbuf) = (&mut bufs.upstream, &mut bufs.client);
         let got = exchange::<R>(
@@ -336,8 +346,14 @@ async fn proxy<R: Runtime>(
             Err(f) => match tries.after_failure(f, req.kind(), peer.addr) {
                 Then::Retry => {}
                 Then::Answer(status) => return answer::<R>(shard, client, bufs, status, req, replayable).await,
-                Then::BadRequest => {
-                    reject::<R>(shard, client, &mut bufs.out, Rejection::bad("malformed chunked body")).await;
+                Then::Refuse(status) => {
+                    reject::<R>(
+                        shard,
+                        client,
+                        &mut bufs.out,
+                        Rejection::new(status, "request body refused"),
+                    )
+                    .await;
                     return false;
                 }
                 Then::Close => return false,
@@ -380,6 +396,7 @@ async fn pass_response<R: Runtime>(
     let limits = Limits {
         read: plan.conf.read_timeout,
         write: CLIENT_IO_TIMEOUT,
+        max_body: 0,
     };
     let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
     match forward_body::<R>(&mut conn, ubuf, info.body, relay, decoder, client, out, limits).await {
@@ -400,9 +417,9 @@ async fn pass_response<R: Runtime>(
 /// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can
 /// send it again) and returns true; otherwise it will be streamed, and the request cannot be resent. A chunked
 /// body already malformed in the buffer is an error: it is never forwarded.
-fn buffer_whole_body(body: BodyFraming, bufs: &mut Buffers, decoder: &mut ChunkedDecoder) -> Result<bool, ()> {
+fn buffer_whole_body(req: &Request, bufs: &mut Buffers, decoder: &mut ChunkedDecoder) -> Result<bool, Rejection> {
     let avail = bufs.client.readable();
-    let take = match body {
+    let take = match req.body {
         BodyFraming::None | BodyFraming::UntilClose => return Ok(true),
         BodyFraming::Length(n) => match usize::try_from(n) {
             Ok(n) if n <= avail.len() => n,
@@ -410,7 +427,13 @@ fn buffer_whole_body(body: BodyFraming, bufs: &mut Buffers, decoder: &mut Chunke
         },
         BodyFraming::Chunked => {
             decoder.reset();
-            let used = decoder.feed(avail, |_| {}).map_err(|_| ())?;
+            let mut data = 0u64;
+            let used = decoder
+                .feed(avail, |d| data += d.len() as u64)
+                .map_err(|_| Rejection::bad("malformed chunked body"))?;
+            if req.max_body != 0 && data > req.max_body {
+                return Err(Rejection::new(413, "body larger than client_max_body_size"));
+            }
             if !decoder.is_done() {
                 return Ok(false);
             }

@@ -21,7 +21,8 @@ pub struct RequestKind {
 pub enum Then {
     Retry,
     Answer(u16),
-    BadRequest,
+    /// Answer this status and close (the client's body was refused while it was streamed).
+    Refuse(u16),
     Close,
 }
 
@@ -74,7 +75,8 @@ impl<R: Runtime> Tries<'_, R> {
     pub fn after_failure(&mut self, f: Failure, req: RequestKind, addr: std::net::SocketAddr) -> Then {
         match f.kind {
             FailureKind::ClientGone => return Then::Close,
-            FailureKind::BadBody => return Then::BadRequest,
+            FailureKind::BadBody => return Then::Refuse(400),
+            FailureKind::BodyTooLarge => return Then::Refuse(413),
             _ => {}
         }
         if f.stale && self.replayable {
