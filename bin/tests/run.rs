@@ -209,3 +209,27 @@ fn glommio_runtime_serves_or_explains_why_not() {
     signal(&child, "TERM");
     assert!(wait_exit(&mut child, Duration::from_secs(3)).is_some_and(|s| s.success()));
 }
+
+#[test]
+fn glommio_with_too_little_locked_memory_exits_5_with_the_numbers() {
+    let dir = temp_dir("memlock");
+    let front = free_port();
+    let conf = quickstart(&dir, front, "worker_runtime glommio;");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -l 64 && exec {} -c {}",
+            env!("CARGO_BIN_EXE_corelb"),
+            conf.display()
+        ))
+        .env_remove("CORELB_RUNTIME")
+        .output()
+        .expect("run under a 64 KiB memlock limit");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if corelb_engine::preflight::probe_io_uring().is_err() {
+        assert_eq!(out.status.code(), Some(4), "{err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("RLIMIT_MEMLOCK is 65536 bytes"), "{err}");
+}

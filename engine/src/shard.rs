@@ -311,15 +311,36 @@ pub fn start<R: Runtime>(
         match rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                return Err(StartError::Thread {
-                    shard: 0,
-                    source: io::Error::other("a shard ended during start-up"),
-                })
-            }
+            Err(_) => return Err(start_failure(handles)),
         }
     }
     Ok(handles)
+}
+
+/// The error of the shard thread that ended during start-up (its executor could not be made).
+fn start_failure(handles: Vec<std::thread::JoinHandle<io::Result<()>>>) -> StartError {
+    // The channel closes as the failed thread drops its sender, a moment before the thread itself ends.
+    for _ in 0..100 {
+        if handles.iter().any(|h| h.is_finished()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (shard, h) in handles.into_iter().enumerate() {
+        if !h.is_finished() {
+            continue;
+        }
+        let source = match h.join() {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => io::Error::other("the shard ended during start-up"),
+            Err(_) => io::Error::other("the shard panicked during start-up"),
+        };
+        return StartError::Thread { shard, source };
+    }
+    StartError::Thread {
+        shard: 0,
+        source: io::Error::other("a shard ended during start-up"),
+    }
 }
 
 async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::Sender<Result<(), StartError>>) {
@@ -343,6 +364,7 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
     }
     drop(snap);
     let _ = ready.send(Ok(()));
+    drop(ready); // start-up waits for every shard's word, or for the channel to close when one cannot start
     for (l, role) in listeners {
         shard.accepting.set(shard.accepting.get() + 1);
         R::spawn(accept_loop::<R>(Rc::clone(&shard), l, role));

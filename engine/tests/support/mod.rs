@@ -309,6 +309,21 @@ pub fn read_retrying(conn: &mut impl Read, buf: &mut [u8]) -> std::io::Result<us
     }
 }
 
+/// Whether glommio can run here (io_uring allowed, enough locked memory); a refusal must carry its exit code.
+pub fn glommio_usable() -> bool {
+    use corelb_engine::preflight::{ensure_memlock, probe_io_uring};
+    if let Err(e) = probe_io_uring() {
+        assert_eq!(e.exit_code(), 4, "{e}");
+        return false;
+    }
+    let need = 4 * corelb_engine::runtime::glommio_rt::IO_MEMORY as u64;
+    if let Err(e) = ensure_memlock(need, 2) {
+        assert_eq!(e.exit_code(), 5, "{e}");
+        return false;
+    }
+    true
+}
+
 /// One request on a fresh connection.
 pub fn get(addr: SocketAddr, path: &str) -> Option<Response> {
     let mut c = Client::connect(addr);
