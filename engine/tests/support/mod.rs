@@ -3,7 +3,6 @@
 
 pub mod backend;
 
-use corelb_engine::balance::{Balancer, Choice, ListKind, PickCx};
 use corelb_engine::config::key::KeyTemplate;
 use corelb_engine::config::model::*;
 use corelb_engine::runtime::Runtime;
@@ -113,58 +112,6 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
     }
 }
 
-/// Smooth weighted round robin, used only while the engine's balancers are the placeholder.
-#[derive(Debug)]
-struct TestSwrr;
-
-impl Balancer for TestSwrr {
-    fn choose(&self, cx: &mut PickCx<'_>) -> Option<Choice> {
-        let kind = cx.attempt.list;
-        let list = cx.plan.list(kind);
-        if kind == ListKind::Primary && cx.plan.single {
-            let p = &list.peers[0];
-            return (!p.down && p.slot.has_room(p.max_conns)).then_some(Choice { list: kind, index: 0 });
-        }
-        let w = cx.shard.weights(kind);
-        let (mut best, mut total) = (None::<usize>, 0i64);
-        for (i, p) in list.peers.iter().enumerate() {
-            if cx.attempt.tried.contains(i) || !p.usable(cx.now) {
-                continue;
-            }
-            w.current[i] += w.effective[i];
-            total += w.effective[i];
-            if w.effective[i] < i64::from(p.weight) {
-                w.effective[i] += 1;
-            }
-            if best.is_none_or(|b| w.current[i] > w.current[b]) {
-                best = Some(i);
-            }
-        }
-        if let Some(b) = best {
-            w.current[b] -= total;
-            return Some(Choice { list: kind, index: b });
-        }
-        if kind == ListKind::Primary && !cx.plan.backup.is_empty() {
-            cx.attempt.switch_to_backup();
-            return self.choose(cx);
-        }
-        None
-    }
-
-    fn name(&self) -> &'static str {
-        "test-swrr"
-    }
-}
-
-fn with_real_balancers(mut snap: Snapshot) -> Snapshot {
-    for p in snap.http_plans.iter_mut().chain(snap.stream_plans.iter_mut()) {
-        if p.balancer.name() == "placeholder" {
-            p.balancer = Box::new(TestSwrr);
-        }
-    }
-    snap
-}
-
 /// A proxy running in this process; drained when dropped.
 pub struct Proxy {
     pub shared: Arc<Shared>,
@@ -173,7 +120,7 @@ pub struct Proxy {
 impl Proxy {
     pub fn start<R: Runtime>(config: Config, shards: usize) -> Proxy {
         let zone = Arc::new(Zone::new());
-        let snap = with_real_balancers(Snapshot::build(config, &zone, 1).expect("snapshot"));
+        let snap = Snapshot::build(config, &zone, 1).expect("snapshot");
         let shared = Shared::new(snap, zone, shards);
         let cpus = vec![None; shards];
         let handles = shard::start::<R>(&shared, &cpus).expect("shards start");
