@@ -2,4 +2,11 @@
 
 pub mod balance;
 pub mod config;
+pub mod http;
+pub mod preflight;
+pub mod proxy;
+pub mod runtime;
+pub mod server;
+pub mod shard;
 pub mod simulate;
+pub mod snapshot;

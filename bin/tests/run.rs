@@ -1,0 +1,235 @@
+//! `corelb -c FILE` as a process: serving, signals (SIGTERM fast stop, SIGQUIT graceful stop), the pid file, and
+//! the exit codes of start-up failures. Loopback only, free ports, bounded waits.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("corelb-run-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn start(conf: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_corelb"))
+        .arg("-c")
+        .arg(conf)
+        .args(extra)
+        .env_remove("CORELB_RUNTIME")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start corelb")
+}
+
+fn wait_port(port: u16) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("port {port} never opened");
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(child.id().to_string())
+        .status();
+    assert!(ok.is_ok_and(|s| s.success()), "kill -{sig}");
+}
+
+/// One GET with `Connection: close`; the body.
+fn get(port: u16, path: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .expect("send");
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&all).into_owned();
+    text.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// The quick-start layout on free ports: three `return` backends, weights 5,1,1 in front.
+fn quickstart(dir: &Path, front: u16, extra_main: &str) -> PathBuf {
+    let ports = [free_port(), free_port(), free_port()];
+    let conf = format!(
+        "worker_processes 1;\n{extra_main}\nevents {{ worker_connections 256; }}\nhttp {{\n\
+         upstream backends {{ server 127.0.0.1:{a} weight=5; server 127.0.0.1:{b}; server 127.0.0.1:{c}; keepalive 8; }}\n\
+         server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://backends; proxy_http_version 1.1; \
+         proxy_set_header Connection \"\"; }} }}\n\
+         server {{ listen 127.0.0.1:{a}; return 200 a; }}\n\
+         server {{ listen 127.0.0.1:{b}; return 200 b; }}\n\
+         server {{ listen 127.0.0.1:{c}; return 200 c; }}\n}}\n",
+        a = ports[0],
+        b = ports[1],
+        c = ports[2],
+    );
+    let path = dir.join("corelb.conf");
+    std::fs::write(&path, conf).expect("write config");
+    path
+}
+
+#[test]
+fn serves_the_weighted_sequence_writes_pid_and_log_files_and_stops_on_sigterm() {
+    let dir = temp_dir("term");
+    let front = free_port();
+    let pid_file = dir.join("corelb.pid");
+    let log = dir.join("error.log");
+    let conf = quickstart(
+        &dir,
+        front,
+        &format!("pid {};\nerror_log {};", pid_file.display(), log.display()),
+    );
+    let mut child = start(&conf, &[]);
+    wait_port(front);
+    let seq: String = (0..7).map(|_| get(front, "/")).collect();
+    assert_eq!(seq, "aabacaa");
+    let pid = std::fs::read_to_string(&pid_file).expect("pid file");
+    assert_eq!(pid.trim(), child.id().to_string());
+    signal(&child, "TERM");
+    let st = wait_exit(&mut child, Duration::from_secs(3)).expect("exits soon after SIGTERM");
+    assert!(st.success(), "{st:?}");
+    assert!(!pid_file.exists(), "pid file removed");
+    let logged = std::fs::read_to_string(&log).expect("error log written");
+    assert!(logged.contains("shard(s) started"), "{logged}");
+}
+
+#[test]
+fn sigquit_lets_an_in_flight_request_finish() {
+    let slow = TcpListener::bind("127.0.0.1:0").expect("slow backend");
+    let slow_addr: SocketAddr = slow.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for mut c in slow.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = c.read(&mut buf);
+                std::thread::sleep(Duration::from_millis(600));
+                let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nslow");
+            });
+        }
+    });
+    let dir = temp_dir("quit");
+    let front = free_port();
+    let conf = dir.join("corelb.conf");
+    let text = format!(
+        "events {{}}\nhttp {{ server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://{slow_addr}; }} }} }}\n"
+    );
+    std::fs::write(&conf, text).expect("write config");
+    let mut child = start(&conf, &[]);
+    wait_port(front);
+    let in_flight = std::thread::spawn(move || get(front, "/"));
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&child, "QUIT");
+    assert_eq!(in_flight.join().expect("client thread"), "slow");
+    let st = wait_exit(&mut child, Duration::from_secs(5)).expect("exits once idle");
+    assert!(st.success(), "{st:?}");
+}
+
+#[test]
+fn start_up_failures_have_their_exit_codes() {
+    let dir = temp_dir("fail");
+    let bad = dir.join("bad.conf");
+    std::fs::write(&bad, "events {}\nhttp { bogus_directive on; }\n").expect("write");
+    let mut child = start(&bad, &[]);
+    let st = wait_exit(&mut child, Duration::from_secs(5)).expect("exits");
+    assert_eq!(st.code(), Some(1), "config error");
+
+    let taken = TcpListener::bind("127.0.0.1:0").expect("hold a port");
+    let port = taken.local_addr().expect("addr").port();
+    let conf = dir.join("taken.conf");
+    std::fs::write(
+        &conf,
+        format!("events {{}}\nhttp {{ server {{ listen 127.0.0.1:{port}; return 200; }} }}\n"),
+    )
+    .expect("write");
+    let mut child = start(&conf, &[]);
+    let st = wait_exit(&mut child, Duration::from_secs(5)).expect("exits");
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    assert_eq!(st.code(), Some(3), "bind failure: {err}");
+    assert!(err.contains(&format!("bind() to 127.0.0.1:{port} failed")), "{err}");
+}
+
+#[test]
+fn glommio_runtime_serves_or_explains_why_not() {
+    let dir = temp_dir("glommio");
+    let front = free_port();
+    let conf = quickstart(&dir, front, "");
+    let mut child = start(&conf, &["--runtime", "glommio"]);
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end && TcpStream::connect(("127.0.0.1", front)).is_err() {
+        if let Ok(Some(st)) = child.try_wait() {
+            // No io_uring (or too little locked memory) here: a distinct exit code, not a panic.
+            assert!(matches!(st.code(), Some(4) | Some(5)), "{st:?}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let seq: String = (0..7).map(|_| get(front, "/")).collect();
+    assert_eq!(seq, "aabacaa");
+    signal(&child, "TERM");
+    assert!(wait_exit(&mut child, Duration::from_secs(3)).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn glommio_with_too_little_locked_memory_exits_5_with_the_numbers() {
+    let dir = temp_dir("memlock");
+    let front = free_port();
+    let conf = quickstart(&dir, front, "worker_runtime glommio;");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -l 64 && exec {} -c {}",
+            env!("CARGO_BIN_EXE_corelb"),
+            conf.display()
+        ))
+        .env_remove("CORELB_RUNTIME")
+        .output()
+        .expect("run under a 64 KiB memlock limit");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if corelb_engine::preflight::probe_io_uring().is_err() {
+        assert_eq!(out.status.code(), Some(4), "{err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("RLIMIT_MEMLOCK is 65536 bytes"), "{err}");
+}

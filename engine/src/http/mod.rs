@@ -1,0 +1,101 @@
+//! HTTP/1.x framing, free of sockets: request and response heads, chunked bodies, hop-by-hop rules, fixed answers.
+
+pub mod chunked;
+pub mod pages;
+pub mod request;
+pub mod response;
+
+/// How a message body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// No body.
+    None,
+    /// `Content-Length: N` (N > 0).
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Until the connection closes (responses only).
+    UntilClose,
+}
+
+/// A request refused before it reaches an upstream: the status to answer with, then close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{status}: {reason}")]
+pub struct Rejection {
+    pub status: u16,
+    pub reason: &'static str,
+}
+
+impl Rejection {
+    /// A rejection with `status`.
+    pub const fn new(status: u16, reason: &'static str) -> Self {
+        Rejection { status, reason }
+    }
+
+    /// A 400 Bad Request.
+    pub const fn bad(reason: &'static str) -> Self {
+        Rejection { status: 400, reason }
+    }
+}
+
+/// Whether the comma-separated header `value` lists `token` (ASCII case-insensitive).
+pub fn has_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&c| c == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+/// A `Content-Length` value: ASCII digits only, at most 18 of them.
+pub fn parse_content_length(v: &[u8]) -> Option<u64> {
+    let v = v.trim_ascii();
+    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+}
+
+/// Request headers the proxy never copies from the client: nginx replaces them (`Host`, `Connection`, the body
+/// framing) or clears them (`Keep-Alive`, `TE`, `Expect`, `Upgrade`).
+pub const REQUEST_HOP_BY_HOP: [&str; 8] = [
+    "host",
+    "connection",
+    "keep-alive",
+    "te",
+    "expect",
+    "upgrade",
+    "content-length",
+    "transfer-encoding",
+];
+
+/// Response headers the proxy never copies to the client: hop-by-hop ones, and those nginx's proxy hides by
+/// default (it sends its own `Server` and `Date`).
+pub fn hidden_response_header(name: &str) -> bool {
+    const HIDDEN: [&str; 7] = [
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "proxy-connection",
+        "date",
+        "server",
+        "x-pad",
+    ];
+    HIDDEN.iter().any(|h| name.eq_ignore_ascii_case(h))
+        || name.get(..8).is_some_and(|p| p.eq_ignore_ascii_case("x-accel-"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_and_lengths() {
+        assert!(has_token(b"Keep-Alive, Upgrade", b"upgrade"));
+        assert!(!has_token(b"closed", b"close"));
+        assert_eq!(parse_content_length(b" 42 "), Some(42));
+        assert_eq!(parse_content_length(b"4 2"), None);
+        assert_eq!(parse_content_length(b"+4"), None);
+        assert_eq!(parse_content_length(b"9999999999999999999"), None);
+        assert!(hidden_response_header("X-Accel-Redirect") && hidden_response_header("Server"));
+        assert!(!hidden_response_header("Content-Type"));
+    }
+}

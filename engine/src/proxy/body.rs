@@ -1,0 +1,210 @@
+//! Moving bytes for one HTTP exchange: a reused read buffer, and a body forwarder that streams a body of any
+//! framing from one connection to another without holding it whole (the first piece coalesced with the head).
+
+use crate::http::chunked::{ChunkError, ChunkedDecoder};
+use crate::http::BodyFraming;
+use crate::runtime::{io_timeout, Conn, Runtime};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use std::io;
+use std::time::Duration;
+
+/// A fixed-size read buffer with a window of unread bytes.
+#[derive(Debug)]
+pub struct IoBuf {
+    data: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl IoBuf {
+    /// A buffer of `size` bytes.
+    pub fn new(size: usize) -> Self {
+        IoBuf {
+            data: vec![0; size].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The unread bytes.
+    pub fn readable(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+
+    /// Marks `n` unread bytes as used.
+    pub fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Whether no byte is left to read or room to read into without moving data.
+    pub fn is_full(&self) -> bool {
+        self.start == 0 && self.end == self.data.len()
+    }
+
+    /// Reads more bytes after the unread ones (moving them to the front if needed), giving up after `timeout`.
+    /// `Ok(0)` is end of stream; a full buffer is an `InvalidData` error.
+    pub async fn fill<R: Runtime>(&mut self, conn: &mut R::Conn, timeout: Duration) -> io::Result<usize> {
+        io_timeout::<R, _>(timeout, self.fill_untimed(conn)).await
+    }
+
+    /// [`IoBuf::fill`] without a time limit (the caller sets one).
+    pub async fn fill_untimed(&mut self, conn: &mut impl Conn) -> io::Result<usize> {
+        if self.end == self.data.len() {
+            if self.start == 0 {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "buffer full"));
+            }
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = conn.read(&mut self.data[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+}
+
+/// Where forwarding a body stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("reading the body: {0}")]
+    Read(io::Error),
+    #[error("the sender closed before the end of the body")]
+    Truncated,
+    #[error("writing the body: {0}")]
+    Write(io::Error),
+    #[error(transparent)]
+    Chunk(#[from] ChunkError),
+    #[error("the body is larger than allowed")]
+    TooLarge,
+}
+
+/// How a body goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relay {
+    /// As it came (a chunked body stays chunked).
+    Verbatim,
+    /// A chunked body with its framing removed (for HTTP/1.0 clients).
+    Dechunk,
+}
+
+/// The time limits of one forward.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub read: Duration,
+    pub write: Duration,
+    /// Most body bytes (chunk data for a chunked body) accepted; 0 = no limit (`client_max_body_size`).
+    pub max_body: u64,
+}
+
+/// Forwards a body framed as `framing` from `src` (whose already-read bytes are in `buf`) to `dst`. `head` holds
+/// bytes to write first (a message head); the first body piece is appended to it so they go out in one write.
+/// Bytes after the body stay in `buf`. Returns the body bytes read from `src`.
+#[allow(clippy::too_many_arguments)]
+pub async fn forward_body<R: Runtime>(
+    src: &mut R::Conn,
+    buf: &mut IoBuf,
+    framing: BodyFraming,
+    relay: Relay,
+    decoder: &mut ChunkedDecoder,
+    dst: &mut R::Conn,
+    head: &mut Vec<u8>,
+    limits: Limits,
+) -> Result<u64, BodyError> {
+    decoder.reset();
+    let mut left = match framing {
+        BodyFraming::Length(n) => n,
+        _ => u64::MAX,
+    };
+    let mut total = 0u64;
+    let mut data = 0u64;
+    loop {
+        let avail = buf.readable();
+        let used = match framing {
+            BodyFraming::None => 0,
+            BodyFraming::Length(_) => usize::try_from(left).unwrap_or(usize::MAX).min(avail.len()),
+            BodyFraming::UntilClose => avail.len(),
+            BodyFraming::Chunked if relay == Relay::Dechunk => decoder.feed(avail, |d| {
+                data += d.len() as u64;
+                head.extend_from_slice(d)
+            })?,
+            BodyFraming::Chunked => decoder.feed(avail, |d| data += d.len() as u64)?,
+        };
+        if framing != BodyFraming::Chunked {
+            data += used as u64;
+        }
+        if limits.max_body != 0 && data > limits.max_body {
+            return Err(BodyError::TooLarge);
+        }
+        if !(framing == BodyFraming::Chunked && relay == Relay::Dechunk) {
+            head.extend_from_slice(&avail[..used]);
+        }
+        buf.consume(used);
+        total += used as u64;
+        if framing != BodyFraming::Chunked {
+            left -= used as u64;
+        }
+        if !head.is_empty() {
+            io_timeout::<R, _>(limits.write, dst.write_all(head))
+                .await
+                .map_err(BodyError::Write)?;
+            head.clear();
+        }
+        let done = match framing {
+            BodyFraming::None => true,
+            BodyFraming::Length(_) => left == 0,
+            BodyFraming::Chunked => decoder.is_done(),
+            BodyFraming::UntilClose => false,
+        };
+        if done {
+            return Ok(total);
+        }
+        match buf.fill::<R>(src, limits.read).await {
+            Ok(0) if framing == BodyFraming::UntilClose => return Ok(total),
+            Ok(0) => return Err(BodyError::Truncated),
+            Ok(_) => {}
+            Err(e) => return Err(BodyError::Read(e)),
+        }
+    }
+}
+
+/// Reads and drops a request body (a fixed answer does not need it); bytes after it stay in `buf`.
+pub async fn discard_body<R: Runtime>(
+    src: &mut R::Conn,
+    buf: &mut IoBuf,
+    framing: BodyFraming,
+    decoder: &mut ChunkedDecoder,
+    timeout: Duration,
+) -> Result<(), BodyError> {
+    decoder.reset();
+    let mut left = match framing {
+        BodyFraming::Length(n) => n,
+        BodyFraming::None => return Ok(()),
+        _ => u64::MAX,
+    };
+    loop {
+        let avail = buf.readable();
+        let used = match framing {
+            BodyFraming::Chunked => decoder.feed(avail, |_| {})?,
+            _ => usize::try_from(left).unwrap_or(usize::MAX).min(avail.len()),
+        };
+        buf.consume(used);
+        left -= used as u64;
+        if left == 0 || decoder.is_done() {
+            return Ok(());
+        }
+        match buf.fill::<R>(src, timeout).await {
+            Ok(0) => return Err(BodyError::Truncated),
+            Ok(_) => {}
+            Err(e) => return Err(BodyError::Read(e)),
+        }
+    }
+}
+
+/// Writes `bytes` to `conn` within `timeout`.
+pub async fn send<R: Runtime>(conn: &mut impl Conn, bytes: &[u8], timeout: Duration) -> io::Result<()> {
+    io_timeout::<R, _>(timeout, conn.write_all(bytes)).await
+}

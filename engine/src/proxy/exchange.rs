@@ -1,0 +1,220 @@
+//! One try of a proxied request against one peer: take a pooled connection or connect, send the head (and stream
+//! the body when it was not buffered), read the response head. Failures are classified as nginx's
+//! `proxy_next_upstream` sees them (error, timeout, invalid header), and a pooled connection the upstream had
+//! closed is told apart (it is not the peer's fault).
+
+use super::body::{forward_body, send, BodyError, IoBuf, Limits, Relay};
+use super::route::ProxyPlan;
+use crate::http::chunked::ChunkedDecoder;
+use crate::http::response::{parse_response, MAX_HEADERS};
+use crate::http::BodyFraming;
+use crate::runtime::{Conn, Runtime};
+use crate::shard::Shard;
+use crate::snapshot::Snapshot;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// nginx's `client_body_timeout` default.
+const CLIENT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What went wrong with a try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FailureKind {
+    #[error("connection failed or closed while {0}")]
+    Error(&'static str),
+    #[error("timed out while {0}")]
+    Timeout(&'static str),
+    #[error("sent an invalid header")]
+    InvalidHeader,
+    /// The client went away while its body was streamed: nothing to answer.
+    #[error("the client closed the connection")]
+    ClientGone,
+    /// The client's streamed chunked body was malformed: answer 400 and close.
+    #[error("the client sent a malformed chunked body")]
+    BadBody,
+    /// The client's streamed body passed `client_max_body_size`: answer 413 and close.
+    #[error("the client's body is larger than client_max_body_size")]
+    BodyTooLarge,
+}
+
+impl FailureKind {
+    /// Whether this is nginx's `timeout` condition.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, FailureKind::Timeout(_))
+    }
+}
+
+/// A request body streamed from the client while it is sent (it was not buffered whole).
+pub struct StreamedBody<'c, C> {
+    pub client: &'c mut C,
+    pub framing: BodyFraming,
+    /// `client_max_body_size` (0 = no limit).
+    pub max: u64,
+}
+
+/// Whether any of the request reached the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    No,
+    Yes,
+}
+
+/// A failed try.
+#[derive(Debug, Clone, Copy)]
+pub struct Failure {
+    pub kind: FailureKind,
+    /// A pooled connection that the upstream had closed: no byte of an answer came back.
+    pub stale: bool,
+    pub sent: Sent,
+}
+
+/// A response head that arrived (it sits at the start of the upstream buffer).
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseInfo {
+    pub status: u16,
+    pub head_len: usize,
+    pub body: BodyFraming,
+    pub reusable: bool,
+    /// Requests the connection had served before this one.
+    pub requests: u64,
+}
+
+fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
+    if e.kind() == io::ErrorKind::TimedOut {
+        FailureKind::Timeout(phase)
+    } else {
+        FailureKind::Error(phase)
+    }
+}
+
+/// Runs one try against `addr`. `body` is the client and its body framing when the body must be streamed (it
+/// was not buffered whole); `request` holds the head (and a buffered body).
+#[allow(clippy::too_many_arguments)]
+pub async fn exchange<R: Runtime>(
+    shard: &Shard<R>,
+    snap: &Snapshot,
+    plan: &ProxyPlan,
+    addr: SocketAddr,
+    request: &[u8],
+    body: Option<StreamedBody<'_, R::Conn>>,
+    client_buf: &mut IoBuf,
+    ubuf: &mut IoBuf,
+    decoder: &mut ChunkedDecoder,
+    head_request: bool,
+) -> Result<(R::Conn, ResponseInfo), Failure> {
+    let conf = &plan.conf;
+    let pooled = shard.pool_take(snap, plan.upstream, addr);
+    let cached = pooled.is_some();
+    let (mut conn, requests) = match pooled {
+        Some(p) => p,
+        None => {
+            let c = R::connect(addr, conf.connect_timeout).await.map_err(|e| Failure {
+                kind: io_kind(&e, "connecting"),
+                stale: false,
+                sent: Sent::No,
+            })?;
+            let _ = c.set_nodelay(true);
+            (c, 0)
+        }
+    };
+    send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
+    let (status, head_len, body, reusable) =
+        read_head::<R>(&mut conn, cached, ubuf, head_request, conf.read_timeout).await?;
+    let info = ResponseInfo {
+        status,
+        head_len,
+        body,
+        reusable,
+        requests,
+    };
+    Ok((conn, info))
+}
+
+fn sent_failure(kind: FailureKind, stale: bool) -> Failure {
+    Failure {
+        kind,
+        stale,
+        sent: Sent::Yes,
+    }
+}
+
+/// Sends the head (and a buffered body), or the head then the body streamed from the client.
+async fn send_request<R: Runtime>(
+    conn: &mut R::Conn,
+    cached: bool,
+    request: &[u8],
+    body: Option<StreamedBody<'_, R::Conn>>,
+    client_buf: &mut IoBuf,
+    decoder: &mut ChunkedDecoder,
+    send_timeout: Duration,
+) -> Result<(), Failure> {
+    let Some(StreamedBody { client, framing, max }) = body else {
+        return send::<R>(conn, request, send_timeout).await.map_err(|e| {
+            let kind = io_kind(&e, "sending the request");
+            sent_failure(kind, cached && !kind.is_timeout())
+        });
+    };
+    let mut head = request.to_vec();
+    let limits = Limits {
+        read: CLIENT_BODY_TIMEOUT,
+        write: send_timeout,
+        max_body: max,
+    };
+    match forward_body::<R>(
+        client,
+        client_buf,
+        framing,
+        Relay::Verbatim,
+        decoder,
+        conn,
+        &mut head,
+        limits,
+    )
+    .await
+    {
+        Ok(_) => Ok(()),
+        Err(BodyError::Write(e)) => Err(sent_failure(io_kind(&e, "sending the request body"), false)),
+        Err(BodyError::Chunk(_)) => Err(sent_failure(FailureKind::BadBody, false)),
+        Err(BodyError::TooLarge) => Err(sent_failure(FailureKind::BodyTooLarge, false)),
+        Err(_) => Err(sent_failure(FailureKind::ClientGone, false)),
+    }
+}
+
+/// Reads until a final (non-1xx) response head is in `ubuf`: its status, length, body framing and reusability.
+async fn read_head<R: Runtime>(
+    conn: &mut R::Conn,
+    cached: bool,
+    ubuf: &mut IoBuf,
+    head_request: bool,
+    read_timeout: Duration,
+) -> Result<(u16, usize, BodyFraming, bool), Failure> {
+    ubuf.consume(usize::MAX);
+    let mut got_any = false;
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        match parse_response(ubuf.readable(), &mut headers, head_request) {
+            Err(_) => return Err(sent_failure(FailureKind::InvalidHeader, false)),
+            Ok(Some(r)) if r.status == 101 => return Err(sent_failure(FailureKind::InvalidHeader, false)),
+            Ok(Some(r)) if r.status < 200 => {
+                let n = r.head_len;
+                ubuf.consume(n);
+                continue;
+            }
+            Ok(Some(r)) => return Ok((r.status, r.head_len, r.body, r.reusable)),
+            Ok(None) => {}
+        }
+        let phase = "reading the response header";
+        match ubuf.fill::<R>(conn, read_timeout).await {
+            Ok(0) => return Err(sent_failure(FailureKind::Error(phase), cached && !got_any)),
+            Ok(_) => got_any = true,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Err(sent_failure(FailureKind::InvalidHeader, false))
+            }
+            Err(e) => {
+                let kind = io_kind(&e, phase);
+                return Err(sent_failure(kind, cached && !got_any && !kind.is_timeout()));
+            }
+        }
+    }
+}

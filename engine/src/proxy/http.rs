@@ -1,0 +1,465 @@
+//! The HTTP/1.1 request flow of one client connection: read and check a head, route it, answer a `return` or
+//! proxy it (pick a peer, reuse or open an upstream connection, send, read the answer, retry as nginx's
+//! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
+
+use super::body::{discard_body, forward_body, send, BodyError, Limits, Relay};
+use super::exchange::{exchange, ResponseInfo, StreamedBody};
+use super::retry::{RequestKind, Then, Tries};
+use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
+use super::vars::{ip_hash_key, ConnVars, RequestVars};
+use crate::balance::{Attempt, KeySpec, Outcome};
+use crate::config::model::ClientConf;
+use crate::http::chunked::ChunkedDecoder;
+use crate::http::pages::DateCache;
+use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
+use crate::http::response::{parse_response, write_client_head};
+use crate::http::{BodyFraming, Rejection};
+use crate::runtime::{timeout, Conn, Runtime};
+use crate::shard::{Buffers, Shard};
+use crate::snapshot::Snapshot;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// nginx's `send_timeout` and `client_body_timeout` defaults.
+const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What a request head asks for, once routed.
+struct Request {
+    head_len: usize,
+    body: BodyFraming,
+    head_request: bool,
+    non_idempotent: bool,
+    client_11: bool,
+    /// The client wants, and the config allows, another request on this connection.
+    keepalive: bool,
+    /// The client waits for `100 Continue` before sending its body.
+    expect_continue: bool,
+    /// `client_max_body_size` of the location (0 = no limit).
+    max_body: u64,
+}
+
+impl Request {
+    fn kind(&self) -> RequestKind {
+        RequestKind {
+            non_idempotent: self.non_idempotent,
+        }
+    }
+}
+
+enum Route<'s> {
+    Fixed(&'s FixedAnswer),
+    Proxy(&'s ProxyPlan),
+}
+
+/// Serves one client connection on http port `port` until it closes.
+pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, port: usize) {
+    let snap = shard.snapshot();
+    let Some(listen) = snap.http_ports.get(port) else {
+        return;
+    };
+    let vars = ConnVars {
+        remote,
+        local: client.local_addr().unwrap_or(listen.addr),
+    };
+    let default_client = snap
+        .config
+        .http
+        .as_ref()
+        .and_then(|h| h.servers.get(listen.default_server))
+        .map(|s| s.client.clone())
+        .unwrap_or_default();
+    let mut bufs = shard.take_buffers();
+    let mut decoder = ChunkedDecoder::new();
+    let mut served = 0u64;
+    loop {
+        let wait = if served == 0 {
+            default_client.client_header_timeout
+        } else {
+            default_client.keepalive_timeout
+        };
+        let step = next_request::<R>(&shard, &snap, port, vars, served, &mut client, &mut bufs, wait).await;
+        let (req, route) = match step {
+            Next::Closed => break,
+            Next::Reject(r) => {
+                reject::<R>(&shard, &mut client, &mut bufs.out, r).await;
+                break;
+            }
+            Next::Request(req, route) => (req, route),
+        };
+        served += 1;
+        if req.expect_continue && bufs.client.readable().is_empty() {
+            // The body is read next: tell the client to send it (nginx's ngx_http_test_expect).
+            if send::<R>(&mut client, b"HTTP/1.1 100 Continue\r\n\r\n", CLIENT_IO_TIMEOUT)
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        let keep = match route {
+            Route::Fixed(answer) => fixed::<R>(&shard, answer, &req, &mut client, &mut bufs, &mut decoder).await,
+            Route::Proxy(plan) => proxy::<R>(&shard, &snap, plan, &req, &mut client, &mut bufs, &mut decoder).await,
+        };
+        if !keep || shard.draining() {
+            break;
+        }
+    }
+    shard.give_buffers(bufs);
+}
+
+/// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
+async fn fixed<R: Runtime>(
+    shard: &Shard<R>,
+    answer: &FixedAnswer,
+    req: &Request,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    decoder: &mut ChunkedDecoder,
+) -> bool {
+    let drained = discard_body::<R>(client, &mut bufs.client, req.body, decoder, CLIENT_IO_TIMEOUT).await;
+    let keep = req.keepalive && drained.is_ok();
+    bufs.out.clear();
+    shard.date(DateCache::now_secs(), |d| {
+        answer.write(d, keep, req.head_request, &mut bufs.out)
+    });
+    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+}
+
+enum Next<'s> {
+    Closed,
+    Reject(Rejection),
+    Request(Request, Route<'s>),
+}
+
+/// Reads the next request head (waiting at most `wait` for it, or until a graceful stop between requests) and
+/// routes it; for a proxied request the upstream head and the hash key are written into `bufs`.
+#[allow(clippy::too_many_arguments)]
+async fn next_request<'s, R: Runtime>(
+    shard: &Shard<R>,
+    snap: &'s Snapshot,
+    port: usize,
+    vars: ConnVars,
+    served: u64,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    wait: Duration,
+) -> Next<'s> {
+    loop {
+        match route_head(snap, port, vars, served, bufs) {
+            Ok(Some(next)) => return next,
+            Ok(None) => {}
+            Err(r) => return Next::Reject(r),
+        }
+        if bufs.client.is_full() {
+            return Next::Reject(Rejection::bad("request head too large"));
+        }
+        let idle = bufs.client.readable().is_empty();
+        let read = futures_lite::future::or(
+            async { Some(timeout::<R, _>(wait, bufs.client.fill_untimed(client)).await) },
+            async {
+                if idle && served > 0 {
+                    shard.stopped().await;
+                    None
+                } else {
+                    std::future::pending().await
+                }
+            },
+        )
+        .await;
+        match read {
+            Some(Ok(Ok(n))) if n > 0 => {}
+            _ => return Next::Closed,
+        }
+    }
+}
+
+/// Parses and routes the head in the client buffer, if complete.
+fn route_head<'s>(
+    snap: &'s Snapshot,
+    port: usize,
+    vars: ConnVars,
+    served: u64,
+    bufs: &mut Buffers,
+) -> Result<Option<Next<'s>>, Rejection> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let Some(head) = parse_request(bufs.client.readable(), &mut headers)? else {
+        return Ok(None);
+    };
+    #[cfg(feature = "fault-injection")]
+    if head.header("x-corelb-panic").is_some() {
+        panic!("fault injection: x-corelb-panic");
+    }
+    let server = snap
+        .server_for(port, head.host)
+        .ok_or(Rejection::new(500, "no server"))?;
+    let (loc, fixed_server) = match &server.ret {
+        Some(r) => (None, Some(r)),
+        None => (server.location(head.path()), None),
+    };
+    let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
+    if let BodyFraming::Length(n) = head.body {
+        if client_conf.client_max_body_size != 0 && n > client_conf.client_max_body_size {
+            return Err(Rejection::new(413, "body larger than client_max_body_size"));
+        }
+    }
+    let req = Request {
+        head_len: head.head_len,
+        body: head.body,
+        head_request: head.method == "HEAD",
+        non_idempotent: head.non_idempotent(),
+        client_11: head.version_11,
+        keepalive: head.keepalive
+            && !client_conf.keepalive_timeout.is_zero()
+            && served + 1 < client_conf.keepalive_requests,
+        expect_continue: head.expect_continue && head.body != BodyFraming::None,
+        max_body: client_conf.client_max_body_size,
+    };
+    let route = match (fixed_server, loc) {
+        (Some(f), _) => Route::Fixed(f),
+        (None, None) => Route::Fixed(&server.not_found),
+        (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f),
+        (None, Some(LocationPlan { proxy: Some(p), .. })) => {
+            prepare_upstream_head(
+                snap,
+                p,
+                &head,
+                vars,
+                &mut bufs.key,
+                &mut bufs.scratch,
+                &mut bufs.request,
+            );
+            Route::Proxy(p)
+        }
+        (None, Some(_)) => Route::Fixed(&server.not_found),
+    };
+    let len = req.head_len;
+    bufs.client.consume(len);
+    Ok(Some(Next::Request(req, route)))
+}
+
+/// Writes the upstream request head and evaluates the balancer key.
+fn prepare_upstream_head(
+    snap: &Snapshot,
+    plan: &ProxyPlan,
+    head: &RequestHead<'_, '_>,
+    conn: ConnVars,
+    key: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    request: &mut Vec<u8>,
+) {
+    let Some(up) = snap.http_plans.get(plan.upstream) else {
+        return;
+    };
+    let vars = RequestVars {
+        req: head,
+        conn,
+        proxy_host: &up.name,
+    };
+    match &up.key {
+        KeySpec::None => key.clear(),
+        KeySpec::ClientAddr => ip_hash_key(&conn.remote, key),
+        KeySpec::Template(t) => t.eval_into(&vars, key),
+    }
+    plan.write_request_head(head, &vars, scratch, request);
+}
+
+/// Answers a refused request and closes.
+async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, out: &mut Vec<u8>, r: Rejection) {
+    out.clear();
+    shard.date(DateCache::now_secs(), |d| {
+        shard.error_answer(r.status).write(d, false, false, out)
+    });
+    let _ = send::<R>(client, out, CLIENT_IO_TIMEOUT).await;
+}
+
+/// Proxies one request; returns whether the client connection stays open.
+async fn proxy<R: Runtime>(
+    shard: &Shard<R>,
+    snap: &Snapshot,
+    plan: &ProxyPlan,
+    req: &Request,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    decoder: &mut ChunkedDecoder,
+) -> bool {
+    let Some(up) = snap.http_plans.get(plan.upstream) else {
+        return false;
+    };
+    let replayable = match buffer_whole_body(req, bufs, decoder) {
+        Ok(r) => r,
+        Err(refusal) => {
+            reject::<R>(shard, client, &mut bufs.out, refusal).await;
+            return false;
+        }
+    };
+    let mut tries = Tries {
+        shard,
+        snap,
+        plan,
+        attempt: Attempt::new(up, plan.conf.next_upstream_tries, &bufs.key),
+        started: Instant::now(),
+        replayable,
+    };
+    loop {
+        let now = DateCache::now_secs();
+        let picked = shard
+            .with_http_state(snap, plan.upstream, |st| tries.attempt.pick(st, &bufs.key, now))
+            .flatten();
+        let Some(peer) = picked else {
+            eprintln!(
+                "corelb: [error] no live upstreams while connecting to upstream \"{}\"",
+                up.name
+            );
+            return answer::<R>(shard, client, bufs, 502, req, replayable).await;
+        };
+        peer.slot.count_request();
+        let body = (!replayable).then_some(StreamedBody {
+            client: &mut *client,
+            framing: req.body,
+            max: req.max_body,
+        });
+        let head_request = req.head_request;
+        let (ubuf, cbuf) = (&mut bufs.upstream, &mut bufs.client);
+        let got = exchange::<R>(
+            shard,
+            snap,
+            plan,
+            peer.addr,
+            &bufs.request,
+            body,
+            cbuf,
+            ubuf,
+            decoder,
+            head_request,
+        )
+        .await;
+        match got {
+            Ok((conn, info)) if !tries.retry_on_status(info.status, req.kind()) => {
+                peer.slot.count_response(info.status);
+                let keep =
+                    pass_response::<R>(shard, snap, plan, req, conn, info, peer.addr, client, bufs, decoder).await;
+                tries.report(Outcome::Success);
+                return keep;
+            }
+            Ok(_) => {}
+            Err(f) => match tries.after_failure(f, req.kind(), peer.addr) {
+                Then::Retry => {}
+                Then::Answer(status) => return answer::<R>(shard, client, bufs, status, req, replayable).await,
+                Then::Refuse(status) => {
+                    reject::<R>(
+                        shard,
+                        client,
+                        &mut bufs.out,
+                        Rejection::new(status, "request body refused"),
+                    )
+                    .await;
+                    return false;
+                }
+                Then::Close => return false,
+            },
+        }
+    }
+}
+
+/// Passes an upstream response to the client (head rewritten, body streamed) and keeps the upstream connection
+/// when it can serve again. Returns whether the client connection stays open.
+#[allow(clippy::too_many_arguments)]
+async fn pass_response<R: Runtime>(
+    shard: &Shard<R>,
+    snap: &Snapshot,
+    plan: &ProxyPlan,
+    req: &Request,
+    mut conn: R::Conn,
+    info: ResponseInfo,
+    addr: std::net::SocketAddr,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    decoder: &mut ChunkedDecoder,
+) -> bool {
+    let chunked = info.body == BodyFraming::Chunked;
+    let relay = if chunked && !req.client_11 {
+        Relay::Dechunk
+    } else {
+        Relay::Verbatim
+    };
+    let keep_client = req.keepalive && info.body != BodyFraming::UntilClose && relay == Relay::Verbatim;
+    let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
+    let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
+        return false;
+    };
+    let chunked_out = chunked && relay == Relay::Verbatim;
+    shard.date(DateCache::now_secs(), |d| {
+        write_client_head(&resp, d, keep_client, chunked_out, &mut bufs.out)
+    });
+    bufs.upstream.consume(info.head_len);
+    let limits = Limits {
+        read: plan.conf.read_timeout,
+        write: CLIENT_IO_TIMEOUT,
+        max_body: 0,
+    };
+    let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
+    match forward_body::<R>(&mut conn, ubuf, info.body, relay, decoder, client, out, limits).await {
+        Ok(_) => {
+            if info.reusable && plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
+                shard.pool_put(snap, plan.upstream, addr, conn, info.requests + 1);
+            }
+            keep_client
+        }
+        Err(BodyError::Write(_)) => false,
+        Err(e) => {
+            eprintln!("corelb: [error] upstream {addr}: {e} while sending the response to the client");
+            false
+        }
+    }
+}
+
+/// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can
+/// send it again) and returns true; otherwise it will be streamed, and the request cannot be resent. A chunked
+/// body already malformed in the buffer is an error: it is never forwarded.
+fn buffer_whole_body(req: &Request, bufs: &mut Buffers, decoder: &mut ChunkedDecoder) -> Result<bool, Rejection> {
+    let avail = bufs.client.readable();
+    let take = match req.body {
+        BodyFraming::None | BodyFraming::UntilClose => return Ok(true),
+        BodyFraming::Length(n) => match usize::try_from(n) {
+            Ok(n) if n <= avail.len() => n,
+            _ => return Ok(false),
+        },
+        BodyFraming::Chunked => {
+            decoder.reset();
+            let mut data = 0u64;
+            let used = decoder
+                .feed(avail, |d| data += d.len() as u64)
+                .map_err(|_| Rejection::bad("malformed chunked body"))?;
+            if req.max_body != 0 && data > req.max_body {
+                return Err(Rejection::new(413, "body larger than client_max_body_size"));
+            }
+            if !decoder.is_done() {
+                return Ok(false);
+            }
+            used
+        }
+    };
+    bufs.request.extend_from_slice(&avail[..take]);
+    bufs.client.consume(take);
+    Ok(true)
+}
+
+/// Sends nginx's error page for `status`; the connection stays open only if the request body was consumed.
+async fn answer<R: Runtime>(
+    shard: &Shard<R>,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    status: u16,
+    req: &Request,
+    body_consumed: bool,
+) -> bool {
+    let keep = req.keepalive && body_consumed;
+    bufs.out.clear();
+    shard.date(DateCache::now_secs(), |d| {
+        shard
+            .error_answer(status)
+            .write(d, keep, req.head_request, &mut bufs.out)
+    });
+    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+}

@@ -1,0 +1,12 @@
+//! The proxy flows: HTTP/1.1 (`http`, `exchange`, `body`) and TCP (`stream`, `pump`), with their compiled routes,
+//! request variables and the upstream keepalive pool.
+
+pub mod body;
+pub mod exchange;
+pub mod http;
+pub mod pool;
+pub mod pump;
+pub mod retry;
+pub mod route;
+pub mod stream;
+pub mod vars;

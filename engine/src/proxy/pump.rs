@@ -1,0 +1,141 @@
+//! Copying bytes both ways between two connections from one future that owns both (no split, no lock), with an
+//! idle timeout and half-closes passed on.
+
+use crate::runtime::{timeout, Runtime};
+use futures_lite::{AsyncRead, AsyncWrite};
+use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// Read/write rounds one direction may make in one poll before letting the other run.
+const BUDGET: usize = 16;
+
+/// One direction: read from a source, write to a sink, then shut the sink's write half down at end of stream.
+#[derive(Debug)]
+pub struct Half {
+    buf: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    eof: bool,
+    shut: bool,
+    /// Bytes copied so far.
+    pub bytes: u64,
+}
+
+impl Half {
+    /// A direction with a buffer of `size` bytes.
+    pub fn new(size: usize) -> Self {
+        Half {
+            buf: vec![0; size].into_boxed_slice(),
+            pos: 0,
+            len: 0,
+            eof: false,
+            shut: false,
+            bytes: 0,
+        }
+    }
+
+    /// Whether the direction is finished (end of stream seen and passed on).
+    pub fn done(&self) -> bool {
+        self.shut
+    }
+
+    /// Moves what it can; `Ready(Ok(()))` when something happened, `Pending` when nothing could.
+    fn poll_move<S, D>(&mut self, cx: &mut Context<'_>, src: &mut S, dst: &mut D) -> Poll<io::Result<()>>
+    where
+        S: AsyncRead + Unpin,
+        D: AsyncWrite + Unpin,
+    {
+        let mut progressed = false;
+        for _ in 0..BUDGET {
+            let step = if self.pos < self.len {
+                match Pin::new(&mut *dst).poll_write(cx, &self.buf[self.pos..self.len]) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Poll::Ready(Ok(n)) => {
+                        self.pos += n;
+                        self.bytes += n as u64;
+                        Poll::Ready(Ok(()))
+                    }
+                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                    Poll::Pending => Poll::Pending,
+                }
+            } else if !self.eof {
+                match Pin::new(&mut *src).poll_read(cx, &mut self.buf) {
+                    Poll::Ready(Ok(n)) => {
+                        (self.pos, self.len, self.eof) = (0, n, n == 0);
+                        Poll::Ready(Ok(()))
+                    }
+                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                    Poll::Pending => Poll::Pending,
+                }
+            } else if !self.shut {
+                match Pin::new(&mut *dst).poll_close(cx) {
+                    // A peer already gone cannot take the half-close; the direction is finished either way.
+                    Poll::Ready(_) => {
+                        self.shut = true;
+                        Poll::Ready(Ok(()))
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            } else {
+                break;
+            };
+            match step {
+                Poll::Ready(Ok(())) => progressed = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => break,
+            }
+        }
+        if progressed {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// How a two-way copy ended.
+#[derive(Debug)]
+pub enum PumpEnd {
+    /// Both sides closed their write halves.
+    Closed,
+    /// Nothing moved for the idle timeout.
+    Idle,
+    /// A read or write failed.
+    Failed(io::Error),
+}
+
+/// Copies `a → b` and `b → a` until both directions end, one fails, or nothing moves for `idle`.
+pub async fn pump<R: Runtime, A, B>(a: &mut A, b: &mut B, ab: &mut Half, ba: &mut Half, idle: Duration) -> PumpEnd
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    loop {
+        let step = poll_fn(|cx| {
+            let r1 = if ab.done() {
+                Poll::Pending
+            } else {
+                ab.poll_move(cx, a, b)
+            };
+            let r2 = if ba.done() {
+                Poll::Pending
+            } else {
+                ba.poll_move(cx, b, a)
+            };
+            match (r1, r2) {
+                (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => Poll::Ready(Err(e)),
+                (Poll::Ready(Ok(())), _) | (_, Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
+                _ => Poll::Pending,
+            }
+        });
+        match timeout::<R, _>(idle, step).await {
+            Err(_) => return PumpEnd::Idle,
+            Ok(Err(e)) => return PumpEnd::Failed(e),
+            Ok(Ok(())) if ab.done() && ba.done() => return PumpEnd::Closed,
+            Ok(Ok(())) => {}
+        }
+    }
+}

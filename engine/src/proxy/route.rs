@@ -1,0 +1,323 @@
+//! What a location does, compiled at load: a fixed answer with its head pre-rendered, or a proxy plan with the
+//! upstream request's static header lines pre-rendered and the per-request ones kept as templates.
+
+use crate::config::key::{KeyTemplate, VarSource};
+use crate::config::model::{ClientConf, HttpProxyConf, Location, LocationMatch, Return};
+use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, SERVER_NAME};
+use crate::http::request::RequestHead;
+use crate::http::{BodyFraming, REQUEST_HOP_BY_HOP};
+
+/// A compiled `location`.
+#[derive(Debug)]
+pub struct LocationPlan {
+    /// `return`, or a 404 when the location neither returns nor proxies.
+    pub fixed: Option<FixedAnswer>,
+    pub proxy: Option<ProxyPlan>,
+    pub client: ClientConf,
+}
+
+/// A fixed answer with its head pre-rendered around the two parts that change (`Date`, `Connection`).
+#[derive(Debug, Clone)]
+pub struct FixedAnswer {
+    pub status: u16,
+    /// Status line, `Server`, and `Date: ` (the date follows).
+    head_start: Vec<u8>,
+    /// `\r\n` ending the date, then `Content-Type`, `Content-Length`, `Location`.
+    head_mid: Vec<u8>,
+    body: Vec<u8>,
+}
+
+impl FixedAnswer {
+    /// The answer of `return CODE [TEXT]`: a text body (`text/plain`), a redirect (`Location`) with nginx's page,
+    /// or nginx's error page when no text is given.
+    pub fn of_return(r: &Return) -> FixedAnswer {
+        let redirect = matches!(r.code, 301 | 302 | 303 | 307 | 308);
+        let mut body = Vec::new();
+        let mut content_type: &[u8] = b"text/plain";
+        match &r.text {
+            Some(t) if !redirect => body.extend_from_slice(t.as_bytes()),
+            _ if has_error_page(r.code) => {
+                append_error_page(r.code, &mut body);
+                content_type = b"text/html";
+            }
+            _ => {}
+        }
+        let mut head_start = Vec::new();
+        head_start.extend_from_slice(b"HTTP/1.1 ");
+        append_decimal(&mut head_start, u64::from(r.code));
+        head_start.push(b' ');
+        head_start.extend_from_slice(reason(r.code).as_bytes());
+        head_start.extend_from_slice(b"\r\nServer: ");
+        head_start.extend_from_slice(SERVER_NAME.as_bytes());
+        head_start.extend_from_slice(b"\r\nDate: ");
+        let mut head_mid = b"\r\n".to_vec();
+        if !body.is_empty() {
+            head_mid.extend_from_slice(b"Content-Type: ");
+            head_mid.extend_from_slice(content_type);
+            head_mid.extend_from_slice(b"\r\n");
+        }
+        if r.code != 204 && r.code != 304 {
+            head_mid.extend_from_slice(b"Content-Length: ");
+            append_decimal(&mut head_mid, body.len() as u64);
+            head_mid.extend_from_slice(b"\r\n");
+        }
+        if let (true, Some(t)) = (redirect, &r.text) {
+            head_mid.extend_from_slice(b"Location: ");
+            head_mid.extend_from_slice(t.as_bytes());
+            head_mid.extend_from_slice(b"\r\n");
+        }
+        FixedAnswer {
+            status: r.code,
+            head_start,
+            head_mid,
+            body,
+        }
+    }
+
+    /// nginx's error page for `code` as a fixed answer.
+    pub fn error(code: u16) -> FixedAnswer {
+        Self::of_return(&Return { code, text: None })
+    }
+
+    /// Appends the whole answer to `out` (no body for a HEAD request).
+    pub fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.head_start);
+        out.extend_from_slice(date);
+        out.extend_from_slice(&self.head_mid);
+        out.extend_from_slice(if keepalive {
+            b"Connection: keep-alive\r\n\r\n"
+        } else {
+            b"Connection: close\r\n\r\n"
+        });
+        if !head_request {
+            out.extend_from_slice(&self.body);
+        }
+    }
+}
+
+/// How a location proxies: the upstream and the request head it sends there.
+#[derive(Debug)]
+pub struct ProxyPlan {
+    /// Index into the snapshot's http plans.
+    pub upstream: usize,
+    pub conf: HttpProxyConf,
+    /// Header lines that never change (`Host: upstream`, `Connection: close`, constant `proxy_set_header`s).
+    static_headers: Vec<u8>,
+    /// `proxy_set_header`s with variables; an empty value drops the line, as nginx does.
+    dynamic_headers: Vec<(String, KeyTemplate)>,
+    /// Client header names not copied (lower case): hop-by-hop ones and those `proxy_set_header` replaces.
+    skip_client: Vec<String>,
+    /// `proxy_pass http://u/uri`: the matched location part of the target is replaced by `uri`.
+    uri_rewrite: Option<(usize, String)>,
+    /// Whether upstream connections can be kept (HTTP/1.1 and no `Connection: close` sent).
+    pub upstream_keepalive: bool,
+}
+
+impl ProxyPlan {
+    /// Compiles the proxy settings of `loc` for the upstream `name` at index `upstream`.
+    pub fn new(loc: &Location, upstream: usize, name: &str, uri: Option<&str>) -> ProxyPlan {
+        let conf = loc.proxy.clone();
+        let mut static_headers = Vec::new();
+        let mut dynamic_headers = Vec::new();
+        let mut skip_client: Vec<String> = REQUEST_HOP_BY_HOP.iter().map(|s| s.to_string()).collect();
+        let mut connection_value: Option<String> = None;
+        for (field, value) in &conf.set_headers {
+            let lower = field.to_ascii_lowercase();
+            if lower == "connection" {
+                connection_value = Some(value.raw().to_ascii_lowercase());
+            }
+            if value
+                .parts()
+                .iter()
+                .all(|p| matches!(p, crate::config::key::Part::Text(_)))
+            {
+                if !value.raw().is_empty() {
+                    push_line(&mut static_headers, field, value.raw().as_bytes());
+                }
+            } else {
+                dynamic_headers.push((field.clone(), value.clone()));
+            }
+            if !skip_client.contains(&lower) {
+                skip_client.push(lower);
+            }
+        }
+        let named = |n: &str| conf.set_headers.iter().any(|(f, _)| f.eq_ignore_ascii_case(n));
+        if !named("host") {
+            push_line(&mut static_headers, "Host", name.as_bytes());
+        }
+        if !named("connection") {
+            push_line(&mut static_headers, "Connection", b"close");
+        }
+        let sends_close = connection_value.as_deref().is_none_or(|v| v.contains("close"));
+        let uri_rewrite = uri.map(|u| {
+            let matched = match &loc.matcher {
+                LocationMatch::Prefix(p) | LocationMatch::Exact(p) => p.len(),
+            };
+            (matched, u.to_string())
+        });
+        ProxyPlan {
+            upstream,
+            upstream_keepalive: conf.http_version_11 && !sends_close,
+            conf,
+            static_headers,
+            dynamic_headers,
+            skip_client,
+            uri_rewrite,
+        }
+    }
+
+    /// Writes the upstream request head for `req` into `out` (cleared first). `scratch` is a reused buffer for
+    /// evaluating header templates.
+    pub fn write_request_head(
+        &self,
+        req: &RequestHead<'_, '_>,
+        vars: &dyn VarSource,
+        scratch: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) {
+        out.clear();
+        out.extend_from_slice(req.method.as_bytes());
+        out.push(b' ');
+        match &self.uri_rewrite {
+            Some((matched, uri)) => {
+                out.extend_from_slice(uri.as_bytes());
+                out.extend_from_slice(req.target.get(*matched..).unwrap_or("").as_bytes());
+            }
+            None => out.extend_from_slice(req.target.as_bytes()),
+        }
+        out.extend_from_slice(if self.conf.http_version_11 {
+            b" HTTP/1.1\r\n"
+        } else {
+            b" HTTP/1.0\r\n"
+        });
+        out.extend_from_slice(&self.static_headers);
+        for (field, t) in &self.dynamic_headers {
+            t.eval_into(vars, scratch);
+            if !scratch.is_empty() {
+                push_line(out, field, scratch);
+            }
+        }
+        match req.body {
+            BodyFraming::Length(n) => {
+                out.extend_from_slice(b"Content-Length: ");
+                append_decimal(out, n);
+                out.extend_from_slice(b"\r\n");
+            }
+            BodyFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+            BodyFraming::None | BodyFraming::UntilClose => {}
+        }
+        for h in req.headers {
+            if self.skip_client.iter().any(|s| h.name.eq_ignore_ascii_case(s)) {
+                continue;
+            }
+            push_line(out, h.name, h.value);
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn push_line(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::key::Var;
+    use crate::config::model::Span;
+    use crate::http::request::{parse_request, MAX_HEADERS};
+
+    struct Vars;
+    impl VarSource for Vars {
+        fn append(&self, var: &Var, out: &mut Vec<u8>) {
+            if *var == Var::RemoteAddr {
+                out.extend_from_slice(b"10.0.0.1");
+            }
+        }
+    }
+
+    fn location(set: &[(&str, &str)], v11: bool) -> Location {
+        Location {
+            matcher: LocationMatch::Prefix("/api/".into()),
+            proxy_pass: None,
+            ret: None,
+            proxy: HttpProxyConf {
+                http_version_11: v11,
+                set_headers: set
+                    .iter()
+                    .map(|(f, v)| (f.to_string(), KeyTemplate::compile(v).unwrap()))
+                    .collect(),
+                ..HttpProxyConf::default()
+            },
+            client: ClientConf::default(),
+            span: Span::default(),
+        }
+    }
+
+    fn head_for(plan: &ProxyPlan, raw: &[u8]) -> String {
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let req = parse_request(raw, &mut hs).unwrap().unwrap();
+        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        plan.write_request_head(&req, &Vars, &mut scratch, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn default_headers_are_nginx_defaults() {
+        let plan = ProxyPlan::new(&location(&[], false), 0, "backend", None);
+        let raw = b"POST /api/x?y HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\nKeep-Alive: 5\r\nX-A: 1\r\nContent-Length: 2\r\n\r\n";
+        assert_eq!(
+            head_for(&plan, raw),
+            "POST /api/x?y HTTP/1.0\r\nHost: backend\r\nConnection: close\r\nContent-Length: 2\r\nX-A: 1\r\n\r\n"
+        );
+        assert!(!plan.upstream_keepalive);
+    }
+
+    #[test]
+    fn set_headers_replace_and_drop() {
+        let set = [
+            ("Connection", ""),
+            ("X-Forwarded-For", "$remote_addr"),
+            ("X-A", "fixed"),
+        ];
+        let plan = ProxyPlan::new(&location(&set, true), 0, "backend", Some("/v2/"));
+        let raw = b"GET /api/x HTTP/1.1\r\nHost: a\r\nX-A: client\r\nX-Forwarded-For: spoofed\r\n\r\n";
+        assert_eq!(
+            head_for(&plan, raw),
+            "GET /v2/x HTTP/1.1\r\nX-A: fixed\r\nHost: backend\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n"
+        );
+        assert!(plan.upstream_keepalive);
+    }
+
+    #[test]
+    fn fixed_answers() {
+        let mut out = Vec::new();
+        FixedAnswer::of_return(&Return {
+            code: 200,
+            text: Some("hi".into()),
+        })
+        .write(b"D", true, false, &mut out);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\
+             Connection: keep-alive\r\n\r\nhi"
+        );
+        out.clear();
+        FixedAnswer::of_return(&Return {
+            code: 302,
+            text: Some("http://x/".into()),
+        })
+        .write(b"D", false, true, &mut out);
+        let s = String::from_utf8(out.clone()).unwrap();
+        assert!(s.starts_with("HTTP/1.1 302 Moved Temporarily\r\n") && s.contains("Location: http://x/\r\n"));
+        assert!(s.ends_with("Connection: close\r\n\r\n"));
+        out.clear();
+        FixedAnswer::error(502).write(b"D", false, false, &mut out);
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .ends_with("<hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"));
+    }
+}

@@ -1,0 +1,76 @@
+//! The TCP (`stream`) flow: pick a peer with the key taken from the connection, connect with a timeout and move
+//! on to the next peer on failure, then copy both ways from one future with the idle `proxy_timeout`.
+
+use super::pump::{pump, Half, PumpEnd};
+use super::vars::{ip_hash_key, ConnVars};
+use crate::balance::{Attempt, KeySpec, Outcome};
+use crate::http::pages::DateCache;
+use crate::runtime::{Conn, Runtime};
+use crate::shard::Shard;
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+/// Copy buffer per direction.
+const BUF: usize = 16 * 1024;
+
+/// Serves one stream connection for stream server `server` until both sides close.
+pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, server: usize) {
+    let snap = shard.snapshot();
+    let Some(srv) = snap.config.stream.as_ref().and_then(|s| s.servers.get(server)) else {
+        return;
+    };
+    let Some(plan) = snap.stream_plans.get(srv.upstream) else {
+        return;
+    };
+    let local = client
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let vars = ConnVars { remote, local };
+    let mut key = Vec::new();
+    match &plan.key {
+        KeySpec::None => {}
+        KeySpec::ClientAddr => ip_hash_key(&remote, &mut key),
+        KeySpec::Template(t) => t.eval_into(&vars, &mut key),
+    }
+    let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
+    let (mut upstream, peer) = loop {
+        let now = DateCache::now_secs();
+        let picked = shard
+            .with_stream_state(&snap, srv.upstream, |st| attempt.pick(st, &key, now))
+            .flatten();
+        let Some(peer) = picked else {
+            eprintln!(
+                "corelb: [error] no live upstreams while connecting to upstream \"{}\"",
+                plan.name
+            );
+            return;
+        };
+        match R::connect(peer.addr, srv.connect_timeout).await {
+            Ok(c) => break (c, peer),
+            Err(e) => {
+                eprintln!(
+                    "corelb: [error] connect() to {} failed ({e}) while connecting to upstream",
+                    peer.addr
+                );
+                shard.with_stream_state(&snap, srv.upstream, |st| {
+                    attempt.report(Outcome::Failed, st, DateCache::now_secs())
+                });
+                if !srv.next_upstream || attempt.tries_left() == 0 {
+                    return;
+                }
+            }
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    peer.slot.count_request();
+    let mut up_half = Half::new(BUF);
+    let mut down_half = Half::new(BUF);
+    let end = pump::<R, _, _>(&mut client, &mut upstream, &mut up_half, &mut down_half, srv.timeout).await;
+    if let PumpEnd::Failed(e) = &end {
+        eprintln!("corelb: [info] stream to {} ended: {e}", peer.addr);
+    }
+    peer.slot.count_bytes(up_half.bytes, down_half.bytes);
+    shard.with_stream_state(&snap, srv.upstream, |st| {
+        attempt.report(Outcome::Success, st, DateCache::now_secs())
+    });
+}

@@ -1,0 +1,150 @@
+//! Variable sources for key templates and `proxy_set_header` values: one over a parsed request, one over a bare
+//! connection (stream); both write into reused buffers, never allocating once they have grown.
+
+use crate::config::key::{Var, VarSource};
+use crate::http::request::RequestHead;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+
+/// Writes `ip` as text (no allocation beyond `out`'s growth).
+fn append_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    let _ = write!(out, "{ip}");
+}
+
+fn append_port(out: &mut Vec<u8>, port: u16) {
+    crate::http::pages::append_decimal(out, u64::from(port));
+}
+
+/// The key bytes `ip_hash` reads: the first three octets of an IPv4 address, all sixteen of an IPv6 one.
+pub fn ip_hash_key(addr: &SocketAddr, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 16];
+    out.clear();
+    out.extend_from_slice(crate::balance::ip_hash::client_key(addr.ip(), &mut buf));
+}
+
+/// The variables of a connection: addresses and ports (the stream module's `$remote_addr`, `$server_port`...).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnVars {
+    pub remote: SocketAddr,
+    pub local: SocketAddr,
+}
+
+impl VarSource for ConnVars {
+    fn append(&self, var: &Var, out: &mut Vec<u8>) {
+        match var {
+            Var::RemoteAddr => append_ip(out, self.remote.ip()),
+            Var::BinaryRemoteAddr => match self.remote.ip() {
+                IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
+                IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
+            },
+            Var::RemotePort => append_port(out, self.remote.port()),
+            Var::ServerAddr => append_ip(out, self.local.ip()),
+            Var::ServerPort => append_port(out, self.local.port()),
+            _ => {}
+        }
+    }
+}
+
+/// The variables of one http request.
+pub struct RequestVars<'a, 'h, 'b> {
+    pub req: &'a RequestHead<'h, 'b>,
+    pub conn: ConnVars,
+    /// `$proxy_host`: the upstream's name.
+    pub proxy_host: &'a str,
+}
+
+impl VarSource for RequestVars<'_, '_, '_> {
+    fn append(&self, var: &Var, out: &mut Vec<u8>) {
+        let req = self.req;
+        match var {
+            Var::RequestUri => out.extend_from_slice(req.target.as_bytes()),
+            Var::Uri => out.extend_from_slice(req.path().as_bytes()),
+            Var::Args => out.extend_from_slice(req.args().unwrap_or("").as_bytes()),
+            Var::Host => match req.host {
+                Some(h) => out.extend(h.iter().map(u8::to_ascii_lowercase)),
+                None => append_ip(out, self.conn.local.ip()),
+            },
+            Var::RequestMethod => out.extend_from_slice(req.method.as_bytes()),
+            Var::Scheme => out.extend_from_slice(b"http"),
+            Var::ProxyHost => out.extend_from_slice(self.proxy_host.as_bytes()),
+            Var::ProxyAddXForwardedFor => {
+                if let Some(v) = req.header("x-forwarded-for") {
+                    out.extend_from_slice(v);
+                    out.extend_from_slice(b", ");
+                }
+                append_ip(out, self.conn.remote.ip());
+            }
+            Var::Http(name) => out.extend_from_slice(req.header(name).unwrap_or(b"")),
+            Var::Arg(name) => out.extend_from_slice(arg(req.args().unwrap_or(""), name).as_bytes()),
+            Var::Cookie(name) => out.extend_from_slice(cookie(req.header("cookie").unwrap_or(b""), name)),
+            Var::RemoteAddr | Var::BinaryRemoteAddr | Var::RemotePort | Var::ServerAddr | Var::ServerPort => {
+                self.conn.append(var, out)
+            }
+        }
+    }
+}
+
+/// The value of query argument `name` (case-insensitive name, as nginx), empty when absent.
+fn arg<'a>(args: &'a str, name: &str) -> &'a str {
+    args.split('&')
+        .find_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            k.eq_ignore_ascii_case(name).then_some(v)
+        })
+        .unwrap_or("")
+}
+
+/// The value of cookie `name` (case-sensitive, as nginx), empty when absent.
+fn cookie<'a>(header: &'a [u8], name: &str) -> &'a [u8] {
+    header
+        .split(|&c| c == b';')
+        .find_map(|kv| {
+            let kv = kv.trim_ascii();
+            let eq = kv.iter().position(|&c| c == b'=')?;
+            (&kv[..eq] == name.as_bytes()).then(|| &kv[eq + 1..])
+        })
+        .unwrap_or(b"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::key::KeyTemplate;
+    use crate::http::request::{parse_request, MAX_HEADERS};
+
+    #[test]
+    fn request_variables() {
+        let raw =
+            b"GET /p?a=1&Key=v2 HTTP/1.1\r\nHost: Ex.COM:80\r\nX-Forwarded-For: 1.1.1.1\r\nCookie: s=abc; t=9\r\n\r\n";
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let req = parse_request(raw, &mut hs).unwrap().unwrap();
+        let vars = RequestVars {
+            req: &req,
+            conn: ConnVars {
+                remote: "10.1.2.3:5555".parse().unwrap(),
+                local: "127.0.0.1:8080".parse().unwrap(),
+            },
+            proxy_host: "backend",
+        };
+        let mut out = Vec::new();
+        let t = KeyTemplate::compile("$host|$uri|$args|$arg_key|$cookie_t|$http_x_forwarded_for|$remote_addr:$remote_port|$server_port|$proxy_host").unwrap();
+        t.eval_into(&vars, &mut out);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "ex.com|/p|a=1&Key=v2|v2|9|1.1.1.1|10.1.2.3:5555|8080|backend"
+        );
+        KeyTemplate::compile("$proxy_add_x_forwarded_for")
+            .unwrap()
+            .eval_into(&vars, &mut out);
+        assert_eq!(out, b"1.1.1.1, 10.1.2.3");
+    }
+
+    #[test]
+    fn ip_hash_keys() {
+        let mut out = Vec::new();
+        ip_hash_key(&"192.168.1.10:1".parse().unwrap(), &mut out);
+        assert_eq!(out, [192, 168, 1]);
+        ip_hash_key(&"[::1]:1".parse().unwrap(), &mut out);
+        assert_eq!(out.len(), 16);
+    }
+}

@@ -1,0 +1,139 @@
+//! The glommio 0.9 side of the runtime seam: one `LocalExecutor` per shard (`Placement::Fixed(cpu)`), a small
+//! `io_memory`, and a periodic tick so an executor never parks for long (0.9.0 can miss a wake-up).
+
+use super::tokio_rt::reuseport_socket;
+use super::{Conn, Listener, Runtime};
+use futures_lite::{AsyncRead, AsyncWrite};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::{LocalExecutorBuilder, Placement};
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::io::{FromRawFd, IntoRawFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// Memory each executor registers with io_uring for file I/O buffers. Sockets do not use it, so the minimum glommio
+/// accepts is enough and keeps the total under a small `RLIMIT_MEMLOCK`.
+pub const IO_MEMORY: usize = 512 * 1024;
+
+/// Submission ring depth per executor.
+const RING_DEPTH: usize = 256;
+
+/// The glommio runtime marker.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Glommio;
+
+/// A glommio TCP stream.
+#[derive(Debug)]
+pub struct GlommioConn(TcpStream);
+
+impl AsyncRead for GlommioConn {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for GlommioConn {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    /// glommio's close is `shutdown(SHUT_WR)`: a half-close.
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_close(cx)
+    }
+}
+
+impl Conn for GlommioConn {
+    fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.0.set_nodelay(on).map_err(io::Error::from)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr().map_err(io::Error::from)
+    }
+}
+
+/// A glommio listener on a socket bound with `SO_REUSEPORT`.
+pub struct GlommioListener(TcpListener);
+
+impl Listener for GlommioListener {
+    type Conn = GlommioConn;
+
+    async fn accept(&self) -> io::Result<(GlommioConn, SocketAddr)> {
+        let s = self.0.accept().await.map_err(io::Error::from)?;
+        let peer = s.peer_addr().map_err(io::Error::from)?;
+        Ok((GlommioConn(s), peer))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr().map_err(io::Error::from)
+    }
+}
+
+impl Runtime for Glommio {
+    type Conn = GlommioConn;
+    type Listener = GlommioListener;
+    const NAME: &'static str = "glommio";
+
+    fn spawn(fut: impl Future<Output = ()> + 'static) {
+        glommio::spawn_local(fut).detach();
+    }
+
+    fn sleep(d: Duration) -> impl Future<Output = ()> {
+        glommio::timer::sleep(d)
+    }
+
+    fn bind(addr: SocketAddr, backlog: i32) -> io::Result<GlommioListener> {
+        let std_listener = reuseport_socket(addr, backlog)?;
+        // SAFETY: the fd is a bound, listening TCP socket whose ownership moves into glommio's listener.
+        Ok(GlommioListener(unsafe {
+            TcpListener::from_raw_fd(std_listener.into_raw_fd())
+        }))
+    }
+
+    async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<GlommioConn> {
+        // glommio refuses a zero timeout; io_uring links the connect to a timeout of its own.
+        TcpStream::connect_timeout(addr, timeout.max(Duration::from_millis(1)))
+            .await
+            .map(GlommioConn)
+            .map_err(io::Error::from)
+    }
+
+    fn start_thread<G, F>(
+        name: String,
+        cpu: Option<usize>,
+        make: G,
+    ) -> io::Result<std::thread::JoinHandle<io::Result<()>>>
+    where
+        G: FnOnce() -> F + Send + 'static,
+        F: Future<Output = ()> + 'static,
+    {
+        std::thread::Builder::new().name(name.clone()).spawn(move || {
+            let placement = cpu.map_or(Placement::Unbound, Placement::Fixed);
+            let ex = LocalExecutorBuilder::new(placement)
+                .name(&name)
+                .io_memory(IO_MEMORY)
+                .ring_depth(RING_DEPTH)
+                .make()
+                .map_err(io::Error::from)?;
+            ex.run(async move {
+                // The watchdog tick: a timer always armed, so a missed wake-up costs at most one period.
+                glommio::spawn_local(async {
+                    loop {
+                        glommio::timer::sleep(Duration::from_millis(100)).await;
+                    }
+                })
+                .detach();
+                make().await
+            });
+            Ok(())
+        })
+    }
+}

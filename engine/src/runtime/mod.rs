@@ -1,0 +1,122 @@
+//! The runtime seam: the few things the proxy needs from an async runtime (spawn, timers, listeners, connects,
+//! byte streams), as one trait the proxy logic is written against once, implemented for tokio and glommio.
+
+pub mod glommio_rt;
+pub mod tokio_rt;
+
+use futures_lite::{AsyncRead, AsyncWrite};
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A connected TCP stream of some runtime. Reads and writes go through `futures_lite`'s `AsyncRead`/`AsyncWrite`
+/// (both runtimes' streams are readiness-based, so a dropped read or write future loses nothing); `poll_close`
+/// shuts the write half down (a half-close).
+pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
+    /// Sets `TCP_NODELAY`.
+    fn set_nodelay(&self, on: bool) -> io::Result<()>;
+    /// The local address of the socket.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+/// A listening socket of some runtime, bound with `SO_REUSEPORT` so every shard has its own.
+pub trait Listener: 'static {
+    type Conn: Conn;
+    /// Accepts one connection, with the client's address.
+    fn accept(&self) -> impl Future<Output = io::Result<(Self::Conn, SocketAddr)>>;
+    /// The bound address (with the port the kernel chose for port 0).
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+/// An async runtime as the shards use it: a marker type whose associated functions act on the executor of the
+/// calling thread.
+pub trait Runtime: Sized + 'static {
+    type Conn: Conn;
+    type Listener: Listener<Conn = Self::Conn>;
+
+    /// The name used in messages (`tokio`, `glommio`).
+    const NAME: &'static str;
+
+    /// Spawns a task on the current shard's executor.
+    fn spawn(fut: impl Future<Output = ()> + 'static);
+
+    /// Completes after `d`.
+    fn sleep(d: Duration) -> impl Future<Output = ()>;
+
+    /// Binds a listener with `SO_REUSEPORT` (and `SO_REUSEADDR`) on the current shard.
+    fn bind(addr: SocketAddr, backlog: i32) -> io::Result<Self::Listener>;
+
+    /// Connects to `addr`, failing with `TimedOut` after `timeout`.
+    fn connect(addr: SocketAddr, timeout: Duration) -> impl Future<Output = io::Result<Self::Conn>>;
+
+    /// Starts a thread running one executor of this runtime, pinned to `cpu` when given, and runs `make()`'s future
+    /// on it to completion. Errors creating the executor are returned by the thread's join.
+    fn start_thread<G, F>(
+        name: String,
+        cpu: Option<usize>,
+        make: G,
+    ) -> io::Result<std::thread::JoinHandle<io::Result<()>>>
+    where
+        G: FnOnce() -> F + Send + 'static,
+        F: Future<Output = ()> + 'static;
+}
+
+/// An I/O operation did not finish in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("timed out")]
+pub struct TimedOut;
+
+impl From<TimedOut> for io::Error {
+    fn from(_: TimedOut) -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, "timed out")
+    }
+}
+
+/// Runs `fut`, giving up after `d`. The future is polled first, so one that is ready at once never arms a timer.
+pub async fn timeout<R: Runtime, T>(d: Duration, fut: impl Future<Output = T>) -> Result<T, TimedOut> {
+    futures_lite::future::or(async { Ok(fut.await) }, async {
+        R::sleep(d).await;
+        Err(TimedOut)
+    })
+    .await
+}
+
+/// Like [`timeout`] for an I/O future: a timeout becomes an `io::ErrorKind::TimedOut` error.
+pub async fn io_timeout<R: Runtime, T>(d: Duration, fut: impl Future<Output = io::Result<T>>) -> io::Result<T> {
+    match timeout::<R, _>(d, fut).await {
+        Ok(r) => r,
+        Err(t) => Err(t.into()),
+    }
+}
+
+/// Pins the calling thread to `cpu` (best effort: returns whether it worked).
+pub fn pin_current_thread(cpu: usize) -> bool {
+    core_affinity::set_for_current(core_affinity::CoreId { id: cpu })
+}
+
+/// The CPUs this process may run on (its affinity mask), in ascending order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: `set` is a plain bit array the kernel fills; its size is passed along.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn affinity_mask_is_not_empty() {
+        let cpus = allowed_cpus().unwrap();
+        assert!(!cpus.is_empty());
+        assert!(cpus.windows(2).all(|w| w[0] < w[1]));
+    }
+}

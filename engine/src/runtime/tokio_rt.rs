@@ -1,0 +1,131 @@
+//! The tokio side of the runtime seam: one current-thread runtime with a `LocalSet` per shard thread, pinned.
+
+use super::{Conn, Listener, Runtime};
+use futures_lite::{AsyncRead, AsyncWrite};
+use socket2::{Domain, Protocol, Socket, Type};
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead as TokioRead, AsyncWrite as TokioWrite, ReadBuf};
+
+/// The tokio runtime marker.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tokio;
+
+/// A tokio TCP stream seen through `futures_lite`'s I/O traits.
+#[derive(Debug)]
+pub struct TokioConn(tokio::net::TcpStream);
+
+impl AsyncRead for TokioConn {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let mut rb = ReadBuf::new(buf);
+        match Pin::new(&mut self.0).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(rb.filled().len())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncWrite for TokioConn {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl Conn for TokioConn {
+    fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.0.set_nodelay(on)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+/// A tokio listener bound with `SO_REUSEPORT`.
+#[derive(Debug)]
+pub struct TokioListener(tokio::net::TcpListener);
+
+impl Listener for TokioListener {
+    type Conn = TokioConn;
+
+    async fn accept(&self) -> io::Result<(TokioConn, SocketAddr)> {
+        let (s, addr) = self.0.accept().await?;
+        Ok((TokioConn(s), addr))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+/// A non-blocking TCP listening socket with `SO_REUSEPORT` and `SO_REUSEADDR` (shared by both runtimes' tests).
+pub fn reuseport_socket(addr: SocketAddr, backlog: i32) -> io::Result<std::net::TcpListener> {
+    let domain = if addr.is_ipv6() { Domain::IPV6 } else { Domain::IPV4 };
+    let sock = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    sock.set_reuse_port(true)?;
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    sock.listen(backlog)?;
+    Ok(sock.into())
+}
+
+impl Runtime for Tokio {
+    type Conn = TokioConn;
+    type Listener = TokioListener;
+    const NAME: &'static str = "tokio";
+
+    fn spawn(fut: impl Future<Output = ()> + 'static) {
+        drop(tokio::task::spawn_local(fut));
+    }
+
+    fn sleep(d: Duration) -> impl Future<Output = ()> {
+        tokio::time::sleep(d)
+    }
+
+    fn bind(addr: SocketAddr, backlog: i32) -> io::Result<TokioListener> {
+        Ok(TokioListener(tokio::net::TcpListener::from_std(reuseport_socket(
+            addr, backlog,
+        )?)?))
+    }
+
+    async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TokioConn> {
+        match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
+            Ok(r) => r.map(TokioConn),
+            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
+        }
+    }
+
+    fn start_thread<G, F>(
+        name: String,
+        cpu: Option<usize>,
+        make: G,
+    ) -> io::Result<std::thread::JoinHandle<io::Result<()>>>
+    where
+        G: FnOnce() -> F + Send + 'static,
+        F: Future<Output = ()> + 'static,
+    {
+        std::thread::Builder::new().name(name).spawn(move || {
+            if let Some(c) = cpu {
+                super::pin_current_thread(c);
+            }
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, make());
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,278 @@
+//! The process around the shards: preflight, snapshot, shard start-up for the chosen runtime, the stall
+//! watchdog, signals (SIGTERM/SIGINT fast stop, SIGQUIT graceful stop) and the pid file.
+
+use crate::config::model::{Config, RuntimeKind};
+use crate::preflight::{ensure_memlock, plan_cpus, probe_io_uring, PreflightError};
+use crate::runtime::glommio_rt::{Glommio, IO_MEMORY};
+use crate::runtime::tokio_rt::Tokio;
+use crate::shard::{self, Shared, StartError};
+use crate::snapshot::{Snapshot, SnapshotError};
+use corelb_shared_state::Zone;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("unknown worker runtime \"{0}\" (expected tokio or glommio)")]
+    UnknownRuntime(String),
+    #[error("could not write the pid file {path} ({source})")]
+    PidFile { path: PathBuf, source: io::Error },
+    #[error("could not open the error log {path} ({source})")]
+    ErrorLog { path: PathBuf, source: io::Error },
+}
+
+impl ServeError {
+    /// The process exit code: 1 is left to config errors, 2 to usage errors.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ServeError::Preflight(p) => p.exit_code(),
+            ServeError::Snapshot(_) | ServeError::UnknownRuntime(_) => 1,
+            ServeError::Start(_) | ServeError::PidFile { .. } | ServeError::ErrorLog { .. } => 3,
+        }
+    }
+}
+
+/// Picks the runtime: `--runtime`, else `worker_runtime` in the config, else `$CORELB_RUNTIME`, else tokio.
+pub fn choose_runtime(
+    cli: Option<&str>,
+    config: Option<RuntimeKind>,
+    env: Option<&str>,
+) -> Result<RuntimeKind, ServeError> {
+    let parse = |s: &str| match s {
+        "tokio" => Ok(RuntimeKind::Tokio),
+        "glommio" => Ok(RuntimeKind::Glommio),
+        other => Err(ServeError::UnknownRuntime(other.to_string())),
+    };
+    match (cli, config, env) {
+        (Some(s), _, _) => parse(s),
+        (None, Some(k), _) => Ok(k),
+        (None, None, Some(s)) if !s.is_empty() => parse(s),
+        _ => Ok(RuntimeKind::Tokio),
+    }
+}
+
+/// A running set of shards.
+pub struct Running {
+    pub shared: Arc<Shared>,
+    handles: Vec<JoinHandle<io::Result<()>>>,
+}
+
+impl Running {
+    /// Graceful stop: no new connections, in-flight requests finish; returns when every shard has ended.
+    pub fn drain_and_join(self) {
+        self.shared.drain();
+        for h in self.handles {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => eprintln!("corelb: [alert] a shard ended with an error ({e})"),
+                Err(_) => eprintln!("corelb: [alert] a shard thread panicked"),
+            }
+        }
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.handles.len()
+    }
+}
+
+/// Checks the machine, builds the snapshot and starts one shard per worker on `runtime`.
+pub fn start(config: Config, runtime: RuntimeKind) -> Result<Running, ServeError> {
+    let cpus = plan_cpus(config.main.worker_processes)?;
+    if runtime == RuntimeKind::Glommio {
+        probe_io_uring()?;
+        ensure_memlock(2 * IO_MEMORY as u64 * cpus.len() as u64, cpus.len())?;
+    }
+    let zone = Arc::new(Zone::new());
+    let snapshot = Snapshot::build(config, &zone, 1)?;
+    let shared = Shared::new(snapshot, zone, cpus.len());
+    let pinned: Vec<Option<usize>> = cpus.into_iter().map(Some).collect();
+    let handles = match runtime {
+        RuntimeKind::Tokio => shard::start::<Tokio>(&shared, &pinned)?,
+        RuntimeKind::Glommio => shard::start::<Glommio>(&shared, &pinned)?,
+    };
+    Ok(Running { shared, handles })
+}
+
+/// Signals the process acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGTERM or SIGINT: stop now.
+    Fast,
+    /// SIGQUIT: stop accepting, finish in-flight requests, then exit.
+    Graceful,
+}
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill the set they are given.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Blocks the stop signals in the calling thread (and so in every thread started after), so that only
+/// [`wait_signal`] sees them. Call before starting shards.
+pub fn block_signals() {
+    let set = signal_set();
+    // SAFETY: changes this thread's signal mask with a valid set.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Waits up to `timeout` for a stop signal (SIGHUP is reported and ignored: reload is not supported yet).
+pub fn wait_signal(timeout: Duration) -> Option<StopSignal> {
+    let set = signal_set();
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: waits for a signal of `set`; info may be null.
+    let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+    match sig {
+        libc::SIGTERM | libc::SIGINT => Some(StopSignal::Fast),
+        libc::SIGQUIT => Some(StopSignal::Graceful),
+        libc::SIGHUP => {
+            eprintln!("corelb: [notice] SIGHUP: reload is not supported, keeping the running configuration");
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Runs `config` until a stop signal: the whole life of `corelb -c FILE`. Returns the exit code.
+pub fn run(config: Config, runtime: RuntimeKind) -> Result<u8, ServeError> {
+    let pid_path = config.main.pid.clone();
+    if let Some((path, _level)) = &config.main.error_log {
+        redirect_stderr(Path::new(path))?;
+    }
+    block_signals();
+    let running = start(config, runtime)?;
+    if let Some(p) = &pid_path {
+        write_pid(p)?;
+    }
+    eprintln!(
+        "corelb: [notice] {} shard(s) started on {}",
+        running.shards(),
+        runtime_name(runtime)
+    );
+    let mut watchdog = Watchdog::new(running.shards());
+    let stop = loop {
+        if let Some(s) = wait_signal(Duration::from_secs(1)) {
+            break s;
+        }
+        watchdog.check(&running.shared);
+    };
+    if stop == StopSignal::Graceful {
+        eprintln!("corelb: [notice] SIGQUIT: graceful shutdown");
+        running.drain_and_join();
+    }
+    if let Some(p) = &pid_path {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(0)
+}
+
+fn runtime_name(k: RuntimeKind) -> &'static str {
+    match k {
+        RuntimeKind::Tokio => "tokio",
+        RuntimeKind::Glommio => "glommio",
+    }
+}
+
+/// Sends everything corelb logs (its stderr) to `error_log FILE`, appending; `stderr` keeps the terminal.
+fn redirect_stderr(path: &Path) -> Result<(), ServeError> {
+    use std::os::unix::io::AsRawFd;
+    if path == Path::new("stderr") {
+        return Ok(());
+    }
+    let err = |source| ServeError::ErrorLog {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(err)?;
+    // SAFETY: both descriptors are valid; dup2 makes fd 2 another name of the log file.
+    if unsafe { libc::dup2(file.as_raw_fd(), libc::STDERR_FILENO) } < 0 {
+        return Err(err(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn write_pid(path: &Path) -> Result<(), ServeError> {
+    std::fs::write(path, format!("{}\n", std::process::id())).map_err(|source| ServeError::PidFile {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Notices a shard whose heartbeat stopped (an executor parked forever or a task that never yields).
+struct Watchdog {
+    last: Vec<(u64, Instant, bool)>,
+}
+
+/// How long a shard may go without a heartbeat before it is reported.
+const STALL: Duration = Duration::from_secs(5);
+
+impl Watchdog {
+    fn new(shards: usize) -> Self {
+        Watchdog {
+            last: vec![(0, Instant::now(), false); shards],
+        }
+    }
+
+    fn check(&mut self, shared: &Shared) {
+        for (i, (beat, at, reported)) in self.last.iter_mut().enumerate() {
+            let now = shared.heartbeat(i);
+            if now != *beat {
+                (*beat, *at, *reported) = (now, Instant::now(), false);
+            } else if at.elapsed() > STALL && !*reported {
+                eprintln!(
+                    "corelb: [alert] shard {i} has not ticked for {}s: stalled",
+                    at.elapsed().as_secs()
+                );
+                *reported = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_precedence() {
+        let g = Some(RuntimeKind::Glommio);
+        assert_eq!(
+            choose_runtime(Some("tokio"), g, Some("glommio")).unwrap(),
+            RuntimeKind::Tokio
+        );
+        assert_eq!(choose_runtime(None, g, Some("tokio")).unwrap(), RuntimeKind::Glommio);
+        assert_eq!(
+            choose_runtime(None, None, Some("glommio")).unwrap(),
+            RuntimeKind::Glommio
+        );
+        assert_eq!(choose_runtime(None, None, None).unwrap(), RuntimeKind::Tokio);
+        assert!(matches!(
+            choose_runtime(Some("uv"), None, None),
+            Err(ServeError::UnknownRuntime(_))
+        ));
+    }
+}

@@ -1,0 +1,458 @@
+//! Shards: one executor thread per worker, each with its own `SO_REUSEPORT` listeners, its own balancer state and
+//! upstream keepalive pools, sharing only the config snapshot and the zone. A panic in one connection's task is
+//! caught and logged; the shard and its other connections keep running.
+
+use crate::balance::ShardState;
+use crate::http::pages::DateCache;
+use crate::proxy::body::IoBuf;
+use crate::proxy::pool::Pool;
+use crate::proxy::route::FixedAnswer;
+use crate::runtime::{Conn, Listener, Runtime};
+use crate::snapshot::Snapshot;
+use arc_swap::ArcSwap;
+use corelb_shared_state::Zone;
+use futures_lite::FutureExt;
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// How often a shard checks for a stop request and beats its heart.
+const TICK: Duration = Duration::from_millis(100);
+/// Connection buffers kept for reuse per shard.
+const SPARE_BUFFERS: usize = 256;
+/// Listen backlog (nginx's default 511).
+const BACKLOG: i32 = 511;
+
+/// What every shard shares: the current snapshot, the zone, and the stop flag.
+#[derive(Debug)]
+pub struct Shared {
+    pub snapshot: ArcSwap<Snapshot>,
+    pub zone: Arc<Zone>,
+    draining: AtomicBool,
+    /// Per shard: ticks so far (the stall watchdog reads them).
+    heartbeats: Vec<AtomicU64>,
+    /// Open client connections over all shards.
+    pub connections: AtomicUsize,
+}
+
+impl Shared {
+    /// Shared state for `shards` shards starting from `snapshot`.
+    pub fn new(snapshot: Snapshot, zone: Arc<Zone>, shards: usize) -> Arc<Shared> {
+        Arc::new(Shared {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            zone,
+            draining: AtomicBool::new(false),
+            heartbeats: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+            connections: AtomicUsize::new(0),
+        })
+    }
+
+    /// Graceful stop: shards stop accepting, close idle connections, finish in-flight requests, then end.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a graceful stop is under way.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// The heartbeat counter of shard `i` (0 if there is no such shard).
+    pub fn heartbeat(&self, i: usize) -> u64 {
+        self.heartbeats.get(i).map_or(0, |h| h.load(Ordering::Relaxed))
+    }
+}
+
+/// Shard state built for one snapshot generation.
+struct Local<C> {
+    snap: Arc<Snapshot>,
+    http_states: Vec<ShardState>,
+    stream_states: Vec<ShardState>,
+    pools: Vec<Pool<C>>,
+}
+
+impl<C> Local<C> {
+    fn new(snap: Arc<Snapshot>, seed: u64) -> Self {
+        let seed_state = |i: usize, p| ShardState::seeded(p, seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
+        let http_states = snap
+            .http_plans
+            .iter()
+            .enumerate()
+            .map(|(i, p)| seed_state(i, p))
+            .collect();
+        let stream_states = snap
+            .stream_plans
+            .iter()
+            .enumerate()
+            .map(|(i, p)| seed_state(i, p))
+            .collect();
+        let pools = snap
+            .config
+            .http
+            .iter()
+            .flat_map(|h| &h.upstreams)
+            .map(|u| Pool::new(u.keepalive.unwrap_or(0), u.keepalive_requests, u.keepalive_timeout))
+            .collect();
+        Local {
+            snap,
+            http_states,
+            stream_states,
+            pools,
+        }
+    }
+}
+
+/// Per-connection buffers, recycled by the shard.
+#[derive(Debug)]
+pub struct Buffers {
+    pub client: IoBuf,
+    pub upstream: IoBuf,
+    pub out: Vec<u8>,
+    pub request: Vec<u8>,
+    pub key: Vec<u8>,
+    pub scratch: Vec<u8>,
+}
+
+impl Buffers {
+    fn new() -> Self {
+        Buffers {
+            client: IoBuf::new(16 * 1024),
+            upstream: IoBuf::new(32 * 1024),
+            out: Vec::with_capacity(16 * 1024),
+            request: Vec::with_capacity(4096),
+            key: Vec::with_capacity(256),
+            scratch: Vec::with_capacity(256),
+        }
+    }
+}
+
+/// One shard: everything here belongs to one executor thread.
+pub struct Shard<R: Runtime> {
+    pub index: usize,
+    pub shared: Arc<Shared>,
+    local: RefCell<Local<R::Conn>>,
+    date: RefCell<DateCache>,
+    errors: Vec<FixedAnswer>,
+    spare: RefCell<Vec<Buffers>>,
+    active: Cell<usize>,
+    accepting: Cell<usize>,
+    stop: tokio::sync::Notify,
+}
+
+impl<R: Runtime> Shard<R> {
+    /// A shard over the current snapshot of `shared`.
+    pub fn new(index: usize, shared: Arc<Shared>) -> Self {
+        let snap = shared.snapshot.load_full();
+        // Each shard draws its own random sequence (nginx seeds each worker differently too).
+        let seed = rand::random::<u64>() ^ index as u64;
+        Shard {
+            index,
+            local: RefCell::new(Local::new(snap, seed)),
+            shared,
+            date: RefCell::new(DateCache::default()),
+            errors: [400, 404, 413, 500, 501, 502, 503, 504]
+                .map(FixedAnswer::error)
+                .to_vec(),
+            spare: RefCell::new(Vec::new()),
+            active: Cell::new(0),
+            accepting: Cell::new(0),
+            stop: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The current snapshot (this shard's state is rebuilt when the generation changed).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        let current = self.shared.snapshot.load();
+        let mut local = self.local.borrow_mut();
+        if local.snap.generation != current.generation {
+            *local = Local::new(Arc::clone(&current), rand::random::<u64>() ^ self.index as u64);
+        }
+        Arc::clone(&local.snap)
+    }
+
+    /// Runs `f` on this shard's balancer state of http upstream `up` of `snap` (a fresh state when `snap` is not
+    /// the shard's current generation).
+    pub fn with_http_state<T>(&self, snap: &Snapshot, up: usize, f: impl FnOnce(&mut ShardState) -> T) -> Option<T> {
+        self.with_state(snap, up, false, f)
+    }
+
+    /// As [`Shard::with_http_state`] for a stream upstream.
+    pub fn with_stream_state<T>(&self, snap: &Snapshot, up: usize, f: impl FnOnce(&mut ShardState) -> T) -> Option<T> {
+        self.with_state(snap, up, true, f)
+    }
+
+    fn with_state<T>(
+        &self,
+        snap: &Snapshot,
+        up: usize,
+        stream: bool,
+        f: impl FnOnce(&mut ShardState) -> T,
+    ) -> Option<T> {
+        let mut local = self.local.borrow_mut();
+        if local.snap.generation == snap.generation {
+            let states = if stream {
+                &mut local.stream_states
+            } else {
+                &mut local.http_states
+            };
+            return states.get_mut(up).map(f);
+        }
+        drop(local);
+        let plans = if stream { &snap.stream_plans } else { &snap.http_plans };
+        plans.get(up).map(|p| f(&mut ShardState::seeded(p, self.index as u64)))
+    }
+
+    /// An idle keepalive connection to `addr` of http upstream `up`, with the requests it has served.
+    pub fn pool_take(&self, snap: &Snapshot, up: usize, addr: SocketAddr) -> Option<(R::Conn, u64)> {
+        let mut local = self.local.borrow_mut();
+        if local.snap.generation != snap.generation {
+            return None;
+        }
+        local.pools.get_mut(up)?.take(addr, Instant::now())
+    }
+
+    /// Keeps `conn` for reuse (or drops it when the pool is off or the limits say so).
+    pub fn pool_put(&self, snap: &Snapshot, up: usize, addr: SocketAddr, conn: R::Conn, requests: u64) {
+        let mut local = self.local.borrow_mut();
+        if local.snap.generation == snap.generation {
+            if let Some(p) = local.pools.get_mut(up) {
+                p.put(addr, conn, requests, Instant::now());
+            }
+        }
+    }
+
+    /// Whether upstream `up` keeps idle connections.
+    pub fn pool_enabled(&self, up: usize) -> bool {
+        self.local.borrow().pools.get(up).is_some_and(Pool::enabled)
+    }
+
+    /// The `Date` value for `now`.
+    pub fn date(&self, now: u64, f: impl FnOnce(&[u8])) {
+        f(self.date.borrow_mut().get(now));
+    }
+
+    /// nginx's error page answer for `code` (500's page for a code without one here).
+    pub fn error_answer(&self, code: u16) -> &FixedAnswer {
+        self.errors
+            .iter()
+            .find(|a| a.status == code)
+            .or_else(|| self.errors.iter().find(|a| a.status == 500))
+            .unwrap_or(&self.errors[0])
+    }
+
+    /// Buffers for a new connection (recycled when possible).
+    pub fn take_buffers(&self) -> Buffers {
+        self.spare.borrow_mut().pop().unwrap_or_else(Buffers::new)
+    }
+
+    /// Gives a connection's buffers back.
+    pub fn give_buffers(&self, mut b: Buffers) {
+        let mut spare = self.spare.borrow_mut();
+        if spare.len() < SPARE_BUFFERS {
+            b.client.consume(usize::MAX);
+            b.upstream.consume(usize::MAX);
+            spare.push(b);
+        }
+    }
+
+    /// Whether this shard is stopping gracefully.
+    pub fn draining(&self) -> bool {
+        self.shared.draining()
+    }
+
+    /// Completes when a graceful stop begins (for idle waits).
+    pub async fn stopped(&self) {
+        if !self.draining() {
+            self.stop.notified().await;
+        }
+    }
+}
+
+/// A listening socket's role.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    /// Index into the snapshot's http ports.
+    Http(usize),
+    /// Index into the snapshot's stream servers.
+    Stream(usize),
+}
+
+/// Why a shard could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("bind() to {addr} failed ({source})")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("could not start shard {shard} ({source})")]
+    Thread { shard: usize, source: io::Error },
+}
+
+/// Starts one shard per entry of `cpus` (pinned when `Some`), each binding its own listeners. Returns once every
+/// shard is listening, or the first error; the handles end when the shards end (after a graceful stop).
+pub fn start<R: Runtime>(
+    shared: &Arc<Shared>,
+    cpus: &[Option<usize>],
+) -> Result<Vec<std::thread::JoinHandle<io::Result<()>>>, StartError> {
+    let (tx, rx) = mpsc::channel();
+    let mut handles = Vec::new();
+    for (i, &cpu) in cpus.iter().enumerate() {
+        let shared = Arc::clone(shared);
+        let tx = tx.clone();
+        let h = R::start_thread(format!("corelb-shard-{i}"), cpu, move || run_shard::<R>(i, shared, tx))
+            .map_err(|source| StartError::Thread { shard: i, source })?;
+        handles.push(h);
+    }
+    drop(tx);
+    for _ in 0..cpus.len() {
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(start_failure(handles)),
+        }
+    }
+    Ok(handles)
+}
+
+/// The error of the shard thread that ended during start-up (its executor could not be made).
+fn start_failure(handles: Vec<std::thread::JoinHandle<io::Result<()>>>) -> StartError {
+    // The channel closes as the failed thread drops its sender, a moment before the thread itself ends.
+    for _ in 0..100 {
+        if handles.iter().any(|h| h.is_finished()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (shard, h) in handles.into_iter().enumerate() {
+        if !h.is_finished() {
+            continue;
+        }
+        let source = match h.join() {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => io::Error::other("the shard ended during start-up"),
+            Err(_) => io::Error::other("the shard panicked during start-up"),
+        };
+        return StartError::Thread { shard, source };
+    }
+    StartError::Thread {
+        shard: 0,
+        source: io::Error::other("a shard ended during start-up"),
+    }
+}
+
+async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::Sender<Result<(), StartError>>) {
+    let shard = Rc::new(Shard::<R>::new(index, shared));
+    let snap = shard.snapshot();
+    let roles = snap
+        .http_ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.addr, Role::Http(i)))
+        .chain(snap.stream_ports.iter().map(|p| (p.addr, Role::Stream(p.server))));
+    let mut listeners = Vec::new();
+    for (addr, role) in roles {
+        match R::bind(addr, BACKLOG) {
+            Ok(l) => listeners.push((l, role)),
+            Err(source) => {
+                let _ = ready.send(Err(StartError::Bind { addr, source }));
+                return;
+            }
+        }
+    }
+    drop(snap);
+    let _ = ready.send(Ok(()));
+    drop(ready); // start-up waits for every shard's word, or for the channel to close when one cannot start
+    for (l, role) in listeners {
+        shard.accepting.set(shard.accepting.get() + 1);
+        R::spawn(accept_loop::<R>(Rc::clone(&shard), l, role));
+    }
+    let mut ticks = 0u64;
+    loop {
+        R::sleep(TICK).await;
+        ticks += 1;
+        if let Some(h) = shard.shared.heartbeats.get(index) {
+            h.store(ticks, Ordering::Relaxed);
+        }
+        if shard.draining() {
+            shard.stop.notify_waiters();
+            if shard.accepting.get() == 0 && shard.active.get() == 0 {
+                return;
+            }
+        }
+    }
+}
+
+async fn accept_loop<R: Runtime>(shard: Rc<Shard<R>>, listener: R::Listener, role: Role) {
+    let limit = shard.local.borrow().snap.config.main.worker_connections.max(1);
+    loop {
+        if shard.active.get() >= limit {
+            // nginx's "worker_connections are not enough": stop accepting until a connection ends.
+            R::sleep(Duration::from_millis(5)).await;
+            if !shard.draining() {
+                continue;
+            }
+        }
+        let next = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            shard.stopped().await;
+            None
+        })
+        .await;
+        match next {
+            None => break,
+            Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, role),
+            Some(Err(e)) => {
+                eprintln!("corelb: [error] shard {}: accept() failed ({e})", shard.index);
+                R::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    drop(listener);
+    shard.accepting.set(shard.accepting.get() - 1);
+}
+
+/// Counts a connection for as long as it lives, panics included.
+struct Active<R: Runtime>(Rc<Shard<R>>);
+
+impl<R: Runtime> Drop for Active<R> {
+    fn drop(&mut self) {
+        self.0.active.set(self.0.active.get() - 1);
+        self.0.shared.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn spawn_connection<R: Runtime>(shard: &Rc<Shard<R>>, conn: R::Conn, remote: SocketAddr, role: Role) {
+    let _ = conn.set_nodelay(true);
+    shard.active.set(shard.active.get() + 1);
+    shard.shared.connections.fetch_add(1, Ordering::Relaxed);
+    let active = Active(Rc::clone(shard));
+    R::spawn(async move {
+        let shard = Rc::clone(&active.0);
+        let index = shard.index;
+        let served = match role {
+            Role::Http(port) => {
+                AssertUnwindSafe(crate::proxy::http::serve::<R>(shard, conn, remote, port))
+                    .catch_unwind()
+                    .await
+            }
+            Role::Stream(server) => {
+                AssertUnwindSafe(crate::proxy::stream::serve::<R>(shard, conn, remote, server))
+                    .catch_unwind()
+                    .await
+            }
+        };
+        if let Err(panic) = served {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(no message)");
+            eprintln!(
+                "corelb: [alert] shard {index}: a connection task panicked ({msg}); connection closed, shard goes on"
+            );
+        }
+        drop(active);
+    });
+}

@@ -1,0 +1,213 @@
+//! The config snapshot: a loaded config with everything the request path needs built once (upstream plans, listen
+//! tables, location tables, pre-rendered headers and fixed answers), shared by every shard behind one `ArcSwap`.
+
+use crate::balance::{PlanError, UpstreamPlan};
+use crate::config::model::{ClientConf, Config, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return};
+use crate::proxy::route::{FixedAnswer, LocationPlan, ProxyPlan};
+use corelb_shared_state::Zone;
+use std::net::SocketAddr;
+
+/// Why a config could not become a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("proxy_pass names upstream #{0}, which does not exist")]
+    NoSuchUpstream(usize),
+    #[error("a duplicate listen {0}")]
+    DuplicateListen(SocketAddr),
+}
+
+/// One http listen address and the servers on it.
+#[derive(Debug, Clone)]
+pub struct HttpPort {
+    pub addr: SocketAddr,
+    /// Indices into [`Snapshot::servers`], in config order.
+    pub servers: Vec<usize>,
+    /// The server for requests whose `Host` names none of them.
+    pub default_server: usize,
+}
+
+/// One stream listen address and its server.
+#[derive(Debug, Clone)]
+pub struct StreamPort {
+    pub addr: SocketAddr,
+    /// Index into the stream block's servers.
+    pub server: usize,
+}
+
+/// An http server's routing table.
+#[derive(Debug)]
+pub struct ServerPlan {
+    /// Lower-case names; `*.example.com` kept with its `*`.
+    pub names: Vec<String>,
+    /// `return` in the server block itself.
+    pub ret: Option<FixedAnswer>,
+    /// `location = /x`: (path, index into `locations`).
+    pub exact: Vec<(String, usize)>,
+    /// `location /x`: (prefix, index), longest first.
+    pub prefixes: Vec<(String, usize)>,
+    pub locations: Vec<LocationPlan>,
+    /// The answer when no location matches.
+    pub not_found: FixedAnswer,
+    /// Client settings of the server block (for answers outside any location).
+    pub client: ClientConf,
+}
+
+impl ServerPlan {
+    /// The location for `path`: an exact match first, then the longest prefix.
+    pub fn location(&self, path: &str) -> Option<&LocationPlan> {
+        let i = self
+            .exact
+            .iter()
+            .find(|(p, _)| p == path)
+            .or_else(|| self.prefixes.iter().find(|(p, _)| path.starts_with(p.as_str())))
+            .map(|&(_, i)| i)?;
+        self.locations.get(i)
+    }
+
+    /// Whether `host` (port stripped) is one of this server's names.
+    pub fn has_name(&self, host: &[u8]) -> bool {
+        self.names.iter().any(|n| match n.strip_prefix('*') {
+            Some(suffix) => {
+                host.len() > suffix.len() && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+            }
+            None => n.as_bytes().eq_ignore_ascii_case(host),
+        })
+    }
+}
+
+/// Everything one config generation needs at request time.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub generation: u64,
+    pub config: Config,
+    pub http_plans: Vec<UpstreamPlan>,
+    pub stream_plans: Vec<UpstreamPlan>,
+    pub http_ports: Vec<HttpPort>,
+    pub servers: Vec<ServerPlan>,
+    pub stream_ports: Vec<StreamPort>,
+}
+
+impl Snapshot {
+    /// Builds the snapshot of `config`, binding peers to their slots in `zone`.
+    pub fn build(config: Config, zone: &Zone, generation: u64) -> Result<Snapshot, SnapshotError> {
+        let mut http_plans = Vec::new();
+        let mut http_ports: Vec<HttpPort> = Vec::new();
+        let mut servers = Vec::new();
+        if let Some(http) = &config.http {
+            for u in &http.upstreams {
+                http_plans.push(UpstreamPlan::build(u, zone)?);
+            }
+            for (si, srv) in http.servers.iter().enumerate() {
+                servers.push(server_plan(srv, &http_plans)?);
+                add_http_listens(&mut http_ports, &srv.listens, si);
+            }
+        }
+        let mut stream_plans = Vec::new();
+        let mut stream_ports = Vec::new();
+        if let Some(stream) = &config.stream {
+            for u in &stream.upstreams {
+                stream_plans.push(UpstreamPlan::build(u, zone)?);
+            }
+            for (si, srv) in stream.servers.iter().enumerate() {
+                if srv.upstream >= stream_plans.len() {
+                    return Err(SnapshotError::NoSuchUpstream(srv.upstream));
+                }
+                for l in &srv.listens {
+                    if stream_ports.iter().any(|p: &StreamPort| p.addr == l.addr)
+                        || http_ports.iter().any(|p| p.addr == l.addr)
+                    {
+                        return Err(SnapshotError::DuplicateListen(l.addr));
+                    }
+                    stream_ports.push(StreamPort {
+                        addr: l.addr,
+                        server: si,
+                    });
+                }
+            }
+        }
+        Ok(Snapshot {
+            generation,
+            config,
+            http_plans,
+            stream_plans,
+            http_ports,
+            servers,
+            stream_ports,
+        })
+    }
+
+    /// The server of `port` for a request naming `host`.
+    pub fn server_for(&self, port: usize, host: Option<&[u8]>) -> Option<&ServerPlan> {
+        let p = self.http_ports.get(port)?;
+        let by_name = host.and_then(|h| {
+            p.servers
+                .iter()
+                .find(|&&s| self.servers.get(s).is_some_and(|sp| sp.has_name(h)))
+        });
+        self.servers.get(*by_name.unwrap_or(&p.default_server))
+    }
+}
+
+fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize) {
+    for l in listens {
+        match ports.iter_mut().find(|p| p.addr == l.addr) {
+            Some(p) => {
+                p.servers.push(server);
+                if l.default_server {
+                    p.default_server = server;
+                }
+            }
+            None => ports.push(HttpPort {
+                addr: l.addr,
+                servers: vec![server],
+                default_server: server,
+            }),
+        }
+    }
+}
+
+fn server_plan(srv: &HttpServer, plans: &[UpstreamPlan]) -> Result<ServerPlan, SnapshotError> {
+    let mut exact = Vec::new();
+    let mut prefixes = Vec::new();
+    let mut locations = Vec::new();
+    for (i, loc) in srv.locations.iter().enumerate() {
+        match &loc.matcher {
+            LocationMatch::Exact(p) => exact.push((p.clone(), i)),
+            LocationMatch::Prefix(p) => prefixes.push((p.clone(), i)),
+        }
+        locations.push(location_plan(loc, plans)?);
+    }
+    prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
+    Ok(ServerPlan {
+        names: srv.server_names.iter().map(|n| n.to_ascii_lowercase()).collect(),
+        ret: srv.ret.as_ref().map(FixedAnswer::of_return),
+        exact,
+        prefixes,
+        locations,
+        not_found: FixedAnswer::of_return(&Return { code: 404, text: None }),
+        client: srv.client.clone(),
+    })
+}
+
+fn location_plan(loc: &Location, plans: &[UpstreamPlan]) -> Result<LocationPlan, SnapshotError> {
+    let proxy = match (&loc.ret, &loc.proxy_pass) {
+        (Some(_), _) => None,
+        (None, Some(ProxyPass { upstream, uri, .. })) => {
+            let plan = plans.get(*upstream).ok_or(SnapshotError::NoSuchUpstream(*upstream))?;
+            Some(ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref()))
+        }
+        (None, None) => None,
+    };
+    let fixed = match (&loc.ret, &proxy) {
+        (Some(r), _) => Some(FixedAnswer::of_return(r)),
+        (None, Some(_)) => None,
+        (None, None) => Some(FixedAnswer::of_return(&Return { code: 404, text: None })),
+    };
+    Ok(LocationPlan {
+        fixed,
+        proxy,
+        client: loc.client.clone(),
+    })
+}

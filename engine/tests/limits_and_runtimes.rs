@@ -1,0 +1,197 @@
+//! Cross-shard limits, the glommio runtime, stream proxying and graceful drain, end to end on loopback.
+
+mod support;
+
+use corelb_engine::config::model::*;
+use corelb_engine::runtime::glommio_rt::Glommio;
+use corelb_engine::runtime::tokio_rt::Tokio;
+use std::io::Write;
+use std::net::{Shutdown, TcpStream};
+use std::time::Duration;
+use support::backend::{tcp_echo, Backend, Mode};
+use support::*;
+
+#[test]
+fn max_conns_holds_across_two_shards_under_200_concurrent_requests() {
+    let slow: Vec<Backend> = (0..2)
+        .map(|i| Backend::start(&format!("s{i}"), Mode::Slow(Duration::from_millis(50))))
+        .collect();
+    let listen = free_addr();
+    let lines = slow
+        .iter()
+        .map(|b| ServerLine {
+            max_conns: 4,
+            ..server_line(b.addr)
+        })
+        .collect();
+    let _p = Proxy::start::<Tokio>(
+        http_config(
+            listen,
+            vec![upstream("u", lines)],
+            vec![proxy_location("/", 0, HttpProxyConf::default())],
+        ),
+        2,
+    );
+    let clients: Vec<_> = (0..200)
+        .map(|_| std::thread::spawn(move || get(listen, "/").map(|r| r.status)))
+        .collect();
+    let statuses: Vec<u16> = clients
+        .into_iter()
+        .map(|h| h.join().ok().flatten().unwrap_or(0))
+        .collect();
+    let ok = statuses.iter().filter(|&&s| s == 200).count();
+    let busy = statuses.iter().filter(|&&s| s == 502).count();
+    assert_eq!(ok + busy, 200, "every request answered 200 or 502: {statuses:?}");
+    assert!(ok >= 8, "some requests got through: {ok}");
+    for b in &slow {
+        assert!(
+            b.max_active() <= 4,
+            "max_conns 4 exceeded at {}: {}",
+            b.name,
+            b.max_active()
+        );
+    }
+}
+
+#[test]
+fn glommio_runtime_proxies_when_io_uring_is_available() {
+    if !support::glommio_usable() {
+        return;
+    }
+    let a = Backend::start("a", Mode::Ok);
+    let b = Backend::start("b", Mode::Ok);
+    let listen = free_addr();
+    let ups = vec![upstream("u", vec![server_line(a.addr), server_line(b.addr)])];
+    let _p = Proxy::start::<Glommio>(
+        http_config(listen, ups, vec![proxy_location("/", 0, keepalive_proxy())]),
+        1,
+    );
+    let mut c = Client::connect(listen);
+    let mut seen = String::new();
+    for _ in 0..6 {
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        seen.push_str(&c.read_response().expect("response").text());
+    }
+    assert_eq!(seen, "ababab");
+    let mut c = Client::connect(listen);
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\nX-Corelb-Panic: 1\r\n\r\n");
+    assert!(c.read_response().is_none());
+    assert_eq!(
+        get(listen, "/").expect("the glommio shard survived the panic").status,
+        200
+    );
+}
+
+fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Config {
+    Config {
+        stream: Some(StreamConf {
+            upstreams: vec![upstream("tcp", servers)],
+            servers: vec![StreamServer {
+                listens: vec![Listen {
+                    addr: listen,
+                    default_server: false,
+                    span: Span::default(),
+                }],
+                upstream: 0,
+                connect_timeout: Duration::from_secs(2),
+                timeout: Duration::from_secs(5),
+                next_upstream: true,
+                next_upstream_tries: 0,
+                span: Span::default(),
+            }],
+        }),
+        ..Config::default()
+    }
+}
+
+fn stream_round_trip(listen: std::net::SocketAddr, payload: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(listen).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(payload).expect("write");
+    s.shutdown(Shutdown::Write).expect("half-close");
+    let mut back = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match support::read_retrying(&mut s, &mut buf).expect("read until the proxy half-closes") {
+            0 => break,
+            n => back.extend_from_slice(&buf[..n]),
+        }
+    }
+    back
+}
+
+#[test]
+fn stream_proxy_retries_a_dead_peer_and_passes_half_close() {
+    let (echo, stats) = tcp_echo();
+    let listen = free_addr();
+    for rt in 0..2 {
+        let config = stream_config(listen, vec![server_line(dead_addr()), server_line(echo)]);
+        let p = if rt == 0 || !support::glommio_usable() {
+            Proxy::start::<Tokio>(config, 1)
+        } else {
+            Proxy::start::<Glommio>(config, 1)
+        };
+        let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+        for _ in 0..3 {
+            assert!(stream_round_trip(listen, &payload) == payload);
+        }
+        drop(p);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(stats.accepts.load(std::sync::atomic::Ordering::Relaxed), 6);
+}
+
+#[test]
+fn graceful_drain_finishes_in_flight_requests() {
+    let slow = Backend::start("slow", Mode::Slow(Duration::from_millis(400)));
+    let listen = free_addr();
+    let p = Proxy::tokio(http_config(
+        listen,
+        vec![upstream("u", vec![server_line(slow.addr)])],
+        vec![proxy_location("/", 0, HttpProxyConf::default())],
+    ));
+    let in_flight = std::thread::spawn(move || get(listen, "/").map(|r| r.text()));
+    std::thread::sleep(Duration::from_millis(100));
+    p.shared.drain();
+    assert_eq!(in_flight.join().ok().flatten().as_deref(), Some("slow"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        TcpStream::connect(listen).is_err(),
+        "no longer accepting after the drain"
+    );
+}
+
+#[test]
+fn worker_connections_caps_open_connections_per_shard() {
+    let listen = free_addr();
+    let mut config = http_config(
+        listen,
+        vec![],
+        vec![support::return_location(
+            LocationMatch::Prefix("/".into()),
+            200,
+            Some("hi"),
+        )],
+    );
+    config.main.worker_connections = 2;
+    let _p = Proxy::tokio(config);
+    let idle1 = Client::connect(listen);
+    let _idle2 = Client::connect(listen);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut third = Client::connect(listen);
+    third
+        .conn
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    third.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(
+        third.read_response().is_none(),
+        "not accepted while two connections are open"
+    );
+    drop(idle1);
+    third
+        .conn
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    assert_eq!(third.read_response().expect("served once a slot is free").text(), "hi");
+}

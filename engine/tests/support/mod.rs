@@ -1,0 +1,279 @@
+//! Shared test support: config builders, a proxy started in-process on real loopback sockets, and a raw client.
+#![allow(dead_code)]
+
+pub mod backend;
+
+use corelb_engine::config::key::KeyTemplate;
+use corelb_engine::config::model::*;
+use corelb_engine::runtime::Runtime;
+use corelb_engine::shard::{self, Shared};
+use corelb_engine::snapshot::Snapshot;
+use corelb_shared_state::Zone;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A free loopback port (bound and released; SO_REUSEPORT shards all bind it).
+pub fn free_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("free port");
+    l.local_addr().expect("address")
+}
+
+/// A loopback address nothing listens on.
+pub fn dead_addr() -> SocketAddr {
+    free_addr()
+}
+
+pub fn server_line(addr: SocketAddr) -> ServerLine {
+    ServerLine {
+        text: addr.to_string(),
+        addrs: vec![addr],
+        weight: 1,
+        max_fails: 1,
+        fail_timeout: Duration::from_secs(10),
+        max_conns: 0,
+        backup: false,
+        down: false,
+        span: Span::default(),
+    }
+}
+
+pub fn upstream(name: &str, servers: Vec<ServerLine>) -> UpstreamConf {
+    UpstreamConf {
+        name: name.into(),
+        method: Method::RoundRobin,
+        servers,
+        keepalive: None,
+        keepalive_requests: 1000,
+        keepalive_timeout: Duration::from_secs(60),
+        zone: None,
+        implicit: false,
+        span: Span::default(),
+    }
+}
+
+pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Location {
+    Location {
+        matcher: LocationMatch::Prefix(prefix.into()),
+        proxy_pass: Some(ProxyPass {
+            scheme: "http".into(),
+            upstream,
+            uri: None,
+        }),
+        ret: None,
+        proxy,
+        client: ClientConf::default(),
+        span: Span::default(),
+    }
+}
+
+pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) -> Location {
+    Location {
+        matcher,
+        proxy_pass: None,
+        ret: Some(Return {
+            code,
+            text: text.map(str::to_string),
+        }),
+        proxy: HttpProxyConf::default(),
+        client: ClientConf::default(),
+        span: Span::default(),
+    }
+}
+
+/// `proxy_http_version 1.1; proxy_set_header Connection "";` (upstream keepalive).
+pub fn keepalive_proxy() -> HttpProxyConf {
+    HttpProxyConf {
+        http_version_11: true,
+        set_headers: vec![("Connection".into(), KeyTemplate::compile("").expect("template"))],
+        ..HttpProxyConf::default()
+    }
+}
+
+pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: Vec<Location>) -> Config {
+    Config {
+        http: Some(HttpConf {
+            upstreams,
+            servers: vec![HttpServer {
+                listens: vec![Listen {
+                    addr: listen,
+                    default_server: false,
+                    span: Span::default(),
+                }],
+                server_names: vec![],
+                locations,
+                ret: None,
+                client: ClientConf::default(),
+                span: Span::default(),
+            }],
+        }),
+        ..Config::default()
+    }
+}
+
+/// A proxy running in this process; drained when dropped.
+pub struct Proxy {
+    pub shared: Arc<Shared>,
+}
+
+impl Proxy {
+    pub fn start<R: Runtime>(config: Config, shards: usize) -> Proxy {
+        let zone = Arc::new(Zone::new());
+        let snap = Snapshot::build(config, &zone, 1).expect("snapshot");
+        let shared = Shared::new(snap, zone, shards);
+        let cpus = vec![None; shards];
+        let handles = shard::start::<R>(&shared, &cpus).expect("shards start");
+        drop(handles);
+        Proxy { shared }
+    }
+
+    pub fn tokio(config: Config) -> Proxy {
+        Self::start::<corelb_engine::runtime::tokio_rt::Tokio>(config, 1)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.drain();
+    }
+}
+
+/// A response as the client read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub head: String,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    }
+}
+
+/// A blocking client connection with a read buffer.
+pub struct Client {
+    pub conn: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        Self::from_stream(TcpStream::connect(addr).expect("connect to proxy"))
+    }
+
+    pub fn from_stream(conn: TcpStream) -> Client {
+        conn.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        Client { conn, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, raw: &[u8]) {
+        self.conn.write_all(raw).expect("send");
+    }
+
+    fn more(&mut self) -> bool {
+        let mut tmp = [0u8; 65536];
+        match read_retrying(&mut self.conn, &mut tmp) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&tmp[..n]);
+                true
+            }
+        }
+    }
+
+    /// Reads one response (None: the connection closed first).
+    pub fn read_response(&mut self) -> Option<Response> {
+        let (status, head_len, length, chunked) = loop {
+            let mut hs = [httparse::EMPTY_HEADER; 64];
+            let mut r = httparse::Response::new(&mut hs);
+            if let Ok(httparse::Status::Complete(n)) = r.parse(&self.buf) {
+                let get = |name: &str| {
+                    r.headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case(name))
+                        .map(|h| String::from_utf8_lossy(h.value).into_owned())
+                };
+                let len = get("content-length").and_then(|v| v.parse::<usize>().ok());
+                let chunked = get("transfer-encoding").is_some_and(|v| v.contains("chunked"));
+                break (r.code.unwrap_or(0), n, len, chunked);
+            }
+            if !self.more() {
+                return None;
+            }
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_len]).into_owned();
+        self.buf.drain(..head_len);
+        let body = if chunked {
+            let mut d = corelb_engine::http::chunked::ChunkedDecoder::new();
+            let mut body = Vec::new();
+            loop {
+                let used = d.feed(&self.buf, |s| body.extend_from_slice(s)).ok()?;
+                self.buf.drain(..used);
+                if d.is_done() {
+                    break body;
+                }
+                if !self.more() {
+                    return None;
+                }
+            }
+        } else if let Some(n) = length {
+            while self.buf.len() < n {
+                if !self.more() {
+                    return None;
+                }
+            }
+            self.buf.drain(..n).collect()
+        } else {
+            while self.more() {}
+            std::mem::take(&mut self.buf)
+        };
+        Some(Response { status, head, body })
+    }
+
+    /// Whether the proxy closed the connection (no more bytes).
+    pub fn closed(&mut self) -> bool {
+        self.buf.is_empty() && !self.more()
+    }
+}
+
+/// `read`, retried on EINTR (glommio's executors signal threads of the process; a blocking read can see it).
+pub fn read_retrying(conn: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match conn.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Whether glommio can run here (io_uring allowed, enough locked memory); a refusal must carry its exit code.
+pub fn glommio_usable() -> bool {
+    use corelb_engine::preflight::{ensure_memlock, probe_io_uring};
+    if let Err(e) = probe_io_uring() {
+        assert_eq!(e.exit_code(), 4, "{e}");
+        return false;
+    }
+    let need = 4 * corelb_engine::runtime::glommio_rt::IO_MEMORY as u64;
+    if let Err(e) = ensure_memlock(need, 2) {
+        assert_eq!(e.exit_code(), 5, "{e}");
+        return false;
+    }
+    true
+}
+
+/// One request on a fresh connection.
+pub fn get(addr: SocketAddr, path: &str) -> Option<Response> {
+    let mut c = Client::connect(addr);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes());
+    c.read_response()
+}
