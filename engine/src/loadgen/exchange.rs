@@ -285,9 +285,17 @@ mod tests {
     fn reads_every_body_framing_in_any_split() {
         let cases: [(&[u8], u16, bool); 5] = [
             (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 200, true),
-            (b"HTTP/1.1 404 NF\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 404, true),
+            (
+                b"HTTP/1.1 404 NF\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+                404,
+                true,
+            ),
             (b"HTTP/1.1 204 No\r\n\r\n", 204, true),
-            (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 C\r\nContent-Length: 1\r\n\r\nx", 201, true),
+            (
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 C\r\nContent-Length: 1\r\n\r\nx",
+                201,
+                true,
+            ),
             (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close", 200, false),
         ];
         for (input, status, reusable) in cases {
@@ -305,9 +313,15 @@ mod tests {
     fn rejects_broken_responses() {
         let bad = |input: &[u8]| exchange(input, 100, false).unwrap_err();
         assert!(matches!(bad(b""), ExchangeError::Closed));
-        assert!(matches!(bad(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab"), ExchangeError::Closed));
+        assert!(matches!(
+            bad(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab"),
+            ExchangeError::Closed
+        ));
         assert!(matches!(bad(b"NOT HTTP\r\n\r\n"), ExchangeError::Invalid(_)));
-        assert!(matches!(bad(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab"), ExchangeError::Invalid(_)));
+        assert!(matches!(
+            bad(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab"),
+            ExchangeError::Invalid(_)
+        ));
         assert!(matches!(
             bad(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
             ExchangeError::Chunked(_)
@@ -322,6 +336,9 @@ mod tests {
         let r = block_on(ex.echo(&mut s, b"ping")).unwrap();
         assert_eq!((r.status, r.read, s.written.as_slice()), (None, 4, &b"ping"[..]));
         let mut s = Scripted::new(b"pong", 2);
-        assert!(matches!(block_on(ex.echo(&mut s, b"ping")), Err(ExchangeError::Invalid(_))));
+        assert!(matches!(
+            block_on(ex.echo(&mut s, b"ping")),
+            Err(ExchangeError::Invalid(_))
+        ));
     }
 }

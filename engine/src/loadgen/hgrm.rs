@@ -72,14 +72,26 @@ mod tests {
         assert_eq!(lines[0], "       Value     Percentile TotalCount 1/(1-Percentile)");
         assert_eq!(lines[1], "");
         assert_eq!(lines[2], "       1.000 0.000000000000          1           1.00");
-        assert!(lines.contains(&"      50.015 0.500000000000         50           2.00"), "{text}");
+        assert!(
+            lines.contains(&"      50.015 0.500000000000         50           2.00"),
+            "{text}"
+        );
         let last_row = lines[lines.len() - 4];
         assert_eq!(last_row, "     100.031 1.000000000000        100");
         let (mean, sd) = (h.mean() / 1000.0, h.stdev() / 1000.0);
         assert!((mean - 50.5).abs() < 0.1 && (sd - 28.87).abs() < 0.1, "{mean} {sd}");
-        assert_eq!(lines[lines.len() - 3], format!("#[Mean    = {mean:12.3}, StdDeviation   = {sd:12.3}]"));
-        assert_eq!(lines[lines.len() - 2], "#[Max     =      100.031, Total count    =          100]");
-        assert_eq!(lines[lines.len() - 1], format!("#[Buckets = {:12}, SubBuckets     =         2048]", h.buckets()));
+        assert_eq!(
+            lines[lines.len() - 3],
+            format!("#[Mean    = {mean:12.3}, StdDeviation   = {sd:12.3}]")
+        );
+        assert_eq!(
+            lines[lines.len() - 2],
+            "#[Max     =      100.031, Total count    =          100]"
+        );
+        assert_eq!(
+            lines[lines.len() - 1],
+            format!("#[Buckets = {:12}, SubBuckets     =         2048]", h.buckets())
+        );
         assert_eq!(sub_bucket_count(2), 256);
     }
 }

@@ -82,7 +82,9 @@ impl ClientRuntime for Tokio {
             stream.set_nodelay(true)?;
             Ok(TokioStream(stream))
         };
-        tokio::time::timeout(timeout, connect).await.unwrap_or_else(|_| Err(timed_out()))
+        tokio::time::timeout(timeout, connect)
+            .await
+            .unwrap_or_else(|_| Err(timed_out()))
     }
 }
 
@@ -118,9 +120,14 @@ mod tests {
     fn tokio_connect_binds_the_source_address() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let dst = listener.local_addr().unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let src: IpAddr = "127.0.0.7".parse().unwrap();
-        let stream = rt.block_on(Tokio::open(dst, Some(src), Duration::from_secs(2))).unwrap();
+        let stream = rt
+            .block_on(Tokio::open(dst, Some(src), Duration::from_secs(2)))
+            .unwrap();
         let (mut accepted, peer) = listener.accept().unwrap();
         assert_eq!(peer.ip(), src);
         drop(stream);

@@ -179,7 +179,9 @@ fn shard_cpus(o: &Options) -> Result<Vec<usize>, LoadgenError> {
             return Err(LoadgenError::Zero("the number of --cores"));
         }
         if let Some(c) = cores.iter().find(|c| !allowed.contains(c)) {
-            return Err(LoadgenError::Cpu(format!("CPU {c} is not allowed (allowed: {allowed:?})")));
+            return Err(LoadgenError::Cpu(format!(
+                "CPU {c} is not allowed (allowed: {allowed:?})"
+            )));
         }
         return Ok(cores.clone());
     }
@@ -237,7 +239,9 @@ mod tests {
     fn checks_options() {
         let p = Plan::build(&opts("http://127.0.0.1:1/x")).unwrap();
         assert_eq!(p.requests.len(), 1);
-        assert!(p.requests[0].bytes.starts_with(b"GET /x HTTP/1.1\r\nHost: 127.0.0.1:1\r\n"));
+        assert!(p.requests[0]
+            .bytes
+            .starts_with(b"GET /x HTTP/1.1\r\nHost: 127.0.0.1:1\r\n"));
         assert_eq!(p.interval(), None);
         let mut o = opts("http://127.0.0.1:1/");
         o.rate = Some(100.0);

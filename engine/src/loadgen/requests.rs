@@ -116,7 +116,11 @@ pub fn parse_list(text: &str, path: &Path) -> Result<Vec<ListEntry>, LoadgenErro
         let words: Vec<&str> = line.split_ascii_whitespace().collect();
         let (src, method, uri) = match words.as_slice() {
             [m, u] => (None, *m, *u),
-            [s, m, u] => (Some(s.parse::<IpAddr>().map_err(|_| bad("bad source address"))?), *m, *u),
+            [s, m, u] => (
+                Some(s.parse::<IpAddr>().map_err(|_| bad("bad source address"))?),
+                *m,
+                *u,
+            ),
             _ => return Err(bad("expected [SRC_IP] METHOD URI")),
         };
         if !is_token(method) {
@@ -160,7 +164,10 @@ mod tests {
     fn parses_headers() {
         assert_eq!(parse_header("X-A:  b c ").unwrap(), ("X-A".into(), "b c".into()));
         for bad in ["nocolon", ": v", "X A: v", "X: a\r\nY: b", "Content-Length: 3"] {
-            assert!(matches!(parse_header(bad), Err(LoadgenError::BadHeader { .. })), "{bad}");
+            assert!(
+                matches!(parse_header(bad), Err(LoadgenError::BadHeader { .. })),
+                "{bad}"
+            );
         }
         assert!(check_method("PURGE").is_ok());
         assert!(check_method("GE T").is_err());
@@ -179,7 +186,10 @@ mod tests {
         assert!(parse_list("GET a\n", p).is_err());
         assert!(parse_list("GET\n", p).is_err());
         assert!(parse_list("a b c d\n", p).is_err());
-        assert!(matches!(parse_list("# only\n", p), Err(LoadgenError::EmptyRequestList(_))));
+        assert!(matches!(
+            parse_list("# only\n", p),
+            Err(LoadgenError::EmptyRequestList(_))
+        ));
         let prepared = prepare(&parse_list("HEAD /h\n", p).unwrap(), &Common::default());
         assert!(prepared[0].head);
     }

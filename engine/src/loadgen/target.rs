@@ -147,10 +147,7 @@ mod tests {
             "tcp://127.0.0.1:9/path",
             "http://127.0.0.1/a b",
         ] {
-            assert!(
-                matches!(parse_target(url), Err(LoadgenError::BadUrl { .. })),
-                "{url}"
-            );
+            assert!(matches!(parse_target(url), Err(LoadgenError::BadUrl { .. })), "{url}");
         }
     }
 }

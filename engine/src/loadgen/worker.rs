@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 /// How often a shard publishes its counts for the progress line.
 const PROGRESS_TICK: Duration = Duration::from_millis(100);
+/// How close to a send time the timer brings an open-loop connection; the rest is waited by yielding.
+const SPIN_WINDOW: Duration = Duration::from_millis(1);
 /// How long a closed-loop connection waits after a failed connect before trying again.
 const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
 
@@ -121,6 +123,19 @@ async fn sleep_until<R: ClientRuntime>(t: Instant) {
     }
 }
 
+/// Waits until `t` precisely: a timer to within [`SPIN_WINDOW`] of it (timers round up to their tick, tokio's is
+/// 1 ms), then yielding to the shard's other tasks until it is reached, so that open-loop requests leave on time
+/// and the timer's lateness does not show up as latency.
+async fn wait_until_precisely<R: ClientRuntime>(t: Instant) {
+    let now = Instant::now();
+    if t > now + SPIN_WINDOW {
+        R::sleep(t - now - SPIN_WINDOW).await;
+    }
+    while Instant::now() < t {
+        futures_lite::future::yield_now().await;
+    }
+}
+
 /// One connection's loop, until the end of the run.
 async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
     let plan = &*shard.plan;
@@ -138,7 +153,7 @@ async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
             if scheduled >= clock.end {
                 break;
             }
-            sleep_until::<R>(scheduled).await;
+            wait_until_precisely::<R>(scheduled).await;
         }
         let now = Instant::now();
         if now >= clock.end {

@@ -1,0 +1,136 @@
+//! `corelb bench` as a user runs it: bad input exits non-zero with a message (never a panic), and a short run
+//! against a loopback server prints the summary and writes the .hgrm, JSON and SVG files.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::thread;
+
+fn corelb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corelb"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run corelb")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A loopback server answering every request on a connection with a 200 (one response per read that ends a head).
+fn ok_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut pending = Vec::new();
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n";
+                        if s.write_all(resp).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("corelb-bench-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn bad_input_exits_non_zero_with_a_message() {
+    let live = format!("http://{}/", ok_server());
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/", l.local_addr().unwrap())
+    };
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["ftp://127.0.0.1/"], 2, "bad URL"),
+        (vec!["http://127.0.0.1:99999/"], 2, "bad port"),
+        (vec!["-d", "1s", &closed], 1, "unreachable"),
+        (vec!["-R", "0", &live], 2, "--rate must be greater than 0"),
+        (vec!["-d", "0s", &live], 2, "--duration must be greater than 0"),
+        (vec!["-d", "soon", &live], 2, "bad duration"),
+        (vec!["-H", "NoColon", &live], 2, "bad header"),
+        (vec!["-m", "G T", &live], 2, "bad method"),
+        (vec!["-c", "0", &live], 2, "--connections must be greater than 0"),
+        (vec!["--requests", "/nonexistent/list", &live], 2, "cannot read"),
+        (vec!["--runtime", "rayon", &live], 2, "invalid value"),
+    ];
+    for (args, code, message) in cases {
+        let out = corelb(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_short_run_prints_and_writes_its_reports() {
+    let url = format!("http://{}/x", ok_server());
+    let dir = scratch("reports");
+    let (hgrm, json, svg) = (dir.join("l.hgrm"), dir.join("l.json"), dir.join("l.svg"));
+    let out = corelb(&[
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "-d",
+        "300ms",
+        "-R",
+        "500",
+        &url,
+        "--hgrm",
+        hgrm.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    for part in [
+        "Requests/sec:",
+        "Status codes: 200:",
+        "corrected",
+        "Socket errors: connect 0",
+    ] {
+        assert!(summary.contains(part), "{part} missing in {summary}");
+    }
+    assert!(
+        stderr(&out).is_empty(),
+        "no progress line when stderr is not a terminal"
+    );
+    let hgrm = std::fs::read_to_string(hgrm).unwrap();
+    assert!(hgrm.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)\n\n"));
+    assert!(hgrm.contains("#[Mean    ="));
+    let json = std::fs::read_to_string(json).unwrap();
+    assert!(json.contains("\"status\": {\"200\": "), "{json}");
+    assert!(json.contains("\"rate\": 500,"), "{json}");
+    let requests: u64 = json
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("\"requests\": "))
+        .and_then(|v| v.trim_end_matches(',').parse().ok())
+        .unwrap();
+    assert!(
+        (100..=160).contains(&requests),
+        "{requests} requests at 500/s for 0.3 s"
+    );
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("99%") && svg.contains("uncorrected"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
