@@ -26,7 +26,10 @@ fn request_head(c: &mut Criterion) {
     let mut group = c.benchmark_group("request_head_parse");
     for (name, head) in HEADS {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        assert!(matches!(parse_request(head, &mut headers), Ok(Some(_))), "{name} parses");
+        assert!(
+            matches!(parse_request(head, &mut headers), Ok(Some(_))),
+            "{name} parses"
+        );
         group.throughput(Throughput::Bytes(head.len() as u64));
         group.bench_function(name, |b| {
             b.iter(|| {

@@ -69,6 +69,12 @@ fn bad_input_exits_non_zero_with_a_message() {
         (vec!["-c", "0", &live], 2, "--connections must be greater than 0"),
         (vec!["--requests", "/nonexistent/list", &live], 2, "cannot read"),
         (vec!["--runtime", "rayon", &live], 2, "invalid value"),
+        (vec!["--cores", "9999", &live], 2, "CPU 9999 is not allowed"),
+        (
+            vec!["-t", "3", "-c", "2", &live],
+            2,
+            "2 connections cannot be spread over 3 shards",
+        ),
     ];
     for (args, code, message) in cases {
         let out = corelb(&args);

@@ -126,6 +126,27 @@ fn percentiles_match_known_server_delays() {
     );
     assert_eq!(r.stats.status_counts(), vec![(200, h.len())]);
     assert_eq!(r.stats.errors.total(), 0);
+    // A closed loop has no schedule: both histograms count from the write.
+    assert!(r.stats.corrected == r.stats.uncorrected);
+}
+
+#[test]
+fn warmup_results_are_not_counted() {
+    // The first 0.5 s (the warmup) is served slowly, the measured 0.5 s quickly.
+    let start = std::time::Instant::now();
+    let server = TestServer::start(move |_| {
+        let slow = start.elapsed() < Duration::from_millis(450);
+        Duration::from_millis(if slow { 100 } else { 1 })
+    });
+    let r = bench(server.url("/"), |o| {
+        o.warmup = Duration::from_millis(500);
+        o.duration = Duration::from_millis(500);
+    });
+    let h = &r.stats.corrected;
+    assert!(h.len() >= 50, "{} requests", h.len());
+    assert!(h.max() < 50 * MS, "a warmup request was counted: max {}", h.max());
+    assert!(server.seen().len() as u64 > h.len(), "warmup requests were sent");
+    assert!(r.text().contains("after 500.00ms warmup"));
 }
 
 #[test]

@@ -64,7 +64,8 @@ impl Report {
     /// The human-readable summary.
     pub fn text(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "{} for {:.2?} @ {}", self.header(), self.duration, self.url);
+        let _ = writeln!(out, "Running {:.2?} test @ {}", self.duration, self.url);
+        let _ = writeln!(out, "  {}", self.header());
         let _ = writeln!(out, "{:>14}{}", "Latency", latency_header());
         let co_note = if self.rate.is_some() { "corrected" } else { "" };
         let _ = writeln!(out, "{:>14}{}", co_note, latency_row(&self.stats.corrected));
@@ -113,7 +114,7 @@ impl Report {
             format!(" after {:.2?} warmup", self.warmup)
         };
         format!(
-            "{} shard(s) ({}), {} connection(s), {schedule}{warmup},",
+            "{} shard(s) ({}), {} connection(s), {schedule}{warmup}",
             self.shards, self.runtime, self.connections
         )
     }

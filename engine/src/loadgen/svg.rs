@@ -52,6 +52,7 @@ pub fn chart(title: &str, series: &[(&str, &Histogram<u64>)]) -> Result<String, 
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))
             .margin(20)
+            .margin_right(60)
             .x_label_area_size(45)
             .y_label_area_size(70)
             .build_cartesian_2d((1f64..x_end).log_scale().with_key_points(keys), 0f64..y_max)

@@ -161,7 +161,8 @@ async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
         }
         let Some(request) = plan.requests.get(next) else { break };
         next = (next + 1) % plan.requests.len();
-        let intended = if interval.is_some() { scheduled } else { now };
+        // Open loop: latency counts from the schedule. Closed loop: from the write (a connect is not latency).
+        let scheduled_at = interval.map(|_| scheduled);
         if let Some(i) = interval {
             scheduled += i;
         }
@@ -169,6 +170,7 @@ async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
         match outcome {
             Outcome::Done(resp, sent) => {
                 let done = Instant::now();
+                let intended = scheduled_at.unwrap_or(sent);
                 let sample = Sample {
                     corrected: done.saturating_duration_since(intended),
                     uncorrected: done.saturating_duration_since(sent),
