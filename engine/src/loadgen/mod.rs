@@ -5,6 +5,7 @@ pub mod exchange;
 pub mod hgrm;
 pub mod json;
 pub mod net;
+pub mod pacer;
 pub mod plan;
 pub mod report;
 pub mod requests;

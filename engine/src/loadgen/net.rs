@@ -18,6 +18,10 @@ use std::time::Duration;
 pub trait ClientRuntime: Runtime {
     type Stream: AsyncRead + AsyncWrite + Unpin + 'static;
 
+    /// How late the runtime's timer may fire (its tick): the open-loop pacer yields instead of sleeping that close
+    /// to a send time.
+    const TIMER_TICK: Duration;
+
     /// Connects to `dst`, from `src` (port chosen by the kernel) when given, failing after `timeout`.
     fn open(dst: SocketAddr, src: Option<IpAddr>, timeout: Duration) -> impl Future<Output = io::Result<Self::Stream>>;
 }
@@ -66,6 +70,8 @@ fn timed_out() -> io::Error {
 
 impl ClientRuntime for Tokio {
     type Stream = TokioStream;
+    /// tokio's timer wheel has a 1 ms tick and rounds deadlines up to it.
+    const TIMER_TICK: Duration = Duration::from_millis(1);
 
     async fn open(dst: SocketAddr, src: Option<IpAddr>, timeout: Duration) -> io::Result<TokioStream> {
         let connect = async {
@@ -90,6 +96,9 @@ impl ClientRuntime for Tokio {
 
 impl ClientRuntime for Glommio {
     type Stream = glommio::net::TcpStream;
+    /// glommio's timers are io_uring timeouts, precise to the microsecond; and a yielding task there delays the
+    /// polling of completions, so the pacer only sleeps.
+    const TIMER_TICK: Duration = Duration::ZERO;
 
     async fn open(dst: SocketAddr, src: Option<IpAddr>, timeout: Duration) -> io::Result<glommio::net::TcpStream> {
         let stream = match src {

@@ -4,6 +4,7 @@
 
 use super::exchange::{Exchanger, Response};
 use super::net::ClientRuntime;
+use super::pacer::Pacer;
 use super::requests::Prepared;
 use super::stats::{ErrorKind, Sample, ShardStats};
 use super::target::Mode;
@@ -18,8 +19,6 @@ use std::time::{Duration, Instant};
 
 /// How often a shard publishes its counts for the progress line.
 const PROGRESS_TICK: Duration = Duration::from_millis(100);
-/// How close to a send time the timer brings an open-loop connection; the rest is waited by yielding.
-const SPIN_WINDOW: Duration = Duration::from_millis(1);
 /// How long a closed-loop connection waits after a failed connect before trying again.
 const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
 
@@ -57,6 +56,8 @@ struct Shard {
     plan: Arc<Plan>,
     clock: Clock,
     stats: RefCell<ShardStats>,
+    /// Wakes open-loop connections at their send times.
+    pacer: Pacer,
 }
 
 /// Counts a shard's live connection tasks.
@@ -75,7 +76,12 @@ pub(crate) async fn run_shard<R: ClientRuntime>(job: ShardJob) {
         plan: job.plan,
         clock: job.clock,
         stats: RefCell::new(ShardStats::default()),
+        pacer: Pacer::new(),
     });
+    if shard.plan.interval().is_some() {
+        let shard = shard.clone();
+        R::spawn(async move { shard.pacer.run::<R>(shard.clock.end).await });
+    }
     let live = Rc::new(Cell::new(0usize));
     for k in 0..job.conns {
         live.set(live.get() + 1);
@@ -123,19 +129,6 @@ async fn sleep_until<R: ClientRuntime>(t: Instant) {
     }
 }
 
-/// Waits until `t` precisely: a timer to within [`SPIN_WINDOW`] of it (timers round up to their tick, tokio's is
-/// 1 ms), then yielding to the shard's other tasks until it is reached, so that open-loop requests leave on time
-/// and the timer's lateness does not show up as latency.
-async fn wait_until_precisely<R: ClientRuntime>(t: Instant) {
-    let now = Instant::now();
-    if t > now + SPIN_WINDOW {
-        R::sleep(t - now - SPIN_WINDOW).await;
-    }
-    while Instant::now() < t {
-        futures_lite::future::yield_now().await;
-    }
-}
-
 /// One connection's loop, until the end of the run.
 async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
     let plan = &*shard.plan;
@@ -147,13 +140,13 @@ async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
     let mut scheduled = clock.start + phase;
     let mut open: Option<Open<R::Stream>> = None;
     let mut ex = Exchanger::default();
-    sleep_until::<R>(scheduled).await;
+    sleep_until::<R>(clock.start).await;
     loop {
         if interval.is_some() {
             if scheduled >= clock.end {
                 break;
             }
-            wait_until_precisely::<R>(scheduled).await;
+            shard.pacer.until(scheduled).await;
         }
         let now = Instant::now();
         if now >= clock.end {
