@@ -265,6 +265,54 @@ fn replays_the_request_list_with_source_addresses() {
     assert!(recorded == seen.len() as u64 || recorded + 1 == seen.len() as u64);
 }
 
+/// A server that answers one request per connection, its body delimited by the close.
+fn closing_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let mut head = Vec::new();
+            while let Ok(n @ 1..) = s.read(&mut buf) {
+                head.extend_from_slice(&buf[..n]);
+                if head.ends_with(b"\r\n\r\n") {
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbye");
+                    break;
+                }
+            }
+        }
+    });
+    addr
+}
+
+#[test]
+fn reconnects_after_close_delimited_responses() {
+    let r = bench(format!("http://{}/", closing_server()), |o| {
+        o.duration = Duration::from_millis(300)
+    });
+    assert!(r.stats.requests > 10, "{} requests", r.stats.requests);
+    assert_eq!(r.stats.errors.total(), 0);
+    assert_eq!(r.stats.status_counts(), vec![(200, r.stats.requests)]);
+}
+
+#[test]
+fn a_request_without_answer_times_out_and_the_run_goes_on() {
+    // The fourth request is never answered (the server sleeps past the end of the run); the client gives up after
+    // 200 ms, reconnects, and carries on.
+    let server = TestServer::start(|n| Duration::from_millis(if n == 3 { 3000 } else { 1 }));
+    let r = bench(server.url("/"), |o| {
+        o.duration = Duration::from_millis(700);
+        o.timeout = Duration::from_millis(200);
+    });
+    assert_eq!(r.stats.errors.timeout, 1);
+    assert_eq!(r.stats.errors.total(), 1);
+    assert!(r.stats.requests > 20, "{} requests", r.stats.requests);
+    assert!(
+        r.stats.corrected.max() < 200 * MS,
+        "a timed-out request is not a latency sample"
+    );
+}
+
 #[test]
 fn echo_mode_and_shards() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
