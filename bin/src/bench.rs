@@ -6,7 +6,8 @@
 use clap::Args;
 use corelb_engine::config::model::RuntimeKind;
 use corelb_engine::loadgen::plan::parse_duration;
-use corelb_engine::loadgen::{hgrm, json, svg, LoadgenError, Options, Plan, Progress, Report};
+use corelb_engine::loadgen::{hgrm, json, svg, Flow, LoadgenError, Options, Plan, Progress, Report};
+use corelb_engine::server::{block_signals, wait_signal};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -120,15 +121,28 @@ fn options(a: &BenchArgs) -> Result<Options, LoadgenError> {
     })
 }
 
+/// Whether SIGINT or SIGTERM has come (they are blocked, so only this sees them).
+fn interrupted() -> Flow {
+    match wait_signal(Duration::ZERO) {
+        Some(_) => Flow::Stop,
+        None => Flow::Go,
+    }
+}
+
 fn bench(a: &BenchArgs) -> Result<(), LoadgenError> {
     let plan = Plan::build(&options(a)?)?;
+    // Ctrl-C ends the run early with a report of what was measured, as in wrk; the shard threads inherit the mask.
+    block_signals();
     let report = if std::io::stderr().is_terminal() {
         let mut line = ProgressLine::default();
-        let r = corelb_engine::loadgen::run(plan, &mut |p| line.show(p));
+        let r = corelb_engine::loadgen::run(plan, &mut |p| {
+            line.show(p);
+            interrupted()
+        });
         line.clear();
         r?
     } else {
-        corelb_engine::loadgen::run(plan, &mut |_| {})?
+        corelb_engine::loadgen::run(plan, &mut |_| interrupted())?
     };
     print!("{}", report.text());
     write_files(a, &report)
@@ -162,7 +176,8 @@ fn write(path: &Path, text: &str) -> Result<(), LoadgenError> {
     })
 }
 
-/// The live line on stderr: elapsed time, requests, the rate since the last tick, errors.
+/// The live line on stderr, redrawn about once a second: elapsed time, requests, the rate since the last redraw,
+/// errors.
 #[derive(Debug, Default)]
 struct ProgressLine {
     last: Option<Progress>,
@@ -170,6 +185,12 @@ struct ProgressLine {
 
 impl ProgressLine {
     fn show(&mut self, p: &Progress) {
+        if self
+            .last
+            .is_some_and(|l| p.elapsed < l.elapsed + Duration::from_millis(950))
+        {
+            return;
+        }
         let rate = match self.last {
             Some(l) if p.elapsed > l.elapsed => {
                 (p.requests.saturating_sub(l.requests)) as f64 / (p.elapsed - l.elapsed).as_secs_f64()

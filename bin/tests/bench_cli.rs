@@ -6,6 +6,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::thread;
+use std::time::{Duration, Instant};
 
 fn corelb(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_corelb"))
@@ -139,4 +140,39 @@ fn a_short_run_prints_and_writes_its_reports() {
     let svg = std::fs::read_to_string(svg).unwrap();
     assert!(svg.contains("<svg") && svg.contains("99%") && svg.contains("uncorrected"));
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn ctrl_c_ends_the_run_with_a_report() {
+    let url = format!("http://{}/", ok_server());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corelb"))
+        .args(["bench", "-c", "2", "-t", "1", "-d", "60s", &url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1200));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("corelb bench did not stop on SIGINT");
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("interrupted: measured"), "{summary}");
+    let rate: f64 = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    assert!(rate > 10.0, "{summary}");
 }

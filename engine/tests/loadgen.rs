@@ -5,7 +5,7 @@
 use corelb_engine::config::model::RuntimeKind;
 use corelb_engine::http::request::{parse_request, MAX_HEADERS};
 use corelb_engine::http::BodyFraming;
-use corelb_engine::loadgen::{hgrm, run, Options, Plan, Report};
+use corelb_engine::loadgen::{hgrm, run, Flow, Options, Plan, Report};
 use hdrhistogram::Histogram;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -98,7 +98,7 @@ fn bench(url: String, tweak: impl FnOnce(&mut Options)) -> Report {
         ..Options::default()
     };
     tweak(&mut o);
-    run(Plan::build(&o).unwrap(), &mut |_| {}).unwrap()
+    run(Plan::build(&o).unwrap(), &mut |_| Flow::Go).unwrap()
 }
 
 const MS: u64 = 1000;
@@ -353,7 +353,7 @@ fn glommio_runs_where_io_uring_does() {
         runtime: RuntimeKind::Glommio,
         ..Options::default()
     };
-    let result = run(Plan::build(&o).unwrap(), &mut |_| {});
+    let result = run(Plan::build(&o).unwrap(), &mut |_| Flow::Go);
     if corelb_engine::preflight::probe_io_uring().is_ok() {
         let r = result.unwrap();
         assert!(r.stats.requests > 10);

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 pub use plan::{Options, Plan};
 pub use report::Report;
-pub use run::{run, Progress};
+pub use run::{run, Flow, Progress};
 
 /// Why a load test could not be set up or run.
 #[derive(Debug, thiserror::Error)]

@@ -41,6 +41,8 @@ struct Inner {
     seq: u64,
     /// The pacer task, while it sleeps on the timer.
     sleeper: Option<Waker>,
+    /// After [`Pacer::stop`], every wait completes at once.
+    stopped: bool,
 }
 
 /// The pacer of one shard (shard-local, not `Send`).
@@ -62,6 +64,25 @@ impl Pacer {
             at,
             registered: false,
         }
+    }
+
+    /// Ends the pacing early: wakes the pacer task and every waiter; later waits complete at once.
+    pub fn stop(&self) {
+        let (sleeper, left) = {
+            let mut inner = self.inner.borrow_mut();
+            inner.stopped = true;
+            (inner.sleeper.take(), std::mem::take(&mut inner.waiting))
+        };
+        if let Some(w) = sleeper {
+            w.wake();
+        }
+        for Reverse(e) in left {
+            e.waker.wake();
+        }
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.inner.borrow().stopped
     }
 
     fn register(&self, at: Instant, waker: Waker) {
@@ -111,7 +132,7 @@ impl Pacer {
     pub async fn run<R: ClientRuntime>(&self, end: Instant) {
         loop {
             let now = Instant::now();
-            if now >= end {
+            if now >= end || self.is_stopped() {
                 break;
             }
             let wait = match self.wake_due(now) {
@@ -124,10 +145,7 @@ impl Pacer {
                 futures_lite::future::yield_now().await;
             }
         }
-        let left = std::mem::take(&mut self.inner.borrow_mut().waiting);
-        for Reverse(e) in left {
-            e.waker.wake();
-        }
+        self.stop();
     }
 }
 
@@ -142,7 +160,7 @@ impl Future for Until<'_> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.at {
+        if Instant::now() >= self.at || self.pacer.is_stopped() {
             return Poll::Ready(());
         }
         if !self.registered {

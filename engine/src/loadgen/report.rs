@@ -22,8 +22,11 @@ pub struct Report {
     pub runtime: &'static str,
     /// The target rate of an open loop.
     pub rate: Option<f64>,
+    /// The measured time: `--duration`, or less after an early stop.
     pub duration: Duration,
     pub warmup: Duration,
+    /// Stopped before the end (Ctrl-C).
+    pub stopped_early: bool,
     pub stats: ShardStats,
 }
 
@@ -47,24 +50,37 @@ impl Report {
             rate: plan.rate,
             duration: plan.duration,
             warmup: plan.warmup,
+            stopped_early: false,
             stats,
         }
     }
 
-    /// Completed requests per second in the measured window.
+    /// Completed requests per second in the measured window (0 when nothing was measured).
     pub fn requests_per_sec(&self) -> f64 {
-        self.stats.requests as f64 / self.duration.as_secs_f64()
+        self.per_sec(self.stats.requests)
     }
 
     /// Bytes read per second in the measured window.
     pub fn bytes_per_sec(&self) -> f64 {
-        self.stats.bytes_read as f64 / self.duration.as_secs_f64()
+        self.per_sec(self.stats.bytes_read)
+    }
+
+    fn per_sec(&self, n: u64) -> f64 {
+        let secs = self.duration.as_secs_f64();
+        if secs > 0.0 {
+            n as f64 / secs
+        } else {
+            0.0
+        }
     }
 
     /// The human-readable summary.
     pub fn text(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "Running {:.2?} test @ {}", self.duration, self.url);
+        if self.stopped_early {
+            let _ = writeln!(out, "  interrupted: measured {:.2?}", self.duration);
+        }
         let _ = writeln!(out, "  {}", self.header());
         let _ = writeln!(out, "{:>14}{}", "Latency", latency_header());
         let co_note = if self.rate.is_some() { "corrected" } else { "" };
@@ -88,7 +104,12 @@ impl Report {
                 .iter()
                 .map(|(s, n)| format!("{s}: {n}"))
                 .collect();
-            let _ = writeln!(out, "  Status codes: {}", codes.join(", "));
+            let codes = if codes.is_empty() {
+                "none".to_string()
+            } else {
+                codes.join(", ")
+            };
+            let _ = writeln!(out, "  Status codes: {codes}");
             let non_ok = self.stats.non_2xx_3xx();
             if non_ok > 0 {
                 let _ = writeln!(out, "  Non-2xx or 3xx responses: {non_ok}");

@@ -3,7 +3,7 @@
 
 use super::report::Report;
 use super::stats::ShardStats;
-use super::worker::{run_shard, Clock, ShardJob, ShardProgress};
+use super::worker::{run_shard, Clock, EarlyStop, ShardJob, ShardProgress};
 use super::{LoadgenError, Plan};
 use crate::config::model::RuntimeKind;
 use crate::preflight::{ensure_memlock, probe_io_uring};
@@ -18,8 +18,17 @@ use std::time::{Duration, Instant};
 
 /// Time given to the shard threads to start before the first request is due.
 const START_SLACK: Duration = Duration::from_millis(100);
-/// How often the progress callback runs.
-const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// How often the progress callback runs (and so how soon an early stop is seen).
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+/// What the progress callback wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep running.
+    Go,
+    /// End the run now (e.g. on Ctrl-C) and report what was measured so far.
+    Stop,
+}
 
 /// A snapshot for the progress line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +42,8 @@ pub struct Progress {
     pub warming_up: bool,
 }
 
-/// Runs `plan`, calling `on_progress` about once a second, and returns the merged results.
-pub fn run(plan: Plan, on_progress: &mut dyn FnMut(&Progress)) -> Result<Report, LoadgenError> {
+/// Runs `plan`, calling `on_progress` four times a second, and returns the merged results.
+pub fn run(plan: Plan, on_progress: &mut dyn FnMut(&Progress) -> Flow) -> Result<Report, LoadgenError> {
     check_reachable(&plan)?;
     if plan.runtime == RuntimeKind::Glommio {
         probe_io_uring().map_err(|e| LoadgenError::Runtime(e.to_string()))?;
@@ -49,6 +58,7 @@ pub fn run(plan: Plan, on_progress: &mut dyn FnMut(&Progress)) -> Result<Report,
         measure_from,
         end: measure_from + plan.duration,
     };
+    let stop = Arc::new(EarlyStop::new());
     let (tx, rx) = mpsc::channel();
     let mut progress = Vec::new();
     let mut threads = Vec::new();
@@ -62,6 +72,7 @@ pub fn run(plan: Plan, on_progress: &mut dyn FnMut(&Progress)) -> Result<Report,
             conns: plan.connections_of(i),
             clock,
             progress: shard_progress,
+            stop: stop.clone(),
             results: tx.clone(),
         };
         first_conn += job.conns;
@@ -73,7 +84,17 @@ pub fn run(plan: Plan, on_progress: &mut dyn FnMut(&Progress)) -> Result<Report,
         threads.push(started.map_err(LoadgenError::Thread)?);
     }
     drop(tx);
-    let results = collect(&rx, &threads, clock, &progress, on_progress);
+    let shards = Shards {
+        rx: &rx,
+        threads: &threads,
+        progress: &progress,
+        stop: &stop,
+    };
+    let results = collect(&shards, clock, on_progress);
+    let measured = match stop.get(&clock) {
+        Some(at) if at < clock.end => Some(at.saturating_duration_since(clock.measure_from)),
+        _ => None,
+    };
     for t in threads {
         match t.join() {
             Ok(Ok(())) => {}
@@ -88,7 +109,12 @@ pub fn run(plan: Plan, on_progress: &mut dyn FnMut(&Progress)) -> Result<Report,
     for r in &results {
         total.merge(r);
     }
-    Ok(Report::new(&plan, total))
+    let mut report = Report::new(&plan, total);
+    if let Some(d) = measured {
+        report.duration = d;
+        report.stopped_early = true;
+    }
+    Ok(report)
 }
 
 /// Connects once from this thread, so an unreachable target is an error before any shard starts.
@@ -101,37 +127,43 @@ fn check_reachable(plan: &Plan) -> Result<(), LoadgenError> {
     }
 }
 
-/// Waits for every shard's stats (or for every shard thread to end), reporting progress on the way.
-fn collect(
-    rx: &mpsc::Receiver<ShardStats>,
-    threads: &[JoinHandle<io::Result<()>>],
-    clock: Clock,
-    progress: &[Arc<ShardProgress>],
-    on_progress: &mut dyn FnMut(&Progress),
-) -> Vec<ShardStats> {
+/// The main thread's view of the running shards.
+struct Shards<'a> {
+    rx: &'a mpsc::Receiver<ShardStats>,
+    threads: &'a [JoinHandle<io::Result<()>>],
+    progress: &'a [Arc<ShardProgress>],
+    stop: &'a EarlyStop,
+}
+
+/// Waits for every shard's stats (or for every shard thread to end), reporting progress on the way and passing an
+/// early stop on to the shards.
+fn collect(s: &Shards<'_>, clock: Clock, on_progress: &mut dyn FnMut(&Progress) -> Flow) -> Vec<ShardStats> {
     let mut results = Vec::new();
     let mut next_tick = clock.start + PROGRESS_EVERY;
-    while results.len() < threads.len() {
+    while results.len() < s.threads.len() {
         let wait = next_tick.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(wait) {
+        match s.rx.recv_timeout(wait) {
             Ok(stats) => results.push(stats),
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let now = Instant::now();
                 next_tick = now + PROGRESS_EVERY;
-                on_progress(&Progress {
+                let flow = on_progress(&Progress {
                     elapsed: now.saturating_duration_since(clock.start),
-                    requests: progress.iter().map(|p| p.requests.load(Ordering::Relaxed)).sum(),
-                    errors: progress.iter().map(|p| p.errors.load(Ordering::Relaxed)).sum(),
+                    requests: s.progress.iter().map(|p| p.requests.load(Ordering::Relaxed)).sum(),
+                    errors: s.progress.iter().map(|p| p.errors.load(Ordering::Relaxed)).sum(),
                     warming_up: now < clock.measure_from,
                 });
-                if threads.iter().all(JoinHandle::is_finished) {
+                if flow == Flow::Stop && s.stop.get(&clock).is_none() {
+                    s.stop.set(&clock, now);
+                }
+                if s.threads.iter().all(JoinHandle::is_finished) {
                     break;
                 }
             }
         }
     }
-    while let Ok(stats) = rx.try_recv() {
+    while let Ok(stats) = s.rx.try_recv() {
         results.push(stats);
     }
     results

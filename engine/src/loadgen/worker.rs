@@ -41,6 +41,30 @@ pub(crate) struct ShardProgress {
     pub errors: AtomicU64,
 }
 
+/// An early stop (Ctrl-C), set by the main thread and seen by every shard within a progress tick: the time since
+/// the clock's start at which the run ends instead, or none.
+#[derive(Debug)]
+pub(crate) struct EarlyStop(AtomicU64);
+
+impl EarlyStop {
+    pub fn new() -> Self {
+        EarlyStop(AtomicU64::new(u64::MAX))
+    }
+
+    /// Ends the run at `at`.
+    pub fn set(&self, clock: &Clock, at: Instant) {
+        let since = at.saturating_duration_since(clock.start).as_nanos();
+        self.0
+            .store(u64::try_from(since).unwrap_or(u64::MAX - 1), Ordering::Relaxed);
+    }
+
+    /// When the run was stopped early, if it was.
+    pub fn get(&self, clock: &Clock) -> Option<Instant> {
+        let n = self.0.load(Ordering::Relaxed);
+        (n != u64::MAX).then(|| clock.start + Duration::from_nanos(n))
+    }
+}
+
 /// What a shard thread is given.
 pub(crate) struct ShardJob {
     pub plan: Arc<Plan>,
@@ -49,6 +73,7 @@ pub(crate) struct ShardJob {
     pub conns: usize,
     pub clock: Clock,
     pub progress: Arc<ShardProgress>,
+    pub stop: Arc<EarlyStop>,
     pub results: mpsc::Sender<ShardStats>,
 }
 
@@ -58,6 +83,16 @@ struct Shard {
     stats: RefCell<ShardStats>,
     /// Wakes open-loop connections at their send times.
     pacer: Pacer,
+    /// The end of the run: the clock's, or earlier after an early stop.
+    end: Cell<Instant>,
+    stop: Arc<EarlyStop>,
+}
+
+impl Shard {
+    /// Whether a response completed at `done` is inside the run (an early stop may not have been seen yet).
+    fn in_run(&self, done: Instant) -> bool {
+        done <= self.end.get() && !matches!(self.stop.get(&self.clock), Some(at) if done > at)
+    }
 }
 
 /// Counts a shard's live connection tasks.
@@ -77,6 +112,8 @@ pub(crate) async fn run_shard<R: ClientRuntime>(job: ShardJob) {
         clock: job.clock,
         stats: RefCell::new(ShardStats::default()),
         pacer: Pacer::new(),
+        end: Cell::new(job.clock.end),
+        stop: job.stop.clone(),
     });
     if shard.plan.interval().is_some() {
         let shard = shard.clone();
@@ -96,6 +133,12 @@ pub(crate) async fn run_shard<R: ClientRuntime>(job: ShardJob) {
     while live.get() > 0 {
         R::sleep(PROGRESS_TICK).await;
         publish(&shard.stats.borrow(), &job.progress);
+        if let Some(at) = job.stop.get(&shard.clock) {
+            if at < shard.end.get() {
+                shard.end.set(at);
+                shard.pacer.stop();
+            }
+        }
     }
     let stats = std::mem::take(&mut *shard.stats.borrow_mut());
     publish(&stats, &job.progress);
@@ -143,13 +186,13 @@ async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
     sleep_until::<R>(clock.start).await;
     loop {
         if interval.is_some() {
-            if scheduled >= clock.end {
+            if scheduled >= shard.end.get() {
                 break;
             }
             shard.pacer.until(scheduled).await;
         }
         let now = Instant::now();
-        if now >= clock.end {
+        if now >= shard.end.get() {
             break;
         }
         let Some(request) = plan.requests.get(next) else { break };
@@ -159,10 +202,13 @@ async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
         if let Some(i) = interval {
             scheduled += i;
         }
-        let outcome = attempt::<R>(plan, clock.end, &mut open, &mut ex, request).await;
+        let outcome = attempt::<R>(plan, shard.end.get(), &mut open, &mut ex, request).await;
         match outcome {
             Outcome::Done(resp, sent) => {
                 let done = Instant::now();
+                if !shard.in_run(done) {
+                    break; // completed after an early stop: outside the measured window
+                }
                 let intended = scheduled_at.unwrap_or(sent);
                 let sample = Sample {
                     corrected: done.saturating_duration_since(intended),
@@ -177,7 +223,7 @@ async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
                 let at = Instant::now();
                 shard.stats.borrow_mut().record_error(kind, at >= clock.measure_from);
                 if kind == ErrorKind::Connect && interval.is_none() {
-                    sleep_until::<R>((at + CONNECT_BACKOFF).min(clock.end)).await;
+                    sleep_until::<R>((at + CONNECT_BACKOFF).min(shard.end.get())).await;
                 }
             }
             Outcome::Stopped => break,
