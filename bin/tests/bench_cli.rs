@@ -125,18 +125,20 @@ fn a_short_run_prints_and_writes_its_reports() {
     let hgrm = std::fs::read_to_string(hgrm).unwrap();
     assert!(hgrm.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)\n\n"));
     assert!(hgrm.contains("#[Mean    ="));
-    let json = std::fs::read_to_string(json).unwrap();
-    assert!(json.contains("\"status\": {\"200\": "), "{json}");
-    assert!(json.contains("\"rate\": 500,"), "{json}");
-    let requests: u64 = json
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("\"requests\": "))
-        .and_then(|v| v.trim_end_matches(',').parse().ok())
-        .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(json["rate"], 500.0);
+    assert_eq!(json["interrupted"], false);
+    assert_eq!(json["url"], url.as_str());
+    let requests = json["requests"].as_u64().unwrap();
     assert!(
         (100..=160).contains(&requests),
         "{requests} requests at 500/s for 0.3 s"
     );
+    assert_eq!(json["status"]["200"].as_u64(), Some(requests));
+    assert_eq!(json["latency_us"]["count"].as_u64(), Some(requests));
+    let p99 = json["latency_us"]["p99"].as_u64().unwrap();
+    assert!(p99 >= json["latency_us"]["p50"].as_u64().unwrap() && p99 <= json["latency_us"]["max"].as_u64().unwrap());
+    assert_eq!(json["errors"]["connect"], 0);
     let svg = std::fs::read_to_string(svg).unwrap();
     assert!(svg.contains("<svg") && svg.contains("99%") && svg.contains("uncorrected"));
     std::fs::remove_dir_all(dir).unwrap();

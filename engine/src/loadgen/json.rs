@@ -76,6 +76,7 @@ pub fn summary(r: &Report) -> String {
     let _ = writeln!(out, "  \"rate\": {rate},");
     let _ = writeln!(out, "  \"duration_s\": {},", number(r.duration.as_secs_f64()));
     let _ = writeln!(out, "  \"warmup_s\": {},", number(r.warmup.as_secs_f64()));
+    let _ = writeln!(out, "  \"interrupted\": {},", r.stopped_early);
     let _ = writeln!(out, "  \"requests\": {},", s.requests);
     let _ = writeln!(out, "  \"requests_per_sec\": {},", number(r.requests_per_sec()));
     let _ = writeln!(out, "  \"bytes_read\": {},", s.bytes_read);
