@@ -218,4 +218,28 @@ mod tests {
             "woken in the order of their times"
         );
     }
+
+    #[test]
+    fn stop_releases_waiters_and_the_pacer() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        let waited = local.block_on(&rt, async {
+            let pacer = Rc::new(Pacer::new());
+            let start = Instant::now();
+            let p = pacer.clone();
+            let run = tokio::task::spawn_local(async move { p.run::<Tokio>(start + Duration::from_secs(60)).await });
+            let p = pacer.clone();
+            let waiter = tokio::task::spawn_local(async move { p.until(start + Duration::from_secs(30)).await });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            pacer.stop();
+            waiter.await.unwrap();
+            run.await.unwrap();
+            pacer.until(start + Duration::from_secs(30)).await;
+            start.elapsed()
+        });
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+    }
 }
