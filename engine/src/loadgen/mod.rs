@@ -16,7 +16,7 @@ pub mod target;
 mod worker;
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 pub use plan::{Options, Plan};
@@ -40,6 +40,8 @@ pub enum LoadgenError {
         line: usize,
         reason: &'static str,
     },
+    #[error("source address {src} cannot be used: {reason}")]
+    Source { src: IpAddr, reason: String },
     #[error("{0}: the request list has no requests")]
     EmptyRequestList(PathBuf),
     #[error("cannot read {path}: {source}")]

@@ -5,6 +5,7 @@ use super::requests::{self, Common, ListEntry, Prepared};
 use super::target::{parse_target, Mode, Target};
 use super::LoadgenError;
 use crate::config::model::RuntimeKind;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -163,7 +164,9 @@ fn http_requests(o: &Options, target: &Target) -> Result<Vec<Prepared>, LoadgenE
                 path: path.clone(),
                 source,
             })?;
-            requests::parse_list(&text, path)?
+            let entries = requests::parse_list(&text, path)?;
+            check_sources(&entries, target)?;
+            entries
         }
         None => vec![ListEntry {
             src: None,
@@ -172,6 +175,29 @@ fn http_requests(o: &Options, target: &Target) -> Result<Vec<Prepared>, LoadgenE
         }],
     };
     Ok(requests::prepare(&entries, &common))
+}
+
+/// Every source address of a request list must be of the target's family and bindable here, or every request
+/// from it would fail to connect.
+fn check_sources(entries: &[ListEntry], target: &Target) -> Result<(), LoadgenError> {
+    let mut checked: Vec<IpAddr> = Vec::new();
+    for src in entries.iter().filter_map(|e| e.src) {
+        if checked.contains(&src) {
+            continue;
+        }
+        if src.is_ipv4() != target.addr.is_ipv4() {
+            return Err(LoadgenError::Source {
+                src,
+                reason: "not of the target's address family".into(),
+            });
+        }
+        std::net::TcpListener::bind(SocketAddr::new(src, 0)).map_err(|e| LoadgenError::Source {
+            src,
+            reason: e.to_string(),
+        })?;
+        checked.push(src);
+    }
+    Ok(())
 }
 
 fn echo_requests(o: &Options) -> Result<Vec<Prepared>, LoadgenError> {
@@ -296,6 +322,24 @@ mod tests {
         o.connections = 1;
         o.threads = Some(2);
         assert!(matches!(Plan::build(&o), Err(LoadgenError::TooFewConnections { .. })));
+    }
+
+    #[test]
+    fn checks_source_addresses() {
+        let dir = std::env::temp_dir().join(format!("corelb-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let list = dir.join("l.txt");
+        let mut o = opts("http://127.0.0.1:1/");
+        o.request_file = Some(list.clone());
+        std::fs::write(&list, "127.0.0.9 GET /\n127.0.0.9 GET /b\n").unwrap();
+        assert_eq!(Plan::build(&o).unwrap().requests.len(), 2);
+        // TEST-NET-1 is never a local address.
+        std::fs::write(&list, "192.0.2.1 GET /\n").unwrap();
+        assert!(matches!(Plan::build(&o), Err(LoadgenError::Source { .. })));
+        std::fs::write(&list, "::1 GET /\n").unwrap();
+        let err = Plan::build(&o).unwrap_err();
+        assert!(err.to_string().contains("address family"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
