@@ -354,12 +354,16 @@ fn glommio_runs_where_io_uring_does() {
         ..Options::default()
     };
     let result = run(Plan::build(&o).unwrap(), &mut |_| Flow::Go);
-    if corelb_engine::preflight::probe_io_uring().is_ok() {
+    let io_memory = 2 * corelb_engine::runtime::glommio_rt::IO_MEMORY as u64;
+    let usable = corelb_engine::preflight::probe_io_uring().is_ok()
+        && corelb_engine::preflight::ensure_memlock(io_memory, 1).is_ok();
+    if usable {
         let r = result.unwrap();
         assert!(r.stats.requests > 10);
         assert_eq!((r.runtime, r.stats.errors.total()), ("glommio", 0));
     } else {
-        // Without io_uring the run fails with a message, not a panic.
-        assert!(result.unwrap_err().to_string().contains("io_uring"));
+        // Without io_uring (or enough locked memory) the run fails with a message, not a panic.
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("io_uring") || err.contains("RLIMIT_MEMLOCK"), "{err}");
     }
 }
