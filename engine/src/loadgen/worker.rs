@@ -89,7 +89,7 @@ struct Shard {
 }
 
 impl Shard {
-    /// Whether a response completed at `done` is inside the run (an early stop may not have been seen yet).
+    /// Whether a request finished at `done` is inside the run (an early stop may not have been seen yet).
     fn in_run(&self, done: Instant) -> bool {
         done <= self.end.get() && !matches!(self.stop.get(&self.clock), Some(at) if done > at)
     }
@@ -221,6 +221,9 @@ async fn connection<R: ClientRuntime>(shard: &Shard, index: usize) {
             }
             Outcome::Failed(kind) => {
                 let at = Instant::now();
+                if !shard.in_run(at) {
+                    break;
+                }
                 shard.stats.borrow_mut().record_error(kind, at >= clock.measure_from);
                 if kind == ErrorKind::Connect && interval.is_none() {
                     sleep_until::<R>((at + CONNECT_BACKOFF).min(shard.end.get())).await;
