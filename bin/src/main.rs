@@ -1,5 +1,7 @@
-//! The `corelb` command: `-t` tests a config, `pick` shows which peers requests would reach, `-c` runs the proxy.
+//! The `corelb` command: `-c` runs the proxy, `-t` tests a config, `pick` shows which peers requests would reach,
+//! `bench` runs the load generator.
 
+mod bench;
 mod check;
 mod pick;
 mod run;
@@ -32,6 +34,8 @@ struct Cli {
 enum Command {
     /// Show the peer(s) each request would reach, using the same balancers and retry rules as the proxy.
     Pick(pick::PickArgs),
+    /// Load-test an HTTP/1.1 or TCP echo target (closed loop, or open loop at a fixed rate).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,8 +44,10 @@ fn main() -> ExitCode {
         println!("corelb version {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    if let Some(Command::Pick(args)) = &cli.command {
-        return pick::main(args);
+    match &cli.command {
+        Some(Command::Pick(args)) => return pick::main(args),
+        Some(Command::Bench(args)) => return bench::main(args),
+        None => {}
     }
     let Some(config) = cli.config else {
         eprintln!("corelb: [emerg] no configuration file given: use -c FILE (see --help)");

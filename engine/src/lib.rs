@@ -3,6 +3,7 @@
 pub mod balance;
 pub mod config;
 pub mod http;
+pub mod loadgen;
 pub mod preflight;
 pub mod proxy;
 pub mod runtime;

@@ -1,0 +1,369 @@
+//! `corelb bench` end to end on loopback: the histogram against a server with known delays, coordinated-omission
+//! correction against a server that stalls for 1 s, the `.hgrm` text parsed back, and request-list replay with
+//! source addresses. Every run is bounded (≤ 3 s) and every server stops when its client goes away.
+
+use corelb_engine::config::model::RuntimeKind;
+use corelb_engine::http::request::{parse_request, MAX_HEADERS};
+use corelb_engine::http::BodyFraming;
+use corelb_engine::loadgen::{hgrm, run, Flow, Options, Plan, Report};
+use hdrhistogram::Histogram;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+/// One request as the test server saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    method: String,
+    uri: String,
+    src: IpAddr,
+    body: Vec<u8>,
+}
+
+/// A keepalive HTTP/1.1 server on a fresh loopback port, one thread per connection. Request `n` (counted over all
+/// connections from 0) is answered after `delay(n)`; every request is recorded.
+struct TestServer {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+type Delay = Arc<dyn Fn(u64) -> Duration + Send + Sync>;
+
+impl TestServer {
+    fn start(delay: impl Fn(u64) -> Duration + Send + Sync + 'static) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let delay: Delay = Arc::new(delay);
+        let counter = Arc::new(AtomicU64::new(0));
+        let record = seen.clone();
+        thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (delay, counter, record) = (delay.clone(), counter.clone(), record.clone());
+                thread::spawn(move || serve(stream, &*delay, &counter, &record));
+            }
+        });
+        TestServer { addr, seen }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve(mut s: TcpStream, delay: &dyn Fn(u64) -> Duration, counter: &AtomicU64, record: &Mutex<Vec<Seen>>) {
+    let src = s.peer_addr().unwrap().ip();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let parsed = parse_request(&buf, &mut hs).ok().flatten().map(|h| {
+            let len = match h.body {
+                BodyFraming::Length(n) => n as usize,
+                _ => 0,
+            };
+            (h.method.to_string(), h.target.to_string(), h.head_len, len)
+        });
+        let Some((method, uri, head_len, body_len)) = parsed.filter(|p| buf.len() >= p.2 + p.3) else {
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            continue;
+        };
+        let body = buf[head_len..head_len + body_len].to_vec();
+        buf.drain(..head_len + body_len);
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        record.lock().unwrap().push(Seen { method, uri, src, body });
+        thread::sleep(delay(n));
+        if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+            return;
+        }
+    }
+}
+
+fn bench(url: String, tweak: impl FnOnce(&mut Options)) -> Report {
+    let mut o = Options {
+        url,
+        connections: 1,
+        threads: Some(1),
+        timeout: Duration::from_secs(5),
+        ..Options::default()
+    };
+    tweak(&mut o);
+    run(Plan::build(&o).unwrap(), &mut |_| Flow::Go).unwrap()
+}
+
+const MS: u64 = 1000;
+
+#[test]
+fn percentiles_match_known_server_delays() {
+    // Every tenth request takes 60 ms, the others 10 ms: p50 is 10 ms, p99 and max are 60 ms, 10% are slow.
+    let slow = |n: u64| n % 10 == 9;
+    let server = TestServer::start(move |n| Duration::from_millis(if slow(n) { 60 } else { 10 }));
+    let r = bench(server.url("/"), |o| o.duration = Duration::from_millis(1500));
+    let h = &r.stats.corrected;
+    let served_slow = (0..server.seen().len() as u64).filter(|&n| slow(n)).count() as u64;
+    assert!(h.len() >= 50, "{} requests", h.len());
+    assert!(h.min() >= 10 * MS, "min {}", h.min());
+    let p50 = h.value_at_percentile(50.0);
+    assert!((10 * MS..15 * MS).contains(&p50), "p50 {p50}");
+    let p99 = h.value_at_percentile(99.0);
+    assert!((60 * MS..75 * MS).contains(&p99), "p99 {p99}");
+    assert!((60 * MS..150 * MS).contains(&h.max()), "max {}", h.max());
+    let recorded_slow = h.count_between(50 * MS, 3_600_000_000);
+    // The last request may be cut off by the end of the run.
+    assert!(
+        recorded_slow == served_slow || recorded_slow + 1 == served_slow,
+        "{recorded_slow} slow recorded, {served_slow} served"
+    );
+    assert_eq!(r.stats.status_counts(), vec![(200, h.len())]);
+    assert_eq!(r.stats.errors.total(), 0);
+    // A closed loop has no schedule: both histograms count from the write.
+    assert!(r.stats.corrected == r.stats.uncorrected);
+}
+
+#[test]
+fn warmup_results_are_not_counted() {
+    // The first 0.5 s (the warmup) is served slowly, the measured 0.5 s quickly.
+    let start = std::time::Instant::now();
+    let server = TestServer::start(move |_| {
+        let slow = start.elapsed() < Duration::from_millis(400);
+        Duration::from_millis(if slow { 200 } else { 1 })
+    });
+    let r = bench(server.url("/"), |o| {
+        o.warmup = Duration::from_millis(500);
+        o.duration = Duration::from_millis(500);
+    });
+    let h = &r.stats.corrected;
+    assert!(h.len() >= 50, "{} requests", h.len());
+    assert!(h.max() < 150 * MS, "a warmup request was counted: max {}", h.max());
+    assert!(server.seen().len() as u64 > h.len(), "warmup requests were sent");
+    assert!(r.text().contains("after 500.00ms warmup"));
+}
+
+#[test]
+fn open_loop_corrects_for_coordinated_omission() {
+    // 100 requests/s on one connection; the request due at 1.0 s stalls the server for 1 s.
+    let server = TestServer::start(|n| Duration::from_millis(if n == 100 { 1000 } else { 0 }));
+    let r = bench(server.url("/"), |o| {
+        o.duration = Duration::from_secs(3);
+        o.rate = Some(100.0);
+    });
+    let (c, u) = (&r.stats.corrected, &r.stats.uncorrected);
+    assert!(c.len() >= 250, "{} requests", c.len());
+    // Corrected: the ~100 requests queued behind the stall wait 1 s down to 10 ms, so the top 1% is about 1 s.
+    let c99 = c.value_at_percentile(99.0);
+    assert!(c99 >= 900 * MS, "corrected p99 {c99}");
+    assert!((1000 * MS..1200 * MS).contains(&c.max()), "corrected max {}", c.max());
+    assert!(c.value_at_percentile(90.0) >= 500 * MS);
+    // Uncorrected: one slow request among ~300, the tail hides.
+    let u99 = u.value_at_percentile(99.0);
+    assert!(u99 < 50 * MS, "uncorrected p99 {u99}");
+    assert!(u.max() >= 1000 * MS, "uncorrected max {}", u.max());
+    assert!(c99 > 10 * u99);
+    assert_eq!(c.len(), u.len());
+}
+
+/// A parsed `.hgrm` row: value (ms), percentile (0..1), total count, and 1/(1-p) when given.
+type Row = (f64, f64, u64, Option<f64>);
+
+fn parse_hgrm(text: &str) -> (Vec<Row>, f64, u64) {
+    let mut rows = Vec::new();
+    let (mut max, mut total) = (f64::NAN, 0);
+    for line in text.lines().skip(2) {
+        if let Some(rest) = line.strip_prefix("#[Max     =") {
+            let (m, t) = rest.split_once(", Total count    =").unwrap();
+            max = m.trim().parse().unwrap();
+            total = t.trim_end_matches(']').trim().parse().unwrap();
+            continue;
+        }
+        if line.starts_with("#[") {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert!(f.len() == 3 || f.len() == 4, "row {line:?}");
+        rows.push((
+            f[0].parse().unwrap(),
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+            f.get(3).map(|v| v.parse().unwrap()),
+        ));
+    }
+    (rows, max, total)
+}
+
+fn check_hgrm_matches(h: &Histogram<u64>) {
+    let text = hgrm::percentile_distribution(h, 5, 1000.0);
+    let (rows, max, total) = parse_hgrm(&text);
+    assert_eq!(total, h.len());
+    assert_eq!((max * 1000.0).round() as u64, h.max());
+    assert!(rows.len() > 10);
+    assert_eq!(rows.last().unwrap().2, h.len());
+    assert_eq!(rows.last().unwrap().3, None, "the 100% row has no 1/(1-p)");
+    for w in rows.windows(2) {
+        assert!(w[0].0 <= w[1].0 && w[0].1 <= w[1].1 && w[0].2 <= w[1].2, "{w:?}");
+    }
+    for (value, p, count, inv) in rows {
+        let us = (value * 1000.0).round() as u64;
+        assert_eq!(h.count_between(0, us), count, "count up to {value} ms");
+        assert!(count as f64 / h.len() as f64 >= p - 1e-9, "{count} at {p}");
+        if let Some(inv) = inv {
+            assert!((inv - 1.0 / (1.0 - p)).abs() < 0.006, "{inv} vs {p}");
+        }
+    }
+}
+
+#[test]
+fn hgrm_output_parses_back_to_the_histogram() {
+    let server = TestServer::start(|n| Duration::from_micros(200 + (n % 7) * 300));
+    let r = bench(server.url("/"), |o| {
+        o.duration = Duration::from_millis(800);
+        o.connections = 2;
+    });
+    assert!(r.stats.corrected.len() > 50);
+    check_hgrm_matches(&r.stats.corrected);
+}
+
+#[test]
+fn replays_the_request_list_with_source_addresses() {
+    let server = TestServer::start(|_| Duration::ZERO);
+    let dir = std::env::temp_dir().join(format!("corelb-loadgen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = dir.join("requests.txt");
+    let lines = "# replayed in order\n127.0.0.2 GET /a\n127.0.0.3 POST /b?x=1\nGET /c\n\n127.0.0.3 PUT /d\n";
+    std::fs::write(&list, lines).unwrap();
+    let r = bench(server.url("/ignored"), |o| {
+        o.duration = Duration::from_millis(500);
+        o.request_file = Some(list.clone());
+        o.body = Some(b"hi".to_vec());
+        o.headers = vec!["X-Test: 1".into()];
+    });
+    std::fs::remove_dir_all(&dir).unwrap();
+    let expected: Vec<(&str, &str, &str)> = vec![
+        ("GET", "/a", "127.0.0.2"),
+        ("POST", "/b?x=1", "127.0.0.3"),
+        ("GET", "/c", "127.0.0.1"),
+        ("PUT", "/d", "127.0.0.3"),
+    ];
+    let seen = server.seen();
+    assert!(seen.len() >= 8, "{} requests seen", seen.len());
+    for (i, s) in seen.iter().enumerate() {
+        let (method, uri, src) = expected[i % expected.len()];
+        assert_eq!((s.method.as_str(), s.uri.as_str()), (method, uri), "request {i}");
+        assert_eq!(s.src, src.parse::<IpAddr>().unwrap(), "request {i}");
+        assert_eq!(s.body, b"hi");
+    }
+    let recorded = r.stats.requests;
+    assert!(recorded == seen.len() as u64 || recorded + 1 == seen.len() as u64);
+}
+
+/// A server that answers one request per connection, its body delimited by the close.
+fn closing_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let mut head = Vec::new();
+            while let Ok(n @ 1..) = s.read(&mut buf) {
+                head.extend_from_slice(&buf[..n]);
+                if head.ends_with(b"\r\n\r\n") {
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbye");
+                    break;
+                }
+            }
+        }
+    });
+    addr
+}
+
+#[test]
+fn reconnects_after_close_delimited_responses() {
+    let r = bench(format!("http://{}/", closing_server()), |o| {
+        o.duration = Duration::from_millis(300)
+    });
+    assert!(r.stats.requests > 10, "{} requests", r.stats.requests);
+    assert_eq!(r.stats.errors.total(), 0);
+    assert_eq!(r.stats.status_counts(), vec![(200, r.stats.requests)]);
+}
+
+#[test]
+fn a_request_without_answer_times_out_and_the_run_goes_on() {
+    // The fourth request is never answered (the server sleeps past the end of the run); the client gives up after
+    // 200 ms, reconnects, and carries on.
+    let server = TestServer::start(|n| Duration::from_millis(if n == 3 { 3000 } else { 1 }));
+    let r = bench(server.url("/"), |o| {
+        o.duration = Duration::from_millis(700);
+        o.timeout = Duration::from_millis(200);
+    });
+    assert_eq!(r.stats.errors.timeout, 1);
+    assert_eq!(r.stats.errors.total(), 1);
+    assert!(r.stats.requests > 20, "{} requests", r.stats.requests);
+    assert!(
+        r.stats.corrected.max() < 200 * MS,
+        "a timed-out request is not a latency sample"
+    );
+}
+
+#[test]
+fn echo_mode_and_shards() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    if s.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let r = bench(format!("tcp://{addr}"), |o| {
+        o.duration = Duration::from_millis(400);
+        o.connections = 4;
+        o.threads = Some(2);
+        o.body = Some(vec![b'z'; 3000]);
+    });
+    assert!(r.stats.requests > 10);
+    assert_eq!(r.stats.errors.total(), 0);
+    assert_eq!(r.stats.bytes_read, r.stats.requests * 3000);
+    assert!(r.stats.status_counts().is_empty());
+    assert_eq!(r.shards, 2);
+}
+
+#[test]
+fn glommio_runs_where_io_uring_does() {
+    let server = TestServer::start(|_| Duration::ZERO);
+    let o = Options {
+        url: server.url("/"),
+        connections: 2,
+        threads: Some(1),
+        duration: Duration::from_millis(300),
+        runtime: RuntimeKind::Glommio,
+        ..Options::default()
+    };
+    let result = run(Plan::build(&o).unwrap(), &mut |_| Flow::Go);
+    let io_memory = 2 * corelb_engine::runtime::glommio_rt::IO_MEMORY as u64;
+    let usable = corelb_engine::preflight::probe_io_uring().is_ok()
+        && corelb_engine::preflight::ensure_memlock(io_memory, 1).is_ok();
+    if usable {
+        let r = result.unwrap();
+        assert!(r.stats.requests > 10);
+        assert_eq!((r.runtime, r.stats.errors.total()), ("glommio", 0));
+    } else {
+        // Without io_uring (or enough locked memory) the run fails with a message, not a panic.
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("io_uring") || err.contains("RLIMIT_MEMLOCK"), "{err}");
+    }
+}
