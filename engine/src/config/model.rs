@@ -106,6 +106,9 @@ pub struct ServerLine {
     pub fail_timeout: Duration,
     /// Default 0 (unlimited).
     pub max_conns: u32,
+    /// `slow_start=TIME` (nginx Plus): after the peer comes back, its weight ramps from 1 to `weight` over this
+    /// time. Zero (the default) = off. Refused with `hash`, `ip_hash` and `random`.
+    pub slow_start: Duration,
     pub backup: bool,
     pub down: bool,
     pub span: Span,

@@ -54,6 +54,7 @@ fn line(port: u16, params: &str) -> ServerLine {
         max_fails: if has("max_fails=0") { 0 } else { 1 },
         fail_timeout: Duration::from_secs(10),
         max_conns: 0,
+        slow_start: std::time::Duration::ZERO,
         backup: has("backup"),
         down: has("down"),
         span: Span::default(),
