@@ -322,6 +322,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
         named.name = name.into();
         c.http = Some(HttpConf {
             upstreams: vec![other, named],
+            health: Default::default(),
             servers: vec![HttpServer {
                 listens: vec![],
                 server_names: vec![],
@@ -337,6 +338,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
         named.name = name.into();
         c.stream = Some(StreamConf {
             upstreams: vec![named],
+            health: Default::default(),
             servers: vec![StreamServer {
                 listens: vec![],
                 upstream: 0,

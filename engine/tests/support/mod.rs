@@ -96,6 +96,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
     Config {
         http: Some(HttpConf {
             upstreams,
+            health: Default::default(),
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,
