@@ -76,8 +76,9 @@ pub struct Running {
 
 impl Running {
     /// Graceful stop: no new connections, in-flight requests finish; returns when every shard has ended.
-    pub fn drain_and_join(mut self) {
-        self.health.stop();
+    pub fn drain_and_join(self) {
+        // Probes in flight end within their timeouts; the shards drain meanwhile.
+        self.health.signal_stop();
         self.shared.drain();
         for h in self.handles {
             match h.join() {

@@ -344,6 +344,8 @@ pub struct HealthCheck {
     pub upstream: usize,
     /// `interval=`, default 5s.
     pub interval: Duration,
+    /// `jitter=`, default 0: each round starts up to this much later, at random.
+    pub jitter: Duration,
     /// `fails=`, default 1: consecutive failed probes that make a peer unhealthy.
     pub fails: u32,
     /// `passes=`, default 1: consecutive passed probes that make an unhealthy peer healthy.

@@ -49,6 +49,7 @@ enum Probe {
 struct CheckRun {
     probe: Probe,
     interval: Duration,
+    jitter: Duration,
     fails: u32,
     passes: u32,
     port: Option<u16>,
@@ -134,12 +135,17 @@ impl HealthCheckers {
         self.threads.is_empty()
     }
 
-    /// Stops every checker and waits for it (a probe in flight ends within its timeouts).
-    pub fn stop(&mut self) {
+    /// Tells every checker to stop after its current round, without waiting.
+    pub fn signal_stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
         for t in &self.threads {
             t.thread().unpark();
         }
+    }
+
+    /// Stops every checker and waits for it (a probe in flight ends within its timeouts).
+    pub fn stop(&mut self) {
+        self.signal_stop();
         for t in self.threads.drain(..) {
             if t.join().is_err() {
                 eprintln!("corelb: [alert] a health check thread panicked");
@@ -211,6 +217,7 @@ fn check_run(c: &HealthCheck, health: &HealthConf, http: bool, peers: usize, now
     CheckRun {
         probe,
         interval: c.interval,
+        jitter: c.jitter,
         fails: c.fails,
         passes: c.passes,
         port: c.port,
@@ -266,7 +273,7 @@ impl UpstreamChecker {
                 slot.record_check(v.passed, v.status);
                 state.apply(v.passed, check.fails, check.passes);
             }
-            check.next = Instant::now() + check.interval;
+            check.next = Instant::now() + check.interval + check.random_jitter();
         }
         for (pi, (_, slot)) in self.peers.iter().enumerate() {
             let states = self.checks.iter().filter_map(|c| c.states.get(pi));
@@ -277,6 +284,14 @@ impl UpstreamChecker {
 }
 
 impl CheckRun {
+    /// A random delay in `[0, jitter]`.
+    fn random_jitter(&self) -> Duration {
+        if self.jitter.is_zero() {
+            return Duration::ZERO;
+        }
+        self.jitter.mul_f64(rand::random::<f64>())
+    }
+
     fn probe_once(&self, addr: SocketAddr) -> Verdict {
         match &self.probe {
             Probe::Http { request, matcher } => probe::http(addr, request, self.limits, matcher.as_ref()),

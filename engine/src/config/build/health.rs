@@ -13,6 +13,7 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct CheckDraft {
     interval: Duration,
+    jitter: Duration,
     fails: u32,
     passes: u32,
     uri: String,
@@ -22,12 +23,13 @@ pub struct CheckDraft {
     span: Span,
 }
 
-/// `health_check [interval=T] [fails=N] [passes=N] [uri=URI] [port=N] [match=NAME] [mandatory]` (http) or
-/// `health_check [interval=T] [fails=N] [passes=N] [port=N]` (stream). Other nginx Plus parameters (`jitter`,
-/// `persistent`, `type=grpc`, `udp`, ...) are refused as invalid.
+/// `health_check [interval=T] [jitter=T] [fails=N] [passes=N] [uri=URI] [port=N] [match=NAME] [mandatory]` (http)
+/// or `health_check [interval=T] [jitter=T] [fails=N] [passes=N] [port=N]` (stream). Other nginx Plus parameters
+/// (`persistent`, `type=grpc`, `keepalive_time=`, `udp`, ...) are refused as invalid.
 pub fn health_check(d: &Directive, module: Module) -> Result<CheckDraft, ConfigError> {
     let mut c = CheckDraft {
         interval: Duration::from_secs(5),
+        jitter: Duration::ZERO,
         fails: 1,
         passes: 1,
         uri: "/".into(),
@@ -42,6 +44,8 @@ pub fn health_check(d: &Directive, module: Module) -> Result<CheckDraft, ConfigE
         let count = |v: &str| value::atoi(v).and_then(|n| u32::try_from(n).ok()).filter(|n| *n != 0);
         if let Some(v) = p.strip_prefix("interval=") {
             c.interval = value::parse_msec(v).filter(|t| !t.is_zero()).ok_or_else(invalid)?;
+        } else if let Some(v) = p.strip_prefix("jitter=") {
+            c.jitter = value::parse_msec(v).ok_or_else(invalid)?;
         } else if let Some(v) = p.strip_prefix("fails=") {
             c.fails = count(v).ok_or_else(invalid)?;
         } else if let Some(v) = p.strip_prefix("passes=") {
@@ -105,6 +109,7 @@ impl CheckDraft {
         Ok(HealthCheck {
             upstream,
             interval: self.interval,
+            jitter: self.jitter,
             fails: self.fails,
             passes: self.passes,
             uri: self.uri,
@@ -261,7 +266,17 @@ mod tests {
         assert_eq!(c.interval, Duration::from_millis(500));
         assert_eq!((c.fails, c.passes, c.port, c.mandatory), (3, 2, Some(81), true));
         assert_eq!((c.uri.as_str(), c.match_name.as_deref()), ("/hc", Some("ok")));
-        for bad in ["fails=0", "interval=0", "port=70000", "uri=hc", "jitter=1s", "match="] {
+        let c = health_check(&dir("health_check", &["jitter=1s"]), Module::Stream).unwrap();
+        assert_eq!(c.jitter, Duration::from_secs(1));
+        for bad in [
+            "fails=0",
+            "interval=0",
+            "port=70000",
+            "uri=hc",
+            "jitter=x",
+            "persistent",
+            "match=",
+        ] {
             let e = health_check(&dir("health_check", &[bad]), Module::Http).unwrap_err();
             assert_eq!(
                 e.to_string(),

@@ -9,7 +9,8 @@ use super::vars::{Module, Vars};
 use super::{arg, block_of, unset, value, walk, Build, Ctx};
 use crate::config::error::ConfigError;
 use crate::config::model::{
-    HealthConf, HttpConf, HttpServer, Listen, Location, LocationMatch, MatchConf, ProxyPass, Return, Span,
+    HealthCheck, HealthConf, HttpConf, HttpServer, Listen, Location, LocationMatch, MatchConf, ProxyPass, Return, Span,
+    UpstreamConf,
 };
 use crate::config::parser::Directive;
 use crate::config::url::{self, UrlOpts};
@@ -90,6 +91,26 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
     );
     let drafts: Vec<_> = h.servers.iter_mut().map(ServerDraft::take_checks).collect();
     let servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers)).collect();
+    let checks = finish_checks(&servers, drafts, &upstreams, &h.matches)?;
+    let health = HealthConf {
+        checks,
+        matches: h.matches,
+    };
+    Ok(HttpConf {
+        upstreams,
+        servers,
+        health,
+    })
+}
+
+/// The `health_check` lines of each server's locations (`drafts`, by location index), tied to the upstream of the
+/// location's `proxy_pass` and given its timeouts.
+fn finish_checks(
+    servers: &[HttpServer],
+    drafts: Vec<Vec<(usize, CheckDraft)>>,
+    upstreams: &[UpstreamConf],
+    matches: &[MatchConf],
+) -> Result<Vec<HealthCheck>, ConfigError> {
     let mut checks = Vec::new();
     for (server, drafts) in servers.iter().zip(drafts) {
         for (li, c) in drafts {
@@ -102,18 +123,10 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
                 connect: loc.proxy.connect_timeout,
                 read: loc.proxy.read_timeout,
             };
-            checks.push(c.finish(pass.upstream, &upstreams, &h.matches, timeouts)?);
+            checks.push(c.finish(pass.upstream, upstreams, matches, timeouts)?);
         }
     }
-    let health = HealthConf {
-        checks,
-        matches: h.matches,
-    };
-    Ok(HttpConf {
-        upstreams,
-        servers,
-        health,
-    })
+    Ok(checks)
 }
 
 /// A directive every level reads into its [`Layers`]; anything else reaching here is not allowed.
