@@ -15,6 +15,7 @@ pub mod probe;
 
 use crate::balance::UpstreamPlan;
 use crate::config::model::{HealthCheck, HealthConf};
+use crate::http::pages::DateCache;
 use crate::snapshot::Snapshot;
 use corelb_shared_state::{PeerFlags, PeerSlot};
 use matcher::Matcher;
@@ -24,7 +25,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The running checkers; stopped (and joined) by [`HealthCheckers::stop`] or on drop.
 #[derive(Debug, Default)]
@@ -96,11 +97,6 @@ impl PeerState {
 struct UpstreamChecker {
     peers: Vec<(SocketAddr, Arc<PeerSlot>)>,
     checks: Vec<CheckRun>,
-}
-
-/// Seconds since the epoch: the clock the data plane passes to the balancers as `now`.
-fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 impl HealthCheckers {
@@ -259,15 +255,22 @@ impl UpstreamChecker {
                     if let Some(port) = check.port {
                         addr.set_port(port);
                     }
-                    s.spawn(move || check.probe_once(addr))
+                    // Without a thread to spare, the probe runs here, in turn.
+                    thread::Builder::new()
+                        .spawn_scoped(s, move || check.probe_once(addr))
+                        .map_err(|_| check.probe_once(addr))
                 })
                 .collect();
             probes
                 .into_iter()
-                .map(|h| h.join().unwrap_or(Verdict::FAILED))
+                .map(|p| match p {
+                    Ok(h) => h.join().unwrap_or(Verdict::FAILED),
+                    Err(v) => v,
+                })
                 .collect()
         });
-        let now = unix_now();
+        // The data plane's clock (`now` of the balancers), for `recovered_at`.
+        let now = DateCache::now_secs();
         if let Some(check) = self.checks.get_mut(ci) {
             for ((_, slot), (state, v)) in self.peers.iter().zip(check.states.iter_mut().zip(&verdicts)) {
                 slot.record_check(v.passed, v.status);
