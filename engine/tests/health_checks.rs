@@ -362,3 +362,26 @@ fn config_errors_name_the_line() {
         assert_eq!(e.to_string(), format!("[emerg] {msg}"), "{body}");
     }
 }
+
+#[test]
+fn server_start_runs_the_checkers_and_stops_them() {
+    let a = Switchable::start(Answer::status(500, "a"));
+    let b = Switchable::start(Answer::status(200, "b"));
+    let listen = free_addr();
+    let conf = config(&format!(
+        "events {{}}\nhttp {{\n upstream u {{ zone u 64k; server {}; server {}; }}\n server {{ listen {listen};\n  \
+         location / {{ proxy_pass http://u; health_check interval=200ms; }} }}\n}}\n",
+        a.addr, b.addr
+    ));
+    let running = corelb_engine::server::start(conf, corelb_engine::config::model::RuntimeKind::Tokio).expect("start");
+    let slot = running.shared.snapshot.load().http_plans[0].primary.peers[0]
+        .slot
+        .clone();
+    wait_for(Duration::from_secs(3), "a unhealthy", || slot.is_blocked());
+    assert_eq!(count(&spread(listen, 4), "b"), 4);
+    running.drain_and_join();
+    // stopped: no more probes
+    let probes = a.probes();
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(a.probes(), probes);
+}
