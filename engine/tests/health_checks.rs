@@ -385,3 +385,29 @@ fn server_start_runs_the_checkers_and_stops_them() {
     thread::sleep(Duration::from_millis(500));
     assert_eq!(a.probes(), probes);
 }
+
+#[test]
+fn port_sends_the_probes_elsewhere() {
+    let a = Switchable::start(Answer::status(200, "a"));
+    let b = Switchable::start(Answer::status(200, "b"));
+    let status_page = Switchable::start(Answer::status(200, "up"));
+    let listen = free_addr();
+    let r = run(&format!(
+        "events {{}}\nhttp {{\n upstream u {{ zone u 64k; server {}; server {}; }}\n server {{ listen {listen};\n  \
+         location / {{ proxy_pass http://u; health_check interval=200ms port={}; }} }}\n}}\n",
+        a.addr,
+        b.addr,
+        status_page.addr.port()
+    ));
+    wait_for(Duration::from_secs(3), "probes on the port", || {
+        status_page.probes() >= 2
+    });
+    assert_eq!((a.probes(), b.probes()), (0, 0));
+    let picks = spread(listen, 4);
+    assert_eq!((count(&picks, "a"), count(&picks, "b")), (2, 2), "{picks:?}");
+    status_page.set(Answer::status(500, "down"));
+    wait_for(Duration::from_secs(3), "both unhealthy", || {
+        r.slot(false, 0).is_blocked() && r.slot(false, 1).is_blocked()
+    });
+    assert_eq!(spread(listen, 2), ["502", "502"]);
+}
