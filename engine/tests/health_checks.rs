@@ -411,3 +411,26 @@ fn port_sends_the_probes_elsewhere() {
     });
     assert_eq!(spread(listen, 2), ["502", "502"]);
 }
+
+#[test]
+fn the_model_of_a_checked_location() {
+    let c = config(
+        "events {}\nhttp {\n upstream u { zone u 64k; server 127.0.0.1:1 slow_start=30s; }\n server { listen \
+         127.0.0.1:2;\n  location / { proxy_pass http://u; proxy_connect_timeout 2s;\n   health_check interval=10s \
+         fails=3 passes=2 uri=/status match=late mandatory; } }\n match late { status 200; }\n}\n",
+    );
+    let http = c.http.expect("http");
+    assert_eq!(http.upstreams[0].servers[0].slow_start, Duration::from_secs(30));
+    let hc = &http.health.checks[0];
+    assert_eq!((hc.upstream, hc.fails, hc.passes, hc.mandatory), (0, 3, 2, true));
+    assert_eq!(
+        (hc.uri.as_str(), hc.host.as_str(), hc.matcher),
+        ("/status", "u", Some(0))
+    );
+    assert_eq!(
+        (hc.interval, hc.connect_timeout),
+        (Duration::from_secs(10), Duration::from_secs(2))
+    );
+    assert_eq!(hc.span.line, 6);
+    assert_eq!(http.health.matches[0].name, "late");
+}

@@ -1,4 +1,5 @@
-//! `PeerSlot`: one cache-line-aligned record of atomics per peer (conns, fails, checked, accessed, flags, counters).
+//! `PeerSlot`: one cache-line-aligned record of atomics per peer (conns, fails, checked, accessed, flags, counters,
+//! the slow-start origin `recovered_at`, and the active health checks' record).
 
 use crate::guard::ConnGuard;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -158,7 +158,7 @@ fn invalid_param(p: &str, d: &Directive) -> ConfigError {
 /// `status [!] CODE|LOW-HIGH ...`, codes 100..=599.
 fn status_test(d: &Directive) -> Result<MatchTest, ConfigError> {
     let negate = d.args.first().is_some_and(|a| a == "!");
-    let codes = &d.args[usize::from(negate)..];
+    let codes = d.args.get(usize::from(negate)..).unwrap_or_default();
     if codes.is_empty() {
         return Err(ConfigError::invalid(
             "invalid number of arguments in \"status\" directive",
