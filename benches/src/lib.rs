@@ -26,6 +26,7 @@ pub fn servers(n: usize, weight: u32) -> Vec<ServerLine> {
                 max_fails: 1,
                 fail_timeout: Duration::from_secs(10),
                 max_conns: 0,
+                slow_start: std::time::Duration::ZERO,
                 backup: false,
                 down: false,
                 span: Span::default(),

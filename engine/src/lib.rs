@@ -2,6 +2,7 @@
 
 pub mod balance;
 pub mod config;
+pub mod health;
 pub mod http;
 pub mod loadgen;
 pub mod preflight;

@@ -2,6 +2,7 @@
 //! watchdog, signals (SIGTERM/SIGINT fast stop, SIGQUIT graceful stop) and the pid file.
 
 use crate::config::model::{Config, RuntimeKind};
+use crate::health::HealthCheckers;
 use crate::preflight::{ensure_memlock, plan_cpus, probe_io_uring, PreflightError};
 use crate::runtime::glommio_rt::{Glommio, IO_MEMORY};
 use crate::runtime::tokio_rt::Tokio;
@@ -29,6 +30,8 @@ pub enum ServeError {
     PidFile { path: PathBuf, source: io::Error },
     #[error("could not open the error log {path} ({source})")]
     ErrorLog { path: PathBuf, source: io::Error },
+    #[error("could not start the health checks ({0})")]
+    Health(io::Error),
 }
 
 impl ServeError {
@@ -37,7 +40,9 @@ impl ServeError {
         match self {
             ServeError::Preflight(p) => p.exit_code(),
             ServeError::Snapshot(_) | ServeError::UnknownRuntime(_) => 1,
-            ServeError::Start(_) | ServeError::PidFile { .. } | ServeError::ErrorLog { .. } => 3,
+            ServeError::Start(_) | ServeError::PidFile { .. } | ServeError::ErrorLog { .. } | ServeError::Health(_) => {
+                3
+            }
         }
     }
 }
@@ -65,11 +70,15 @@ pub fn choose_runtime(
 pub struct Running {
     pub shared: Arc<Shared>,
     handles: Vec<JoinHandle<io::Result<()>>>,
+    /// The active health checkers (nginx Plus `health_check`), one thread per checked upstream.
+    health: HealthCheckers,
 }
 
 impl Running {
     /// Graceful stop: no new connections, in-flight requests finish; returns when every shard has ended.
     pub fn drain_and_join(self) {
+        // Probes in flight end within their timeouts; the shards drain meanwhile.
+        self.health.signal_stop();
         self.shared.drain();
         for h in self.handles {
             match h.join() {
@@ -96,12 +105,18 @@ pub fn start(config: Config, runtime: RuntimeKind) -> Result<Running, ServeError
     let zone = Arc::new(Zone::new());
     let snapshot = Snapshot::build(config, &zone, 1)?;
     let shared = Shared::new(snapshot, zone, cpus.len());
+    // Before the shards: `mandatory` peers must be in the checking state before the first request.
+    let health = HealthCheckers::start(shared.snapshot.load_full()).map_err(ServeError::Health)?;
     let pinned: Vec<Option<usize>> = cpus.into_iter().map(Some).collect();
     let handles = match runtime {
         RuntimeKind::Tokio => shard::start::<Tokio>(&shared, &pinned)?,
         RuntimeKind::Glommio => shard::start::<Glommio>(&shared, &pinned)?,
     };
-    Ok(Running { shared, handles })
+    Ok(Running {
+        shared,
+        handles,
+        health,
+    })
 }
 
 /// Signals the process acts on.

@@ -86,6 +86,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
     Config {
         stream: Some(StreamConf {
             upstreams: vec![upstream("tcp", servers)],
+            health: Default::default(),
             servers: vec![StreamServer {
                 listens: vec![Listen {
                     addr: listen,

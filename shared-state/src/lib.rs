@@ -9,5 +9,5 @@ mod slot;
 mod zone;
 
 pub use guard::ConnGuard;
-pub use slot::{PeerFlags, PeerSlot, PeerStats, StatusClass};
+pub use slot::{HealthStats, PeerFlags, PeerSlot, PeerStats, StatusClass};
 pub use zone::{PeerKey, Zone};

@@ -1,4 +1,5 @@
-//! `PeerSlot`: one cache-line-aligned record of atomics per peer (conns, fails, checked, accessed, flags, counters).
+//! `PeerSlot`: one cache-line-aligned record of atomics per peer (conns, fails, checked, accessed, flags, counters,
+//! the slow-start origin `recovered_at`, and the active health checks' record).
 
 use crate::guard::ConnGuard;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -69,6 +70,26 @@ pub struct PeerStats {
     pub failures: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// When the peer last came back (seconds; 0 = never), the start of its slow-start ramp.
+    pub recovered_at: u64,
+    pub health: HealthStats,
+}
+
+/// The active health checks' record of a peer, for metrics and the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HealthStats {
+    /// Probes run.
+    pub checks: u64,
+    /// Probes that failed.
+    pub fails: u64,
+    /// Consecutive failed probes (0 after a pass).
+    pub consecutive_fails: u32,
+    /// Consecutive passed probes (0 after a failure).
+    pub consecutive_passes: u32,
+    /// The HTTP status of the last probe's response; 0 for none (a TCP check, or no response).
+    pub last_status: u16,
+    /// Whether the last probe passed.
+    pub last_passed: bool,
 }
 
 /// The shared state of one peer. Times are whole seconds (nginx's `ngx_time()`), passed in by the caller.
@@ -89,6 +110,13 @@ pub struct PeerSlot {
     failures: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
+    recovered_at: AtomicU64,
+    hc_checks: AtomicU64,
+    hc_fails: AtomicU64,
+    /// Consecutive fails (low 32 bits) and passes (high 32 bits), written together by the one checker.
+    hc_streak: AtomicU64,
+    /// The last probe's status (low 16 bits) and pass bit (bit 16).
+    hc_last: AtomicU32,
 }
 
 impl PeerSlot {
@@ -160,6 +188,65 @@ impl PeerSlot {
         self.selected.fetch_add(1, Ordering::Relaxed);
         if now.saturating_sub(self.checked()) > fail_timeout {
             self.checked.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// On selection, like [`note_selected`](Self::note_selected), and also the passive recovery moment: when the
+    /// peer had been excluded (`max_fails != 0`, `fails >= max_fails`) and this selection is the first after its
+    /// fail window expired, `recovered_at = now`. Later selections see `checked == now` and change nothing.
+    pub fn note_selected_recovering(&self, now: u64, max_fails: u32, fail_timeout: u64) {
+        let expired = now.saturating_sub(self.checked()) > fail_timeout;
+        if expired && max_fails != 0 && self.fails() >= max_fails {
+            self.recovered_at.store(now, Ordering::Relaxed);
+        }
+        self.note_selected(now, fail_timeout);
+    }
+
+    /// When the peer last came back from unavailable (passively) or unhealthy (by a health check), in seconds;
+    /// 0 = never. Slow start ramps its weight from this moment.
+    pub fn recovered_at(&self) -> u64 {
+        self.recovered_at.load(Ordering::Relaxed)
+    }
+
+    /// Records a recovery at `now` (a health check passing again).
+    pub fn mark_recovered(&self, now: u64) {
+        self.recovered_at.store(now, Ordering::Relaxed);
+    }
+
+    /// Records one health probe's result (only the peer's one checker calls this; readers may see the fields of
+    /// two probes mixed). `status` is the response status, 0 when there was none.
+    pub fn record_check(&self, passed: bool, status: u16) {
+        self.hc_checks.fetch_add(1, Ordering::Relaxed);
+        let (fails, passes) = self.check_streak();
+        let streak = if passed {
+            (0, passes.saturating_add(1))
+        } else {
+            self.hc_fails.fetch_add(1, Ordering::Relaxed);
+            (fails.saturating_add(1), 0)
+        };
+        self.hc_streak
+            .store(u64::from(streak.0) | (u64::from(streak.1) << 32), Ordering::Relaxed);
+        self.hc_last
+            .store(u32::from(status) | (u32::from(passed) << 16), Ordering::Relaxed);
+    }
+
+    /// Consecutive failed and passed probes.
+    pub fn check_streak(&self) -> (u32, u32) {
+        let v = self.hc_streak.load(Ordering::Relaxed);
+        ((v & 0xffff_ffff) as u32, (v >> 32) as u32)
+    }
+
+    /// The health checks' record.
+    pub fn health(&self) -> HealthStats {
+        let (consecutive_fails, consecutive_passes) = self.check_streak();
+        let last = self.hc_last.load(Ordering::Relaxed);
+        HealthStats {
+            checks: self.hc_checks.load(Ordering::Relaxed),
+            fails: self.hc_fails.load(Ordering::Relaxed),
+            consecutive_fails,
+            consecutive_passes,
+            last_status: (last & 0xffff) as u16,
+            last_passed: last & (1 << 16) != 0,
         }
     }
 
@@ -243,6 +330,8 @@ impl PeerSlot {
             failures: self.failures.load(Ordering::Relaxed),
             bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
+            recovered_at: self.recovered_at(),
+            health: self.health(),
         }
     }
 }
@@ -298,6 +387,53 @@ mod tests {
         assert_eq!(s.checked(), 1111);
         s.record_success();
         assert_eq!(s.fails(), 0);
+    }
+
+    #[test]
+    fn recovery_is_the_first_selection_after_an_excluding_window() {
+        let s = PeerSlot::new();
+        s.record_failure(1000);
+        // below max_fails=2: not an exclusion, so no recovery when the window ends
+        s.note_selected_recovering(1011, 2, 10);
+        assert_eq!(s.recovered_at(), 0);
+        s.record_failure(1012);
+        s.record_failure(1012);
+        // inside the window: nothing
+        s.note_selected_recovering(1020, 2, 10);
+        assert_eq!(s.recovered_at(), 0);
+        // the first selection after it: recovered now; the next one at a later second changes nothing
+        s.note_selected_recovering(1023, 2, 10);
+        assert_eq!((s.recovered_at(), s.checked()), (1023, 1023));
+        s.note_selected_recovering(1025, 2, 10);
+        assert_eq!(s.recovered_at(), 1023);
+        // max_fails=0 never excludes, so never recovers
+        let t = PeerSlot::new();
+        t.record_failure(1);
+        t.note_selected_recovering(100, 0, 10);
+        assert_eq!(t.recovered_at(), 0);
+        t.mark_recovered(7);
+        assert_eq!(t.stats().recovered_at, 7);
+    }
+
+    #[test]
+    fn check_records_keep_streaks_and_totals() {
+        let s = PeerSlot::new();
+        s.record_check(false, 500);
+        s.record_check(false, 0);
+        assert_eq!(s.check_streak(), (2, 0));
+        s.record_check(true, 204);
+        let h = s.stats().health;
+        assert_eq!(
+            h,
+            HealthStats {
+                checks: 3,
+                fails: 2,
+                consecutive_fails: 0,
+                consecutive_passes: 1,
+                last_status: 204,
+                last_passed: true,
+            }
+        );
     }
 
     #[test]

@@ -162,7 +162,8 @@ impl<'p> Attempt<'p> {
                 Some(g) => {
                     if !single {
                         self.state.tried.insert(choice.index);
-                        peer.slot.note_selected(now, peer.fail_timeout);
+                        peer.slot
+                            .note_selected_recovering(now, peer.max_fails, peer.fail_timeout);
                     }
                     self.guard = Some(g);
                     self.current = Some(choice);

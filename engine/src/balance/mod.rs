@@ -176,4 +176,43 @@ mod tests {
             assert_eq!((plan.balancer.name(), &plan.key), (name, &spec));
         }
     }
+
+    #[test]
+    fn every_method_skips_unhealthy_and_checking_peers() {
+        use corelb_shared_state::PeerFlags;
+        let key = KeyTemplate::compile("$request_uri").expect("a valid template");
+        let methods = [
+            Method::RoundRobin,
+            Method::IpHash,
+            Method::Hash {
+                key: key.clone(),
+                consistent: false,
+            },
+            Method::Hash { key, consistent: true },
+            Method::LeastConn,
+            Method::Random { two: None },
+            Method::Random {
+                two: Some(RandomTwo::LeastConn),
+            },
+        ];
+        for method in methods {
+            let mut lab = testkit::Lab::new(method.clone(), testkit::spec_servers([1, 1, 1], &[]));
+            lab.peer(0).slot.set_flags(PeerFlags::UNHEALTHY);
+            lab.peer(1).slot.set_flags(PeerFlags::CHECKING);
+            // keys of every kind, so the hash walks and their round-robin fallbacks all run
+            for k in 0..50u32 {
+                let key = format!("/k{k}");
+                let got = lab.serve(key.as_bytes(), testkit::NOW);
+                assert_eq!(got.as_deref(), Some(testkit::S[2]), "{method:?} {key}");
+            }
+            lab.peer(2).slot.set_flags(PeerFlags::UNHEALTHY);
+            assert_eq!(lab.serve(b"/x", testkit::NOW), None, "{method:?}: all blocked is a 502");
+            // the lone-server path
+            let mut single = testkit::Lab::new(method.clone(), vec![testkit::line(testkit::S[0])]);
+            single.peer(0).slot.set_flags(PeerFlags::UNHEALTHY);
+            assert_eq!(single.serve(b"/x", testkit::NOW), None, "{method:?} single");
+            single.peer(0).slot.clear_flags(PeerFlags::UNHEALTHY);
+            assert!(single.serve(b"/x", testkit::NOW).is_some(), "{method:?} single");
+        }
+    }
 }

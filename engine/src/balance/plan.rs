@@ -26,6 +26,8 @@ pub struct Peer {
     pub fail_timeout: u64,
     /// 0 = unlimited.
     pub max_conns: u32,
+    /// `slow_start` in whole seconds; 0 = off.
+    pub slow_start: u64,
     /// `down` in the config.
     pub down: bool,
     /// The shared state in the zone.
@@ -41,6 +43,25 @@ impl Peer {
             && !self.slot.is_blocked()
             && !self.slot.is_failed(now, self.max_fails, self.fail_timeout)
             && self.slot.has_room(self.max_conns)
+    }
+
+    /// The weight SWRR may use for this peer at `now`: during its slow start (the `slow_start` seconds after the
+    /// zone's `recovered_at`) `max(1, weight × elapsed / slow_start)`, otherwise `weight`. One atomic load, and
+    /// only for peers with `slow_start`.
+    #[inline]
+    pub fn ramp_weight(&self, now: u64) -> i64 {
+        let weight = i64::from(self.weight);
+        if self.slow_start == 0 {
+            return weight;
+        }
+        let since = self.slot.recovered_at();
+        let elapsed = now.saturating_sub(since);
+        if since == 0 || elapsed >= self.slow_start {
+            return weight;
+        }
+        // elapsed < slow_start, so the quotient is below `weight` and fits.
+        let ramped = u128::from(self.weight) * u128::from(elapsed) / u128::from(self.slow_start);
+        i64::try_from(ramped).unwrap_or(weight).clamp(1, weight)
     }
 }
 
@@ -153,6 +174,7 @@ impl UpstreamPlan {
                     max_fails: line.max_fails,
                     fail_timeout: line.fail_timeout.as_secs(),
                     max_conns: line.max_conns,
+                    slow_start: line.slow_start.as_secs(),
                     down: line.down,
                     slot: next_slot(),
                 };

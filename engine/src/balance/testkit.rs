@@ -20,6 +20,7 @@ pub fn line(text: &str) -> ServerLine {
         max_fails: 1,
         fail_timeout: Duration::from_secs(10),
         max_conns: 0,
+        slow_start: std::time::Duration::ZERO,
         backup: false,
         down: false,
         span: Span::default(),
@@ -84,6 +85,7 @@ pub fn peer_list(weights: &[u32]) -> PeerList {
             max_fails: 1,
             fail_timeout: 10,
             max_conns: 0,
+            slow_start: 0,
             down: false,
             slot: Arc::new(PeerSlot::new()),
         })

@@ -106,6 +106,9 @@ pub struct ServerLine {
     pub fail_timeout: Duration,
     /// Default 0 (unlimited).
     pub max_conns: u32,
+    /// `slow_start=TIME` (nginx Plus): after the peer comes back, its weight ramps from 1 to `weight` over this
+    /// time. Zero (the default) = off. Refused with `hash`, `ip_hash` and `random`.
+    pub slow_start: Duration,
     pub backup: bool,
     pub down: bool,
     pub span: Span,
@@ -322,6 +325,77 @@ pub struct HttpServer {
 pub struct HttpConf {
     pub upstreams: Vec<UpstreamConf>,
     pub servers: Vec<HttpServer>,
+    /// `health_check` lines of its locations and its `match` blocks (nginx Plus).
+    pub health: HealthConf,
+}
+
+/// The active health checks of an `http` or `stream` block (nginx Plus), gathered from its locations or servers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HealthConf {
+    pub checks: Vec<HealthCheck>,
+    /// `match NAME { ... }` blocks (http only); [`HealthCheck::matcher`] indexes them.
+    pub matches: Vec<MatchConf>,
+}
+
+/// One `health_check` line: an http location's (HTTP probes) or a stream server's (TCP connect probes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthCheck {
+    /// Index into the block's `upstreams`: the one the location or server proxies to.
+    pub upstream: usize,
+    /// `interval=`, default 5s.
+    pub interval: Duration,
+    /// `jitter=`, default 0: each round starts up to this much later, at random.
+    pub jitter: Duration,
+    /// `fails=`, default 1: consecutive failed probes that make a peer unhealthy.
+    pub fails: u32,
+    /// `passes=`, default 1: consecutive passed probes that make an unhealthy peer healthy.
+    pub passes: u32,
+    /// `uri=`, default `/` (http).
+    pub uri: String,
+    /// `port=`: probe this port instead of the peer's.
+    pub port: Option<u16>,
+    /// `match=NAME`, as an index into [`HealthConf::matches`] (http).
+    pub matcher: Option<usize>,
+    /// `mandatory`: peers start in the "checking" state and take no traffic before their first probe.
+    pub mandatory: bool,
+    /// The location's `proxy_connect_timeout` (the stream server's for stream).
+    pub connect_timeout: Duration,
+    /// The location's `proxy_read_timeout` (the stream server's `proxy_timeout` for stream, unused there).
+    pub read_timeout: Duration,
+    /// The `Host` header of http probes: the upstream's name, as `$proxy_host`.
+    pub host: String,
+    pub span: Span,
+}
+
+/// `match NAME { ... }`: every test must hold for a probe to pass (and the default 2xx/3xx rule no longer applies).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatchConf {
+    pub name: String,
+    pub tests: Vec<MatchTest>,
+    pub span: Span,
+}
+
+/// One line of a `match` block.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MatchTest {
+    /// `status [!] CODE|LOW-HIGH ...`: the status is (not) one of the codes or inside one of the ranges.
+    Status { negate: bool, ranges: Vec<(u16, u16)> },
+    /// `header [!] NAME`, `header NAME [!]= VALUE`, `header NAME [!]~ REGEX`.
+    Header {
+        name: String,
+        negate: bool,
+        cond: HeaderCond,
+    },
+    /// `body [!]~ REGEX`: the first 256 KiB of the body (do not) match.
+    Body { negate: bool, regex: String },
+}
+
+/// What a `header` line asks of a response header.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderCond {
+    Present,
+    Equals(String),
+    Matches(String),
 }
 
 /// A stream `server` block.
@@ -346,6 +420,8 @@ pub struct StreamServer {
 pub struct StreamConf {
     pub upstreams: Vec<UpstreamConf>,
     pub servers: Vec<StreamServer>,
+    /// `health_check` lines of its servers (nginx Plus; TCP connect probes).
+    pub health: HealthConf,
 }
 
 impl HttpConf {

@@ -54,6 +54,7 @@ fn line(port: u16, params: &str) -> ServerLine {
         max_fails: if has("max_fails=0") { 0 } else { 1 },
         fail_timeout: Duration::from_secs(10),
         max_conns: 0,
+        slow_start: std::time::Duration::ZERO,
         backup: has("backup"),
         down: has("down"),
         span: Span::default(),
@@ -321,6 +322,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
         named.name = name.into();
         c.http = Some(HttpConf {
             upstreams: vec![other, named],
+            health: Default::default(),
             servers: vec![HttpServer {
                 listens: vec![],
                 server_names: vec![],
@@ -336,6 +338,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
         named.name = name.into();
         c.stream = Some(StreamConf {
             upstreams: vec![named],
+            health: Default::default(),
             servers: vec![StreamServer {
                 listens: vec![],
                 upstream: 0,

@@ -33,6 +33,7 @@ pub fn server_line(addr: SocketAddr) -> ServerLine {
         max_fails: 1,
         fail_timeout: Duration::from_secs(10),
         max_conns: 0,
+        slow_start: std::time::Duration::ZERO,
         backup: false,
         down: false,
         span: Span::default(),
@@ -95,6 +96,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
     Config {
         http: Some(HttpConf {
             upstreams,
+            health: Default::default(),
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,

@@ -1,13 +1,17 @@
 //! The `http` block: upstreams, servers (`listen`, `server_name`, `return`), prefix and `=` locations
 //! (`proxy_pass`, `return`), the settings inherited http -> server -> location, and nginx's end-of-block checks.
 
+use super::health::{self, CheckDraft, ProbeTimeouts};
 use super::layers::{Cx, Layers};
 use super::listen::HttpListens;
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, unset, value, walk, Build, Ctx};
 use crate::config::error::ConfigError;
-use crate::config::model::{HttpConf, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return, Span};
+use crate::config::model::{
+    HealthCheck, HealthConf, HttpConf, HttpServer, Listen, Location, LocationMatch, MatchConf, ProxyPass, Return, Span,
+    UpstreamConf,
+};
 use crate::config::parser::Directive;
 use crate::config::url::{self, UrlOpts};
 
@@ -30,6 +34,7 @@ struct LocationDraft {
     proxy_pass: Option<ProxyPass>,
     ret: Option<Return>,
     layers: Layers,
+    health: Vec<CheckDraft>,
 }
 
 /// Everything one http block collects.
@@ -44,6 +49,7 @@ struct HttpState {
     /// The first bad `proxy_set_header` value at the http level (nginx checks it only if a server inherits it).
     http_header_error: Option<String>,
     listens: HttpListens,
+    matches: Vec<MatchConf>,
 }
 
 /// Builds the http block `d`.
@@ -56,10 +62,16 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         header_error: None,
         http_header_error: None,
         listens: HttpListens::default(),
+        matches: Vec::new(),
     };
     let close = walk(block_of(d)?, Ctx::HTTP, |hd| match hd.name.as_str() {
         "upstream" => h.upstreams.block(b, &mut h.vars, hd),
         "server" => h.server(b, hd),
+        "match" => {
+            let m = health::match_block(hd, &h.matches)?;
+            h.matches.push(m);
+            Ok(())
+        }
         _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, hd),
     })?;
     // nginx's checks when the block ends, in its order: upstreams, header values, locations, variables.
@@ -77,8 +89,44 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         h.listens
             .name_conflicts(|i| h.servers.get(i).map(|s| s.names.clone()).unwrap_or_default()),
     );
-    let servers = h.servers.into_iter().map(|s| s.merge(&h.layers)).collect();
-    Ok(HttpConf { upstreams, servers })
+    let drafts: Vec<_> = h.servers.iter_mut().map(ServerDraft::take_checks).collect();
+    let servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers)).collect();
+    let checks = finish_checks(&servers, drafts, &upstreams, &h.matches)?;
+    let health = HealthConf {
+        checks,
+        matches: h.matches,
+    };
+    Ok(HttpConf {
+        upstreams,
+        servers,
+        health,
+    })
+}
+
+/// The `health_check` lines of each server's locations (`drafts`, by location index), tied to the upstream of the
+/// location's `proxy_pass` and given its timeouts.
+fn finish_checks(
+    servers: &[HttpServer],
+    drafts: Vec<Vec<(usize, CheckDraft)>>,
+    upstreams: &[UpstreamConf],
+    matches: &[MatchConf],
+) -> Result<Vec<HealthCheck>, ConfigError> {
+    let mut checks = Vec::new();
+    for (server, drafts) in servers.iter().zip(drafts) {
+        for (li, c) in drafts {
+            let Some(loc) = server.locations.get(li) else { continue };
+            let Some(pass) = &loc.proxy_pass else {
+                let msg = "\"health_check\" requires \"proxy_pass\" in its location";
+                return Err(ConfigError::invalid(msg, c.span()));
+            };
+            let timeouts = ProbeTimeouts {
+                connect: loc.proxy.connect_timeout,
+                read: loc.proxy.read_timeout,
+            };
+            checks.push(c.finish(pass.upstream, upstreams, matches, timeouts)?);
+        }
+    }
+    Ok(checks)
 }
 
 /// A directive every level reads into its [`Layers`]; anything else reaching here is not allowed.
@@ -147,6 +195,7 @@ impl HttpState {
             proxy_pass: None,
             ret: None,
             layers: Layers::default(),
+            health: Vec::new(),
         };
         walk(block_of(d)?, Ctx::HTTP_LOC, |ld| match ld.name.as_str() {
             "location" => Err(ConfigError::invalid(
@@ -159,6 +208,10 @@ impl HttpState {
                 Ok(())
             }
             "return" => ret(ld, &mut loc.ret, &mut self.vars),
+            "health_check" => {
+                loc.health.push(health::health_check(ld, Module::Http)?);
+                Ok(())
+            }
             _ => shared(&mut loc.layers, b, &mut self.vars, &mut self.header_error, ld),
         })?;
         Ok(loc)
@@ -210,6 +263,15 @@ impl HttpState {
 }
 
 impl ServerDraft {
+    /// The `health_check` lines of its locations, with each location's index.
+    fn take_checks(&mut self) -> Vec<(usize, CheckDraft)> {
+        let mut out = Vec::new();
+        for (i, l) in self.locations.iter_mut().enumerate() {
+            out.extend(std::mem::take(&mut l.health).into_iter().map(|c| (i, c)));
+        }
+        out
+    }
+
     /// The server with the http-level settings merged in, and each location with the server's.
     fn merge(self, http: &Layers) -> HttpServer {
         let layers = self.layers.over(http);

@@ -5,6 +5,7 @@
 //! walks the tree in document order and keeps those deferred checks at the same points, so when a config has several
 //! errors the one reported is, as far as corelb models it, the one nginx reports.
 
+mod health;
 mod http;
 mod layers;
 mod listen;
@@ -35,6 +36,8 @@ impl Ctx {
     pub const STREAM: Ctx = Ctx(1 << 6);
     pub const STREAM_SRV: Ctx = Ctx(1 << 7);
     pub const STREAM_UPS: Ctx = Ctx(1 << 8);
+    /// Inside an http `match NAME { ... }` block (nginx Plus).
+    pub const HTTP_MATCH: Ctx = Ctx(1 << 9);
 
     /// Both sets of contexts.
     pub const fn or(self, other: Ctx) -> Ctx {

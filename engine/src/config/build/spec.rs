@@ -18,6 +18,10 @@ const TAKE1: Args = Args { min: 1, max: 1 };
 const TAKE2: Args = Args { min: 2, max: 2 };
 const TAKE12: Args = Args { min: 1, max: 2 };
 const NOARGS_TAKE12: Args = Args { min: 0, max: 2 };
+const ANY: Args = Args {
+    min: 0,
+    max: usize::MAX,
+};
 const MORE1: Args = Args {
     min: 1,
     max: usize::MAX,
@@ -122,6 +126,14 @@ pub const SPECS: &[Spec] = &[
     both("random", UPS, NOARGS_TAKE12),
     both("keepalive", Ctx::HTTP_UPS, TAKE1),
     both("zone", UPS, TAKE12),
+    // nginx Plus active health checks
+    both("health_check", Ctx::HTTP_LOC.or(Ctx::STREAM_SRV), ANY),
+    spec("match", Ctx::HTTP, Ctx::HTTP, TAKE1, true),
+    spec("match", Ctx::STREAM, Ctx::NONE, TAKE1, true),
+    both("status", Ctx::HTTP_MATCH, MORE1),
+    both("header", Ctx::HTTP_MATCH, MORE1),
+    both("body", Ctx::HTTP_MATCH, TAKE2),
+    spec("require", Ctx::HTTP_MATCH, Ctx::NONE, MORE1, false),
 ];
 
 /// Well-known nginx directives corelb does not implement: refused by name, never ignored.
@@ -336,12 +348,9 @@ pub const UNSUPPORTED: &[&str] = &[
     // upstream extras (newer or commercial nginx)
     "least_time",
     "sticky",
-    "health_check",
-    "match",
     "queue",
     "ntlm",
     "state",
-    "slow_start",
     // stream extras
     "preread_buffer_size",
     "preread_timeout",

@@ -1,12 +1,13 @@
 //! The `stream` block: upstreams, servers (`listen`, `proxy_pass NAME|host:port`) and the proxy settings inherited
 //! stream -> server (`proxy_connect_timeout`, `proxy_timeout`, `proxy_next_upstream on|off`, `..._tries`).
 
+use super::health::{self, CheckDraft, ProbeTimeouts};
 use super::listen::StreamListens;
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, flag_slot, msec_slot, num_slot, unset, walk, Build, Ctx};
 use crate::config::error::ConfigError;
-use crate::config::model::{Listen, Span, StreamConf, StreamServer};
+use crate::config::model::{HealthConf, Listen, Span, StreamConf, StreamServer};
 use crate::config::parser::Directive;
 use crate::config::url::{self, UrlOpts};
 use std::time::Duration;
@@ -27,6 +28,7 @@ struct ServerDraft {
     listens: Vec<Listen>,
     upstream: Option<usize>,
     layer: StreamLayer,
+    health: Vec<CheckDraft>,
 }
 
 /// Everything one stream block collects.
@@ -55,11 +57,17 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
     })?;
     // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
     let mut servers = Vec::with_capacity(st.servers.len());
+    let mut drafts = Vec::new();
     for s in st.servers {
         let Some(upstream) = s.upstream else {
             return Err(ConfigError::invalid("no handler for server", &s.span));
         };
         let layer = s.layer.over(&st.layer);
+        let timeouts = ProbeTimeouts {
+            connect: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
+            read: layer.timeout.unwrap_or(Duration::from_secs(600)),
+        };
+        drafts.extend(s.health.into_iter().map(|c| (upstream, timeouts, c)));
         servers.push(StreamServer {
             listens: s.listens,
             upstream,
@@ -74,7 +82,19 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
     }
     let upstreams = st.upstreams.finish()?;
     st.vars.finish()?;
-    Ok(StreamConf { upstreams, servers })
+    let checks = drafts
+        .into_iter()
+        .map(|(upstream, timeouts, c)| c.finish(upstream, &upstreams, &[], timeouts))
+        .collect::<Result<_, _>>()?;
+    let health = HealthConf {
+        checks,
+        matches: Vec::new(),
+    };
+    Ok(StreamConf {
+        upstreams,
+        servers,
+        health,
+    })
 }
 
 impl StreamState {
@@ -84,6 +104,7 @@ impl StreamState {
             listens: Vec::new(),
             upstream: None,
             layer: StreamLayer::default(),
+            health: Vec::new(),
         };
         walk(block_of(d)?, Ctx::STREAM_SRV, |sd| match sd.name.as_str() {
             "listen" => {
@@ -93,6 +114,10 @@ impl StreamState {
             "proxy_pass" => {
                 unset(&s.upstream, sd)?;
                 s.upstream = Some(self.proxy_pass(sd)?);
+                Ok(())
+            }
+            "health_check" => {
+                s.health.push(health::health_check(sd, Module::Stream)?);
                 Ok(())
             }
             _ => s.layer.directive(sd),

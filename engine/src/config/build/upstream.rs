@@ -176,6 +176,7 @@ fn implicit_line(text: &str, addrs: Vec<std::net::SocketAddr>, at: &Span) -> Ser
         max_fails: 1,
         fail_timeout: Duration::from_secs(10),
         max_conns: 0,
+        slow_start: std::time::Duration::ZERO,
         backup: false,
         down: false,
         span: at.clone(),
@@ -191,6 +192,14 @@ impl Entry {
         if primary == 0 {
             let msg = format!("no servers in upstream \"{}\"", self.host);
             return Err(ConfigError::invalid(msg, &self.span));
+        }
+        let hashing = matches!(
+            conf.method,
+            MethodKind::IpHash | MethodKind::Hash { .. } | MethodKind::Random
+        );
+        if let Some(s) = conf.servers.iter().find(|s| hashing && !s.slow_start.is_zero()) {
+            let param = format!("slow_start={}s", s.slow_start.as_secs());
+            return Err(unsupported_by_method(&param, &s.span));
         }
         let method = match conf.method {
             MethodKind::RoundRobin => Method::RoundRobin,
@@ -363,7 +372,13 @@ impl BlockConf {
     }
 }
 
-/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] [down]` in an upstream block.
+/// nginx's message for a `server` parameter the upstream's balancing method does not support.
+fn unsupported_by_method(param: &str, at: &Span) -> ConfigError {
+    ConfigError::invalid(format!("balancing method does not support parameter \"{param}\""), at)
+}
+
+/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [slow_start=T] [backup] [down]` in an
+/// upstream block.
 fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<ServerLine, ConfigError> {
     let text = arg(d, 0);
     let mut line = implicit_line(text, Vec::new(), &d.span);
@@ -382,6 +397,12 @@ fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<Serv
             line.max_fails = number(v)?;
         } else if let Some(v) = p.strip_prefix("fail_timeout=") {
             line.fail_timeout = value::parse_sec(v).ok_or_else(|| invalid(p))?;
+        } else if let Some(v) = p.strip_prefix("slow_start=") {
+            // nginx Plus: the methods that cannot take `backup` (hash, ip_hash, random) cannot take it either.
+            if !allow_backup {
+                return Err(unsupported_by_method(p, &d.span));
+            }
+            line.slow_start = value::parse_sec(v).ok_or_else(|| invalid(p))?;
         } else if p == "backup" {
             if !allow_backup {
                 let msg = format!("balancing method does not support parameter \"{p}\"");
@@ -505,5 +526,30 @@ mod tests {
         assert_eq!(server_line(&d, Module::Http, true).unwrap().addrs[0].port(), 80);
         let e = server_line(&d, Module::Stream, true).unwrap_err();
         assert_eq!(e.to_string(), "[emerg] no port in upstream \"127.0.0.1\" in t.conf:1");
+    }
+
+    #[test]
+    fn slow_start_takes_a_time_and_not_a_hash_method() {
+        let mut d = Directive {
+            name: "server".into(),
+            args: vec!["127.0.0.1:1".into(), "slow_start=1m30s".into()],
+            span: at(4),
+            block: None,
+        };
+        assert_eq!(
+            server_line(&d, Module::Stream, true).unwrap().slow_start,
+            Duration::from_secs(90)
+        );
+        let e = server_line(&d, Module::Http, false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] balancing method does not support parameter \"slow_start=1m30s\" in t.conf:4"
+        );
+        d.args[1] = "slow_start=10ms".into();
+        let e = server_line(&d, Module::Http, true).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] invalid parameter \"slow_start=10ms\" in t.conf:4"
+        );
     }
 }
