@@ -64,7 +64,8 @@ fn status_of(listen: SocketAddr, raw: &[u8]) -> u16 {
 
 fn every_kind_is_counted<R: Runtime>() {
     let (_backends, listen, p) = counted_proxy::<R>();
-    let bad: Vec<Vec<u8>> = vec![
+    let bad: Vec<Vec<u8>> =
+        vec![
         b"GET / HTTP/1.1 extra\r\nHost: a\r\n\r\n".to_vec(),
         b"GET / HTTP/1.1\r\nHost a\r\n\r\n".to_vec(),
         b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"

@@ -42,7 +42,14 @@ impl AsyncRead for GlommioConn {
     /// a poll glommio left armed is unaffected (polls consume no data) and at worst completes with no one waiting.
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         // SAFETY: the fd is open for as long as `self.0` lives; `recv` writes at most `buf.len()` bytes into `buf`.
-        let n = unsafe { libc::recv(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        let n = unsafe {
+            libc::recv(
+                self.0.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
         if let Ok(n) = usize::try_from(n) {
             return Poll::Ready(Ok(n));
         }
