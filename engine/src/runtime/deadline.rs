@@ -66,7 +66,8 @@ thread_local! {
     static TABLE: RefCell<Table> = RefCell::new(Table::default());
 }
 
-/// Completes at (or up to one [`TICK`] after) a deadline.
+/// Completes at (or up to one [`TICK`] after) a deadline, never on its first poll: it is meant for timeouts far
+/// longer than a tick.
 pub struct Deadline<R: Runtime> {
     at: Instant,
     slot: Option<usize>,
@@ -88,7 +89,9 @@ impl<R: Runtime> Future for Deadline<R> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.at {
+        // The first poll comes right after `after` (a clock read saved); later ones come from the ticker or from
+        // the raced future's wake-ups.
+        if self.slot.is_some() && Instant::now() >= self.at {
             if let Some(i) = self.slot.take() {
                 TABLE.with(|t| t.borrow_mut().remove(i));
             }
