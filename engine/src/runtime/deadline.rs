@@ -72,6 +72,8 @@ pub struct Deadline<R: Runtime> {
     at: Instant,
     slot: Option<usize>,
     runtime: PhantomData<fn() -> R>,
+    /// `!Send`: the slot index is only meaningful in this thread's table.
+    thread: PhantomData<*const ()>,
 }
 
 impl<R: Runtime> Deadline<R> {
@@ -81,6 +83,7 @@ impl<R: Runtime> Deadline<R> {
             at: Instant::now() + d,
             slot: None,
             runtime: PhantomData,
+            thread: PhantomData,
         }
     }
 }
