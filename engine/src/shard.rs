@@ -10,7 +10,7 @@ use crate::proxy::route::FixedAnswer;
 use crate::runtime::{Conn, Listener, Runtime};
 use crate::snapshot::Snapshot;
 use arc_swap::ArcSwap;
-use corelb_shared_state::Zone;
+use corelb_shared_state::{ShardSlot, Zone};
 use futures_lite::FutureExt;
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -135,6 +135,8 @@ impl Buffers {
 pub struct Shard<R: Runtime> {
     pub index: usize,
     pub shared: Arc<Shared>,
+    /// This shard's counters in the zone (connections, requests, refusals, error answers).
+    pub counters: Arc<ShardSlot>,
     local: RefCell<Local<R::Conn>>,
     date: RefCell<DateCache>,
     errors: Vec<FixedAnswer>,
@@ -152,6 +154,7 @@ impl<R: Runtime> Shard<R> {
         let seed = rand::random::<u64>() ^ index as u64;
         Shard {
             index,
+            counters: shared.zone.shard_slot(index),
             local: RefCell::new(Local::new(snap, seed)),
             shared,
             date: RefCell::new(DateCache::default()),
@@ -420,6 +423,7 @@ impl<R: Runtime> Drop for Active<R> {
     fn drop(&mut self) {
         self.0.active.set(self.0.active.get() - 1);
         self.0.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        self.0.counters.connection_closed();
     }
 }
 
@@ -427,6 +431,7 @@ fn spawn_connection<R: Runtime>(shard: &Rc<Shard<R>>, conn: R::Conn, remote: Soc
     let _ = conn.set_nodelay(true);
     shard.active.set(shard.active.get() + 1);
     shard.shared.connections.fetch_add(1, Ordering::Relaxed);
+    shard.counters.connection_opened();
     let active = Active(Rc::clone(shard));
     R::spawn(async move {
         let shard = Rc::clone(&active.0);

@@ -2,12 +2,15 @@
 //!
 //! A [`Zone`] maps a peer's identity ([`PeerKey`]) to its [`PeerSlot`]. Slots are looked up only when a config is
 //! loaded; the per-request path holds `&PeerSlot` through the config snapshot and touches nothing but atomics.
+//! Each shard also has a [`ShardSlot`] of connection and request counters here, handed to it at start-up.
 //! Nothing here depends on an async runtime.
 
 mod guard;
+mod shard_slot;
 mod slot;
 mod zone;
 
 pub use guard::ConnGuard;
+pub use shard_slot::{ShardSlot, ShardStats};
 pub use slot::{HealthStats, PeerFlags, PeerSlot, PeerStats, StatusClass};
 pub use zone::{PeerKey, Zone};

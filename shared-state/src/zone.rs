@@ -1,5 +1,6 @@
 //! `Zone`: the registry of peer slots by identity, consulted at config load so a reload keeps unchanged peers' state.
 
+use crate::shard_slot::{ShardSlot, ShardStats};
 use crate::slot::PeerSlot;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,6 +21,8 @@ pub struct PeerKey {
 pub struct Zone {
     generation: AtomicU64,
     slots: Mutex<HashMap<PeerKey, Arc<PeerSlot>>>,
+    /// One counter record per shard, by shard index; they live as long as the zone (a reload keeps them).
+    shards: Mutex<Vec<Arc<ShardSlot>>>,
 }
 
 impl Zone {
@@ -70,6 +73,25 @@ impl Zone {
         self.len() == 0
     }
 
+    /// The counter slot of shard `index`, created on first use. Shards ask once, at start-up.
+    pub fn shard_slot(&self, index: usize) -> Arc<ShardSlot> {
+        let mut shards = self.shards.lock().unwrap_or_else(PoisonError::into_inner);
+        while shards.len() <= index {
+            shards.push(Arc::new(ShardSlot::new()));
+        }
+        Arc::clone(&shards[index])
+    }
+
+    /// Every shard's counters, by shard index.
+    pub fn shard_stats(&self) -> Vec<ShardStats> {
+        self.shards
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|s| s.stats())
+            .collect()
+    }
+
     /// How many times a config has been attached.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -109,6 +131,20 @@ mod tests {
         // the same peer in another upstream is another identity
         let other = z.attach(&[key("v", "127.0.0.1:2", 2)]);
         assert!(!Arc::ptr_eq(&other[0], &second[0]));
+    }
+
+    #[test]
+    fn each_shard_has_its_own_slot_for_the_zone_lifetime() {
+        let z = Zone::new();
+        let s2 = z.shard_slot(2);
+        let s0 = z.shard_slot(0);
+        assert!(!Arc::ptr_eq(&s0, &s2));
+        assert!(Arc::ptr_eq(&s2, &z.shard_slot(2)));
+        s2.count_request();
+        z.attach(&[key("u", "x", 1)]);
+        let stats = z.shard_stats();
+        assert_eq!(stats.len(), 3);
+        assert_eq!(stats.iter().map(|s| s.requests).collect::<Vec<_>>(), [0, 0, 1]);
     }
 
     #[test]

@@ -31,9 +31,10 @@ impl IoBuf {
         &self.data[self.start..self.end]
     }
 
-    /// Marks `n` unread bytes as used.
+    /// Marks `n` unread bytes as used (`usize::MAX`: all of them).
     pub fn consume(&mut self, n: usize) {
-        self.start = (self.start + n).min(self.end);
+        // Saturating: a wrapped sum would leave stale bytes behind for the buffer's next connection.
+        self.start = self.start.saturating_add(n).min(self.end);
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -207,4 +208,21 @@ pub async fn discard_body<R: Runtime>(
 /// Writes `bytes` to `conn` within `timeout`.
 pub async fn send<R: Runtime>(conn: &mut impl Conn, bytes: &[u8], timeout: Duration) -> io::Result<()> {
     io_timeout::<R, _>(timeout, conn.write_all(bytes)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IoBuf;
+
+    #[test]
+    fn consuming_everything_after_a_partial_consume_empties_the_buffer() {
+        let mut b = IoBuf::new(16);
+        b.data[..10].copy_from_slice(b"0123456789");
+        b.end = 10;
+        b.consume(4);
+        assert_eq!(b.readable(), b"456789");
+        b.consume(usize::MAX);
+        assert!(b.readable().is_empty(), "no stale bytes for the buffer's next user");
+        assert_eq!((b.start, b.end), (0, 0));
+    }
 }

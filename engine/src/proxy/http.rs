@@ -87,6 +87,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
             }
             Next::Request(req, route) => (req, route),
         };
+        shard.counters.count_request();
         served += 1;
         if req.expect_continue && bufs.client.readable().is_empty() {
             // The body is read next: tell the client to send it (nginx's ngx_http_test_expect).
@@ -118,6 +119,11 @@ async fn fixed<R: Runtime>(
     decoder: &mut ChunkedDecoder,
 ) -> bool {
     let drained = discard_body::<R>(client, &mut bufs.client, req.body, decoder, CLIENT_IO_TIMEOUT).await;
+    match &drained {
+        Err(BodyError::Chunk(_)) => shard.counters.count_bad_request(),
+        Err(BodyError::Read(_) | BodyError::Truncated) => shard.counters.count_client_abort(),
+        _ => {}
+    }
     let keep = req.keepalive && drained.is_ok();
     bufs.out.clear();
     shard.date(DateCache::now_secs(), |d| {
@@ -169,6 +175,11 @@ async fn next_request<'s, R: Runtime>(
         .await;
         match read {
             Some(Ok(Ok(n))) if n > 0 => {}
+            Some(Ok(_)) if !idle => {
+                // The client left (or failed) half-way through a head.
+                shard.counters.count_client_abort();
+                return Next::Closed;
+            }
             _ => return Next::Closed,
         }
     }
@@ -266,6 +277,7 @@ fn prepare_upstream_head(
 
 /// Answers a refused request and closes.
 async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, out: &mut Vec<u8>, r: Rejection) {
+    shard.counters.count_answer(r.status);
     out.clear();
     shard.date(DateCache::now_secs(), |d| {
         shard.error_answer(r.status).write(d, false, false, out)
@@ -356,7 +368,10 @@ async fn proxy<R: Runtime>(
                     .await;
                     return false;
                 }
-                Then::Close => return false,
+                Then::Close => {
+                    shard.counters.count_client_abort();
+                    return false;
+                }
             },
         }
     }
@@ -454,6 +469,7 @@ async fn answer<R: Runtime>(
     req: &Request,
     body_consumed: bool,
 ) -> bool {
+    shard.counters.count_answer(status);
     let keep = req.keepalive && body_consumed;
     bufs.out.clear();
     shard.date(DateCache::now_secs(), |d| {

@@ -1,6 +1,7 @@
 //! The runtime seam: the few things the proxy needs from an async runtime (spawn, timers, listeners, connects,
 //! byte streams), as one trait the proxy logic is written against once, implemented for tokio and glommio.
 
+pub mod deadline;
 pub mod glommio_rt;
 pub mod tokio_rt;
 
@@ -73,10 +74,16 @@ impl From<TimedOut> for io::Error {
     }
 }
 
-/// Runs `fut`, giving up after `d`. The future is polled first, so one that is ready at once never arms a timer.
+/// Runs `fut`, giving up after `d`. The future is polled first, so one that is ready at once never arms a timer;
+/// a long `d` (from [`deadline::COARSE_FROM`]) waits on a coarse [`deadline::Deadline`] instead of a runtime timer.
 pub async fn timeout<R: Runtime, T>(d: Duration, fut: impl Future<Output = T>) -> Result<T, TimedOut> {
+    let coarse = d >= deadline::COARSE_FROM;
     futures_lite::future::or(async { Ok(fut.await) }, async {
-        R::sleep(d).await;
+        if coarse {
+            deadline::Deadline::<R>::after(d).await;
+        } else {
+            R::sleep(d).await;
+        }
         Err(TimedOut)
     })
     .await

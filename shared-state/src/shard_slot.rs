@@ -1,0 +1,157 @@
+//! `ShardSlot`: one cache-line-aligned record of a shard's connection and request counters, kept in the zone.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A snapshot of a shard's counters, for metrics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShardStats {
+    /// Client connections accepted (HTTP and stream).
+    pub accepted: u64,
+    /// Client connections open now.
+    pub active: u64,
+    /// Request heads parsed and routed.
+    pub requests: u64,
+    /// Requests with malformed input (refused with 400, or cut off when the answer had already begun): request line,
+    /// header, oversized head, chunk sizes, CL+TE.
+    pub bad_requests: u64,
+    /// Clients that closed in the middle of a request (nginx's 499).
+    pub client_aborts: u64,
+    /// 502 answers (upstream error, no live upstream).
+    pub bad_gateway: u64,
+    /// 504 answers (upstream timeout).
+    pub gateway_timeout: u64,
+}
+
+/// The counters of one shard. Only that shard writes them; anyone may read them. Every access is `Relaxed`: each
+/// field is an independent counter and a reader needs no ordering between them.
+#[derive(Debug, Default)]
+#[repr(align(128))] // two lines: adjacent-line prefetch must not couple two shards' slots
+pub struct ShardSlot {
+    accepted: AtomicU64,
+    active: AtomicU64,
+    requests: AtomicU64,
+    bad_requests: AtomicU64,
+    client_aborts: AtomicU64,
+    bad_gateway: AtomicU64,
+    gateway_timeout: AtomicU64,
+}
+
+impl ShardSlot {
+    /// A slot with every counter at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A client connection was accepted (and is now open).
+    pub fn connection_opened(&self) {
+        self.accepted.fetch_add(1, Ordering::Relaxed);
+        self.active.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A client connection closed.
+    pub fn connection_closed(&self) {
+        // Never below zero, even if a caller closes more than it opened.
+        let _ = self
+            .active
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| a.checked_sub(1));
+    }
+
+    /// A request head was parsed and routed.
+    pub fn count_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request was answered with `status` by the proxy itself (a refusal or an upstream error page): 400 counts
+    /// as a bad request, 502 and 504 in their own counters, other statuses nowhere.
+    pub fn count_answer(&self, status: u16) {
+        let counter = match status {
+            400 => &self.bad_requests,
+            502 => &self.bad_gateway,
+            504 => &self.gateway_timeout,
+            _ => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request's input was malformed.
+    pub fn count_bad_request(&self) {
+        self.bad_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The client went away in the middle of a request (head or body).
+    pub fn count_client_abort(&self) {
+        self.client_aborts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> ShardStats {
+        ShardStats {
+            accepted: self.accepted.load(Ordering::Relaxed),
+            active: self.active.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+            bad_requests: self.bad_requests.load(Ordering::Relaxed),
+            client_aborts: self.client_aborts.load(Ordering::Relaxed),
+            bad_gateway: self.bad_gateway.load(Ordering::Relaxed),
+            gateway_timeout: self.gateway_timeout.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn slots_fill_their_own_cache_lines() {
+        assert_eq!(std::mem::align_of::<ShardSlot>(), 128);
+        assert_eq!(std::mem::size_of::<ShardSlot>(), 128);
+    }
+
+    #[test]
+    fn counts_each_kind() {
+        let s = ShardSlot::new();
+        s.connection_opened();
+        s.connection_opened();
+        s.connection_closed();
+        s.count_request();
+        for status in [400, 400, 502, 504, 413, 200] {
+            s.count_answer(status);
+        }
+        s.count_client_abort();
+        let want = ShardStats {
+            accepted: 2,
+            active: 1,
+            requests: 1,
+            bad_requests: 2,
+            client_aborts: 1,
+            bad_gateway: 1,
+            gateway_timeout: 1,
+        };
+        assert_eq!(s.stats(), want);
+    }
+
+    #[test]
+    fn active_never_goes_below_zero() {
+        let s = ShardSlot::new();
+        s.connection_closed();
+        assert_eq!(s.stats().active, 0);
+    }
+
+    #[test]
+    fn readers_on_other_threads_see_the_counts() {
+        let s = Arc::new(ShardSlot::new());
+        let writer = Arc::clone(&s);
+        std::thread::spawn(move || {
+            for _ in 0..10_000 {
+                writer.connection_opened();
+                writer.count_request();
+                writer.connection_closed();
+            }
+        })
+        .join()
+        .unwrap();
+        let st = s.stats();
+        assert_eq!((st.accepted, st.active, st.requests), (10_000, 0, 10_000));
+    }
+}
