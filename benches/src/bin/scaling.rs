@@ -9,6 +9,7 @@
 use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -86,12 +87,30 @@ fn wait_port(port: u16) -> bool {
     false
 }
 
-/// A process that is killed when dropped.
+/// A process group (a front or the backends, with any worker processes it forks) stopped when dropped: SIGTERM to
+/// the whole group, then SIGKILL if it is still there after 5 s. Killing only the leader would orphan nginx's workers.
 struct Running(Child);
+
+impl Running {
+    fn signal_group(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([signal, "--", &format!("-{}", self.0.id())])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        self.signal_group("-TERM");
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.signal_group("-KILL");
         let _ = self.0.wait();
     }
 }
@@ -99,6 +118,7 @@ impl Drop for Running {
 fn spawn(cpus: &str, program: &Path, args: &[&str], log: &Path) -> Result<Running, String> {
     let err = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
     Command::new("taskset")
+        .process_group(0)
         .arg("-c")
         .arg(cpus)
         .arg(program)
