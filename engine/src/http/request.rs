@@ -8,7 +8,8 @@ use httparse::{Header, ParserConfig, Status};
 /// Header lines read per request at most (more is a 400, as a too-large head).
 pub const MAX_HEADERS: usize = 100;
 
-/// The longest request line accepted (nginx's `large_client_header_buffers` size); longer is a 414.
+/// The longest request line accepted (nginx's `large_client_header_buffers` size); longer is a 414, and a longer
+/// header line a 400.
 pub const MAX_REQUEST_LINE: usize = 8 * 1024;
 
 /// A parsed, checked request head; borrows the connection buffer and the header array.
@@ -91,11 +92,20 @@ pub fn parse_request<'h, 'b>(
     let (Some(method), Some(raw_target), Some(version)) = (req.method, req.path, req.version) else {
         return Err(Rejection::bad("incomplete request line"));
     };
+    if method.len() + raw_target.len() + "  HTTP/1.1\r\n".len() > MAX_REQUEST_LINE {
+        return Err(Rejection::new(414, "request line too long"));
+    }
     check_line_endings(buf.get(..head_len).unwrap_or(buf))?;
     if !method.bytes().all(|c| c.is_ascii_uppercase() || c == b'_' || c == b'-') {
         return Err(Rejection::bad("invalid method"));
     }
     let headers: &'h [Header<'b>] = req.headers;
+    if headers
+        .iter()
+        .any(|h| h.name.len() + h.value.len() + 4 > MAX_REQUEST_LINE)
+    {
+        return Err(Rejection::bad("header line too long"));
+    }
     let version_11 = version == 1;
     let (target, target_host) = split_target(raw_target)?;
     let facts = header_facts(headers, version_11)?;
@@ -354,6 +364,12 @@ mod tests {
         long.extend(std::iter::repeat_n(b'a', MAX_REQUEST_LINE));
         assert_eq!(bad(&long), 414);
         assert!(parse(&long[..MAX_REQUEST_LINE]).unwrap().is_none(), "not yet too long");
+        long.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(bad(&long), 414, "whole, and too long");
+        let mut line = b"GET / HTTP/1.1\r\nHost: a\r\nX-Big: ".to_vec();
+        line.extend(std::iter::repeat_n(b'x', MAX_REQUEST_LINE));
+        line.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(bad(&line), 400);
     }
 
     #[test]
