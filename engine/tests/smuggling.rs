@@ -491,3 +491,95 @@ X-Kept: 3\r\nX-Forwarded-For: 1.2.3.4\r\nX-Forwarded-For: 5.6.7.8\r\n\r\n";
     let head = env.rec.requests().last().map(|s| s.head.clone()).unwrap_or_default();
     assert!(head.contains("\r\nX-Forwarded-For: 127.0.0.1\r\n"), "{head}");
 }
+
+/// A backend that answers every request with `answer`, byte for byte, then closes.
+fn raw_backend(answer: &'static [u8]) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address");
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten().take(16) {
+            let mut buf = Vec::new();
+            let mut tmp = [0u8; 4096];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match read_retrying(&mut conn, &mut tmp) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                }
+            }
+            let _ = std::io::Write::write_all(&mut conn, answer);
+        }
+    });
+    addr
+}
+
+#[test]
+fn upstream_responses_that_could_split_are_refused() {
+    let cases: [(&str, &'static [u8], u16); 5] = [
+        (
+            "CL + TE",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\nok",
+            502,
+        ),
+        (
+            "differing CLs",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+            502,
+        ),
+        ("status 000", b"HTTP/1.1 000 X\r\nContent-Length: 2\r\n\r\nok", 502),
+        ("bad CL", b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok", 502),
+        ("not HTTP", b"SSH-2.0-OpenSSH\r\n\r\n", 502),
+    ];
+    for (name, answer, status) in cases {
+        let listen = free_addr();
+        let up = upstream("u", vec![server_line(raw_backend(answer))]);
+        let _p = Proxy::tokio(http_config(
+            listen,
+            vec![up],
+            vec![proxy_location("/", 0, keepalive_proxy())],
+        ));
+        let r = get(listen, "/").unwrap_or_else(|| panic!("{name}: no answer"));
+        assert_eq!(r.status, status, "{name}");
+    }
+    // bytes after a complete response are not a second response for the client
+    let listen = free_addr();
+    let extra = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nspoofd";
+    let up = upstream("u", vec![server_line(raw_backend(extra))]);
+    let _p = Proxy::tokio(http_config(
+        listen,
+        vec![up],
+        vec![proxy_location("/", 0, keepalive_proxy())],
+    ));
+    let mut c = Client::connect(listen);
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(c.read_response().expect("answer").text(), "ok");
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    let second = c.read_response().expect("answer");
+    assert_ne!(
+        second.text(),
+        "spoofd",
+        "a left-over upstream byte answered another request"
+    );
+}
+
+/// Regression: a connection closed with unread pipelined bytes gave its buffers back with those bytes still in
+/// them (`consume(usize::MAX)` overflowed: a panic in debug builds, wrapped in release), so the next client on
+/// the shard could have its connection start with another client's request.
+#[test]
+fn unread_pipelined_bytes_never_reach_the_next_connection() {
+    let env = env();
+    for round in 0..20 {
+        let mut a = Client::connect(env.listen);
+        a.send(b"GET /a HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /evil HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(a.read_response().expect("answer").status, 200);
+        assert!(a.closed());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut b = Client::connect(env.listen);
+        b.send(format!("GET /b{round} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").as_bytes());
+        let r = b.read_response().expect("answer");
+        assert_eq!(r.status, 200, "round {round}");
+        assert!(b.closed());
+    }
+    let lines: Vec<String> = env.rec.requests().iter().map(|s| s.line.clone()).collect();
+    assert!(lines.iter().all(|l| !l.contains("evil")), "{lines:?}");
+    assert_eq!(lines.len(), 40, "{lines:?}");
+}

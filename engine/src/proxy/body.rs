@@ -33,7 +33,8 @@ impl IoBuf {
 
     /// Marks `n` unread bytes as used.
     pub fn consume(&mut self, n: usize) {
-        self.start = (self.start + n).min(self.end);
+        // saturating: `consume(usize::MAX)` (drop everything) must not wrap when bytes were already consumed
+        self.start = self.start.saturating_add(n).min(self.end);
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -207,4 +208,23 @@ pub async fn discard_body<R: Runtime>(
 /// Writes `bytes` to `conn` within `timeout`.
 pub async fn send<R: Runtime>(conn: &mut impl Conn, bytes: &[u8], timeout: Duration) -> io::Result<()> {
     io_timeout::<R, _>(timeout, conn.write_all(bytes)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: with bytes already consumed, `consume(usize::MAX)` overflowed (a panic in debug builds; in
+    /// release it wrapped and left the unread bytes in a buffer handed to the next connection).
+    #[test]
+    fn consuming_everything_empties_the_buffer() {
+        let mut b = IoBuf::new(16);
+        b.data[..10].copy_from_slice(b"0123456789");
+        b.end = 10;
+        b.consume(4);
+        assert_eq!(b.readable(), b"456789");
+        b.consume(usize::MAX);
+        assert!(b.readable().is_empty());
+        assert_eq!((b.start, b.end), (0, 0));
+    }
 }
