@@ -2,8 +2,9 @@
 """Sends the hostile requests of engine/tests/smuggling.rs to a real nginx (1.22 on loopback) in front of a
 recording backend, and prints, per case, nginx's status (or "close"), and the requests the backend saw.
 
-Usage: python3 tools/nginx_hostile_probe.py [--nginx /usr/sbin/nginx] [CASE...]
-Starts nginx with a temporary prefix on 127.0.0.1:18190 and the backend on 127.0.0.1:18191; stops both.
+Usage: python3 tools/nginx_hostile_probe.py [--nginx /usr/sbin/nginx] [--corelb target/debug/corelb] [CASE...]
+Starts nginx with a temporary prefix on 127.0.0.1:18190 and the backend on 127.0.0.1:18191; stops both. With
+--corelb, starts corelb on the same config instead, and prints nginx's answer beside it (differences marked).
 """
 import argparse, os, re, socket, subprocess, sys, tempfile, threading, time
 
@@ -96,6 +97,20 @@ CASES = {
     "lowercase_method": b"get / HTTP/1.1\r\nHost: a\r\n\r\n",
     "double_space_request_line": b"GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
     "tab_request_line": b"GET\t/ HTTP/1.1\r\nHost: a\r\n\r\n",
+    "host_empty": b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+    "host_trailing_dot": b"GET / HTTP/1.1\r\nHost: a.\r\n\r\n",
+    "host_space": b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+    "host_bad_port": b"GET / HTTP/1.1\r\nHost: a:x\r\n\r\n",
+    "host_dotdot": b"GET / HTTP/1.1\r\nHost: a..b\r\n\r\n",
+    "uri_space": b"GET /a b HTTP/1.1\r\nHost: a\r\n\r\n",
+    "uri_nul": b"GET /a\x00b HTTP/1.1\r\nHost: a\r\n\r\n",
+    "uri_ctl": b"GET /a\x01b HTTP/1.1\r\nHost: a\r\n\r\n",
+    "uri_fragment": b"GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n",
+    "uri_dotdot": b"GET /../x HTTP/1.1\r\nHost: a\r\n\r\n",
+    "uri_high_bytes": b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n",
+    "options_star": b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+    "connect": b"CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n",
+    "expect_unknown": b"GET / HTTP/1.1\r\nHost: a\r\nExpect: x\r\n\r\n",
     "hop_by_hop": b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Secret\r\nKeep-Alive: 5\r\nTE: trailers\r\n"
                   b"Trailer: X-T\r\nUpgrade: websocket\r\nProxy-Connection: keep-alive\r\nX-Secret: 1\r\nX-Kept: 1\r\n"
                   b"X-Forwarded-For: 1.2.3.4\r\nX-Forwarded-For: 5.6.7.8\r\n\r\n",
@@ -149,6 +164,7 @@ def send(raw):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument("--nginx", default="/usr/sbin/nginx"); ap.add_argument("cases", nargs="*")
+    ap.add_argument("--corelb", help="also run this corelb binary on the same config and compare")
     a = ap.parse_args()
     rec = Recorder(BACKEND_PORT)
     prefix = tempfile.mkdtemp(prefix="ngxprobe")
@@ -161,21 +177,42 @@ http {{ access_log off; client_body_temp_path {prefix}; proxy_temp_path {prefix}
     proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; }} }} }}
 """
     open(prefix + "/nginx.conf", "w").write(conf)
-    ngx = subprocess.Popen([a.nginx, "-p", prefix, "-c", prefix + "/nginx.conf"])
+    # corelb refuses nginx's process and temp-file directives: the same http block without them
+    plain = f"""events {{ }}
+http {{ upstream u {{ server 127.0.0.1:{BACKEND_PORT}; }}
+  server {{ listen 127.0.0.1:{NGINX_PORT}; location / {{ proxy_pass http://u;
+    proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; }} }} }}
+"""
+    open(prefix + "/corelb.conf", "w").write(plain)
+    names = a.cases or list(CASES)
+    nginx = run_all(rec, [a.nginx, "-p", prefix, "-c", prefix + "/nginx.conf"], names, prefix)
+    if not a.corelb:
+        for name in names:
+            print(f"{name:32} {nginx[name]}")
+        return
+    ours = run_all(rec, [a.corelb, "-c", prefix + "/corelb.conf"], names, prefix)
+    for name in names:
+        mark = "  " if ours[name][0] == nginx[name][0] else "<>"
+        print(f"{mark} {name:32} corelb {ours[name]}  nginx {nginx[name]}")
+
+def run_all(rec, argv, names, prefix):
+    """Starts the proxy in argv, sends every case, stops it; returns name -> (statuses, backend request lines)."""
+    proc = subprocess.Popen(argv, stderr=open(prefix + "/logs/stderr.log", "a"))
+    out = {}
     try:
-        time.sleep(0.5)
-        for name in a.cases or CASES:
+        time.sleep(0.7)
+        for name in names:
             before = len(rec.requests)
             status = send(CASES[name])
             time.sleep(0.05)
             seen = [r[0].split(b"\r\n")[0].decode(errors="replace") for r in rec.requests[before:]]
-            print(f"{name:32} {status} backend={seen}")
+            out[name] = (status, seen)
             if name == "hop_by_hop":
                 for r in rec.requests[before:]:
-                    print("   ", r[0].decode(errors="replace").replace("\r\n", " | "))
+                    print(argv[0], "hop_by_hop:", r[0].decode(errors="replace").replace("\r\n", " | "))
     finally:
-        ngx.terminate(); ngx.wait()
-        print(open(prefix + "/logs/error.log").read()[-3000:] if os.environ.get("SHOWLOG") else "", end="")
+        proc.terminate(); proc.wait()
+    return out
 
 if __name__ == "__main__":
     main()

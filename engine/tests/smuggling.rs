@@ -348,7 +348,7 @@ fn oversized_heads_get_414_or_400() {
 #[test]
 fn request_lines_versions_and_targets() {
     let env = env();
-    let cases: [(&str, &[u8], u16); 10] = [
+    let cases: [(&str, &[u8], u16); 15] = [
         // nginx answers HTTP/0.9 with a bare body; corelb refuses it (stricter than nginx)
         ("HTTP/0.9", b"GET /\r\n\r\n", 400),
         ("HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400),
@@ -369,6 +369,15 @@ fn request_lines_versions_and_targets() {
             400,
         ),
         ("relative target", b"GET x HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        ("asterisk form", b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        ("above the root", b"GET /../etc/passwd HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (
+            "above the root, encoded",
+            b"GET /a/%2e%2E/%2e./x HTTP/1.1\r\nHost: a\r\n\r\n",
+            400,
+        ),
+        ("empty Host", b"GET / HTTP/1.1\r\nHost:\r\n\r\n", 400),
+        ("Host with ..", b"GET / HTTP/1.1\r\nHost: a..b\r\n\r\n", 400),
     ];
     for (name, raw, status) in cases {
         refused(&env, name, raw, status);

@@ -30,7 +30,7 @@ pub fn request_head(data: &[u8]) {
         Ok(Some(head)) => {
             assert!(head.head_len <= data.len());
             assert!(!head.method.is_empty());
-            assert!(head.target.starts_with('/') || head.target == "*", "{}", head.target);
+            assert!(head.target.starts_with('/'), "{}", head.target);
             if let BodyFraming::Length(n) = head.body {
                 assert!(n > 0 && n <= MAX_LENGTH);
             }

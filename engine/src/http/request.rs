@@ -216,8 +216,10 @@ fn version_rejection(buf: &[u8]) -> Rejection {
 /// Splits an absolute-form target (`scheme://host/path`, any scheme as in nginx) into its path and host; an
 /// origin-form (`/path`) or `*` target passes through.
 fn split_target(t: &str) -> Result<(&str, Option<&[u8]>), Rejection> {
-    if t.starts_with('/') || t == "*" {
-        return Ok((t, None));
+    if t.starts_with('/') {
+        return climbs_above_root(t)
+            .then_some((t, None))
+            .ok_or(Rejection::bad("invalid request target"));
     }
     let bad = Rejection::bad("invalid request target");
     let (scheme, rest) = t.split_once("://").ok_or(bad)?;
@@ -229,10 +231,45 @@ fn split_target(t: &str) -> Result<(&str, Option<&[u8]>), Rejection> {
         return Err(bad);
     }
     let (host, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
-    if host.is_empty() {
+    if host.is_empty() || !climbs_above_root(path) {
         return Err(bad);
     }
     Ok((path, Some(host.as_bytes())))
+}
+
+/// Whether the path's dot segments (`..`, also percent-encoded) stay at or below the root: true when they do.
+/// nginx answers 400 to a path like `/../x` or `/a/%2e%2e/../x`, and so does corelb, so such a path never
+/// reaches a backend.
+fn climbs_above_root(target: &str) -> bool {
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    let mut depth = 0usize;
+    for segment in path.split('/').skip(1) {
+        match dots(segment.as_bytes()) {
+            Some(0 | 1) => {}
+            Some(2) => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            _ => depth += 1,
+        }
+    }
+    true
+}
+
+/// How many dots a path segment is made of, each `.` or `%2e` (0 for an empty segment); None for anything else.
+fn dots(mut segment: &[u8]) -> Option<usize> {
+    let mut n = 0;
+    while !segment.is_empty() {
+        segment = if let Some(rest) = segment.strip_prefix(b".") {
+            rest
+        } else if segment.len() >= 3 && segment[..3].eq_ignore_ascii_case(b"%2e") {
+            &segment[3..]
+        } else {
+            return None;
+        };
+        n += 1;
+    }
+    Some(n)
 }
 
 /// The host of a `Host` value without its port; a malformed value is a 400, as in nginx.
@@ -249,7 +286,7 @@ fn strip_port(h: &[u8]) -> Result<&[u8], Rejection> {
     let ok = host
         .iter()
         .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_' | b'[' | b']' | b':'));
-    if !ok || host.starts_with(b".") {
+    if !ok || host.is_empty() || host.starts_with(b".") || host.windows(2).any(|w| w == b"..") {
         return Err(Rejection::bad("invalid host"));
     }
     Ok(host)
@@ -367,6 +404,29 @@ mod tests {
         line.extend(std::iter::repeat_n(b'x', MAX_REQUEST_LINE));
         line.extend_from_slice(b"\r\n\r\n");
         assert_eq!(bad(&line), 400);
+    }
+
+    #[test]
+    fn refuses_targets_and_hosts_nginx_refuses() {
+        let bad = |raw: &[u8]| parse(raw).unwrap_err().status;
+        for target in ["/../x", "/a/../../x", "/a/%2e%2e/%2E%2E/x", "/..", "http://h/../x", "*"] {
+            assert_eq!(
+                bad(format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes()),
+                400,
+                "{target}"
+            );
+        }
+        for host in ["", "a..b", ".a"] {
+            assert_eq!(
+                bad(format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes()),
+                400,
+                "{host:?}"
+            );
+        }
+        for target in ["/a/../x", "/a/./b/..", "/x?q=/../..", "/.../x", "/..a/x"] {
+            let r = parse(format!("GET {target} HTTP/1.1\r\nHost: a.\r\n\r\n").as_bytes());
+            assert_eq!(r.unwrap().unwrap().0, target);
+        }
     }
 
     #[test]
