@@ -158,7 +158,7 @@ impl<R: Runtime> Shard<R> {
             local: RefCell::new(Local::new(snap, seed)),
             shared,
             date: RefCell::new(DateCache::default()),
-            errors: [400, 404, 413, 500, 501, 502, 503, 504]
+            errors: [400, 404, 413, 414, 500, 501, 502, 503, 504, 505]
                 .map(FixedAnswer::error)
                 .to_vec(),
             spare: RefCell::new(Vec::new()),

@@ -107,11 +107,14 @@ impl ChunkedDecoder {
         self.state = match self.state {
             State::Size { digits } => match hex_value(b) {
                 Some(v) => {
-                    if digits >= 15 {
+                    // nginx's bound: leading zeros are fine, a value past its off_t is not.
+                    if self.size > super::MAX_LENGTH / 16 {
                         return Err(ChunkError::SizeOverflow);
                     }
                     self.size = self.size * 16 + u64::from(v);
-                    State::Size { digits: digits + 1 }
+                    State::Size {
+                        digits: digits.saturating_add(1),
+                    }
                 }
                 None if digits == 0 => return Err(ChunkError::BadSize),
                 None => return self.after_size(b),
@@ -221,5 +224,25 @@ mod tests {
         );
         assert_eq!(decode_all(b"0\r\n\rX", 1).unwrap_err(), ChunkError::BadLine);
         assert_eq!(decode_all(b"-1\r\n", 1).unwrap_err(), ChunkError::BadSize);
+        assert_eq!(decode_all(b"0x5\r\n", 1).unwrap_err(), ChunkError::BadSize);
+        assert_eq!(
+            decode_all(b"5\r\nhello\n0\r\n\r\n", 1).unwrap_err(),
+            ChunkError::BadDataEnd
+        );
+        assert_eq!(decode_all(b"5\rhello", 1).unwrap_err(), ChunkError::BadLine);
+        assert_eq!(
+            decode_all(b"80000000000000000\r\n", 1).unwrap_err(),
+            ChunkError::SizeOverflow
+        );
+    }
+
+    #[test]
+    fn sizes_are_bounded_by_value_not_digits() {
+        // nginx accepts leading zeros (its bound is the off_t value); so does corelb.
+        let (data, _, done) = decode_all(b"000000000000000000005\r\nhello\r\n0\r\n\r\n", 3).unwrap();
+        assert_eq!((data.as_slice(), done), (&b"hello"[..], true));
+        let mut d = ChunkedDecoder::new();
+        assert_eq!(d.feed(b"7fffffffffffffff\r\n", |_| {}), Ok(18));
+        assert_eq!(d.state, State::Data(i64::MAX as u64));
     }
 }

@@ -45,18 +45,29 @@ pub fn has_token(value: &[u8], token: &[u8]) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
-/// A `Content-Length` value: ASCII digits only, at most 18 of them.
+/// The largest length nginx accepts (its `off_t`): a `Content-Length` or chunk size above it is invalid.
+pub const MAX_LENGTH: u64 = i64::MAX as u64;
+
+/// A `Content-Length` value: ASCII digits only (no sign, no list), at most [`MAX_LENGTH`].
 pub fn parse_content_length(v: &[u8]) -> Option<u64> {
     let v = v.trim_ascii();
-    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+    if v.is_empty() {
         return None;
     }
-    Some(v.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+    v.iter().try_fold(0u64, |n, &d| {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?
+            .checked_add(u64::from(d - b'0'))
+            .filter(|&n| n <= MAX_LENGTH)
+    })
 }
 
 /// Request headers the proxy never copies from the client: nginx replaces them (`Host`, `Connection`, the body
-/// framing) or clears them (`Keep-Alive`, `TE`, `Expect`, `Upgrade`).
-pub const REQUEST_HOP_BY_HOP: [&str; 8] = [
+/// framing) or clears them (`Keep-Alive`, `TE`, `Expect`, `Upgrade`); corelb also drops the hop-by-hop
+/// `Proxy-Connection` and `Trailer` that nginx passes on (and any header the client's `Connection` names).
+pub const REQUEST_HOP_BY_HOP: [&str; 10] = [
     "host",
     "connection",
     "keep-alive",
@@ -65,6 +76,8 @@ pub const REQUEST_HOP_BY_HOP: [&str; 8] = [
     "upgrade",
     "content-length",
     "transfer-encoding",
+    "proxy-connection",
+    "trailer",
 ];
 
 /// Response headers the proxy never copies to the client: hop-by-hop ones, and those nginx's proxy hides by
@@ -94,7 +107,19 @@ mod tests {
         assert_eq!(parse_content_length(b" 42 "), Some(42));
         assert_eq!(parse_content_length(b"4 2"), None);
         assert_eq!(parse_content_length(b"+4"), None);
-        assert_eq!(parse_content_length(b"9999999999999999999"), None);
+        assert_eq!(parse_content_length(b"0005"), Some(5));
+        assert_eq!(parse_content_length(b"9223372036854775807"), Some(MAX_LENGTH));
+        for bad in [
+            &b"9223372036854775808"[..],
+            b"99999999999999999999999",
+            b"",
+            b"0x5",
+            b"5,5",
+            b"-1",
+            b"5 5",
+        ] {
+            assert_eq!(parse_content_length(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
         assert!(hidden_response_header("X-Accel-Redirect") && hidden_response_header("Server"));
         assert!(!hidden_response_header("Content-Type"));
     }

@@ -37,6 +37,7 @@ pub fn reason(code: u16) -> &'static str {
         502 => "Bad Gateway",
         503 => "Service Temporarily Unavailable",
         504 => "Gateway Time-out",
+        505 => "HTTP Version Not Supported",
         _ => "",
     }
 }

@@ -1,11 +1,16 @@
 //! Client request heads: parsed with httparse over the connection's reused buffer, checked as nginx checks them
-//! (framing, duplicate or conflicting lengths, `Host`), reduced to the facts the proxy needs.
+//! (framing, duplicate or conflicting lengths, `Host`, method and version), plus the stricter line-ending rule of
+//! corelb (a bare LF is a 400), reduced to the facts the proxy needs.
 
 use super::{has_token, parse_content_length, BodyFraming, Rejection};
-use httparse::{Header, Status};
+use httparse::{Header, ParserConfig, Status};
 
 /// Header lines read per request at most (more is a 400, as a too-large head).
 pub const MAX_HEADERS: usize = 100;
+
+/// The longest request line accepted (nginx's `large_client_header_buffers` size); longer is a 414, and a longer
+/// header line a 400.
+pub const MAX_REQUEST_LINE: usize = 8 * 1024;
 
 /// A parsed, checked request head; borrows the connection buffer and the header array.
 #[derive(Debug)]
@@ -24,6 +29,8 @@ pub struct RequestHead<'h, 'b> {
     pub host: Option<&'b [u8]>,
     /// `Expect: 100-continue` on an HTTP/1.1 request: the client waits for a `100 Continue` before its body.
     pub expect_continue: bool,
+    /// The value of the `Connection` header: the header names it lists are hop-by-hop too.
+    pub connection: Option<&'b [u8]>,
 }
 
 impl RequestHead<'_, '_> {
@@ -49,6 +56,22 @@ impl RequestHead<'_, '_> {
     pub fn args(&self) -> Option<&str> {
         self.target.split_once('?').map(|(_, a)| a)
     }
+
+    /// Whether the client's `Connection` header names `name`: such a header is for the hop to the proxy only.
+    pub fn named_in_connection(&self, name: &str) -> bool {
+        self.connection.is_some_and(|v| has_token(v, name.as_bytes()))
+    }
+}
+
+/// What the header lines say about framing, host and keep-alive.
+#[derive(Default)]
+struct HeaderFacts<'b> {
+    host: Option<&'b [u8]>,
+    length: Option<u64>,
+    chunked: bool,
+    close: Option<bool>,
+    expect_continue: bool,
+    connection: Option<&'b [u8]>,
 }
 
 /// Parses `buf` as a request head. `Ok(None)`: more bytes needed.
@@ -57,59 +80,47 @@ pub fn parse_request<'h, 'b>(
     headers: &'h mut [Header<'b>],
 ) -> Result<Option<RequestHead<'h, 'b>>, Rejection> {
     let mut req = httparse::Request::new(headers);
-    let head_len = match req.parse(buf) {
+    let mut config = ParserConfig::default();
+    config.allow_multiple_spaces_in_request_line_delimiters(true);
+    let head_len = match config.parse_request(&mut req, buf) {
         Ok(Status::Complete(n)) => n,
-        Ok(Status::Partial) => return Ok(None),
+        Ok(Status::Partial) => return incomplete(buf),
         Err(httparse::Error::TooManyHeaders) => return Err(Rejection::bad("too many header lines")),
+        Err(httparse::Error::Version) => return Err(version_rejection(buf)),
         Err(_) => return Err(Rejection::bad("invalid request head")),
     };
     let (Some(method), Some(raw_target), Some(version)) = (req.method, req.path, req.version) else {
         return Err(Rejection::bad("incomplete request line"));
     };
+    if method.len() + raw_target.len() + "  HTTP/1.1\r\n".len() > MAX_REQUEST_LINE {
+        return Err(Rejection::new(414, "request line too long"));
+    }
+    check_line_endings(buf.get(..head_len).unwrap_or(buf))?;
+    if !method.bytes().all(|c| c.is_ascii_uppercase() || c == b'_' || c == b'-') {
+        return Err(Rejection::bad("invalid method"));
+    }
     let headers: &'h [Header<'b>] = req.headers;
+    if headers
+        .iter()
+        .any(|h| h.name.len() + h.value.len() + 4 > MAX_REQUEST_LINE)
+    {
+        return Err(Rejection::bad("header line too long"));
+    }
     let version_11 = version == 1;
     let (target, target_host) = split_target(raw_target)?;
-    let mut host_header = None;
-    let mut length = None;
-    let mut chunked = false;
-    let mut close = !version_11;
-    let mut expect_continue = false;
-    for h in headers {
-        let name = h.name;
-        if name.eq_ignore_ascii_case("host") {
-            if host_header.is_some() {
-                return Err(Rejection::bad("duplicate Host header"));
-            }
-            host_header = Some(h.value);
-        } else if name.eq_ignore_ascii_case("content-length") {
-            if length.is_some() {
-                return Err(Rejection::bad("duplicate Content-Length header"));
-            }
-            length = Some(parse_content_length(h.value).ok_or(Rejection::bad("invalid Content-Length"))?);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            if chunked || !h.value.eq_ignore_ascii_case(b"chunked") {
-                return Err(Rejection::new(501, "unsupported Transfer-Encoding"));
-            }
-            chunked = true;
-        } else if name.eq_ignore_ascii_case("expect") {
-            expect_continue = version_11 && h.value.eq_ignore_ascii_case(b"100-continue");
-        } else if name.eq_ignore_ascii_case("connection") {
-            if has_token(h.value, b"close") {
-                close = true;
-            } else if has_token(h.value, b"keep-alive") {
-                close = false;
-            }
-        }
-    }
-    let body = match (length, chunked) {
+    let facts = header_facts(headers, version_11)?;
+    let body = match (facts.length, facts.chunked) {
         (Some(_), true) => return Err(Rejection::bad("both Content-Length and Transfer-Encoding")),
+        (_, true) if !version_11 => return Err(Rejection::bad("Transfer-Encoding in an HTTP/1.0 request")),
         (Some(0), false) | (None, false) => BodyFraming::None,
         (Some(n), false) => BodyFraming::Length(n),
         (None, true) => BodyFraming::Chunked,
     };
-    let host = match target_host.or(host_header) {
+    if version_11 && facts.host.is_none() {
+        return Err(Rejection::bad("missing Host header"));
+    }
+    let host = match target_host.or(facts.host) {
         Some(h) => Some(strip_port(h)?),
-        None if version_11 => return Err(Rejection::bad("missing Host header")),
         None => None,
     };
     Ok(Some(RequestHead {
@@ -119,27 +130,146 @@ pub fn parse_request<'h, 'b>(
         headers,
         head_len,
         body,
-        keepalive: !close,
+        keepalive: !facts.close.unwrap_or(!version_11),
         host,
-        expect_continue,
+        expect_continue: facts.expect_continue,
+        connection: facts.connection,
     }))
 }
 
-/// Splits an absolute-form target (`http://host/path`) into its path and host; an origin-form (`/path`) or `*`
-/// target passes through.
-fn split_target(t: &str) -> Result<(&str, Option<&[u8]>), Rejection> {
-    if t.starts_with('/') || t == "*" {
-        return Ok((t, None));
+/// Reads the header lines that matter to framing and routing, refusing what nginx refuses.
+fn header_facts<'b>(headers: &[Header<'b>], version_11: bool) -> Result<HeaderFacts<'b>, Rejection> {
+    let mut f = HeaderFacts::default();
+    for h in headers {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("host") {
+            if f.host.is_some() {
+                return Err(Rejection::bad("duplicate Host header"));
+            }
+            f.host = Some(h.value);
+        } else if name.eq_ignore_ascii_case("content-length") {
+            if f.length.is_some() {
+                return Err(Rejection::bad("duplicate Content-Length header"));
+            }
+            f.length = Some(parse_content_length(h.value).ok_or(Rejection::bad("invalid Content-Length"))?);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if f.chunked {
+                return Err(Rejection::bad("duplicate Transfer-Encoding header"));
+            }
+            if !h.value.eq_ignore_ascii_case(b"chunked") {
+                return Err(Rejection::new(501, "unsupported Transfer-Encoding"));
+            }
+            f.chunked = true;
+        } else if name.eq_ignore_ascii_case("expect") {
+            f.expect_continue = version_11 && h.value.eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case("connection") {
+            f.connection = Some(h.value);
+            if has_token(h.value, b"close") {
+                f.close = Some(true);
+            } else if has_token(h.value, b"keep-alive") {
+                f.close = Some(false);
+            }
+        }
     }
-    let rest = t
-        .strip_prefix("http://")
-        .or_else(|| t.strip_prefix("https://"))
-        .ok_or(Rejection::bad("invalid request target"))?;
+    Ok(f)
+}
+
+/// A head not complete yet: more bytes are needed, unless the request line alone is already too long (414).
+fn incomplete<T>(buf: &[u8]) -> Result<Option<T>, Rejection> {
+    if buf.len() > MAX_REQUEST_LINE && !buf[..MAX_REQUEST_LINE].contains(&b'\n') {
+        return Err(Rejection::new(414, "request line too long"));
+    }
+    Ok(None)
+}
+
+/// Every line of the head must end in CRLF: a bare LF is refused (nginx accepts it; corelb does not, so that no
+/// server behind it can read the head differently).
+fn check_line_endings(head: &[u8]) -> Result<(), Rejection> {
+    let mut prev = 0u8;
+    for &c in head {
+        if c == b'\n' && prev != b'\r' {
+            return Err(Rejection::bad("bare LF in request head"));
+        }
+        prev = c;
+    }
+    Ok(())
+}
+
+/// A request line httparse refused for its version: `HTTP/2.0` and later get nginx's 505, anything else 400.
+fn version_rejection(buf: &[u8]) -> Rejection {
+    let line = buf.split(|&c| c == b'\n').next().unwrap_or(buf);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let version = line.rsplit(|&c| c == b' ').next().unwrap_or(b"");
+    let major = version
+        .strip_prefix(b"HTTP/")
+        .and_then(|v| v.split(|&c| c == b'.').next())
+        .filter(|m| !m.is_empty() && m.len() <= 3 && m.iter().all(u8::is_ascii_digit));
+    let later = major.is_some_and(|m| m.iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0')) >= 2);
+    let has_target = line.iter().filter(|&&c| c == b' ').count() >= 2;
+    if later && has_target && !line.starts_with(b"PRI ") {
+        Rejection::new(505, "unsupported HTTP version")
+    } else {
+        Rejection::bad("invalid HTTP version")
+    }
+}
+
+/// Splits an absolute-form target (`scheme://host/path`, any scheme as in nginx) into its path and host; an
+/// origin-form (`/path`) or `*` target passes through.
+fn split_target(t: &str) -> Result<(&str, Option<&[u8]>), Rejection> {
+    if t.starts_with('/') {
+        return climbs_above_root(t)
+            .then_some((t, None))
+            .ok_or(Rejection::bad("invalid request target"));
+    }
+    let bad = Rejection::bad("invalid request target");
+    let (scheme, rest) = t.split_once("://").ok_or(bad)?;
+    let scheme_ok = scheme.bytes().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
+    if !scheme_ok {
+        return Err(bad);
+    }
     let (host, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
-    if host.is_empty() {
-        return Err(Rejection::bad("invalid request target"));
+    if host.is_empty() || !climbs_above_root(path) {
+        return Err(bad);
     }
     Ok((path, Some(host.as_bytes())))
+}
+
+/// Whether the path's dot segments (`..`, also percent-encoded) stay at or below the root: true when they do.
+/// nginx answers 400 to a path like `/../x` or `/a/%2e%2e/../x`, and so does corelb, so such a path never
+/// reaches a backend.
+fn climbs_above_root(target: &str) -> bool {
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    let mut depth = 0usize;
+    for segment in path.split('/').skip(1) {
+        match dots(segment.as_bytes()) {
+            Some(0 | 1) => {}
+            Some(2) => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            _ => depth += 1,
+        }
+    }
+    true
+}
+
+/// How many dots a path segment is made of, each `.` or `%2e` (0 for an empty segment); None for anything else.
+fn dots(mut segment: &[u8]) -> Option<usize> {
+    let mut n = 0;
+    while !segment.is_empty() {
+        segment = if let Some(rest) = segment.strip_prefix(b".") {
+            rest
+        } else if segment.len() >= 3 && segment[..3].eq_ignore_ascii_case(b"%2e") {
+            &segment[3..]
+        } else {
+            return None;
+        };
+        n += 1;
+    }
+    Some(n)
 }
 
 /// The host of a `Host` value without its port; a malformed value is a 400, as in nginx.
@@ -156,7 +286,7 @@ fn strip_port(h: &[u8]) -> Result<&[u8], Rejection> {
     let ok = host
         .iter()
         .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_' | b'[' | b']' | b':'));
-    if !ok || host.starts_with(b".") {
+    if !ok || host.is_empty() || host.starts_with(b".") || host.windows(2).any(|w| w == b"..") {
         return Err(Rejection::bad("invalid host"));
     }
     Ok(host)
@@ -230,5 +360,97 @@ mod tests {
         assert_eq!(bad(b"GARBAGE\r\n\r\n"), 400);
         assert_eq!(bad(b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n"), 400);
         assert_eq!(bad(b"GET foo HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    }
+
+    /// Regressions found by the smuggling suite, each checked against nginx 1.22.
+    #[test]
+    fn refuses_smuggling_shapes_as_nginx_does() {
+        let bad = |raw: &[u8]| parse(raw).unwrap_err().status;
+        let te = |v: &str| format!("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {v}\r\n\r\n");
+        // a second Transfer-Encoding line is a duplicate (400) before its value is looked at
+        assert_eq!(bad(te("chunked\r\nTransfer-Encoding: chunked").as_bytes()), 400);
+        assert_eq!(bad(te("chunked\r\nTransfer-Encoding: identity").as_bytes()), 400);
+        for v in [
+            "xchunked",
+            "chunked, identity",
+            "identity, chunked",
+            "gzip, chunked",
+            "\x0bchunked",
+        ] {
+            assert_eq!(
+                bad(te(v).as_bytes()),
+                if v.starts_with('\x0b') { 400 } else { 501 },
+                "{v:?}"
+            );
+        }
+        assert_eq!(bad(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
+        assert_eq!(bad(b"get / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+        assert_eq!(
+            bad(b"GET http://h/x HTTP/1.1\r\n\r\n"),
+            400,
+            "Host is required even then"
+        );
+        assert_eq!(bad(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n"), 505);
+        assert_eq!(bad(b"GET / HTTP/3.0\r\nHost: a\r\n\r\n"), 505);
+        assert_eq!(bad(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 400);
+        assert_eq!(bad(b"GET /\r\n\r\n"), 400, "HTTP/0.9 is refused");
+        let mut long = b"GET /".to_vec();
+        long.extend(std::iter::repeat_n(b'a', MAX_REQUEST_LINE));
+        assert_eq!(bad(&long), 414);
+        assert!(parse(&long[..MAX_REQUEST_LINE]).unwrap().is_none(), "not yet too long");
+        long.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(bad(&long), 414, "whole, and too long");
+        let mut line = b"GET / HTTP/1.1\r\nHost: a\r\nX-Big: ".to_vec();
+        line.extend(std::iter::repeat_n(b'x', MAX_REQUEST_LINE));
+        line.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(bad(&line), 400);
+    }
+
+    #[test]
+    fn refuses_targets_and_hosts_nginx_refuses() {
+        let bad = |raw: &[u8]| parse(raw).unwrap_err().status;
+        for target in ["/../x", "/a/../../x", "/a/%2e%2e/%2E%2E/x", "/..", "http://h/../x", "*"] {
+            assert_eq!(
+                bad(format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes()),
+                400,
+                "{target}"
+            );
+        }
+        for host in ["", "a..b", ".a"] {
+            assert_eq!(
+                bad(format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes()),
+                400,
+                "{host:?}"
+            );
+        }
+        for target in ["/a/../x", "/a/./b/..", "/x?q=/../..", "/.../x", "/..a/x"] {
+            let r = parse(format!("GET {target} HTTP/1.1\r\nHost: a.\r\n\r\n").as_bytes());
+            assert_eq!(r.unwrap().unwrap().0, target);
+        }
+    }
+
+    #[test]
+    fn refuses_bare_lf_line_endings() {
+        let bad = |raw: &[u8]| parse(raw).unwrap_err().status;
+        assert_eq!(bad(b"GET / HTTP/1.1\nHost: a\n\n"), 400);
+        assert_eq!(bad(b"GET / HTTP/1.1\r\nHost: a\nX-A: b\r\n\r\n"), 400);
+        assert_eq!(bad(b"GET / HTTP/1.1\r\nHost: a\r\n\n"), 400);
+    }
+
+    #[test]
+    fn accepts_what_nginx_accepts() {
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let raw = b"GET  /x  HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Secret\r\n\r\n";
+        let h = parse_request(raw, &mut hs).unwrap().unwrap();
+        assert_eq!(h.target, "/x");
+        assert!(h.named_in_connection("x-secret") && !h.named_in_connection("x-other"));
+        let r = parse(b"GET ftp://h.example/x HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.0.as_str(), r.3.as_deref()), ("/x", Some("h.example")));
+        let r = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775807\r\n\r\n");
+        assert_eq!(r.unwrap().unwrap().1, BodyFraming::Length(i64::MAX as u64));
+        let r = parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:   CHUNKED \r\n\r\n");
+        assert_eq!(r.unwrap().unwrap().1, BodyFraming::Chunked);
     }
 }

@@ -41,6 +41,10 @@ pub fn parse_response<'h, 'b>(
     let (Some(version), Some(status)) = (resp.version, resp.code) else {
         return Err(InvalidHeader("incomplete status line"));
     };
+    if status < 100 {
+        // httparse takes any three digits; "000" would reach the client as a status line it cannot read
+        return Err(InvalidHeader("status below 100"));
+    }
     let reason = resp.reason.unwrap_or("");
     let headers: &'h [Header<'b>] = resp.headers;
     let mut length = None;
@@ -177,6 +181,12 @@ mod tests {
         .is_err());
         assert!(head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false).is_err());
         assert!(head(b"SSH-2.0-OpenSSH\r\n\r\n", false).is_err());
+        // found by fuzzing: a status below 100 was passed on as "HTTP/1.1 0"
+        assert_eq!(
+            head(b"HTTP/1.1 000 X\r\nContent-Length: 1\r\n\r\n", false),
+            Err(InvalidHeader("status below 100"))
+        );
+        assert!(head(b"HTTP/1.1 099 X\r\n\r\n", false).is_err());
     }
 
     #[test]

@@ -207,7 +207,7 @@ impl ProxyPlan {
             BodyFraming::None | BodyFraming::UntilClose => {}
         }
         for h in req.headers {
-            if self.skip_client.iter().any(|s| h.name.eq_ignore_ascii_case(s)) {
+            if self.skip_client.iter().any(|s| h.name.eq_ignore_ascii_case(s)) || req.named_in_connection(h.name) {
                 continue;
             }
             push_line(out, h.name, h.value);

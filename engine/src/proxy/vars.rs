@@ -68,8 +68,13 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::Scheme => out.extend_from_slice(b"http"),
             Var::ProxyHost => out.extend_from_slice(self.proxy_host.as_bytes()),
             Var::ProxyAddXForwardedFor => {
-                if let Some(v) = req.header("x-forwarded-for") {
-                    out.extend_from_slice(v);
+                // every X-Forwarded-For line, in order, as nginx 1.22 joins them
+                for h in req
+                    .headers
+                    .iter()
+                    .filter(|h| h.name.eq_ignore_ascii_case("x-forwarded-for"))
+                {
+                    out.extend_from_slice(h.value);
                     out.extend_from_slice(b", ");
                 }
                 append_ip(out, self.conn.remote.ip());
@@ -137,6 +142,24 @@ mod tests {
             .unwrap()
             .eval_into(&vars, &mut out);
         assert_eq!(out, b"1.1.1.1, 10.1.2.3");
+    }
+
+    #[test]
+    fn proxy_add_x_forwarded_for_joins_every_line() {
+        let raw = b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 1.1.1.1\r\nx-forwarded-for: 2.2.2.2\r\n\r\n";
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let req = parse_request(raw, &mut hs).unwrap().unwrap();
+        let remote = "10.1.2.3:5555".parse().unwrap();
+        let vars = RequestVars {
+            req: &req,
+            conn: ConnVars { remote, local: remote },
+            proxy_host: "u",
+        };
+        let mut out = Vec::new();
+        KeyTemplate::compile("$proxy_add_x_forwarded_for")
+            .unwrap()
+            .eval_into(&vars, &mut out);
+        assert_eq!(out, b"1.1.1.1, 2.2.2.2, 10.1.2.3");
     }
 
     #[test]
