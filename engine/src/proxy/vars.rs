@@ -99,14 +99,15 @@ fn arg<'a>(args: &'a str, name: &str) -> &'a str {
         .unwrap_or("")
 }
 
-/// The value of cookie `name` (case-sensitive, as nginx), empty when absent.
+/// The value of cookie `name`, empty when absent. Names compare without case, as nginx's
+/// `ngx_http_parse_multi_header_lines` does (and `$cookie_NAME` is stored lower-case).
 fn cookie<'a>(header: &'a [u8], name: &str) -> &'a [u8] {
     header
         .split(|&c| c == b';')
         .find_map(|kv| {
             let kv = kv.trim_ascii();
             let eq = kv.iter().position(|&c| c == b'=')?;
-            (&kv[..eq] == name.as_bytes()).then(|| &kv[eq + 1..])
+            kv[..eq].eq_ignore_ascii_case(name.as_bytes()).then(|| &kv[eq + 1..])
         })
         .unwrap_or(b"")
 }
@@ -142,6 +143,27 @@ mod tests {
             .unwrap()
             .eval_into(&vars, &mut out);
         assert_eq!(out, b"1.1.1.1, 10.1.2.3");
+    }
+
+    #[test]
+    fn cookie_names_compare_without_case() {
+        assert_eq!(cookie(b"SessionID=a1; t=9", "sessionid"), b"a1");
+        assert_eq!(cookie(b"a=1;  B=2", "b"), b"2");
+        assert_eq!(cookie(b"a=1", "b"), b"");
+        let raw = b"GET / HTTP/1.1\r\nHost: a\r\nCookie: SID=xyz\r\n\r\n";
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let req = parse_request(raw, &mut hs).unwrap().unwrap();
+        let vars = RequestVars {
+            req: &req,
+            conn: ConnVars {
+                remote: "10.1.2.3:5555".parse().unwrap(),
+                local: "127.0.0.1:8080".parse().unwrap(),
+            },
+            proxy_host: "backend",
+        };
+        let mut out = Vec::new();
+        KeyTemplate::compile("$cookie_SID").unwrap().eval_into(&vars, &mut out);
+        assert_eq!(out, b"xyz");
     }
 
     #[test]
