@@ -13,6 +13,7 @@ pub mod run;
 pub mod stats;
 pub mod svg;
 pub mod target;
+mod timerfd;
 mod worker;
 
 use std::io;

@@ -18,9 +18,14 @@ use std::time::Duration;
 pub trait ClientRuntime: Runtime {
     type Stream: AsyncRead + AsyncWrite + Unpin + 'static;
 
-    /// How late the runtime's timer may fire (its tick): the open-loop pacer yields instead of sleeping that close
+    /// How late [`ClientRuntime::pacer_sleep`] may wake: the open-loop pacer yields instead of sleeping that close
     /// to a send time.
     const TIMER_TICK: Duration;
+
+    /// The open-loop pacer's sleep: as precise as the runtime can make it.
+    fn pacer_sleep(d: Duration) -> impl Future<Output = ()> {
+        Self::sleep(d)
+    }
 
     /// Connects to `dst`, from `src` (port chosen by the kernel) when given, failing after `timeout`.
     fn open(dst: SocketAddr, src: Option<IpAddr>, timeout: Duration) -> impl Future<Output = io::Result<Self::Stream>>;
@@ -70,8 +75,16 @@ fn timed_out() -> io::Error {
 
 impl ClientRuntime for Tokio {
     type Stream = TokioStream;
-    /// tokio's timer wheel has a 1 ms tick and rounds deadlines up to it.
-    const TIMER_TICK: Duration = Duration::from_millis(1);
+    /// The pacer sleeps on a timerfd (tokio's timer wheel has a 1 ms tick and rounds deadlines up to it), which
+    /// wakes within tens of microseconds; the pacer yields for the rest.
+    const TIMER_TICK: Duration = Duration::from_micros(20);
+
+    async fn pacer_sleep(d: Duration) {
+        if !super::timerfd::sleep(d).await {
+            // No timerfd: tokio's timer, woken up to a tick early so that it is not late.
+            tokio::time::sleep(d.saturating_sub(Duration::from_millis(1))).await;
+        }
+    }
 
     async fn open(dst: SocketAddr, src: Option<IpAddr>, timeout: Duration) -> io::Result<TokioStream> {
         let connect = async {

@@ -124,7 +124,7 @@ impl Pacer {
             self.inner.borrow_mut().sleeper = Some(cx.waker().clone());
             Poll::Pending
         });
-        futures_lite::future::or(R::sleep(d), woken).await;
+        futures_lite::future::or(R::pacer_sleep(d), woken).await;
         self.inner.borrow_mut().sleeper = None;
     }
 
