@@ -14,6 +14,9 @@ pub enum Outcome {
     Next,
 }
 
+/// nginx's limit on candidates a hash-style method may reject in one request before falling back to round robin.
+pub const MAX_MISSES: u32 = 20;
+
 /// The tried peers of one list, as a bitset (inline up to 128 peers).
 #[derive(Debug, Clone, Default)]
 pub struct Tried {
@@ -87,6 +90,18 @@ impl AttemptState {
             bal_tries: 0,
             iphash: 89,
         }
+    }
+
+    /// Whether the hash-style methods (ip_hash, hash, consistent hash, random) have missed more than nginx's 20
+    /// times in this request, after which round robin takes over.
+    pub fn misses_exhausted(&self) -> bool {
+        self.bal_tries > MAX_MISSES
+    }
+
+    /// Counts one miss (a tried or unusable candidate); `true` once the budget of 20 is exceeded.
+    pub fn miss(&mut self) -> bool {
+        self.bal_tries += 1;
+        self.misses_exhausted()
     }
 
     /// Moves the request to the backup list, clearing `tried` (nginx's backup switch).

@@ -8,9 +8,6 @@ use std::sync::Arc;
 /// Points per weight unit of a server.
 pub const POINTS_PER_WEIGHT: u32 = 160;
 
-/// After this many misses in one request, round robin takes over.
-const MAX_MISSES: u32 = 20;
-
 /// Splits a `server` text into the host and port parts the ring hashes: `unix:PATH` (any case) gives `PATH` and
 /// no port; otherwise the trailing digits after the last `:` are the port (`[::1]:80` → `[::1]`, `80`), and a text
 /// without such a suffix is all host.
@@ -149,7 +146,7 @@ impl Balancer for ConsistentHash {
     /// try. `pos` and the misses persist over retries; an empty key, a lone server or more than 20 misses go to
     /// round robin.
     fn choose(&self, cx: &mut PickCx<'_>) -> Option<Choice> {
-        if cx.attempt.bal_tries > MAX_MISSES
+        if cx.attempt.misses_exhausted()
             || cx.plan.single
             || cx.key.is_empty()
             || cx.attempt.list != ListKind::Primary
@@ -174,8 +171,7 @@ impl Balancer for ConsistentHash {
                 });
             }
             cx.attempt.hash = cx.attempt.hash.wrapping_add(1);
-            cx.attempt.bal_tries += 1;
-            if cx.attempt.bal_tries > MAX_MISSES {
+            if cx.attempt.miss() {
                 return round_robin::choose(cx);
             }
         }

@@ -3,9 +3,6 @@
 use super::ranges::WeightRanges;
 use super::{round_robin, Balancer, Choice, ListKind, PeerList, PickCx};
 
-/// After this many misses in one request, round robin takes over.
-const MAX_MISSES: u32 = 20;
-
 /// The 15-bit value one round adds to the accumulator: `(crc32(decimal(rehash) + key) >> 16) & 0x7fff`, the
 /// decimal prefix omitted when `rehash` is 0.
 #[inline]
@@ -56,7 +53,7 @@ impl Balancer for Hash {
     /// misses go to round robin.
     fn choose(&self, cx: &mut PickCx<'_>) -> Option<Choice> {
         let list = &cx.plan.primary;
-        if cx.attempt.bal_tries > MAX_MISSES
+        if cx.attempt.misses_exhausted()
             || cx.plan.single
             || cx.key.is_empty()
             || cx.attempt.list != ListKind::Primary
@@ -77,8 +74,7 @@ impl Balancer for Hash {
                     index,
                 });
             }
-            cx.attempt.bal_tries += 1;
-            if cx.attempt.bal_tries > MAX_MISSES {
+            if cx.attempt.miss() {
                 return round_robin::choose(cx);
             }
         }

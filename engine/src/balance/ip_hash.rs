@@ -10,9 +10,6 @@ pub const SEED: u32 = 89;
 /// The key of a client that has no IP address (a unix socket): three zero bytes, as nginx's pseudo address.
 pub const NON_IP_KEY: [u8; 3] = [0; 3];
 
-/// After this many misses in one request, round robin takes over.
-const MAX_MISSES: u32 = 20;
-
 /// Writes the `ip_hash` key of `ip` into `buf` and returns it: the first 3 octets of an IPv4 address, all 16
 /// bytes of an IPv6 one (an IPv4-mapped IPv6 address stays 16 bytes, as nginx sees an `AF_INET6` socket).
 pub fn client_key(ip: IpAddr, buf: &mut [u8; 16]) -> &[u8] {
@@ -62,7 +59,7 @@ impl Balancer for IpHash {
     fn choose(&self, cx: &mut PickCx<'_>) -> Option<Choice> {
         let list = &cx.plan.primary;
         // Only the round-robin fallback leaves the primary list, and it is entered for good.
-        if cx.attempt.bal_tries > MAX_MISSES
+        if cx.attempt.misses_exhausted()
             || cx.plan.single
             || cx.attempt.list != ListKind::Primary
             || self.ranges.total() == 0
@@ -82,8 +79,7 @@ impl Balancer for IpHash {
                     index,
                 });
             }
-            cx.attempt.bal_tries += 1;
-            if cx.attempt.bal_tries > MAX_MISSES {
+            if cx.attempt.miss() {
                 return round_robin::choose(cx);
             }
         }

@@ -5,9 +5,6 @@ use super::ranges::WeightRanges;
 use super::{round_robin, Balancer, Choice, ListKind, PeerList, PickCx};
 use rand::RngCore;
 
-/// After this many misses in one request, round robin takes over.
-const MAX_MISSES: u32 = 20;
-
 /// `random` or `random two [least_conn]`.
 #[derive(Debug, Clone, Default)]
 pub struct Random {
@@ -48,8 +45,7 @@ impl Random {
             if !attempt.tried.contains(i) && list.peers.get(i).is_some_and(|p| p.usable(now)) {
                 return Some(i);
             }
-            attempt.bal_tries += 1;
-            if attempt.bal_tries > MAX_MISSES {
+            if attempt.miss() {
                 return None;
             }
         }
@@ -79,8 +75,7 @@ impl Random {
                 }
                 prev = Some(i);
             }
-            attempt.bal_tries += 1;
-            if attempt.bal_tries > MAX_MISSES {
+            if attempt.miss() {
                 return None;
             }
         }
@@ -91,7 +86,7 @@ impl Balancer for Random {
     /// nginx's `ngx_http_upstream_get_random_peer` / `get_random2_peer`. A lone server, or more than 20 misses in
     /// the request, go to round robin (which also is the only way to a backup list).
     fn choose(&self, cx: &mut PickCx<'_>) -> Option<Choice> {
-        if cx.attempt.bal_tries > MAX_MISSES
+        if cx.attempt.misses_exhausted()
             || cx.plan.single
             || cx.attempt.list != ListKind::Primary
             || self.ranges.total() == 0
@@ -238,7 +233,7 @@ mod tests {
             let mut attempt = crate::balance::Attempt::new(plan, 0, b"");
             let got = attempt.pick(&mut lab.shard, b"", NOW).map(|p| p.server.to_string());
             assert_eq!(got.as_deref(), Some("a"));
-            seen_rr |= attempt.state().bal_tries > MAX_MISSES;
+            seen_rr |= attempt.state().misses_exhausted();
             attempt.report(Outcome::Success, &mut lab.shard, NOW);
         }
         assert!(seen_rr, "some request exhausted its draws");
