@@ -118,10 +118,8 @@ mod tests {
     use crate::config::key::KeyTemplate;
     use crate::http::request::{parse_request, MAX_HEADERS};
 
-    #[test]
-    fn request_variables() {
-        let raw =
-            b"GET /p?a=1&Key=v2 HTTP/1.1\r\nHost: Ex.COM:80\r\nX-Forwarded-For: 1.1.1.1\r\nCookie: s=abc; t=9\r\n\r\n";
+    /// Evaluates `template` over the request `raw` from client 10.1.2.3:5555 to 127.0.0.1:8080.
+    fn eval(raw: &[u8], template: &str) -> Vec<u8> {
         let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let req = parse_request(raw, &mut hs).unwrap().unwrap();
         let vars = RequestVars {
@@ -133,16 +131,20 @@ mod tests {
             proxy_host: "backend",
         };
         let mut out = Vec::new();
-        let t = KeyTemplate::compile("$host|$uri|$args|$arg_key|$cookie_t|$http_x_forwarded_for|$remote_addr:$remote_port|$server_port|$proxy_host").unwrap();
-        t.eval_into(&vars, &mut out);
+        KeyTemplate::compile(template).unwrap().eval_into(&vars, &mut out);
+        out
+    }
+
+    #[test]
+    fn request_variables() {
+        let raw =
+            b"GET /p?a=1&Key=v2 HTTP/1.1\r\nHost: Ex.COM:80\r\nX-Forwarded-For: 1.1.1.1\r\nCookie: s=abc; t=9\r\n\r\n";
+        let t = "$host|$uri|$args|$arg_key|$cookie_t|$http_x_forwarded_for|$remote_addr:$remote_port|$server_port|$proxy_host";
         assert_eq!(
-            String::from_utf8(out.clone()).unwrap(),
+            String::from_utf8(eval(raw, t)).unwrap(),
             "ex.com|/p|a=1&Key=v2|v2|9|1.1.1.1|10.1.2.3:5555|8080|backend"
         );
-        KeyTemplate::compile("$proxy_add_x_forwarded_for")
-            .unwrap()
-            .eval_into(&vars, &mut out);
-        assert_eq!(out, b"1.1.1.1, 10.1.2.3");
+        assert_eq!(eval(raw, "$proxy_add_x_forwarded_for"), b"1.1.1.1, 10.1.2.3");
     }
 
     #[test]
@@ -150,38 +152,16 @@ mod tests {
         assert_eq!(cookie(b"SessionID=a1; t=9", "sessionid"), b"a1");
         assert_eq!(cookie(b"a=1;  B=2", "b"), b"2");
         assert_eq!(cookie(b"a=1", "b"), b"");
-        let raw = b"GET / HTTP/1.1\r\nHost: a\r\nCookie: SID=xyz\r\n\r\n";
-        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let req = parse_request(raw, &mut hs).unwrap().unwrap();
-        let vars = RequestVars {
-            req: &req,
-            conn: ConnVars {
-                remote: "10.1.2.3:5555".parse().unwrap(),
-                local: "127.0.0.1:8080".parse().unwrap(),
-            },
-            proxy_host: "backend",
-        };
-        let mut out = Vec::new();
-        KeyTemplate::compile("$cookie_SID").unwrap().eval_into(&vars, &mut out);
-        assert_eq!(out, b"xyz");
+        assert_eq!(
+            eval(b"GET / HTTP/1.1\r\nHost: a\r\nCookie: SID=xyz\r\n\r\n", "$cookie_SID"),
+            b"xyz"
+        );
     }
 
     #[test]
     fn proxy_add_x_forwarded_for_joins_every_line() {
         let raw = b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 1.1.1.1\r\nx-forwarded-for: 2.2.2.2\r\n\r\n";
-        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let req = parse_request(raw, &mut hs).unwrap().unwrap();
-        let remote = "10.1.2.3:5555".parse().unwrap();
-        let vars = RequestVars {
-            req: &req,
-            conn: ConnVars { remote, local: remote },
-            proxy_host: "u",
-        };
-        let mut out = Vec::new();
-        KeyTemplate::compile("$proxy_add_x_forwarded_for")
-            .unwrap()
-            .eval_into(&vars, &mut out);
-        assert_eq!(out, b"1.1.1.1, 2.2.2.2, 10.1.2.3");
+        assert_eq!(eval(raw, "$proxy_add_x_forwarded_for"), b"1.1.1.1, 2.2.2.2, 10.1.2.3");
     }
 
     #[test]
