@@ -1,7 +1,9 @@
 //! corelb's engine: the nginx-syntax config, the balancers, and (with the data-plane work) the proxy logic.
 
+pub mod admin;
 pub mod balance;
 pub mod config;
+pub mod control;
 pub mod health;
 pub mod http;
 pub mod loadgen;

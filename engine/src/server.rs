@@ -2,7 +2,6 @@
 //! watchdog, signals (SIGTERM/SIGINT fast stop, SIGQUIT graceful stop) and the pid file.
 
 use crate::config::model::{Config, RuntimeKind};
-use crate::health::HealthCheckers;
 use crate::preflight::{ensure_memlock, plan_cpus, probe_io_uring, PreflightError};
 use crate::runtime::glommio_rt::{Glommio, IO_MEMORY};
 use crate::runtime::tokio_rt::Tokio;
@@ -70,15 +69,13 @@ pub fn choose_runtime(
 pub struct Running {
     pub shared: Arc<Shared>,
     handles: Vec<JoinHandle<io::Result<()>>>,
-    /// The active health checkers (nginx Plus `health_check`), one thread per checked upstream.
-    health: HealthCheckers,
 }
 
 impl Running {
     /// Graceful stop: no new connections, in-flight requests finish; returns when every shard has ended.
     pub fn drain_and_join(self) {
         // Probes in flight end within their timeouts; the shards drain meanwhile.
-        self.health.signal_stop();
+        self.shared.control.signal_stop();
         self.shared.drain();
         for h in self.handles {
             match h.join() {
@@ -106,17 +103,16 @@ pub fn start(config: Config, runtime: RuntimeKind) -> Result<Running, ServeError
     let snapshot = Snapshot::build(config, &zone, 1)?;
     let shared = Shared::new(snapshot, zone, cpus.len());
     // Before the shards: `mandatory` peers must be in the checking state before the first request.
-    let health = HealthCheckers::start(shared.snapshot.load_full()).map_err(ServeError::Health)?;
+    shared
+        .control
+        .start_health(shared.snapshot.load_full())
+        .map_err(ServeError::Health)?;
     let pinned: Vec<Option<usize>> = cpus.into_iter().map(Some).collect();
     let handles = match runtime {
         RuntimeKind::Tokio => shard::start::<Tokio>(&shared, &pinned)?,
         RuntimeKind::Glommio => shard::start::<Glommio>(&shared, &pinned)?,
     };
-    Ok(Running {
-        shared,
-        handles,
-        health,
-    })
+    Ok(Running { shared, handles })
 }
 
 /// Signals the process acts on.

@@ -3,6 +3,8 @@
 //! caught and logged; the shard and its other connections keep running.
 
 use crate::balance::ShardState;
+use crate::config::model::Config;
+use crate::control::{ApplyError, ChangeKind, Control, ControlStats};
 use crate::http::pages::DateCache;
 use crate::proxy::body::IoBuf;
 use crate::proxy::pool::Pool;
@@ -28,11 +30,13 @@ const SPARE_BUFFERS: usize = 256;
 /// Listen backlog (nginx's default 511).
 const BACKLOG: i32 = 511;
 
-/// What every shard shares: the current snapshot, the zone, and the stop flag.
+/// What every shard shares: the current snapshot, the zone, the control plane, and the stop flag.
 #[derive(Debug)]
 pub struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
     pub zone: Arc<Zone>,
+    /// Reloads and API changes go through here.
+    pub control: Control,
     draining: AtomicBool,
     /// Per shard: ticks so far (the stall watchdog reads them).
     heartbeats: Vec<AtomicU64>,
@@ -46,10 +50,25 @@ impl Shared {
         Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             zone,
+            control: Control::default(),
             draining: AtomicBool::new(false),
             heartbeats: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             connections: AtomicUsize::new(0),
         })
+    }
+
+    /// Makes the config `change` builds from the running one the running snapshot (see [`Control::apply`]).
+    pub fn apply(
+        &self,
+        kind: ChangeKind,
+        change: impl FnOnce(&Config) -> Result<Config, ApplyError>,
+    ) -> Result<u64, ApplyError> {
+        self.control.apply(&self.snapshot, &self.zone, kind, change)
+    }
+
+    /// The control plane's counters.
+    pub fn control_stats(&self) -> ControlStats {
+        self.control.stats(&self.snapshot)
     }
 
     /// Graceful stop: shards stop accepting, close idle connections, finish in-flight requests, then end.

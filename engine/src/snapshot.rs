@@ -192,8 +192,10 @@ fn server_plan(srv: &HttpServer, plans: &[UpstreamPlan]) -> Result<ServerPlan, S
 }
 
 fn location_plan(loc: &Location, plans: &[UpstreamPlan]) -> Result<LocationPlan, SnapshotError> {
+    let admin = loc.admin.filter(|_| loc.ret.is_none());
     let proxy = match (&loc.ret, &loc.proxy_pass) {
         (Some(_), _) => None,
+        (None, _) if admin.is_some() => None,
         (None, Some(ProxyPass { upstream, uri, .. })) => {
             let plan = plans.get(*upstream).ok_or(SnapshotError::NoSuchUpstream(*upstream))?;
             Some(ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref()))
@@ -203,10 +205,12 @@ fn location_plan(loc: &Location, plans: &[UpstreamPlan]) -> Result<LocationPlan,
     let fixed = match (&loc.ret, &proxy) {
         (Some(r), _) => Some(FixedAnswer::of_return(r)),
         (None, Some(_)) => None,
+        (None, None) if admin.is_some() => None,
         (None, None) => Some(FixedAnswer::of_return(&Return { code: 404, text: None })),
     };
     Ok(LocationPlan {
         fixed,
+        admin,
         proxy,
         client: loc.client.clone(),
     })

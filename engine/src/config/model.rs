@@ -295,9 +295,20 @@ pub struct Location {
     pub matcher: LocationMatch,
     pub proxy_pass: Option<ProxyPass>,
     pub ret: Option<Return>,
+    /// `api` or `metrics`: corelb answers the location itself.
+    pub admin: Option<AdminEndpoint>,
     pub proxy: HttpProxyConf,
     pub client: ClientConf,
     pub span: Span,
+}
+
+/// An endpoint corelb serves itself in a location: nginx Plus's `api [write=on]`, or `metrics` (Prometheus).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminEndpoint {
+    /// The nginx Plus API (version 9 paths); changes only with `write=on`.
+    Api { write: bool },
+    /// The Prometheus text exposition.
+    Metrics,
 }
 
 /// `listen ADDR:PORT` (http or stream).

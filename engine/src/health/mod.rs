@@ -139,6 +139,13 @@ impl HealthCheckers {
         }
     }
 
+    /// Tells every checker to stop after its current round and lets the threads end on their own (for a swap to
+    /// new checkers, which must not wait for a probe in flight).
+    pub fn detach(mut self) {
+        self.signal_stop();
+        self.threads.clear();
+    }
+
     /// Stops every checker and waits for it (a probe in flight ends within its timeouts).
     pub fn stop(&mut self) {
         self.signal_stop();

@@ -180,6 +180,40 @@ pub async fn discard_body<R: Runtime>(
     decoder: &mut ChunkedDecoder,
     timeout: Duration,
 ) -> Result<(), BodyError> {
+    read_body::<R>(src, buf, framing, decoder, timeout, |_| Ok(())).await
+}
+
+/// Reads a request body whole into `out` (for corelb's own endpoints), refusing more than `limit` bytes.
+pub async fn collect_body<R: Runtime>(
+    src: &mut R::Conn,
+    buf: &mut IoBuf,
+    framing: BodyFraming,
+    decoder: &mut ChunkedDecoder,
+    timeout: Duration,
+    limit: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), BodyError> {
+    out.clear();
+    read_body::<R>(src, buf, framing, decoder, timeout, |d| {
+        if out.len() + d.len() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        out.extend_from_slice(d);
+        Ok(())
+    })
+    .await
+}
+
+/// Reads a request body, handing each piece of its data (chunk framing removed) to `sink`; bytes after it stay
+/// in `buf`.
+async fn read_body<R: Runtime>(
+    src: &mut R::Conn,
+    buf: &mut IoBuf,
+    framing: BodyFraming,
+    decoder: &mut ChunkedDecoder,
+    timeout: Duration,
+    mut sink: impl FnMut(&[u8]) -> Result<(), BodyError>,
+) -> Result<(), BodyError> {
     decoder.reset();
     let mut left = match framing {
         BodyFraming::Length(n) => n,
@@ -188,10 +222,20 @@ pub async fn discard_body<R: Runtime>(
     };
     loop {
         let avail = buf.readable();
+        let mut sunk = Ok(());
         let used = match framing {
-            BodyFraming::Chunked => decoder.feed(avail, |_| {})?,
-            _ => usize::try_from(left).unwrap_or(usize::MAX).min(avail.len()),
+            BodyFraming::Chunked => decoder.feed(avail, |d| {
+                if sunk.is_ok() {
+                    sunk = sink(d);
+                }
+            })?,
+            _ => {
+                let n = usize::try_from(left).unwrap_or(usize::MAX).min(avail.len());
+                sunk = sink(&avail[..n]);
+                n
+            }
         };
+        sunk?;
         buf.consume(used);
         left -= used as u64;
         if left == 0 || decoder.is_done() {

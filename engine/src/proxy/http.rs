@@ -2,12 +2,14 @@
 //! proxy it (pick a peer, reuse or open an upstream connection, send, read the answer, retry as nginx's
 //! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
 
-use super::body::{discard_body, forward_body, send, BodyError, Limits, Relay};
+use super::body::{collect_body, discard_body, forward_body, send, BodyError, Limits, Relay};
 use super::exchange::{exchange, ResponseInfo, StreamedBody};
 use super::retry::{RequestKind, Then, Tries};
 use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use super::vars::{ip_hash_key, ConnVars, RequestVars};
+use crate::admin::AdminRequest;
 use crate::balance::{Attempt, KeySpec, Outcome};
+use crate::config::model::AdminEndpoint;
 use crate::config::model::ClientConf;
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::pages::DateCache;
@@ -50,6 +52,8 @@ impl Request {
 enum Route<'s> {
     Fixed(&'s FixedAnswer),
     Proxy(&'s ProxyPlan),
+    /// An `api` or `metrics` location, with the request's method and target (copied: the head is consumed).
+    Admin(AdminEndpoint, Box<(String, String)>),
 }
 
 /// Serves one client connection on http port `port` until it closes.
@@ -101,6 +105,9 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         let keep = match route {
             Route::Fixed(answer) => fixed::<R>(&shard, answer, &req, &mut client, &mut bufs, &mut decoder).await,
             Route::Proxy(plan) => proxy::<R>(&shard, &snap, plan, &req, &mut client, &mut bufs, &mut decoder).await,
+            Route::Admin(endpoint, target) => {
+                admin::<R>(&shard, endpoint, &target, &req, &mut client, &mut bufs, &mut decoder).await
+            }
         };
         if !keep || shard.draining() {
             break;
@@ -125,6 +132,62 @@ async fn fixed<R: Runtime>(
         _ => {}
     }
     let keep = req.keepalive && drained.is_ok();
+    bufs.out.clear();
+    shard.date(DateCache::now_secs(), |d| {
+        answer.write(d, keep, req.head_request, &mut bufs.out)
+    });
+    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+}
+
+/// Answers a request to an `api` or `metrics` location, after reading its body.
+async fn admin<R: Runtime>(
+    shard: &Shard<R>,
+    endpoint: AdminEndpoint,
+    target: &(String, String),
+    req: &Request,
+    client: &mut R::Conn,
+    bufs: &mut Buffers,
+    decoder: &mut ChunkedDecoder,
+) -> bool {
+    let mut body = std::mem::take(&mut bufs.scratch);
+    let read = collect_body::<R>(
+        client,
+        &mut bufs.client,
+        req.body,
+        decoder,
+        CLIENT_IO_TIMEOUT,
+        crate::admin::MAX_BODY,
+        &mut body,
+    )
+    .await;
+    let answer = match read {
+        Ok(()) => {
+            let (method, t) = target;
+            let (path, args) = t.split_once('?').map_or((t.as_str(), None), |(p, a)| (p, Some(a)));
+            let request = AdminRequest {
+                method,
+                path,
+                args,
+                body: &body,
+            };
+            Some(crate::admin::handle(&shard.shared, endpoint, &request))
+        }
+        Err(BodyError::TooLarge) => Some(crate::admin::api::error(413, "BodyTooLarge", "request body too large")),
+        Err(BodyError::Chunk(_)) => {
+            shard.counters.count_bad_request();
+            None
+        }
+        Err(_) => {
+            shard.counters.count_client_abort();
+            None
+        }
+    };
+    bufs.scratch = body;
+    let Some(answer) = answer else {
+        return false;
+    };
+    shard.counters.count_answer(answer.status);
+    let keep = req.keepalive && read.is_ok();
     bufs.out.clear();
     shard.date(DateCache::now_secs(), |d| {
         answer.write(d, keep, req.head_request, &mut bufs.out)
@@ -230,6 +293,9 @@ fn route_head<'s>(
         (Some(f), _) => Route::Fixed(f),
         (None, None) => Route::Fixed(&server.not_found),
         (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f),
+        (None, Some(LocationPlan { admin: Some(a), .. })) => {
+            Route::Admin(*a, Box::new((head.method.to_string(), head.target.to_string())))
+        }
         (None, Some(LocationPlan { proxy: Some(p), .. })) => {
             prepare_upstream_head(
                 snap,

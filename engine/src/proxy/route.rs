@@ -2,7 +2,7 @@
 //! upstream request's static header lines pre-rendered and the per-request ones kept as templates.
 
 use crate::config::key::{KeyTemplate, VarSource};
-use crate::config::model::{ClientConf, HttpProxyConf, Location, LocationMatch, Return};
+use crate::config::model::{AdminEndpoint, ClientConf, HttpProxyConf, Location, LocationMatch, Return};
 use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, SERVER_NAME};
 use crate::http::request::RequestHead;
 use crate::http::{BodyFraming, REQUEST_HOP_BY_HOP};
@@ -10,8 +10,10 @@ use crate::http::{BodyFraming, REQUEST_HOP_BY_HOP};
 /// A compiled `location`.
 #[derive(Debug)]
 pub struct LocationPlan {
-    /// `return`, or a 404 when the location neither returns nor proxies.
+    /// `return`, or a 404 when the location neither returns, serves an endpoint nor proxies.
     pub fixed: Option<FixedAnswer>,
+    /// `api` or `metrics` (when no `return`).
+    pub admin: Option<AdminEndpoint>,
     pub proxy: Option<ProxyPlan>,
     pub client: ClientConf,
 }
@@ -244,6 +246,7 @@ mod tests {
             matcher: LocationMatch::Prefix("/api/".into()),
             proxy_pass: None,
             ret: None,
+            admin: None,
             proxy: HttpProxyConf {
                 http_version_11: v11,
                 set_headers: set

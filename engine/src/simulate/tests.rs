@@ -312,6 +312,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 uri: None,
             }),
             ret: None,
+            admin: None,
             proxy,
             client: Default::default(),
             span: Span::default(),

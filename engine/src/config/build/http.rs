@@ -9,8 +9,8 @@ use super::vars::{Module, Vars};
 use super::{arg, block_of, unset, value, walk, Build, Ctx};
 use crate::config::error::ConfigError;
 use crate::config::model::{
-    HealthCheck, HealthConf, HttpConf, HttpServer, Listen, Location, LocationMatch, MatchConf, ProxyPass, Return, Span,
-    UpstreamConf,
+    AdminEndpoint, HealthCheck, HealthConf, HttpConf, HttpServer, Listen, Location, LocationMatch, MatchConf,
+    ProxyPass, Return, Span, UpstreamConf,
 };
 use crate::config::parser::Directive;
 use crate::config::url::{self, UrlOpts};
@@ -33,6 +33,7 @@ struct LocationDraft {
     span: Span,
     proxy_pass: Option<ProxyPass>,
     ret: Option<Return>,
+    admin: Option<AdminEndpoint>,
     layers: Layers,
     health: Vec<CheckDraft>,
 }
@@ -194,6 +195,7 @@ impl HttpState {
             span: d.span.clone(),
             proxy_pass: None,
             ret: None,
+            admin: None,
             layers: Layers::default(),
             health: Vec::new(),
         };
@@ -208,6 +210,11 @@ impl HttpState {
                 Ok(())
             }
             "return" => ret(ld, &mut loc.ret, &mut self.vars),
+            "api" | "metrics" => {
+                unset(&loc.admin, ld)?;
+                loc.admin = Some(admin_endpoint(ld)?);
+                Ok(())
+            }
             "health_check" => {
                 loc.health.push(health::health_check(ld, Module::Http)?);
                 Ok(())
@@ -284,6 +291,7 @@ impl ServerDraft {
                     matcher: l.matcher,
                     proxy_pass: l.proxy_pass,
                     ret: l.ret,
+                    admin: l.admin,
                     proxy: own.proxy_conf(),
                     client: own.client_conf(),
                     span: l.span,
@@ -299,6 +307,19 @@ impl ServerDraft {
             span: self.span,
         }
     }
+}
+
+/// `api [write=on|off]` (nginx Plus) or `metrics`.
+fn admin_endpoint(d: &Directive) -> Result<AdminEndpoint, ConfigError> {
+    if d.name == "metrics" {
+        return Ok(AdminEndpoint::Metrics);
+    }
+    let write = match d.args.first().map(String::as_str) {
+        None | Some("write=off") => false,
+        Some("write=on") => true,
+        Some(other) => return Err(ConfigError::invalid(format!("invalid parameter \"{other}\""), &d.span)),
+    };
+    Ok(AdminEndpoint::Api { write })
 }
 
 /// `location [=] URI`; the regex (`~`, `~*`), `^~` and named (`@`) kinds are refused by name.

@@ -17,6 +17,7 @@ const NOARGS: Args = Args { min: 0, max: 0 };
 const TAKE1: Args = Args { min: 1, max: 1 };
 const TAKE2: Args = Args { min: 2, max: 2 };
 const TAKE12: Args = Args { min: 1, max: 2 };
+const NOARGS_TAKE1: Args = Args { min: 0, max: 1 };
 const NOARGS_TAKE12: Args = Args { min: 0, max: 2 };
 const ANY: Args = Args {
     min: 0,
@@ -112,6 +113,9 @@ pub const SPECS: &[Spec] = &[
     spec("proxy_next_upstream_timeout", STREAM_MS, Ctx::NONE, TAKE1, false),
     both("proxy_timeout", STREAM_MS, TAKE1),
     both("return", Ctx::HTTP_SRV.or(Ctx::HTTP_LOC), TAKE12),
+    // nginx Plus's ngx_http_api_module; `metrics` is corelb's own (Prometheus).
+    both("api", Ctx::HTTP_LOC, NOARGS_TAKE1),
+    both("metrics", Ctx::HTTP_LOC, NOARGS),
     spec("return", Ctx::STREAM_SRV, Ctx::NONE, TAKE1, false),
     both("keepalive_timeout", HTTP_MSL, TAKE12),
     both("keepalive_timeout", Ctx::HTTP_UPS, TAKE1),

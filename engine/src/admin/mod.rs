@@ -1,0 +1,81 @@
+//! corelb's own endpoints, configured in a location like nginx Plus's: `api [write=on]` (the nginx Plus API,
+//! version 9 paths and JSON) and `metrics` (Prometheus text). They run on the shard that took the request, read
+//! the zone and the snapshot, and make changes through the control plane ([`crate::control`]).
+
+pub mod api;
+pub mod metrics;
+
+use crate::config::model::AdminEndpoint;
+use crate::http::pages::{append_decimal, reason, SERVER_NAME};
+use crate::shard::Shared;
+
+/// The largest request body an endpoint reads (an API change is a small JSON object).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// One request to an endpoint, body read whole.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminRequest<'a> {
+    pub method: &'a str,
+    /// The path, without the query string.
+    pub path: &'a str,
+    pub args: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+/// An endpoint's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminResponse {
+    pub status: u16,
+    pub content_type: &'static str,
+    /// The `Allow` header of a 405.
+    pub allow: Option<&'static str>,
+    pub body: Vec<u8>,
+}
+
+impl AdminResponse {
+    /// A JSON answer.
+    pub fn json(status: u16, body: Vec<u8>) -> Self {
+        AdminResponse {
+            status,
+            content_type: "application/json",
+            allow: None,
+            body,
+        }
+    }
+
+    /// Appends the whole answer (head and body, no body for HEAD) to `out`.
+    pub fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"HTTP/1.1 ");
+        append_decimal(out, u64::from(self.status));
+        out.push(b' ');
+        out.extend_from_slice(reason(self.status).as_bytes());
+        out.extend_from_slice(b"\r\nServer: ");
+        out.extend_from_slice(SERVER_NAME.as_bytes());
+        out.extend_from_slice(b"\r\nDate: ");
+        out.extend_from_slice(date);
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(self.content_type.as_bytes());
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        append_decimal(out, self.body.len() as u64);
+        if let Some(allow) = self.allow {
+            out.extend_from_slice(b"\r\nAllow: ");
+            out.extend_from_slice(allow.as_bytes());
+        }
+        out.extend_from_slice(if keepalive {
+            b"\r\nConnection: keep-alive\r\n\r\n"
+        } else {
+            b"\r\nConnection: close\r\n\r\n"
+        });
+        if !head_request {
+            out.extend_from_slice(&self.body);
+        }
+    }
+}
+
+/// Answers `req` at `endpoint`.
+pub fn handle(shared: &Shared, endpoint: AdminEndpoint, req: &AdminRequest<'_>) -> AdminResponse {
+    match endpoint {
+        AdminEndpoint::Api { write } => api::handle(shared, write, req),
+        AdminEndpoint::Metrics => metrics::handle(shared, req),
+    }
+}
