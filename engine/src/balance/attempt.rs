@@ -215,11 +215,6 @@ impl<'p> Attempt<'p> {
         self.guard = None;
         self.state.tries = self.state.tries.saturating_sub(1);
     }
-
-    /// Gives one try back (a cached keepalive connection that failed with `error`, as nginx does).
-    pub fn refund_try(&mut self) {
-        self.state.tries += 1;
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! One try of a proxied request against one peer: take a pooled connection or connect, send the head (and stream
 //! the body when it was not buffered), read the response head. Failures are classified as nginx's
-//! `proxy_next_upstream` sees them (error, timeout, invalid header), and a pooled connection the upstream had
-//! closed is told apart (it is not the peer's fault).
+//! `proxy_next_upstream` sees them (error, timeout, invalid header). A pooled connection the upstream had closed
+//! while idle is replaced by a fresh one to the same peer within the try (it is not the peer's fault).
 
 use super::body::{forward_body, send, BodyError, IoBuf, Limits, Relay};
 use super::route::ProxyPlan;
@@ -104,20 +104,64 @@ pub async fn exchange<R: Runtime>(
     head_request: bool,
 ) -> Result<(R::Conn, ResponseInfo), Failure> {
     let conf = &plan.conf;
-    let pooled = shard.pool_take(snap, plan.upstream, addr);
-    let cached = pooled.is_some();
-    let (mut conn, requests) = match pooled {
-        Some(p) => p,
-        None => {
-            let c = R::connect(addr, conf.connect_timeout).await.map_err(|e| Failure {
-                kind: io_kind(&e, "connecting"),
-                stale: false,
-                sent: Sent::No,
-            })?;
-            let _ = c.set_nodelay(true);
-            (c, 0)
+    let mut body = body;
+    if let Some((conn, requests)) = shard.pool_take(snap, plan.upstream, addr) {
+        let resendable = body.is_none();
+        let io = Io {
+            request,
+            client_buf: &mut *client_buf,
+            ubuf: &mut *ubuf,
+            decoder: &mut *decoder,
+        };
+        match try_on::<R>(conn, true, requests, body.take(), io, head_request, plan).await {
+            // The upstream had closed it while it sat idle. nginx's keepalive module sees such a connection close
+            // in its cache and drops it, so the request goes out on a fresh connection to the same peer: no
+            // failure for the peer, no try spent. Do the same (once) when the request can be sent again.
+            Err(f) if f.stale && resendable => {}
+            done => return done,
         }
+    }
+    let conn = R::connect(addr, conf.connect_timeout).await.map_err(|e| Failure {
+        kind: io_kind(&e, "connecting"),
+        stale: false,
+        sent: Sent::No,
+    })?;
+    let _ = conn.set_nodelay(true);
+    let io = Io {
+        request,
+        client_buf,
+        ubuf,
+        decoder,
     };
+    try_on::<R>(conn, false, 0, body, io, head_request, plan).await
+}
+
+/// The buffers one try works with: the upstream request (head and a buffered body), the client's buffer (a
+/// streamed body), the upstream buffer and the chunked decoder.
+struct Io<'b> {
+    request: &'b [u8],
+    client_buf: &'b mut IoBuf,
+    ubuf: &'b mut IoBuf,
+    decoder: &'b mut ChunkedDecoder,
+}
+
+/// Sends the request on `conn` (pooled when `cached`, having served `requests` before) and reads the head.
+async fn try_on<R: Runtime>(
+    mut conn: R::Conn,
+    cached: bool,
+    requests: u64,
+    body: Option<StreamedBody<'_, R::Conn>>,
+    io: Io<'_>,
+    head_request: bool,
+    plan: &ProxyPlan,
+) -> Result<(R::Conn, ResponseInfo), Failure> {
+    let conf = &plan.conf;
+    let Io {
+        request,
+        client_buf,
+        ubuf,
+        decoder,
+    } = io;
     send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
     let (status, head_len, body, reusable) =
         read_head::<R>(&mut conn, cached, ubuf, head_request, conf.read_timeout).await?;

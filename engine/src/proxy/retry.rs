@@ -79,12 +79,6 @@ impl<R: Runtime> Tries<'_, R> {
             FailureKind::BodyTooLarge => return Then::Refuse(413),
             _ => {}
         }
-        if f.stale && self.replayable {
-            // A kept-alive connection the upstream had closed: not the peer's fault, and the try is given back.
-            self.report(Outcome::Next);
-            self.attempt.refund_try();
-            return Then::Retry;
-        }
         eprintln!("corelb: [error] upstream {addr} ({}): {}", self.plan_name(), f.kind);
         self.report(Outcome::Failed);
         let next = &self.plan.conf.next_upstream;

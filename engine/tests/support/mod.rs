@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod backend;
+pub mod killable;
 pub mod recorder;
 
 use corelb_engine::config::key::KeyTemplate;
