@@ -3,14 +3,15 @@
 //! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
 
 use super::body::{discard_body, forward_body, send, BodyError, Limits, Relay};
-use super::exchange::{exchange, ResponseInfo, StreamedBody};
+use super::exchange::{exchange, ClientTimeouts, ResponseInfo, StreamedBody};
 use super::retry::{RequestKind, Then, Tries};
 use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use super::vars::{ip_hash_key, ConnVars, RequestVars};
 use crate::balance::{Attempt, KeySpec, Outcome};
 use crate::config::model::ClientConf;
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::pages::DateCache;
+use crate::http::head_buffers;
+use crate::http::pages::{sent_status, DateCache};
 use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
 use crate::http::response::{parse_response, write_client_head};
 use crate::http::{BodyFraming, Rejection};
@@ -20,9 +21,6 @@ use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-/// nginx's `send_timeout` and `client_body_timeout` defaults.
-const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a request head asks for, once routed.
 struct Request {
@@ -37,6 +35,8 @@ struct Request {
     expect_continue: bool,
     /// `client_max_body_size` of the location (0 = no limit).
     max_body: u64,
+    /// `client_body_timeout` and `send_timeout` of the location.
+    timeouts: ClientTimeouts,
 }
 
 impl Request {
@@ -69,7 +69,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         .and_then(|h| h.servers.get(listen.default_server))
         .map(|s| s.client.clone())
         .unwrap_or_default();
-    let mut bufs = shard.take_buffers();
+    let mut bufs = shard.take_buffers(snap.client_buffer);
     let mut decoder = ChunkedDecoder::new();
     let mut served = 0u64;
     loop {
@@ -82,7 +82,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         let (req, route) = match step {
             Next::Closed => break,
             Next::Reject(r) => {
-                reject::<R>(&shard, &mut client, &mut bufs.out, r).await;
+                reject::<R>(&shard, &mut client, &mut bufs.out, r, default_client.send_timeout).await;
                 break;
             }
             Next::Request(req, route) => (req, route),
@@ -91,7 +91,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         served += 1;
         if req.expect_continue && bufs.client.readable().is_empty() {
             // The body is read next: tell the client to send it (nginx's ngx_http_test_expect).
-            if send::<R>(&mut client, b"HTTP/1.1 100 Continue\r\n\r\n", CLIENT_IO_TIMEOUT)
+            if send::<R>(&mut client, b"HTTP/1.1 100 Continue\r\n\r\n", req.timeouts.send)
                 .await
                 .is_err()
             {
@@ -118,7 +118,7 @@ async fn fixed<R: Runtime>(
     bufs: &mut Buffers,
     decoder: &mut ChunkedDecoder,
 ) -> bool {
-    let drained = discard_body::<R>(client, &mut bufs.client, req.body, decoder, CLIENT_IO_TIMEOUT).await;
+    let drained = discard_body::<R>(client, &mut bufs.client, req.body, decoder, req.timeouts.body).await;
     match &drained {
         Err(BodyError::Chunk(_)) => shard.counters.count_bad_request(),
         Err(BodyError::Read(_) | BodyError::Truncated) => shard.counters.count_client_abort(),
@@ -129,7 +129,7 @@ async fn fixed<R: Runtime>(
     shard.date(DateCache::now_secs(), |d| {
         answer.write(d, keep, req.head_request, &mut bufs.out)
     });
-    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+    send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
 }
 
 enum Next<'s> {
@@ -193,10 +193,15 @@ fn route_head<'s>(
     served: u64,
     bufs: &mut Buffers,
 ) -> Result<Option<Next<'s>>, Rejection> {
+    let first = snap.header_buffers(port, None);
+    head_buffers::check(bufs.client.readable(), first, |host| {
+        snap.header_buffers(port, Some(host))
+    })?;
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let Some(head) = parse_request(bufs.client.readable(), &mut headers)? else {
         return Ok(None);
     };
+    let uri = head.uri(&mut bufs.uri)?;
     #[cfg(feature = "fault-injection")]
     if head.header("x-corelb-panic").is_some() {
         panic!("fault injection: x-corelb-panic");
@@ -206,7 +211,7 @@ fn route_head<'s>(
         .ok_or(Rejection::new(500, "no server"))?;
     let (loc, fixed_server) = match &server.ret {
         Some(r) => (None, Some(r)),
-        None => (server.location(head.path()), None),
+        None => (server.location(uri), None),
     };
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
     if let BodyFraming::Length(n) = head.body {
@@ -225,6 +230,10 @@ fn route_head<'s>(
             && served + 1 < client_conf.keepalive_requests,
         expect_continue: head.expect_continue && head.body != BodyFraming::None,
         max_body: client_conf.client_max_body_size,
+        timeouts: ClientTimeouts {
+            body: client_conf.client_body_timeout,
+            send: client_conf.send_timeout,
+        },
     };
     let route = match (fixed_server, loc) {
         (Some(f), _) => Route::Fixed(f),
@@ -235,6 +244,7 @@ fn route_head<'s>(
                 snap,
                 p,
                 &head,
+                uri,
                 vars,
                 &mut bufs.key,
                 &mut bufs.scratch,
@@ -250,10 +260,12 @@ fn route_head<'s>(
 }
 
 /// Writes the upstream request head and evaluates the balancer key.
+#[allow(clippy::too_many_arguments)]
 fn prepare_upstream_head(
     snap: &Snapshot,
     plan: &ProxyPlan,
     head: &RequestHead<'_, '_>,
+    uri: &[u8],
     conn: ConnVars,
     key: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
@@ -272,17 +284,17 @@ fn prepare_upstream_head(
         KeySpec::ClientAddr => ip_hash_key(&conn.remote, key),
         KeySpec::Template(t) => t.eval_into(&vars, key),
     }
-    plan.write_request_head(head, &vars, scratch, request);
+    plan.write_request_head(head, uri, &vars, scratch, request);
 }
 
 /// Answers a refused request and closes.
-async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, out: &mut Vec<u8>, r: Rejection) {
-    shard.counters.count_answer(r.status);
+async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, out: &mut Vec<u8>, r: Rejection, wait: Duration) {
+    shard.counters.count_answer(sent_status(r.status));
     out.clear();
     shard.date(DateCache::now_secs(), |d| {
         shard.error_answer(r.status).write(d, false, false, out)
     });
-    let _ = send::<R>(client, out, CLIENT_IO_TIMEOUT).await;
+    let _ = send::<R>(client, out, wait).await;
 }
 
 /// Proxies one request; returns whether the client connection stays open.
@@ -301,7 +313,7 @@ async fn proxy<R: Runtime>(
     let replayable = match buffer_whole_body(req, bufs, decoder) {
         Ok(r) => r,
         Err(refusal) => {
-            reject::<R>(shard, client, &mut bufs.out, refusal).await;
+            reject::<R>(shard, client, &mut bufs.out, refusal, req.timeouts.send).await;
             return false;
         }
     };
@@ -330,6 +342,7 @@ async fn proxy<R: Runtime>(
             client: &mut *client,
             framing: req.body,
             max: req.max_body,
+            timeout: req.timeouts.body,
         });
         let head_request = req.head_request;
         let (ubuf, cbuf) = (&mut bufs.upstream, &mut bufs.client);
@@ -359,13 +372,8 @@ async fn proxy<R: Runtime>(
                 Then::Retry => {}
                 Then::Answer(status) => return answer::<R>(shard, client, bufs, status, req, replayable).await,
                 Then::Refuse(status) => {
-                    reject::<R>(
-                        shard,
-                        client,
-                        &mut bufs.out,
-                        Rejection::new(status, "request body refused"),
-                    )
-                    .await;
+                    let refusal = Rejection::new(status, "request body refused");
+                    reject::<R>(shard, client, &mut bufs.out, refusal, req.timeouts.send).await;
                     return false;
                 }
                 Then::Close => {
@@ -410,7 +418,7 @@ async fn pass_response<R: Runtime>(
     bufs.upstream.consume(info.head_len);
     let limits = Limits {
         read: plan.conf.read_timeout,
-        write: CLIENT_IO_TIMEOUT,
+        write: req.timeouts.send,
         max_body: 0,
     };
     let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
@@ -477,5 +485,5 @@ async fn answer<R: Runtime>(
             .error_answer(status)
             .write(d, keep, req.head_request, &mut bufs.out)
     });
-    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+    send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
 }
