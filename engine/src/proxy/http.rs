@@ -73,12 +73,11 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     let mut decoder = ChunkedDecoder::new();
     let mut served = 0u64;
     loop {
-        let wait = if served == 0 {
-            default_client.client_header_timeout
-        } else {
-            default_client.keepalive_timeout
+        let waits = HeadWaits {
+            idle: default_client.keepalive_timeout,
+            head: default_client.client_header_timeout,
         };
-        let step = next_request::<R>(&shard, &snap, port, vars, served, &mut client, &mut bufs, wait).await;
+        let step = next_request::<R>(&shard, &snap, port, vars, served, &mut client, &mut bufs, waits).await;
         let (req, route) = match step {
             Next::Closed => break,
             Next::Reject(r) => {
@@ -138,8 +137,18 @@ enum Next<'s> {
     Request(Request, Route<'s>),
 }
 
-/// Reads the next request head (waiting at most `wait` for it, or until a graceful stop between requests) and
-/// routes it; for a proxied request the upstream head and the hash key are written into `bufs`.
+/// How long the next request head may take.
+#[derive(Debug, Clone, Copy)]
+struct HeadWaits {
+    /// `keepalive_timeout`: for the first byte of a request after the first one.
+    idle: Duration,
+    /// `client_header_timeout`: for the whole head, from the connection's start (first request) or its first byte
+    /// (later ones), however slowly it trickles in, as nginx's timer.
+    head: Duration,
+}
+
+/// Reads the next request head (within `waits`, or until a graceful stop between requests) and routes it; for a
+/// proxied request the upstream head and the hash key are written into `bufs`.
 #[allow(clippy::too_many_arguments)]
 async fn next_request<'s, R: Runtime>(
     shard: &Shard<R>,
@@ -149,8 +158,14 @@ async fn next_request<'s, R: Runtime>(
     served: u64,
     client: &mut R::Conn,
     bufs: &mut Buffers,
-    wait: Duration,
+    waits: HeadWaits,
 ) -> Next<'s> {
+    let head_deadline = |now: Instant| now.checked_add(waits.head);
+    let mut deadline = if served == 0 || !bufs.client.readable().is_empty() {
+        head_deadline(Instant::now())
+    } else {
+        None
+    };
     loop {
         match route_head(snap, port, vars, served, bufs) {
             Ok(Some(next)) => return next,
@@ -161,6 +176,13 @@ async fn next_request<'s, R: Runtime>(
             return Next::Reject(Rejection::bad("request head too large"));
         }
         let idle = bufs.client.readable().is_empty();
+        let wait = match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => waits.idle,
+        };
+        if wait.is_zero() {
+            return Next::Closed;
+        }
         let read = futures_lite::future::or(
             async { Some(timeout::<R, _>(wait, bufs.client.fill_untimed(client)).await) },
             async {
@@ -174,7 +196,11 @@ async fn next_request<'s, R: Runtime>(
         )
         .await;
         match read {
-            Some(Ok(Ok(n))) if n > 0 => {}
+            Some(Ok(Ok(n))) if n > 0 => {
+                if deadline.is_none() {
+                    deadline = head_deadline(Instant::now());
+                }
+            }
             Some(Ok(_)) if !idle => {
                 // The client left (or failed) half-way through a head.
                 shard.counters.count_client_abort();
