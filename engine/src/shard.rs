@@ -135,17 +135,20 @@ pub struct Buffers {
     pub request: Vec<u8>,
     pub key: Vec<u8>,
     pub scratch: Vec<u8>,
+    /// The normalized request path, when it differs from the path sent.
+    pub uri: Vec<u8>,
 }
 
 impl Buffers {
-    fn new() -> Self {
+    fn new(client_size: usize) -> Self {
         Buffers {
-            client: IoBuf::new(16 * 1024),
+            client: IoBuf::new(client_size),
             upstream: IoBuf::new(32 * 1024),
             out: Vec::with_capacity(16 * 1024),
             request: Vec::with_capacity(4096),
             key: Vec::with_capacity(256),
             scratch: Vec::with_capacity(256),
+            uri: Vec::with_capacity(256),
         }
     }
 }
@@ -177,7 +180,7 @@ impl<R: Runtime> Shard<R> {
             local: RefCell::new(Local::new(snap, seed)),
             shared,
             date: RefCell::new(DateCache::default()),
-            errors: [400, 404, 413, 414, 500, 501, 502, 503, 504, 505]
+            errors: [400, 404, 408, 413, 414, 494, 500, 501, 502, 503, 504, 505]
                 .map(FixedAnswer::error)
                 .to_vec(),
             spare: RefCell::new(Vec::new()),
@@ -267,9 +270,17 @@ impl<R: Runtime> Shard<R> {
             .unwrap_or(&self.errors[0])
     }
 
-    /// Buffers for a new connection (recycled when possible).
-    pub fn take_buffers(&self) -> Buffers {
-        self.spare.borrow_mut().pop().unwrap_or_else(Buffers::new)
+    /// Buffers for a new connection, with a client buffer of `client_size` bytes (the snapshot's
+    /// `client_buffer`); recycled when possible.
+    pub fn take_buffers(&self, client_size: usize) -> Buffers {
+        let mut spare = self.spare.borrow_mut();
+        while let Some(b) = spare.pop() {
+            // a buffer sized for another config generation is dropped
+            if b.client.capacity() == client_size {
+                return b;
+            }
+        }
+        Buffers::new(client_size)
     }
 
     /// Gives a connection's buffers back.

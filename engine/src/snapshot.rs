@@ -2,7 +2,10 @@
 //! tables, location tables, pre-rendered headers and fixed answers), shared by every shard behind one `ArcSwap`.
 
 use crate::balance::{PlanError, UpstreamPlan};
-use crate::config::model::{ClientConf, Config, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return};
+use crate::config::model::{
+    ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return,
+};
+use crate::http::request::host_without_port;
 use crate::proxy::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use corelb_shared_state::Zone;
 use std::net::SocketAddr;
@@ -55,13 +58,14 @@ pub struct ServerPlan {
 }
 
 impl ServerPlan {
-    /// The location for `path`: an exact match first, then the longest prefix.
-    pub fn location(&self, path: &str) -> Option<&LocationPlan> {
+    /// The location for `uri` (the normalized path, [`crate::http::request::RequestHead::uri`]): an exact match
+    /// first, then the longest prefix.
+    pub fn location(&self, uri: &[u8]) -> Option<&LocationPlan> {
         let i = self
             .exact
             .iter()
-            .find(|(p, _)| p == path)
-            .or_else(|| self.prefixes.iter().find(|(p, _)| path.starts_with(p.as_str())))
+            .find(|(p, _)| p.as_bytes() == uri)
+            .or_else(|| self.prefixes.iter().find(|(p, _)| uri.starts_with(p.as_bytes())))
             .map(|&(_, i)| i)?;
         self.locations.get(i)
     }
@@ -87,7 +91,13 @@ pub struct Snapshot {
     pub http_ports: Vec<HttpPort>,
     pub servers: Vec<ServerPlan>,
     pub stream_ports: Vec<StreamPort>,
+    /// The size of each connection's client read buffer: the largest request head any server's
+    /// `large_client_header_buffers` admits, and no less than [`MIN_CLIENT_BUFFER`].
+    pub client_buffer: usize,
 }
+
+/// The least client read buffer (request bodies stream through it too).
+pub const MIN_CLIENT_BUFFER: usize = 16 * 1024;
 
 impl Snapshot {
     /// Builds the snapshot of `config`, binding peers to their slots in `zone`.
@@ -127,7 +137,12 @@ impl Snapshot {
                 }
             }
         }
+        let client_buffer = servers
+            .iter()
+            .map(|s| s.client.large_client_header_buffers.capacity())
+            .fold(MIN_CLIENT_BUFFER, usize::max);
         Ok(Snapshot {
+            client_buffer,
             generation,
             config,
             http_plans,
@@ -136,6 +151,15 @@ impl Snapshot {
             servers,
             stream_ports,
         })
+    }
+
+    /// The `large_client_header_buffers` of the server of `port` a request names with `host` (a `Host` value or
+    /// an absolute-form authority, port included), or of the port's default server.
+    pub fn header_buffers(&self, port: usize, host: Option<&[u8]>) -> HeaderBuffers {
+        let host = host.and_then(host_without_port);
+        self.server_for(port, host)
+            .map(|s| s.client.large_client_header_buffers)
+            .unwrap_or_default()
     }
 
     /// The server of `port` for a request naming `host`.

@@ -967,6 +967,51 @@ http { access_log off x; }
             Same,
         ),
         case(
+            "lchb_zero",
+            r#"events {}
+http { large_client_header_buffers 0 8k; }
+"#
+            .to_string(),
+            r#""large_client_header_buffers" directive invalid value"#,
+            2,
+            Same,
+        ),
+        case(
+            "lchb_pool",
+            r#"events {}
+http {
+ server {
+  listen 127.0.0.1:18999;
+  large_client_header_buffers 4 511;
+ }
+}
+"#
+            .to_string(),
+            r#"the "large_client_header_buffers" size must be equal to or greater than "connection_pool_size""#,
+            7,
+            Same,
+        ),
+        case(
+            "lchb_loc",
+            r#"events {}
+http { server { location / { large_client_header_buffers 4 1k; } } }
+"#
+            .to_string(),
+            r#""large_client_header_buffers" directive is not allowed here"#,
+            2,
+            Same,
+        ),
+        case(
+            "body_timeout_bad",
+            r#"events {}
+http { send_timeout 1s; client_body_timeout 5x; }
+"#
+            .to_string(),
+            r#""client_body_timeout" directive invalid value"#,
+            2,
+            Same,
+        ),
+        case(
             "cht_loc",
             r#"events {}
 http { server { location / { client_header_timeout 1s; } } }

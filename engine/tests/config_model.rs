@@ -320,6 +320,38 @@ fn config_client_settings_inherit() {
 }
 
 #[test]
+fn config_client_timeouts_and_header_buffers_inherit() {
+    let h = http(
+        "client_body_timeout 10s;\nsend_timeout 20s;\nlarge_client_header_buffers 8 16k;\n\
+         server {\n send_timeout 5s;\n location / { client_body_timeout 1s; }\n}\n\
+         server {\n listen 127.0.0.1:8081;\n large_client_header_buffers 2 1k;\n}",
+    );
+    let s = &h.servers[0];
+    assert_eq!(
+        (s.client.client_body_timeout, s.client.send_timeout),
+        (secs(10), secs(5))
+    );
+    assert_eq!(
+        s.client.large_client_header_buffers,
+        HeaderBuffers {
+            number: 8,
+            size: 16 * 1024
+        }
+    );
+    let root = &s.locations[0].client;
+    assert_eq!((root.client_body_timeout, root.send_timeout), (secs(1), secs(5)));
+    let other = &h.servers[1].client;
+    assert_eq!(
+        other.large_client_header_buffers,
+        HeaderBuffers { number: 2, size: 1024 }
+    );
+    assert_eq!(other.send_timeout, secs(20));
+    let d = ClientConf::default();
+    assert_eq!((d.client_body_timeout, d.send_timeout), (secs(60), secs(60)));
+    assert_eq!(d.large_client_header_buffers, HeaderBuffers { number: 4, size: 8192 });
+}
+
+#[test]
 fn config_locations_prefix_and_exact() {
     let h = http("server { location / { } location = /exact { } location =/joined { } location \"\" { } }");
     let m: Vec<&LocationMatch> = h.servers[0].locations.iter().map(|l| &l.matcher).collect();

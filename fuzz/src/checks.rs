@@ -4,7 +4,8 @@
 
 use corelb_engine::config::parse_str;
 use corelb_engine::http::chunked::ChunkedDecoder;
-use corelb_engine::http::request::{parse_request, MAX_HEADERS, MAX_REQUEST_LINE};
+use corelb_engine::http::head_buffers::{self, HeaderBuffers};
+use corelb_engine::http::request::{parse_request, MAX_HEADERS};
 use corelb_engine::http::response::{parse_response, write_client_head};
 use corelb_engine::http::{BodyFraming, MAX_LENGTH};
 use std::path::Path;
@@ -23,8 +24,17 @@ pub fn config_parse(data: &[u8]) {
 }
 
 /// The request-head parser: a complete head parses the same from its own bytes, has sane framing and a host
-/// when HTTP/1.1; an incomplete one stays incomplete when cut shorter.
+/// when HTTP/1.1; an incomplete one stays incomplete when cut shorter. nginx's head buffers never refuse a part
+/// of a head they accept whole, and a normalized path has no empty, `.` or `..` segment.
 pub fn request_head(data: &[u8]) {
+    let small = HeaderBuffers { number: 2, size: 600 };
+    for limits in [HeaderBuffers::default(), small] {
+        if head_buffers::check(data, limits, |_| limits).is_ok() {
+            let cut = data.len() * 2 / 3;
+            assert!(head_buffers::check(&data[..cut], limits, |_| limits).is_ok());
+        }
+    }
+    let mut uri = Vec::new();
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     match parse_request(data, &mut headers) {
         Ok(Some(head)) => {
@@ -35,6 +45,9 @@ pub fn request_head(data: &[u8]) {
                 assert!(n > 0 && n <= MAX_LENGTH);
             }
             assert!(head.body != BodyFraming::UntilClose);
+            if let Ok(path) = head.uri(&mut uri) {
+                normalized_path(path);
+            }
             if head.version_11 {
                 assert!(head.header("host").is_some() && head.host.is_some());
             }
@@ -44,12 +57,27 @@ pub fn request_head(data: &[u8]) {
             assert_eq!(same, Ok(Some((len, body, keepalive))));
         }
         Ok(None) => {
-            assert!(data.len() <= MAX_REQUEST_LINE || data[..MAX_REQUEST_LINE].contains(&b'\n'));
             let mut again = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let cut = data.len() / 2;
             assert!(matches!(parse_request(&data[..cut], &mut again), Ok(None)));
         }
         Err(r) => assert!(matches!(r.status, 400 | 414 | 501 | 505), "{r}"),
+    }
+}
+
+/// A normalized path starts with `/`, has no empty, `.` or `..` segment, and normalizes to itself when no `%`,
+/// `?` or `#` came out of an escape.
+fn normalized_path(path: &[u8]) {
+    assert_eq!(path.first(), Some(&b'/'));
+    let mut segments = path[1..].split(|&c| c == b'/').peekable();
+    while let Some(s) = segments.next() {
+        let last = segments.peek().is_none();
+        assert!((last || !s.is_empty()) && s != b".." && s != b".", "{path:?}");
+    }
+    if !path.iter().any(|c| matches!(c, b'%' | b'?' | b'#')) {
+        let mut again = Vec::new();
+        corelb_engine::http::uri::normalize(path, &mut again).expect("a normalized path normalizes");
+        assert_eq!(again, path);
     }
 }
 

@@ -1,6 +1,7 @@
 //! The typed config model: what an nginx-syntax file means once parsed and checked, with nginx's defaults filled in.
 
 use super::key::KeyTemplate;
+pub use crate::http::head_buffers::HeaderBuffers;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -264,6 +265,13 @@ pub struct ClientConf {
     pub client_header_timeout: Duration,
     /// Default 1m (1 MiB); 0 = unlimited.
     pub client_max_body_size: u64,
+    /// Default 60s: the longest wait for the next read of a request body (between two reads, not for the whole
+    /// body); then 408 and close.
+    pub client_body_timeout: Duration,
+    /// Default 60s: the longest wait for the next write to the client; then the connection is closed.
+    pub send_timeout: Duration,
+    /// `large_client_header_buffers NUMBER SIZE` (http, server; default `4 8k`).
+    pub large_client_header_buffers: HeaderBuffers,
     /// `access_log off` or a path (with an optional format name).
     pub access_log: Option<(String, Option<String>)>,
 }
@@ -275,6 +283,9 @@ impl Default for ClientConf {
             keepalive_requests: 1000,
             client_header_timeout: Duration::from_secs(60),
             client_max_body_size: 1024 * 1024,
+            client_body_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+            large_client_header_buffers: HeaderBuffers::default(),
             access_log: None,
         }
     }

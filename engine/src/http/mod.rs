@@ -1,9 +1,11 @@
 //! HTTP/1.x framing, free of sockets: request and response heads, chunked bodies, hop-by-hop rules, fixed answers.
 
 pub mod chunked;
+pub mod head_buffers;
 pub mod pages;
 pub mod request;
 pub mod response;
+pub mod uri;
 
 /// How a message body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

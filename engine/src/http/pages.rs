@@ -47,8 +47,27 @@ pub fn has_error_page(code: u16) -> bool {
     (300..=599).contains(&code) && code != 304
 }
 
+/// The status a client sees for `code`: nginx's internal 494 (a head too large for its buffers) is sent as 400.
+pub fn sent_status(code: u16) -> u16 {
+    if code == crate::http::head_buffers::HEADER_TOO_LARGE {
+        400
+    } else {
+        code
+    }
+}
+
 /// Appends nginx's error page for `code` (e.g. `<html>\r\n<head><title>502 Bad Gateway</title></head>...`).
 pub fn append_error_page(code: u16, out: &mut Vec<u8>) {
+    if code == crate::http::head_buffers::HEADER_TOO_LARGE {
+        out.extend_from_slice(
+            b"<html>\r\n<head><title>400 Request Header Or Cookie Too Large</title></head>\r\n<body>\r\n\
+              <center><h1>400 Bad Request</h1></center>\r\n<center>Request Header Or Cookie Too Large</center>\r\n\
+              <hr><center>",
+        );
+        out.extend_from_slice(SERVER_NAME.as_bytes());
+        out.extend_from_slice(b"</center>\r\n</body>\r\n</html>\r\n");
+        return;
+    }
     let title = status_text(code);
     out.extend_from_slice(b"<html>\r\n<head><title>");
     out.extend_from_slice(title.as_bytes());
@@ -180,6 +199,15 @@ mod tests {
              </center>\r\n<hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"
         );
         assert!(has_error_page(404) && !has_error_page(200) && !has_error_page(304));
+        let mut out = Vec::new();
+        append_error_page(494, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "<html>\r\n<head><title>400 Request Header Or Cookie Too Large</title></head>\r\n<body>\r\n\
+             <center><h1>400 Bad Request</h1></center>\r\n<center>Request Header Or Cookie Too Large</center>\r\n\
+             <hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"
+        );
+        assert_eq!((sent_status(494), sent_status(414)), (400, 414));
     }
 
     #[test]

@@ -1,16 +1,14 @@
 //! Client request heads: parsed with httparse over the connection's reused buffer, checked as nginx checks them
 //! (framing, duplicate or conflicting lengths, `Host`, method and version), plus the stricter line-ending rule of
-//! corelb (a bare LF is a 400), reduced to the facts the proxy needs.
+//! corelb (a bare LF is a 400), reduced to the facts the proxy needs. Line and head sizes are nginx's buffers'
+//! business ([`super::head_buffers`]); the path nginx matches locations against is [`RequestHead::uri`].
 
+use super::uri::{needs_normalizing, normalize};
 use super::{has_token, parse_content_length, BodyFraming, Rejection};
 use httparse::{Header, ParserConfig, Status};
 
 /// Header lines read per request at most (more is a 400, as a too-large head).
 pub const MAX_HEADERS: usize = 100;
-
-/// The longest request line accepted (nginx's `large_client_header_buffers` size); longer is a 414, and a longer
-/// header line a 400.
-pub const MAX_REQUEST_LINE: usize = 8 * 1024;
 
 /// A parsed, checked request head; borrows the connection buffer and the header array.
 #[derive(Debug)]
@@ -57,6 +55,30 @@ impl RequestHead<'_, '_> {
         self.target.split_once('?').map(|(_, a)| a)
     }
 
+    /// The path as nginx matches locations against it (its `$uri`): `%XX` decoded, slashes merged, dot segments
+    /// resolved, no query. A path that needs none of that is returned as it is; any other is normalized into
+    /// `buf`. A `..` above the root or a bad escape is nginx's 400.
+    pub fn uri<'a>(&'a self, buf: &'a mut Vec<u8>) -> Result<&'a [u8], Rejection> {
+        let target = self.target.as_bytes();
+        if !needs_normalizing(target) {
+            return Ok(self.path().as_bytes());
+        }
+        normalize(target, buf).map_err(|_| Rejection::bad("invalid request target"))?;
+        Ok(buf)
+    }
+
+    /// The query as nginx's `$args` (after the first `?`, up to a `#`; none when a `#` comes first).
+    pub fn query(&self) -> &str {
+        let t = self.target;
+        match t.find(['?', '#']) {
+            Some(i) if t.as_bytes().get(i) == Some(&b'?') => {
+                let rest = t.get(i + 1..).unwrap_or("");
+                rest.split('#').next().unwrap_or("")
+            }
+            _ => "",
+        }
+    }
+
     /// Whether the client's `Connection` header names `name`: such a header is for the hop to the proxy only.
     pub fn named_in_connection(&self, name: &str) -> bool {
         self.connection.is_some_and(|v| has_token(v, name.as_bytes()))
@@ -84,7 +106,7 @@ pub fn parse_request<'h, 'b>(
     config.allow_multiple_spaces_in_request_line_delimiters(true);
     let head_len = match config.parse_request(&mut req, buf) {
         Ok(Status::Complete(n)) => n,
-        Ok(Status::Partial) => return incomplete(buf),
+        Ok(Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => return Err(Rejection::bad("too many header lines")),
         Err(httparse::Error::Version) => return Err(version_rejection(buf)),
         Err(_) => return Err(Rejection::bad("invalid request head")),
@@ -92,20 +114,11 @@ pub fn parse_request<'h, 'b>(
     let (Some(method), Some(raw_target), Some(version)) = (req.method, req.path, req.version) else {
         return Err(Rejection::bad("incomplete request line"));
     };
-    if method.len() + raw_target.len() + "  HTTP/1.1\r\n".len() > MAX_REQUEST_LINE {
-        return Err(Rejection::new(414, "request line too long"));
-    }
     check_line_endings(buf.get(..head_len).unwrap_or(buf))?;
     if !method.bytes().all(|c| c.is_ascii_uppercase() || c == b'_' || c == b'-') {
         return Err(Rejection::bad("invalid method"));
     }
     let headers: &'h [Header<'b>] = req.headers;
-    if headers
-        .iter()
-        .any(|h| h.name.len() + h.value.len() + 4 > MAX_REQUEST_LINE)
-    {
-        return Err(Rejection::bad("header line too long"));
-    }
     let version_11 = version == 1;
     let (target, target_host) = split_target(raw_target)?;
     let facts = header_facts(headers, version_11)?;
@@ -174,14 +187,6 @@ fn header_facts<'b>(headers: &[Header<'b>], version_11: bool) -> Result<HeaderFa
     Ok(f)
 }
 
-/// A head not complete yet: more bytes are needed, unless the request line alone is already too long (414).
-fn incomplete<T>(buf: &[u8]) -> Result<Option<T>, Rejection> {
-    if buf.len() > MAX_REQUEST_LINE && !buf[..MAX_REQUEST_LINE].contains(&b'\n') {
-        return Err(Rejection::new(414, "request line too long"));
-    }
-    Ok(None)
-}
-
 /// Every line of the head must end in CRLF: a bare LF is refused (nginx accepts it; corelb does not, so that no
 /// server behind it can read the head differently).
 fn check_line_endings(head: &[u8]) -> Result<(), Rejection> {
@@ -217,9 +222,7 @@ fn version_rejection(buf: &[u8]) -> Rejection {
 /// origin-form (`/path`) or `*` target passes through.
 fn split_target(t: &str) -> Result<(&str, Option<&[u8]>), Rejection> {
     if t.starts_with('/') {
-        return climbs_above_root(t)
-            .then_some((t, None))
-            .ok_or(Rejection::bad("invalid request target"));
+        return Ok((t, None));
     }
     let bad = Rejection::bad("invalid request target");
     let (scheme, rest) = t.split_once("://").ok_or(bad)?;
@@ -231,45 +234,15 @@ fn split_target(t: &str) -> Result<(&str, Option<&[u8]>), Rejection> {
         return Err(bad);
     }
     let (host, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
-    if host.is_empty() || !climbs_above_root(path) {
+    if host.is_empty() {
         return Err(bad);
     }
     Ok((path, Some(host.as_bytes())))
 }
 
-/// Whether the path's dot segments (`..`, also percent-encoded) stay at or below the root: true when they do.
-/// nginx answers 400 to a path like `/../x` or `/a/%2e%2e/../x`, and so does corelb, so such a path never
-/// reaches a backend.
-fn climbs_above_root(target: &str) -> bool {
-    let path = target.split_once('?').map_or(target, |(p, _)| p);
-    let mut depth = 0usize;
-    for segment in path.split('/').skip(1) {
-        match dots(segment.as_bytes()) {
-            Some(0 | 1) => {}
-            Some(2) => match depth.checked_sub(1) {
-                Some(d) => depth = d,
-                None => return false,
-            },
-            _ => depth += 1,
-        }
-    }
-    true
-}
-
-/// How many dots a path segment is made of, each `.` or `%2e` (0 for an empty segment); None for anything else.
-fn dots(mut segment: &[u8]) -> Option<usize> {
-    let mut n = 0;
-    while !segment.is_empty() {
-        segment = if let Some(rest) = segment.strip_prefix(b".") {
-            rest
-        } else if segment.len() >= 3 && segment[..3].eq_ignore_ascii_case(b"%2e") {
-            &segment[3..]
-        } else {
-            return None;
-        };
-        n += 1;
-    }
-    Some(n)
+/// The host of a `Host` value (or an absolute-form authority) without its port, if well-formed.
+pub fn host_without_port(h: &[u8]) -> Option<&[u8]> {
+    strip_port(h).ok()
 }
 
 /// The host of a `Host` value without its port; a malformed value is a 400, as in nginx.
@@ -394,24 +367,33 @@ mod tests {
         assert_eq!(bad(b"GET / HTTP/3.0\r\nHost: a\r\n\r\n"), 505);
         assert_eq!(bad(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 400);
         assert_eq!(bad(b"GET /\r\n\r\n"), 400, "HTTP/0.9 is refused");
-        let mut long = b"GET /".to_vec();
-        long.extend(std::iter::repeat_n(b'a', MAX_REQUEST_LINE));
-        assert_eq!(bad(&long), 414);
-        assert!(parse(&long[..MAX_REQUEST_LINE]).unwrap().is_none(), "not yet too long");
-        long.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
-        assert_eq!(bad(&long), 414, "whole, and too long");
-        let mut line = b"GET / HTTP/1.1\r\nHost: a\r\nX-Big: ".to_vec();
-        line.extend(std::iter::repeat_n(b'x', MAX_REQUEST_LINE));
-        line.extend_from_slice(b"\r\n\r\n");
-        assert_eq!(bad(&line), 400);
+    }
+
+    /// The path nginx matches, from a whole head: the fast path borrows the target, others use the buffer.
+    fn uri_of(raw: &[u8]) -> Result<(Vec<u8>, String), Rejection> {
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let head = parse_request(raw, &mut hs)?.ok_or(Rejection::bad("incomplete"))?;
+        let mut buf = Vec::new();
+        let uri = head.uri(&mut buf)?.to_vec();
+        Ok((uri, head.query().to_string()))
     }
 
     #[test]
     fn refuses_targets_and_hosts_nginx_refuses() {
         let bad = |raw: &[u8]| parse(raw).unwrap_err().status;
-        for target in ["/../x", "/a/../../x", "/a/%2e%2e/%2E%2E/x", "/..", "http://h/../x", "*"] {
+        let bad_uri = |raw: &[u8]| uri_of(raw).unwrap_err().status;
+        assert_eq!(bad(b"GET * HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+        for target in [
+            "/../x",
+            "/a/../../x",
+            "/a/%2e%2e/%2E%2E/x",
+            "/..",
+            "http://h/../x",
+            "/%zz",
+            "/%00",
+        ] {
             assert_eq!(
-                bad(format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes()),
+                bad_uri(format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes()),
                 400,
                 "{target}"
             );
@@ -423,9 +405,27 @@ mod tests {
                 "{host:?}"
             );
         }
-        for target in ["/a/../x", "/a/./b/..", "/x?q=/../..", "/.../x", "/..a/x"] {
-            let r = parse(format!("GET {target} HTTP/1.1\r\nHost: a.\r\n\r\n").as_bytes());
-            assert_eq!(r.unwrap().unwrap().0, target);
+        for (target, uri, query) in [
+            ("/a/../x", "/x", ""),
+            ("/a/./b/..", "/a/", ""),
+            ("/x?q=/../..", "/x", "q=/../.."),
+            ("/.../x", "/.../x", ""),
+            ("/..a/x?", "/..a/x", ""),
+            ("http://h//a/%62?c#d", "/a/b", "c"),
+            ("/a#b?c", "/a", ""),
+        ] {
+            let raw = format!("GET {target} HTTP/1.1\r\nHost: a.\r\n\r\n");
+            let r = parse(raw.as_bytes());
+            assert!(
+                target.ends_with(&r.unwrap().unwrap().0),
+                "{target}: the target is kept as sent"
+            );
+            let (u, q) = uri_of(raw.as_bytes()).unwrap();
+            assert_eq!(
+                (String::from_utf8(u).unwrap().as_str(), q.as_str()),
+                (uri, query),
+                "{target}"
+            );
         }
     }
 

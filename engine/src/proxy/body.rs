@@ -26,6 +26,11 @@ impl IoBuf {
         }
     }
 
+    /// The size of the buffer.
+    pub fn capacity(&self) -> usize {
+        self.data.len()
+    }
+
     /// The unread bytes.
     pub fn readable(&self) -> &[u8] {
         &self.data[self.start..self.end]
@@ -149,9 +154,7 @@ pub async fn forward_body<R: Runtime>(
             left -= used as u64;
         }
         if !head.is_empty() {
-            io_timeout::<R, _>(limits.write, dst.write_all(head))
-                .await
-                .map_err(BodyError::Write)?;
+            send::<R>(dst, head, limits.write).await.map_err(BodyError::Write)?;
             head.clear();
         }
         let done = match framing {
@@ -249,9 +252,16 @@ async fn read_body<R: Runtime>(
     }
 }
 
-/// Writes `bytes` to `conn` within `timeout`.
-pub async fn send<R: Runtime>(conn: &mut impl Conn, bytes: &[u8], timeout: Duration) -> io::Result<()> {
-    io_timeout::<R, _>(timeout, conn.write_all(bytes)).await
+/// Writes `bytes` to `conn`, giving up when one write makes no progress for `timeout` (nginx's `send_timeout`
+/// and `proxy_send_timeout` run between two successive writes, not over the whole transfer).
+pub async fn send<R: Runtime>(conn: &mut impl Conn, mut bytes: &[u8], timeout: Duration) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match io_timeout::<R, _>(timeout, conn.write(bytes)).await? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            n => bytes = bytes.get(n..).unwrap_or_default(),
+        }
+    }
+    conn.flush().await
 }
 
 #[cfg(test)]

@@ -15,8 +15,14 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// nginx's `client_body_timeout` default.
-const CLIENT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The client-side time limits of a request, each between two successive reads or writes (as nginx's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientTimeouts {
+    /// `client_body_timeout`: for the next read of the request body.
+    pub body: Duration,
+    /// `send_timeout`: for the next write to the client.
+    pub send: Duration,
+}
 
 /// What went wrong with a try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -30,6 +36,9 @@ pub enum FailureKind {
     /// The client went away while its body was streamed: nothing to answer.
     #[error("the client closed the connection")]
     ClientGone,
+    /// The client sent nothing of its streamed body for `client_body_timeout`: answer 408 and close.
+    #[error("the client timed out sending its body")]
+    ClientTimeout,
     /// The client's streamed chunked body was malformed: answer 400 and close.
     #[error("the client sent a malformed chunked body")]
     BadBody,
@@ -51,6 +60,8 @@ pub struct StreamedBody<'c, C> {
     pub framing: BodyFraming,
     /// `client_max_body_size` (0 = no limit).
     pub max: u64,
+    /// `client_body_timeout`.
+    pub timeout: Duration,
 }
 
 /// Whether any of the request reached the upstream.
@@ -193,7 +204,13 @@ async fn send_request<R: Runtime>(
     decoder: &mut ChunkedDecoder,
     send_timeout: Duration,
 ) -> Result<(), Failure> {
-    let Some(StreamedBody { client, framing, max }) = body else {
+    let Some(StreamedBody {
+        client,
+        framing,
+        max,
+        timeout,
+    }) = body
+    else {
         return send::<R>(conn, request, send_timeout).await.map_err(|e| {
             let kind = io_kind(&e, "sending the request");
             sent_failure(kind, cached && !kind.is_timeout())
@@ -201,7 +218,7 @@ async fn send_request<R: Runtime>(
     };
     let mut head = request.to_vec();
     let limits = Limits {
-        read: CLIENT_BODY_TIMEOUT,
+        read: timeout,
         write: send_timeout,
         max_body: max,
     };
@@ -221,6 +238,9 @@ async fn send_request<R: Runtime>(
         Err(BodyError::Write(e)) => Err(sent_failure(io_kind(&e, "sending the request body"), false)),
         Err(BodyError::Chunk(_)) => Err(sent_failure(FailureKind::BadBody, false)),
         Err(BodyError::TooLarge) => Err(sent_failure(FailureKind::BodyTooLarge, false)),
+        Err(BodyError::Read(e)) if e.kind() == io::ErrorKind::TimedOut => {
+            Err(sent_failure(FailureKind::ClientTimeout, false))
+        }
         Err(_) => Err(sent_failure(FailureKind::ClientGone, false)),
     }
 }

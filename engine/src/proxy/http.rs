@@ -3,7 +3,7 @@
 //! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
 
 use super::body::{collect_body, discard_body, forward_body, send, BodyError, Limits, Relay};
-use super::exchange::{exchange, ResponseInfo, StreamedBody};
+use super::exchange::{exchange, ClientTimeouts, ResponseInfo, StreamedBody};
 use super::retry::{RequestKind, Then, Tries};
 use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use super::vars::{ip_hash_key, ConnVars, RequestVars};
@@ -12,7 +12,8 @@ use crate::balance::{Attempt, KeySpec, Outcome};
 use crate::config::model::AdminEndpoint;
 use crate::config::model::ClientConf;
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::pages::DateCache;
+use crate::http::head_buffers;
+use crate::http::pages::{sent_status, DateCache};
 use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
 use crate::http::response::{parse_response, write_client_head};
 use crate::http::{BodyFraming, Rejection};
@@ -22,9 +23,6 @@ use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-/// nginx's `send_timeout` and `client_body_timeout` defaults.
-const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a request head asks for, once routed.
 struct Request {
@@ -39,6 +37,8 @@ struct Request {
     expect_continue: bool,
     /// `client_max_body_size` of the location (0 = no limit).
     max_body: u64,
+    /// `client_body_timeout` and `send_timeout` of the location.
+    timeouts: ClientTimeouts,
 }
 
 impl Request {
@@ -73,20 +73,19 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         .and_then(|h| h.servers.get(listen.default_server))
         .map(|s| s.client.clone())
         .unwrap_or_default();
-    let mut bufs = shard.take_buffers();
+    let mut bufs = shard.take_buffers(snap.client_buffer);
     let mut decoder = ChunkedDecoder::new();
     let mut served = 0u64;
     loop {
-        let wait = if served == 0 {
-            default_client.client_header_timeout
-        } else {
-            default_client.keepalive_timeout
+        let waits = HeadWaits {
+            idle: default_client.keepalive_timeout,
+            head: default_client.client_header_timeout,
         };
-        let step = next_request::<R>(&shard, &snap, port, vars, served, &mut client, &mut bufs, wait).await;
+        let step = next_request::<R>(&shard, &snap, port, vars, served, &mut client, &mut bufs, waits).await;
         let (req, route) = match step {
             Next::Closed => break,
             Next::Reject(r) => {
-                reject::<R>(&shard, &mut client, &mut bufs.out, r).await;
+                reject::<R>(&shard, &mut client, &mut bufs.out, r, default_client.send_timeout).await;
                 break;
             }
             Next::Request(req, route) => (req, route),
@@ -95,7 +94,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         served += 1;
         if req.expect_continue && bufs.client.readable().is_empty() {
             // The body is read next: tell the client to send it (nginx's ngx_http_test_expect).
-            if send::<R>(&mut client, b"HTTP/1.1 100 Continue\r\n\r\n", CLIENT_IO_TIMEOUT)
+            if send::<R>(&mut client, b"HTTP/1.1 100 Continue\r\n\r\n", req.timeouts.send)
                 .await
                 .is_err()
             {
@@ -125,7 +124,7 @@ async fn fixed<R: Runtime>(
     bufs: &mut Buffers,
     decoder: &mut ChunkedDecoder,
 ) -> bool {
-    let drained = discard_body::<R>(client, &mut bufs.client, req.body, decoder, CLIENT_IO_TIMEOUT).await;
+    let drained = discard_body::<R>(client, &mut bufs.client, req.body, decoder, req.timeouts.body).await;
     match &drained {
         Err(BodyError::Chunk(_)) => shard.counters.count_bad_request(),
         Err(BodyError::Read(_) | BodyError::Truncated) => shard.counters.count_client_abort(),
@@ -136,7 +135,7 @@ async fn fixed<R: Runtime>(
     shard.date(DateCache::now_secs(), |d| {
         answer.write(d, keep, req.head_request, &mut bufs.out)
     });
-    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+    send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
 }
 
 /// Answers a request to an `api` or `metrics` location, after reading its body.
@@ -155,7 +154,7 @@ async fn admin<R: Runtime>(
         &mut bufs.client,
         req.body,
         decoder,
-        CLIENT_IO_TIMEOUT,
+        req.timeouts.body,
         crate::admin::MAX_BODY,
         &mut body,
     )
@@ -192,7 +191,7 @@ async fn admin<R: Runtime>(
     shard.date(DateCache::now_secs(), |d| {
         answer.write(d, keep, req.head_request, &mut bufs.out)
     });
-    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+    send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
 }
 
 enum Next<'s> {
@@ -201,8 +200,18 @@ enum Next<'s> {
     Request(Request, Route<'s>),
 }
 
-/// Reads the next request head (waiting at most `wait` for it, or until a graceful stop between requests) and
-/// routes it; for a proxied request the upstream head and the hash key are written into `bufs`.
+/// How long the next request head may take.
+#[derive(Debug, Clone, Copy)]
+struct HeadWaits {
+    /// `keepalive_timeout`: for the first byte of a request after the first one.
+    idle: Duration,
+    /// `client_header_timeout`: for the whole head, from the connection's start (first request) or its first byte
+    /// (later ones), however slowly it trickles in, as nginx's timer.
+    head: Duration,
+}
+
+/// Reads the next request head (within `waits`, or until a graceful stop between requests) and routes it; for a
+/// proxied request the upstream head and the hash key are written into `bufs`.
 #[allow(clippy::too_many_arguments)]
 async fn next_request<'s, R: Runtime>(
     shard: &Shard<R>,
@@ -212,8 +221,14 @@ async fn next_request<'s, R: Runtime>(
     served: u64,
     client: &mut R::Conn,
     bufs: &mut Buffers,
-    wait: Duration,
+    waits: HeadWaits,
 ) -> Next<'s> {
+    let head_deadline = |now: Instant| now.checked_add(waits.head);
+    let mut deadline = if served == 0 || !bufs.client.readable().is_empty() {
+        head_deadline(Instant::now())
+    } else {
+        None
+    };
     loop {
         match route_head(snap, port, vars, served, bufs) {
             Ok(Some(next)) => return next,
@@ -224,6 +239,13 @@ async fn next_request<'s, R: Runtime>(
             return Next::Reject(Rejection::bad("request head too large"));
         }
         let idle = bufs.client.readable().is_empty();
+        let wait = match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => waits.idle,
+        };
+        if wait.is_zero() {
+            return Next::Closed;
+        }
         let read = futures_lite::future::or(
             async { Some(timeout::<R, _>(wait, bufs.client.fill_untimed(client)).await) },
             async {
@@ -237,7 +259,11 @@ async fn next_request<'s, R: Runtime>(
         )
         .await;
         match read {
-            Some(Ok(Ok(n))) if n > 0 => {}
+            Some(Ok(Ok(n))) if n > 0 => {
+                if deadline.is_none() {
+                    deadline = head_deadline(Instant::now());
+                }
+            }
             Some(Ok(_)) if !idle => {
                 // The client left (or failed) half-way through a head.
                 shard.counters.count_client_abort();
@@ -256,10 +282,15 @@ fn route_head<'s>(
     served: u64,
     bufs: &mut Buffers,
 ) -> Result<Option<Next<'s>>, Rejection> {
+    let first = snap.header_buffers(port, None);
+    head_buffers::check(bufs.client.readable(), first, |host| {
+        snap.header_buffers(port, Some(host))
+    })?;
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let Some(head) = parse_request(bufs.client.readable(), &mut headers)? else {
         return Ok(None);
     };
+    let uri = head.uri(&mut bufs.uri)?;
     #[cfg(feature = "fault-injection")]
     if head.header("x-corelb-panic").is_some() {
         panic!("fault injection: x-corelb-panic");
@@ -269,7 +300,7 @@ fn route_head<'s>(
         .ok_or(Rejection::new(500, "no server"))?;
     let (loc, fixed_server) = match &server.ret {
         Some(r) => (None, Some(r)),
-        None => (server.location(head.path()), None),
+        None => (server.location(uri), None),
     };
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
     if let BodyFraming::Length(n) = head.body {
@@ -288,6 +319,10 @@ fn route_head<'s>(
             && served + 1 < client_conf.keepalive_requests,
         expect_continue: head.expect_continue && head.body != BodyFraming::None,
         max_body: client_conf.client_max_body_size,
+        timeouts: ClientTimeouts {
+            body: client_conf.client_body_timeout,
+            send: client_conf.send_timeout,
+        },
     };
     let route = match (fixed_server, loc) {
         (Some(f), _) => Route::Fixed(f),
@@ -301,6 +336,7 @@ fn route_head<'s>(
                 snap,
                 p,
                 &head,
+                uri,
                 vars,
                 &mut bufs.key,
                 &mut bufs.scratch,
@@ -316,10 +352,12 @@ fn route_head<'s>(
 }
 
 /// Writes the upstream request head and evaluates the balancer key.
+#[allow(clippy::too_many_arguments)]
 fn prepare_upstream_head(
     snap: &Snapshot,
     plan: &ProxyPlan,
     head: &RequestHead<'_, '_>,
+    uri: &[u8],
     conn: ConnVars,
     key: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
@@ -338,17 +376,17 @@ fn prepare_upstream_head(
         KeySpec::ClientAddr => ip_hash_key(&conn.remote, key),
         KeySpec::Template(t) => t.eval_into(&vars, key),
     }
-    plan.write_request_head(head, &vars, scratch, request);
+    plan.write_request_head(head, uri, &vars, scratch, request);
 }
 
 /// Answers a refused request and closes.
-async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, out: &mut Vec<u8>, r: Rejection) {
-    shard.counters.count_answer(r.status);
+async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, out: &mut Vec<u8>, r: Rejection, wait: Duration) {
+    shard.counters.count_answer(sent_status(r.status));
     out.clear();
     shard.date(DateCache::now_secs(), |d| {
         shard.error_answer(r.status).write(d, false, false, out)
     });
-    let _ = send::<R>(client, out, CLIENT_IO_TIMEOUT).await;
+    let _ = send::<R>(client, out, wait).await;
 }
 
 /// Proxies one request; returns whether the client connection stays open.
@@ -367,7 +405,7 @@ async fn proxy<R: Runtime>(
     let replayable = match buffer_whole_body(req, bufs, decoder) {
         Ok(r) => r,
         Err(refusal) => {
-            reject::<R>(shard, client, &mut bufs.out, refusal).await;
+            reject::<R>(shard, client, &mut bufs.out, refusal, req.timeouts.send).await;
             return false;
         }
     };
@@ -396,6 +434,7 @@ async fn proxy<R: Runtime>(
             client: &mut *client,
             framing: req.body,
             max: req.max_body,
+            timeout: req.timeouts.body,
         });
         let head_request = req.head_request;
         let (ubuf, cbuf) = (&mut bufs.upstream, &mut bufs.client);
@@ -425,13 +464,8 @@ async fn proxy<R: Runtime>(
                 Then::Retry => {}
                 Then::Answer(status) => return answer::<R>(shard, client, bufs, status, req, replayable).await,
                 Then::Refuse(status) => {
-                    reject::<R>(
-                        shard,
-                        client,
-                        &mut bufs.out,
-                        Rejection::new(status, "request body refused"),
-                    )
-                    .await;
+                    let refusal = Rejection::new(status, "request body refused");
+                    reject::<R>(shard, client, &mut bufs.out, refusal, req.timeouts.send).await;
                     return false;
                 }
                 Then::Close => {
@@ -476,7 +510,7 @@ async fn pass_response<R: Runtime>(
     bufs.upstream.consume(info.head_len);
     let limits = Limits {
         read: plan.conf.read_timeout,
-        write: CLIENT_IO_TIMEOUT,
+        write: req.timeouts.send,
         max_body: 0,
     };
     let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
@@ -543,5 +577,5 @@ async fn answer<R: Runtime>(
             .error_answer(status)
             .write(d, keep, req.head_request, &mut bufs.out)
     });
-    send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
+    send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
 }

@@ -76,6 +76,7 @@ impl<R: Runtime> Tries<'_, R> {
         match f.kind {
             FailureKind::ClientGone => return Then::Close,
             FailureKind::BadBody => return Then::Refuse(400),
+            FailureKind::ClientTimeout => return Then::Refuse(408),
             FailureKind::BodyTooLarge => return Then::Refuse(413),
             _ => {}
         }

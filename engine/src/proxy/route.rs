@@ -3,8 +3,9 @@
 
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::{AdminEndpoint, ClientConf, HttpProxyConf, Location, LocationMatch, Return};
-use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, SERVER_NAME};
+use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, sent_status, SERVER_NAME};
 use crate::http::request::RequestHead;
+use crate::http::uri::append_escaped;
 use crate::http::{BodyFraming, REQUEST_HOP_BY_HOP};
 
 /// A compiled `location`.
@@ -46,9 +47,9 @@ impl FixedAnswer {
         }
         let mut head_start = Vec::new();
         head_start.extend_from_slice(b"HTTP/1.1 ");
-        append_decimal(&mut head_start, u64::from(r.code));
+        append_decimal(&mut head_start, u64::from(sent_status(r.code)));
         head_start.push(b' ');
-        head_start.extend_from_slice(reason(r.code).as_bytes());
+        head_start.extend_from_slice(reason(sent_status(r.code)).as_bytes());
         head_start.extend_from_slice(b"\r\nServer: ");
         head_start.extend_from_slice(SERVER_NAME.as_bytes());
         head_start.extend_from_slice(b"\r\nDate: ");
@@ -168,11 +169,12 @@ impl ProxyPlan {
         }
     }
 
-    /// Writes the upstream request head for `req` into `out` (cleared first). `scratch` is a reused buffer for
-    /// evaluating header templates.
+    /// Writes the upstream request head for `req` into `out` (cleared first). `uri` is the normalized path the
+    /// location matched ([`RequestHead::uri`]); `scratch` is a reused buffer for evaluating header templates.
     pub fn write_request_head(
         &self,
         req: &RequestHead<'_, '_>,
+        uri: &[u8],
         vars: &dyn VarSource,
         scratch: &mut Vec<u8>,
         out: &mut Vec<u8>,
@@ -181,9 +183,22 @@ impl ProxyPlan {
         out.extend_from_slice(req.method.as_bytes());
         out.push(b' ');
         match &self.uri_rewrite {
-            Some((matched, uri)) => {
-                out.extend_from_slice(uri.as_bytes());
-                out.extend_from_slice(req.target.get(*matched..).unwrap_or("").as_bytes());
+            Some((matched, replacement)) => {
+                // nginx: the replacement, then the rest of the normalized path (escaped again when the client's
+                // path had escapes), then the query
+                out.extend_from_slice(replacement.as_bytes());
+                let rest = uri.get(*matched..).unwrap_or_default();
+                let path = req.target.split(['?', '#']).next().unwrap_or_default();
+                if path.contains('%') {
+                    append_escaped(rest, out);
+                } else {
+                    out.extend_from_slice(rest);
+                }
+                let query = req.query();
+                if !query.is_empty() {
+                    out.push(b'?');
+                    out.extend_from_slice(query.as_bytes());
+                }
             }
             None => out.extend_from_slice(req.target.as_bytes()),
         }
@@ -263,8 +278,9 @@ mod tests {
     fn head_for(plan: &ProxyPlan, raw: &[u8]) -> String {
         let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let req = parse_request(raw, &mut hs).unwrap().unwrap();
-        let (mut scratch, mut out) = (Vec::new(), Vec::new());
-        plan.write_request_head(&req, &Vars, &mut scratch, &mut out);
+        let (mut scratch, mut out, mut uri) = (Vec::new(), Vec::new(), Vec::new());
+        let uri = req.uri(&mut uri).unwrap();
+        plan.write_request_head(&req, uri, &Vars, &mut scratch, &mut out);
         String::from_utf8(out).unwrap()
     }
 
@@ -293,6 +309,36 @@ mod tests {
             "GET /v2/x HTTP/1.1\r\nX-A: fixed\r\nHost: backend\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n"
         );
         assert!(plan.upstream_keepalive);
+    }
+
+    /// `proxy_pass http://u/v2/` in `location /api/`: nginx replaces the prefix of the normalized path, escapes
+    /// the rest again when the client's path had escapes, and appends the query (checked against nginx 1.22.1).
+    #[test]
+    fn uri_replacement_uses_the_normalized_path() {
+        let plan = ProxyPlan::new(&location(&[], true), 0, "backend", Some("/v2/"));
+        for (target, sent) in [
+            ("/api/x/../y%20z?q=1", "/v2/y%20z?q=1"),
+            ("/api//x", "/v2/x"),
+            ("/api/x#f?y", "/v2/x"),
+            ("/api/a?", "/v2/a"),
+            ("/api/a%25b", "/v2/a%25b"),
+            ("/api/caf%C3%A9", "/v2/caf%C3%A9"),
+            ("/api/a+b?%41", "/v2/a+b?%41"),
+            ("/x/../api/%61", "/v2/a"),
+        ] {
+            let raw = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+            let head = head_for(&plan, raw.as_bytes());
+            assert!(
+                head.starts_with(&format!("GET {sent} HTTP/1.1\r\n")),
+                "{target}: {head}"
+            );
+        }
+        let raw = b"GET /api//x/../y?z HTTP/1.1\r\nHost: a\r\n\r\n";
+        let plan = ProxyPlan::new(&location(&[], true), 0, "backend", None);
+        assert!(
+            head_for(&plan, raw).starts_with("GET /api//x/../y?z HTTP/1.1\r\n"),
+            "sent as is"
+        );
     }
 
     #[test]

@@ -77,6 +77,9 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
     })?;
     // nginx's checks when the block ends, in its order: upstreams, header values, locations, variables.
     let upstreams = h.upstreams.finish()?;
+    for s in &h.servers {
+        super::layers::check_header_buffers(&s.layers.over(&h.layers).client_conf(), &close)?;
+    }
     let http_headers_used = h.servers.iter().any(|s| !s.layers.sets_headers());
     let header_error = h.http_header_error.filter(|_| http_headers_used).or(h.header_error);
     if let Some(msg) = header_error {

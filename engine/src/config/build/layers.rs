@@ -5,7 +5,7 @@ use super::vars::{Module, Vars};
 use super::{arg, directive_err, msec_slot, num_slot, unset, value, Build};
 use crate::config::error::ConfigError;
 use crate::config::key::KeyTemplate;
-use crate::config::model::{ClientConf, HttpProxyConf, NextUpstream};
+use crate::config::model::{ClientConf, HeaderBuffers, HttpProxyConf, NextUpstream};
 use crate::config::parser::Directive;
 use std::time::Duration;
 
@@ -47,6 +47,9 @@ pub struct ClientLayer {
     keepalive_requests: Option<u64>,
     header_timeout: Option<Duration>,
     max_body_size: Option<u64>,
+    body_timeout: Option<Duration>,
+    send_timeout: Option<Duration>,
+    header_buffers: Option<HeaderBuffers>,
     access_log: Option<(String, Option<String>)>,
 }
 
@@ -112,6 +115,12 @@ impl Layers {
                 let size = value::parse_offset(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid value"))?;
                 c.max_body_size = Some(size);
             }
+            "client_body_timeout" => msec_slot(&mut c.body_timeout, d)?,
+            "send_timeout" => msec_slot(&mut c.send_timeout, d)?,
+            "large_client_header_buffers" => {
+                unset(&c.header_buffers, d)?;
+                c.header_buffers = Some(header_buffers(d)?);
+            }
             "access_log" => access_log(&mut c.access_log, d)?,
             _ => return Ok(false),
         }
@@ -147,6 +156,9 @@ impl Layers {
                 keepalive_requests: c.keepalive_requests.or(pc.keepalive_requests),
                 header_timeout: c.header_timeout.or(pc.header_timeout),
                 max_body_size: c.max_body_size.or(pc.max_body_size),
+                body_timeout: c.body_timeout.or(pc.body_timeout),
+                send_timeout: c.send_timeout.or(pc.send_timeout),
+                header_buffers: c.header_buffers.or(pc.header_buffers),
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
             },
         }
@@ -183,9 +195,36 @@ impl Layers {
             keepalive_requests: c.keepalive_requests.unwrap_or(d.keepalive_requests),
             client_header_timeout: c.header_timeout.unwrap_or(d.client_header_timeout),
             client_max_body_size: c.max_body_size.unwrap_or(d.client_max_body_size),
+            client_body_timeout: c.body_timeout.unwrap_or(d.client_body_timeout),
+            send_timeout: c.send_timeout.unwrap_or(d.send_timeout),
+            large_client_header_buffers: c.header_buffers.unwrap_or(d.large_client_header_buffers),
             access_log: c.access_log.clone(),
         }
     }
+}
+
+/// nginx's `connection_pool_size` default on 64-bit hosts: the least `large_client_header_buffers` size.
+const CONNECTION_POOL_SIZE: usize = 512;
+
+/// `large_client_header_buffers NUMBER SIZE` (`ngx_conf_set_bufs_slot`: both above zero).
+fn header_buffers(d: &Directive) -> Result<HeaderBuffers, ConfigError> {
+    let invalid = || directive_err(d, "invalid value");
+    let number = value::atoi(arg(d, 0)).filter(|&n| n > 0).ok_or_else(invalid)?;
+    let size = value::parse_size(arg(d, 1)).filter(|&n| n > 0).ok_or_else(invalid)?;
+    Ok(HeaderBuffers {
+        number: usize::try_from(number).map_err(|_| invalid())?,
+        size: usize::try_from(size).map_err(|_| invalid())?,
+    })
+}
+
+/// nginx's check when a server's settings are merged (reported at the end of the http block, `close`): the
+/// large header buffers may not be smaller than a connection's memory pool.
+pub fn check_header_buffers(client: &ClientConf, close: &crate::config::model::Span) -> Result<(), ConfigError> {
+    if client.large_client_header_buffers.size < CONNECTION_POOL_SIZE {
+        let msg = "the \"large_client_header_buffers\" size must be equal to or greater than \"connection_pool_size\"";
+        return Err(ConfigError::invalid(msg, close));
+    }
+    Ok(())
 }
 
 /// The message of an error, without its ` in FILE:LINE`.
