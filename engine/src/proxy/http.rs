@@ -368,6 +368,7 @@ fn prepare_upstream_head(
     };
     let vars = RequestVars {
         req: head,
+        uri,
         conn,
         proxy_host: &up.name,
     };

@@ -49,6 +49,8 @@ impl VarSource for ConnVars {
 pub struct RequestVars<'a, 'h, 'b> {
     pub req: &'a RequestHead<'h, 'b>,
     pub conn: ConnVars,
+    /// `$uri`: the normalized path (`%XX` decoded, slashes merged, dot segments resolved), as locations match.
+    pub uri: &'a [u8],
     /// `$proxy_host`: the upstream's name.
     pub proxy_host: &'a str,
 }
@@ -58,7 +60,7 @@ impl VarSource for RequestVars<'_, '_, '_> {
         let req = self.req;
         match var {
             Var::RequestUri => out.extend_from_slice(req.target.as_bytes()),
-            Var::Uri => out.extend_from_slice(req.path().as_bytes()),
+            Var::Uri => out.extend_from_slice(self.uri),
             Var::Args => out.extend_from_slice(req.args().unwrap_or("").as_bytes()),
             Var::Host => match req.host {
                 Some(h) => out.extend(h.iter().map(u8::to_ascii_lowercase)),
@@ -122,8 +124,11 @@ mod tests {
     fn eval(raw: &[u8], template: &str) -> Vec<u8> {
         let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let req = parse_request(raw, &mut hs).unwrap().unwrap();
+        let mut buf = Vec::new();
+        let uri = req.uri(&mut buf).unwrap();
         let vars = RequestVars {
             req: &req,
+            uri,
             conn: ConnVars {
                 remote: "10.1.2.3:5555".parse().unwrap(),
                 local: "127.0.0.1:8080".parse().unwrap(),
@@ -145,6 +150,12 @@ mod tests {
             "ex.com|/p|a=1&Key=v2|v2|9|1.1.1.1|10.1.2.3:5555|8080|backend"
         );
         assert_eq!(eval(raw, "$proxy_add_x_forwarded_for"), b"1.1.1.1, 10.1.2.3");
+    }
+
+    #[test]
+    fn uri_is_the_normalized_path_as_nginx() {
+        let raw = b"GET /a//b/./c/../d%41?x=%41 HTTP/1.1\r\nHost: h\r\n\r\n";
+        assert_eq!(eval(raw, "$uri|$args|$request_uri"), b"/a/b/dA|x=%41|/a//b/./c/../d%41?x=%41");
     }
 
     #[test]

@@ -69,7 +69,16 @@ impl VarSource for Request {
                 IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
             },
             Var::RequestUri => out.extend_from_slice(self.uri.as_bytes()),
-            Var::Uri => out.extend_from_slice(self.path().as_bytes()),
+            Var::Uri => {
+                // nginx's `$uri` is the normalized path; a target nginx would refuse keeps its raw path here.
+                let mut normal = Vec::new();
+                let raw = self.uri.as_bytes();
+                if crate::http::uri::needs_normalizing(raw) && crate::http::uri::normalize(raw, &mut normal).is_ok() {
+                    out.extend_from_slice(&normal);
+                } else {
+                    out.extend_from_slice(self.path().as_bytes());
+                }
+            }
             Var::Args => out.extend_from_slice(self.args().as_bytes()),
             Var::Host => out.extend_from_slice(self.host_name().as_bytes()),
             Var::RequestMethod => out.extend_from_slice(b"GET"),
