@@ -505,7 +505,10 @@ mod tests {
         s.count_unhealthy();
         s.note_selected(77, 10);
         let st = s.stats();
-        assert_eq!((st.unavail, st.health.unhealthy, st.last_selected, st.selected), (1, 1, 77, 1));
+        assert_eq!(
+            (st.unavail, st.health.unhealthy, st.last_selected, st.selected),
+            (1, 1, 77, 1)
+        );
         assert_eq!((st.id, PeerSlot::with_id(5).id()), (0, 5));
         assert_eq!(st.requests, 1);
         assert_eq!(st.responses, [0, 1, 0, 0, 1]);

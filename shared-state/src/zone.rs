@@ -103,12 +103,8 @@ impl Zone {
     /// Peers of `upstream` that left the zone but still have active connections (nginx Plus's `zombies`).
     pub fn zombies(&self, upstream: &str) -> usize {
         let mut reg = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
-        reg.retired
-            .retain(|(_, w)| w.upgrade().is_some_and(|s| s.conns() > 0));
-        reg.retired
-            .iter()
-            .filter(|(name, _)| name == upstream)
-            .count()
+        reg.retired.retain(|(_, w)| w.upgrade().is_some_and(|s| s.conns() > 0));
+        reg.retired.iter().filter(|(name, _)| name == upstream).count()
     }
 
     /// The slot of a peer, if the current config has it.

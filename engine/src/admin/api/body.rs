@@ -205,7 +205,10 @@ mod tests {
         assert_eq!(http(r#"{"service":"http"}"#), Err(BodyError::Unknown("service".into())));
         assert_eq!(http(r#"{"route":"a"}"#), Err(BodyError::Route));
         let e: ApiError = BodyError::Unknown("x".into()).into();
-        assert_eq!((e.status, e.code, e.text.as_str()), (400, "UpstreamConfFormatError", "unknown parameter \"x\""));
+        assert_eq!(
+            (e.status, e.code, e.text.as_str()),
+            (400, "UpstreamConfFormatError", "unknown parameter \"x\"")
+        );
     }
 
     #[test]
@@ -218,7 +221,10 @@ mod tests {
         assert_eq!(http(r#"{"fail_timeout":"ten"}"#), Err(BodyError::Range("fail_timeout")));
         assert_eq!(http(r#"{"slow_start":"-1s"}"#), Err(BodyError::Range("slow_start")));
         let e: ApiError = BodyError::Range("weight").into();
-        assert_eq!((e.status, e.code, e.text.as_str()), (400, "UpstreamBadWeight", "invalid \"weight\""));
+        assert_eq!(
+            (e.status, e.code, e.text.as_str()),
+            (400, "UpstreamBadWeight", "invalid \"weight\"")
+        );
     }
 
     #[test]

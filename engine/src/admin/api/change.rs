@@ -3,8 +3,8 @@
 //! state (and ids) of the peers the change does not touch.
 
 use super::body::ServerBody;
-use super::route::Block;
 use super::json::Json;
+use super::route::Block;
 use super::views;
 use super::ApiError;
 use crate::config::model::{Config, Method, ServerLine, Span, UpstreamConf};
@@ -180,7 +180,11 @@ fn key_of(conf: &UpstreamConf, line: &ServerLine) -> PeerKey {
     PeerKey {
         upstream: conf.name.clone(),
         server: line.text.clone(),
-        addr: line.addrs.first().copied().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
+        addr: line
+            .addrs
+            .first()
+            .copied()
+            .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
     }
 }
 
@@ -197,9 +201,10 @@ fn line_by_id(shared: &Shared, conf: &UpstreamConf, id: u32) -> Result<(ServerLi
 
 /// A new server line from a `POST` body, with nginx's defaults.
 fn new_line(body: &ServerBody, block: Block, conf: &UpstreamConf) -> Result<ServerLine, ApiError> {
-    let text = body.server.as_deref().ok_or_else(|| {
-        ApiError::new(400, "UpstreamConfFormatError", "missing \"server\" argument".into())
-    })?;
+    let text = body
+        .server
+        .as_deref()
+        .ok_or_else(|| ApiError::new(400, "UpstreamConfFormatError", "missing \"server\" argument".into()))?;
     let line = ServerLine {
         text: String::new(),
         addrs: Vec::new(),
@@ -225,7 +230,12 @@ fn new_line(body: &ServerBody, block: Block, conf: &UpstreamConf) -> Result<Serv
 }
 
 /// `line` with what `body` sets.
-fn modified(mut line: ServerLine, body: &ServerBody, block: Block, conf: &UpstreamConf) -> Result<ServerLine, ApiError> {
+fn modified(
+    mut line: ServerLine,
+    body: &ServerBody,
+    block: Block,
+    conf: &UpstreamConf,
+) -> Result<ServerLine, ApiError> {
     if body.backup.is_some_and(|b| b != line.backup) {
         let text = "the \"backup\" parameter cannot be changed".to_string();
         return Err(ApiError::new(400, "UpstreamConfFormatError", text));
@@ -303,13 +313,28 @@ mod tests {
 
     #[test]
     fn addresses_are_ip_literals_with_a_port() {
-        assert_eq!(address("127.0.0.1:81", Block::Stream).unwrap(), SocketAddr::from(([127, 0, 0, 1], 81)));
-        assert_eq!(address("127.0.0.1", Block::Http).unwrap(), SocketAddr::from(([127, 0, 0, 1], 80)));
+        assert_eq!(
+            address("127.0.0.1:81", Block::Stream).unwrap(),
+            SocketAddr::from(([127, 0, 0, 1], 81))
+        );
+        assert_eq!(
+            address("127.0.0.1", Block::Http).unwrap(),
+            SocketAddr::from(([127, 0, 0, 1], 80))
+        );
         assert_eq!(address("[::1]:9", Block::Http).unwrap().port(), 9);
         let e = address("127.0.0.1", Block::Stream).unwrap_err();
-        assert_eq!((e.code, e.text.as_str()), ("UpstreamBadAddress", "no port in server \"127.0.0.1\""));
-        assert_eq!(address("example.com:80", Block::Http).unwrap_err().code, "UpstreamConfNoResolver");
-        assert_eq!(address("127.0.0.1:99999", Block::Http).unwrap_err().code, "UpstreamBadAddress");
+        assert_eq!(
+            (e.code, e.text.as_str()),
+            ("UpstreamBadAddress", "no port in server \"127.0.0.1\"")
+        );
+        assert_eq!(
+            address("example.com:80", Block::Http).unwrap_err().code,
+            "UpstreamConfNoResolver"
+        );
+        assert_eq!(
+            address("127.0.0.1:99999", Block::Http).unwrap_err().code,
+            "UpstreamBadAddress"
+        );
     }
 
     #[test]
@@ -317,7 +342,14 @@ mod tests {
         let rr = conf(Method::RoundRobin);
         let l = new_line(&body("127.0.0.1:81"), Block::Http, &rr).unwrap();
         assert_eq!(
-            (l.text.as_str(), l.weight, l.max_fails, l.fail_timeout.as_secs(), l.backup, l.down),
+            (
+                l.text.as_str(),
+                l.weight,
+                l.max_fails,
+                l.fail_timeout.as_secs(),
+                l.backup,
+                l.down
+            ),
             ("127.0.0.1:81", 1, 1, 10, false, false)
         );
         let e = new_line(&ServerBody::default(), Block::Http, &rr).unwrap_err();
@@ -327,7 +359,10 @@ mod tests {
             ..body("127.0.0.1:81")
         };
         assert!(new_line(&backup, Block::Http, &rr).unwrap().backup);
-        assert_eq!(new_line(&backup, Block::Http, &conf(Method::IpHash)).unwrap_err().code, "UpstreamNoBackup");
+        assert_eq!(
+            new_line(&backup, Block::Http, &conf(Method::IpHash)).unwrap_err().code,
+            "UpstreamNoBackup"
+        );
     }
 
     #[test]
@@ -340,7 +375,10 @@ mod tests {
             ..ServerBody::default()
         };
         let m = modified(l.clone(), &patch, Block::Http, &rr).unwrap();
-        assert_eq!((m.weight, m.down, m.text.as_str(), m.max_fails), (3, true, "127.0.0.1:81", 1));
+        assert_eq!(
+            (m.weight, m.down, m.text.as_str(), m.max_fails),
+            (3, true, "127.0.0.1:81", 1)
+        );
         let flip = ServerBody {
             backup: Some(true),
             ..ServerBody::default()

@@ -44,7 +44,11 @@ impl ApiError {
     }
 
     fn server_not_found(id: u32) -> Self {
-        Self::new(404, "UpstreamServerNotFound", format!("server with ID \"{id}\" does not exist"))
+        Self::new(
+            404,
+            "UpstreamServerNotFound",
+            format!("server with ID \"{id}\" does not exist"),
+        )
     }
 
     fn internal() -> Self {
@@ -74,12 +78,10 @@ pub fn handle(shared: &Shared, write: bool, req: &AdminRequest<'_>) -> AdminResp
         "GET" | "HEAD" => read(shared, &snap, target, req.args),
         "POST" | "PATCH" | "DELETE" if !write => Err(ApiError::new(405, "MethodDisabled", "method disabled".into())),
         method => match (method, target) {
-            ("POST", Target::Servers(b, name)) => {
-                body::parse(req.body, b).map_err(ApiError::from).and_then(|body| {
-                    drop(snap);
-                    change::apply(shared, b, name, Change::Add(body))
-                })
-            }
+            ("POST", Target::Servers(b, name)) => body::parse(req.body, b).map_err(ApiError::from).and_then(|body| {
+                drop(snap);
+                change::apply(shared, b, name, Change::Add(body))
+            }),
             ("PATCH", Target::Server(b, name, id)) => {
                 let id = server_id(id);
                 let body = body::parse(req.body, b).map_err(ApiError::from);
@@ -169,7 +171,10 @@ pub fn error(status: u16, code: &str, text: &str) -> AdminResponse {
             ]),
         ),
         ("request_id".into(), Json::str("")),
-        ("href".into(), Json::str("https://nginx.org/en/docs/http/ngx_http_api_module.html")),
+        (
+            "href".into(),
+            Json::str("https://nginx.org/en/docs/http/ngx_http_api_module.html"),
+        ),
     ]);
     AdminResponse::json(status, body.render().into_bytes())
 }

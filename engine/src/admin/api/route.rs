@@ -84,9 +84,7 @@ pub fn parse(rest: &str) -> Result<Target<'_>, RouteError> {
         [b, "upstreams"] => Target::Upstreams(block(b).ok_or(RouteError::PathNotFound)?),
         [b, "upstreams", name] => Target::Upstream(block(b).ok_or(RouteError::PathNotFound)?, name),
         [b, "upstreams", name, "servers"] => Target::Servers(block(b).ok_or(RouteError::PathNotFound)?, name),
-        [b, "upstreams", name, "servers", id] => {
-            Target::Server(block(b).ok_or(RouteError::PathNotFound)?, name, id)
-        }
+        [b, "upstreams", name, "servers", id] => Target::Server(block(b).ok_or(RouteError::PathNotFound)?, name, id),
         _ => return Err(RouteError::PathNotFound),
     };
     Ok(target)
@@ -108,7 +106,10 @@ mod tests {
         assert_eq!(parse("9/http/upstreams/"), Ok(Target::Upstreams(Http)));
         assert_eq!(parse("9//http//upstreams/b"), Ok(Target::Upstream(Http, "b")));
         assert_eq!(parse("9/stream/upstreams/b/servers"), Ok(Target::Servers(Stream, "b")));
-        assert_eq!(parse("9/http/upstreams/b/servers/3"), Ok(Target::Server(Http, "b", "3")));
+        assert_eq!(
+            parse("9/http/upstreams/b/servers/3"),
+            Ok(Target::Server(Http, "b", "3"))
+        );
     }
 
     #[test]

@@ -147,7 +147,10 @@ pub fn peer(p: &Peer, backup: bool, block: Block, now: u64) -> Json {
         ("health_checks", health_checks(&s)),
     ]);
     if s.last_selected != 0 {
-        f.push(("selected", Json::str(timestamp_ms(s.last_selected.saturating_mul(1000)))));
+        f.push((
+            "selected",
+            Json::str(timestamp_ms(s.last_selected.saturating_mul(1000))),
+        ));
     }
     Json::obj(f)
 }
