@@ -127,6 +127,12 @@ impl Snapshot {
                 }
             }
         }
+        let names: Vec<&str> = http_plans
+            .iter()
+            .chain(&stream_plans)
+            .map(|p| p.name.as_str())
+            .collect();
+        zone.retain_upstreams(&names);
         Ok(Snapshot {
             generation,
             config,

@@ -90,6 +90,23 @@ impl Zone {
         out
     }
 
+    /// Drops the slots (and id counters) of upstreams not in `names`: a config without an upstream forgets it, so
+    /// an upstream of that name added later starts fresh. Slots with active connections become zombies.
+    pub fn retain_upstreams(&self, names: &[&str]) {
+        let mut reg = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut leaving = Vec::new();
+        reg.slots.retain(|k, s| {
+            let stays = names.contains(&k.upstream.as_str());
+            if !stays && s.conns() > 0 {
+                leaving.push((k.upstream.clone(), Arc::downgrade(s)));
+            }
+            stays
+        });
+        reg.retired.extend(leaving);
+        reg.next_id.retain(|name, _| names.contains(&name.as_str()));
+        reg.wished.retain(|k, _| names.contains(&k.upstream.as_str()));
+    }
+
     /// Asks that `key`, when the next attach of its upstream makes a fresh slot for it, take `id` (an API change
     /// of a server's address keeps its id, as nginx Plus does).
     pub fn prefer_id(&self, key: PeerKey, id: u32) {
@@ -206,6 +223,18 @@ mod tests {
         z.prefer_id(d.clone(), 0);
         let fourth = z.attach(&[d, b]);
         assert_eq!((fourth[0].id(), fourth[1].id()), (0, 1));
+    }
+
+    #[test]
+    fn a_removed_upstream_is_forgotten() {
+        let z = Zone::new();
+        let first = z.attach(&[key("u", "a", 1)]);
+        first[0].record_failure(1);
+        z.attach(&[key("v", "a", 1)]);
+        z.retain_upstreams(&["v"]);
+        assert_eq!(z.len(), 1);
+        let again = z.attach(&[key("u", "a", 1)]);
+        assert_eq!((again[0].fails(), again[0].id()), (0, 0), "fresh state, ids from 0");
     }
 
     #[test]
