@@ -37,6 +37,8 @@ pub struct ControlStats {
     pub api_changes: u64,
     /// When the process started, seconds since the Unix epoch.
     pub started_at: u64,
+    /// When the running snapshot was made (start, reload or API change), milliseconds since the Unix epoch.
+    pub loaded_at_ms: u64,
 }
 
 /// Which path a change came through (for the counters).
@@ -55,6 +57,7 @@ pub struct Control {
     reload_failures: AtomicU64,
     api_changes: AtomicU64,
     started_at: u64,
+    loaded_at_ms: AtomicU64,
 }
 
 impl Default for Control {
@@ -64,7 +67,8 @@ impl Default for Control {
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             api_changes: AtomicU64::new(0),
-            started_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            started_at: now_ms() / 1000,
+            loaded_at_ms: AtomicU64::new(now_ms()),
         }
     }
 }
@@ -102,6 +106,7 @@ impl Control {
         match Self::build(current, zone, change).and_then(|snap| Self::publish(snap, &mut health, current)) {
             Ok(generation) => {
                 done.fetch_add(1, Ordering::Relaxed);
+                self.loaded_at_ms.store(now_ms(), Ordering::Relaxed);
                 Ok(generation)
             }
             Err(e) => {
@@ -144,6 +149,14 @@ impl Control {
             reload_failures: self.reload_failures.load(Ordering::Relaxed),
             api_changes: self.api_changes.load(Ordering::Relaxed),
             started_at: self.started_at,
+            loaded_at_ms: self.loaded_at_ms.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -141,6 +141,12 @@ impl Snapshot {
             .iter()
             .map(|s| s.client.large_client_header_buffers.capacity())
             .fold(MIN_CLIENT_BUFFER, usize::max);
+        let names: Vec<&str> = http_plans
+            .iter()
+            .chain(&stream_plans)
+            .map(|p| p.name.as_str())
+            .collect();
+        zone.retain_upstreams(&names);
         Ok(Snapshot {
             client_buffer,
             generation,

@@ -65,6 +65,8 @@ pub struct PeerStats {
     pub accessed: u64,
     pub flags: u32,
     pub selected: u64,
+    /// When the peer was last selected (seconds; 0 = never).
+    pub last_selected: u64,
     pub requests: u64,
     pub responses: [u64; 5],
     pub failures: u64,
@@ -72,6 +74,10 @@ pub struct PeerStats {
     pub bytes_received: u64,
     /// When the peer last came back (seconds; 0 = never), the start of its slow-start ramp.
     pub recovered_at: u64,
+    /// How many times failures reached `max_fails` (nginx Plus's `unavail`).
+    pub unavail: u64,
+    /// The peer's id in its upstream (the API's `id`), given by the zone.
+    pub id: u32,
     pub health: HealthStats,
 }
 
@@ -90,6 +96,8 @@ pub struct HealthStats {
     pub last_status: u16,
     /// Whether the last probe passed.
     pub last_passed: bool,
+    /// How many times the peer became unhealthy.
+    pub unhealthy: u64,
 }
 
 /// The shared state of one peer. Times are whole seconds (nginx's `ngx_time()`), passed in by the caller.
@@ -102,9 +110,12 @@ pub struct PeerSlot {
     conns: AtomicU32,
     fails: AtomicU32,
     flags: AtomicU32,
+    /// Set once by the zone when the slot is made; an `AtomicU32` only so the slot stays `Default`.
+    id: AtomicU32,
     checked: AtomicU64,
     accessed: AtomicU64,
     selected: AtomicU64,
+    last_selected: AtomicU64,
     requests: AtomicU64,
     responses: [AtomicU64; 5],
     failures: AtomicU64,
@@ -117,12 +128,28 @@ pub struct PeerSlot {
     hc_streak: AtomicU64,
     /// The last probe's status (low 16 bits) and pass bit (bit 16).
     hc_last: AtomicU32,
+    /// Times the peer became unhealthy.
+    hc_unhealthy: AtomicU64,
+    /// Times failures reached `max_fails`.
+    unavail: AtomicU64,
 }
 
 impl PeerSlot {
     /// A fresh slot: no connections, no failures.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A fresh slot with the API id `id` (the zone numbers each upstream's peers).
+    pub fn with_id(id: u32) -> Self {
+        let slot = Self::default();
+        slot.id.store(id, Ordering::Relaxed);
+        slot
+    }
+
+    /// The peer's id in its upstream (nginx Plus's server `id`): kept as long as the slot is.
+    pub fn id(&self) -> u32 {
+        self.id.load(Ordering::Relaxed)
     }
 
     pub(crate) fn conns_atomic(&self) -> &AtomicU32 {
@@ -186,6 +213,7 @@ impl PeerSlot {
     /// On selection: bump `checked` to `now` when the fail window has expired (nginx's `on_select`).
     pub fn note_selected(&self, now: u64, fail_timeout: u64) {
         self.selected.fetch_add(1, Ordering::Relaxed);
+        self.last_selected.store(now, Ordering::Relaxed);
         if now.saturating_sub(self.checked()) > fail_timeout {
             self.checked.store(now, Ordering::Relaxed);
         }
@@ -236,6 +264,16 @@ impl PeerSlot {
         ((v & 0xffff_ffff) as u32, (v >> 32) as u32)
     }
 
+    /// Counts one transition to unhealthy (the health checker calls this when it sets `UNHEALTHY`).
+    pub fn count_unhealthy(&self) {
+        self.hc_unhealthy.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one time the failures reached `max_fails` (nginx Plus's `unavail`).
+    pub fn count_unavail(&self) {
+        self.unavail.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The health checks' record.
     pub fn health(&self) -> HealthStats {
         let (consecutive_fails, consecutive_passes) = self.check_streak();
@@ -247,6 +285,7 @@ impl PeerSlot {
             consecutive_passes,
             last_status: (last & 0xffff) as u16,
             last_passed: last & (1 << 16) != 0,
+            unhealthy: self.hc_unhealthy.load(Ordering::Relaxed),
         }
     }
 
@@ -325,12 +364,15 @@ impl PeerSlot {
             accessed: self.accessed(),
             flags: self.flags().bits(),
             selected: self.selected.load(Ordering::Relaxed),
+            last_selected: self.last_selected.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),
             responses,
             failures: self.failures.load(Ordering::Relaxed),
             bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
             recovered_at: self.recovered_at(),
+            unavail: self.unavail.load(Ordering::Relaxed),
+            id: self.id(),
             health: self.health(),
         }
     }
@@ -432,6 +474,7 @@ mod tests {
                 consecutive_passes: 1,
                 last_status: 204,
                 last_passed: true,
+                unhealthy: 0,
             }
         );
     }
@@ -458,7 +501,15 @@ mod tests {
         s.count_response(503);
         s.count_response(700);
         s.count_bytes(10, 20);
+        s.count_unavail();
+        s.count_unhealthy();
+        s.note_selected(77, 10);
         let st = s.stats();
+        assert_eq!(
+            (st.unavail, st.health.unhealthy, st.last_selected, st.selected),
+            (1, 1, 77, 1)
+        );
+        assert_eq!((st.id, PeerSlot::with_id(5).id()), (0, 5));
         assert_eq!(st.requests, 1);
         assert_eq!(st.responses, [0, 1, 0, 0, 1]);
         assert_eq!((st.bytes_sent, st.bytes_received), (10, 20));

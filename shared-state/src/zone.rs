@@ -2,10 +2,10 @@
 
 use crate::shard_slot::{ShardSlot, ShardStats};
 use crate::slot::PeerSlot;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 /// A peer's identity: the upstream it belongs to, the text of its `server` line, and the resolved address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -20,9 +20,36 @@ pub struct PeerKey {
 #[derive(Debug, Default)]
 pub struct Zone {
     generation: AtomicU64,
-    slots: Mutex<HashMap<PeerKey, Arc<PeerSlot>>>,
+    registry: Mutex<Registry>,
     /// One counter record per shard, by shard index; they live as long as the zone (a reload keeps them).
     shards: Mutex<Vec<Arc<ShardSlot>>>,
+}
+
+/// The slots by identity, and what gives each new peer its id.
+#[derive(Debug, Default)]
+struct Registry {
+    slots: HashMap<PeerKey, Arc<PeerSlot>>,
+    /// Per upstream name: the id the next new peer gets (ids are never reused within an upstream).
+    next_id: HashMap<String, u32>,
+    /// Ids asked for new identities by [`Zone::prefer_id`], taken by the next attach of their upstream.
+    wished: HashMap<PeerKey, u32>,
+    /// Slots that left the zone with connections still active (nginx Plus's "zombies"), by upstream name.
+    retired: Vec<(String, Weak<PeerSlot>)>,
+}
+
+impl Registry {
+    fn new_slot(&mut self, key: &PeerKey) -> Arc<PeerSlot> {
+        let id = match self.wished.remove(key) {
+            Some(id) => id,
+            None => {
+                let next = self.next_id.entry(key.upstream.clone()).or_insert(0);
+                let id = *next;
+                *next = next.saturating_add(1);
+                id
+            }
+        };
+        Arc::new(PeerSlot::with_id(id))
+    }
 }
 
 impl Zone {
@@ -31,41 +58,85 @@ impl Zone {
         Self::default()
     }
 
-    /// Binds a config's peers to slots, in the order given: a peer whose identity is already in the zone keeps its
-    /// slot (and so its `conns`, `fails` and flags); a new one gets a fresh slot; slots of peers not in `keys` leave
-    /// the zone (in-flight holders keep theirs alive until they finish). Bumps the generation.
+    /// Binds the peers of the upstreams named in `keys` to slots, in the order given: a peer whose identity is
+    /// already in the zone keeps its slot (and so its `conns`, `fails`, flags and id); a new one gets a fresh slot
+    /// with the next id of its upstream. Slots of those upstreams' peers not in `keys` leave the zone (in-flight
+    /// holders keep theirs alive until they finish); other upstreams' slots stay. Bumps the generation.
     pub fn attach(&self, keys: &[PeerKey]) -> Vec<Arc<PeerSlot>> {
-        let mut map = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut next = HashMap::with_capacity(keys.len());
-        let out = keys
-            .iter()
-            .map(|k| {
-                let slot = next
-                    .get(k)
-                    .or_else(|| map.get(k))
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(PeerSlot::new()));
-                next.insert(k.clone(), slot.clone());
-                slot
-            })
-            .collect();
-        *map = next;
+        let mut reg = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        let upstreams: HashSet<&str> = keys.iter().map(|k| k.upstream.as_str()).collect();
+        let mut next: HashMap<PeerKey, Arc<PeerSlot>> = HashMap::with_capacity(keys.len());
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            let slot = match next.get(k).or_else(|| reg.slots.get(k)) {
+                Some(s) => Arc::clone(s),
+                None => reg.new_slot(k),
+            };
+            next.insert(k.clone(), Arc::clone(&slot));
+            out.push(slot);
+        }
+        let mut leaving = Vec::new();
+        reg.slots.retain(|k, s| {
+            let stays = !upstreams.contains(k.upstream.as_str());
+            if !stays && !next.contains_key(k) && s.conns() > 0 {
+                leaving.push((k.upstream.clone(), Arc::downgrade(s)));
+            }
+            stays
+        });
+        reg.retired.extend(leaving);
+        reg.slots.extend(next);
+        reg.wished.retain(|k, _| !upstreams.contains(k.upstream.as_str()));
         self.generation.fetch_add(1, Ordering::Release);
         out
     }
 
-    /// The slot of a peer, if the current config has it.
-    pub fn get(&self, key: &PeerKey) -> Option<Arc<PeerSlot>> {
-        self.slots
+    /// Drops the slots (and id counters) of upstreams not in `names`: a config without an upstream forgets it, so
+    /// an upstream of that name added later starts fresh. Slots with active connections become zombies.
+    pub fn retain_upstreams(&self, names: &[&str]) {
+        let mut reg = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut leaving = Vec::new();
+        reg.slots.retain(|k, s| {
+            let stays = names.contains(&k.upstream.as_str());
+            if !stays && s.conns() > 0 {
+                leaving.push((k.upstream.clone(), Arc::downgrade(s)));
+            }
+            stays
+        });
+        reg.retired.extend(leaving);
+        reg.next_id.retain(|name, _| names.contains(&name.as_str()));
+        reg.wished.retain(|k, _| names.contains(&k.upstream.as_str()));
+    }
+
+    /// Asks that `key`, when the next attach of its upstream makes a fresh slot for it, take `id` (an API change
+    /// of a server's address keeps its id, as nginx Plus does).
+    pub fn prefer_id(&self, key: PeerKey, id: u32) {
+        self.registry
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .wished
+            .insert(key, id);
+    }
+
+    /// Peers of `upstream` that left the zone but still have active connections (nginx Plus's `zombies`).
+    pub fn zombies(&self, upstream: &str) -> usize {
+        let mut reg = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        reg.retired.retain(|(_, w)| w.upgrade().is_some_and(|s| s.conns() > 0));
+        reg.retired.iter().filter(|(name, _)| name == upstream).count()
+    }
+
+    /// The slot of a peer, if the current config has it.
+    pub fn get(&self, key: &PeerKey) -> Option<Arc<PeerSlot>> {
+        self.registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .slots
             .get(key)
             .cloned()
     }
 
     /// How many peers the zone holds.
     pub fn len(&self) -> usize {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner).slots.len()
     }
 
     /// Whether the zone holds no peer.
@@ -126,11 +197,56 @@ mod tests {
         assert!(z.get(&a).is_none(), "a removed peer leaves the zone");
         assert_eq!(z.len(), 2);
         assert_eq!(z.generation(), 2);
+        assert_eq!(z.zombies("u"), 0, "a had no connection");
         drop(g);
         assert_eq!(second[0].conns(), 0);
-        // the same peer in another upstream is another identity
+        // the same peer in another upstream is another identity, and attaching it leaves "u" alone
         let other = z.attach(&[key("v", "127.0.0.1:2", 2)]);
         assert!(!Arc::ptr_eq(&other[0], &second[0]));
+        assert!(Arc::ptr_eq(&z.get(&b).unwrap(), &second[0]));
+        assert_eq!(z.len(), 3);
+    }
+
+    #[test]
+    fn ids_are_per_upstream_kept_with_the_slot_and_never_reused() {
+        let z = Zone::new();
+        let (a, b, c) = (key("u", "a", 1), key("u", "b", 2), key("u", "c", 3));
+        let first = z.attach(&[a.clone(), b.clone()]);
+        assert_eq!((first[0].id(), first[1].id()), (0, 1));
+        assert_eq!(z.attach(&[key("v", "a", 1)])[0].id(), 0);
+        let second = z.attach(&[b.clone(), c.clone()]);
+        assert_eq!((second[0].id(), second[1].id()), (1, 2));
+        let third = z.attach(&[a.clone(), b.clone(), c.clone()]);
+        assert_eq!(third.iter().map(|s| s.id()).collect::<Vec<_>>(), [3, 1, 2]);
+        // a wished id goes to the fresh slot of that identity only
+        let d = key("u", "d", 4);
+        z.prefer_id(d.clone(), 0);
+        let fourth = z.attach(&[d, b]);
+        assert_eq!((fourth[0].id(), fourth[1].id()), (0, 1));
+    }
+
+    #[test]
+    fn a_removed_upstream_is_forgotten() {
+        let z = Zone::new();
+        let first = z.attach(&[key("u", "a", 1)]);
+        first[0].record_failure(1);
+        z.attach(&[key("v", "a", 1)]);
+        z.retain_upstreams(&["v"]);
+        assert_eq!(z.len(), 1);
+        let again = z.attach(&[key("u", "a", 1)]);
+        assert_eq!((again[0].fails(), again[0].id()), (0, 0), "fresh state, ids from 0");
+    }
+
+    #[test]
+    fn removed_peers_with_connections_are_zombies_until_they_finish() {
+        let z = Zone::new();
+        let (a, b) = (key("u", "a", 1), key("u", "b", 2));
+        let first = z.attach(&[a, b.clone()]);
+        let held = first[0].try_acquire(0).unwrap();
+        z.attach(&[b]);
+        assert_eq!((z.zombies("u"), z.zombies("v")), (1, 0));
+        drop(held);
+        assert_eq!(z.zombies("u"), 0);
     }
 
     #[test]

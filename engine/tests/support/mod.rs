@@ -1,6 +1,7 @@
 //! Shared test support: config builders, a proxy started in-process on real loopback sockets, and a raw client.
 #![allow(dead_code)]
 
+pub mod api_client;
 pub mod backend;
 pub mod killable;
 pub mod recorder;

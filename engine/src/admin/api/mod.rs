@@ -1,0 +1,207 @@
+//! The nginx Plus API (version 9): status reads, and upstream server changes with `write=on`.
+//!
+//! `route` says what a path names, `views` builds the read answers, `body` reads a change's JSON, `change` applies
+//! it through the control plane, `json` writes the answers in nginx Plus's field order.
+
+mod body;
+mod change;
+mod json;
+mod route;
+mod views;
+
+use super::{AdminRequest, AdminResponse};
+use crate::http::pages::DateCache;
+use crate::shard::Shared;
+use crate::snapshot::Snapshot;
+use change::Change;
+use json::Json;
+use route::{Block, RouteError, Target};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The API versions served (`GET /api/` lists them).
+pub const VERSIONS: &[u32] = &[9];
+
+/// An answer other than success, as nginx Plus's error object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status} {code}: {text}")]
+pub struct ApiError {
+    pub status: u16,
+    pub code: &'static str,
+    pub text: String,
+}
+
+impl ApiError {
+    pub fn new(status: u16, code: &'static str, text: String) -> Self {
+        ApiError { status, code, text }
+    }
+
+    fn upstream_not_found() -> Self {
+        Self::new(404, "UpstreamNotFound", "upstream not found".into())
+    }
+
+    fn upstream_static() -> Self {
+        Self::new(400, "UpstreamStatic", "upstream is static".into())
+    }
+
+    fn server_not_found(id: u32) -> Self {
+        Self::new(
+            404,
+            "UpstreamServerNotFound",
+            format!("server with ID \"{id}\" does not exist"),
+        )
+    }
+
+    fn internal() -> Self {
+        Self::new(500, "InternalError", "internal error".into())
+    }
+
+    fn response(&self, allow: Option<&'static str>) -> AdminResponse {
+        AdminResponse {
+            allow,
+            ..error(self.status, self.code, &self.text)
+        }
+    }
+}
+
+/// Answers one API request.
+pub fn handle(shared: &Shared, write: bool, req: &AdminRequest<'_>) -> AdminResponse {
+    let snap = shared.snapshot.load_full();
+    let prefix = route::api_prefix(&snap, req.path);
+    let rest = req.path.get(prefix.len()..).unwrap_or_default();
+    let target = match route::parse(rest) {
+        Ok(t) => t,
+        Err(RouteError::UnknownVersion) => return error(404, "UnknownVersion", "unknown version"),
+        Err(RouteError::PathNotFound) => return error(404, "PathNotFound", "path not found"),
+    };
+    let allow = allowed(target);
+    let answer = match req.method {
+        "GET" | "HEAD" => read(shared, &snap, target, req.args),
+        "POST" | "PATCH" | "DELETE" if !write => Err(ApiError::new(405, "MethodDisabled", "method disabled".into())),
+        method => match (method, target) {
+            ("POST", Target::Servers(b, name)) => body::parse(req.body, b).map_err(ApiError::from).and_then(|body| {
+                drop(snap);
+                change::apply(shared, b, name, Change::Add(body))
+            }),
+            ("PATCH", Target::Server(b, name, id)) => {
+                let id = server_id(id);
+                let body = body::parse(req.body, b).map_err(ApiError::from);
+                id.and_then(|id| body.map(|body| Change::Modify(id, body)))
+                    .and_then(|c| change::apply(shared, b, name, c))
+            }
+            ("DELETE", Target::Server(b, name, id)) => {
+                server_id(id).and_then(|id| change::apply(shared, b, name, Change::Remove(id)))
+            }
+            _ => Err(ApiError::new(405, "MethodNotSupported", "method not supported".into())),
+        },
+    };
+    match answer {
+        Ok((status, body)) => AdminResponse::json(status, body.render().into_bytes()),
+        Err(e) => e.response((e.status == 405).then_some(allow)),
+    }
+}
+
+/// The methods a target takes (the `Allow` header of a 405).
+fn allowed(target: Target<'_>) -> &'static str {
+    match target {
+        Target::Servers(..) => "GET, HEAD, POST",
+        Target::Server(..) => "GET, HEAD, PATCH, DELETE",
+        _ => "GET, HEAD",
+    }
+}
+
+/// A `GET` (or `HEAD`) answer.
+fn read(shared: &Shared, snap: &Snapshot, target: Target<'_>, args: Option<&str>) -> Result<(u16, Json), ApiError> {
+    let now = DateCache::now_secs();
+    let fields = json::requested_fields(args);
+    let mut body = match target {
+        Target::Versions => Json::Arr(VERSIONS.iter().map(|v| Json::Num(u64::from(*v))).collect()),
+        Target::Root => Json::strings(&["nginx", "http", "stream"]),
+        Target::Nginx => views::nginx(shared, now_ms()),
+        Target::BlockRoot(_) => Json::strings(&["upstreams"]),
+        Target::Upstreams(b) => return Ok((200, views::upstream_map(snap, b, &shared.zone, now, fields.as_deref()))),
+        Target::Upstream(b, name) => views::upstream(dynamic_upstream(snap, b, name)?, b, &shared.zone, now),
+        Target::Servers(b, name) => views::server_confs(dynamic_upstream(snap, b, name)?, b),
+        Target::Server(b, name, id) => {
+            let up = dynamic_upstream(snap, b, name)?;
+            let id = server_id(id)?;
+            let (peer, backup) = up.peer_by_id(id).ok_or_else(|| ApiError::server_not_found(id))?;
+            views::server_conf(peer, backup, b)
+        }
+    };
+    if let (Some(f), Target::Nginx | Target::Upstream(..)) = (&fields, target) {
+        body.keep_fields(f);
+    }
+    Ok((200, body))
+}
+
+/// The upstream `name` of `block`, which must have a `zone`.
+fn dynamic_upstream<'s>(snap: &'s Snapshot, block: Block, name: &str) -> Result<views::UpstreamRef<'s>, ApiError> {
+    let up = views::find_upstream(snap, block, name).ok_or_else(ApiError::upstream_not_found)?;
+    if up.is_dynamic() {
+        Ok(up)
+    } else {
+        Err(ApiError::upstream_static())
+    }
+}
+
+/// A server id as written in a path: a decimal number.
+fn server_id(text: &str) -> Result<u32, ApiError> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::new(400, "UpstreamBadServerId", "invalid server ID".into()));
+    }
+    text.parse()
+        .map_err(|_| ApiError::new(400, "UpstreamBadServerId", "invalid server ID".into()))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// nginx Plus's error object.
+pub fn error(status: u16, code: &str, text: &str) -> AdminResponse {
+    let body = Json::Obj(vec![
+        (
+            "error".into(),
+            Json::Obj(vec![
+                ("status".into(), Json::Num(u64::from(status))),
+                ("text".into(), Json::str(text.to_string())),
+                ("code".into(), Json::str(code.to_string())),
+            ]),
+        ),
+        ("request_id".into(), Json::str("")),
+        (
+            "href".into(),
+            Json::str("https://nginx.org/en/docs/http/ngx_http_api_module.html"),
+        ),
+    ]);
+    AdminResponse::json(status, body.render().into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_nginx_plus_error_objects() {
+        let r = error(404, "UpstreamNotFound", "upstream \"a\" not found");
+        assert_eq!(r.status, 404);
+        let text = String::from_utf8(r.body).unwrap();
+        assert_eq!(
+            text,
+            r#"{"error":{"status":404,"text":"upstream \"a\" not found","code":"UpstreamNotFound"},"request_id":"","href":"https://nginx.org/en/docs/http/ngx_http_api_module.html"}"#
+        );
+        let e = ApiError::new(405, "MethodDisabled", "method disabled".into()).response(Some("GET, HEAD"));
+        assert_eq!((e.status, e.allow), (405, Some("GET, HEAD")));
+    }
+
+    #[test]
+    fn server_ids_are_decimal() {
+        assert_eq!(server_id("0"), Ok(0));
+        assert_eq!(server_id("17"), Ok(17));
+        for bad in ["", "-1", "1a", "+1", "99999999999"] {
+            assert_eq!(server_id(bad).unwrap_err().code, "UpstreamBadServerId", "{bad}");
+        }
+    }
+}
