@@ -1,7 +1,8 @@
 //! `PeerSlot`: one cache-line-aligned record of atomics per peer (conns, fails, checked, accessed, flags, counters,
-//! the slow-start origin `recovered_at`, and the active health checks' record).
+//! the slow-start origin `recovered_at`, the active health checks' record, and the response time histogram).
 
 use crate::guard::ConnGuard;
+use crate::latency::LatencyHistogram;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Administrative and health state bits of a peer, as seen by every shard.
@@ -72,6 +73,8 @@ pub struct PeerStats {
     pub bytes_received: u64,
     /// When the peer last came back (seconds; 0 = never), the start of its slow-start ramp.
     pub recovered_at: u64,
+    /// Times failures reached `max_fails` and took the peer out of rotation.
+    pub unavail: u64,
     pub health: HealthStats,
 }
 
@@ -90,6 +93,8 @@ pub struct HealthStats {
     pub last_status: u16,
     /// Whether the last probe passed.
     pub last_passed: bool,
+    /// Times the checks turned the peer unhealthy.
+    pub unhealthy: u64,
 }
 
 /// The shared state of one peer. Times are whole seconds (nginx's `ngx_time()`), passed in by the caller.
@@ -117,6 +122,12 @@ pub struct PeerSlot {
     hc_streak: AtomicU64,
     /// The last probe's status (low 16 bits) and pass bit (bit 16).
     hc_last: AtomicU32,
+    /// Times the health checks turned the peer unhealthy.
+    hc_unhealthy: AtomicU64,
+    /// Times failures reached `max_fails` and took the peer out (nginx Plus's `unavail`).
+    unavail: AtomicU64,
+    /// Upstream response times, one stripe per shard (out of line: its own cache lines).
+    latency: LatencyHistogram,
 }
 
 impl PeerSlot {
@@ -247,6 +258,7 @@ impl PeerSlot {
             consecutive_passes,
             last_status: (last & 0xffff) as u16,
             last_passed: last & (1 << 16) != 0,
+            unhealthy: self.hc_unhealthy.load(Ordering::Relaxed),
         }
     }
 
@@ -256,6 +268,17 @@ impl PeerSlot {
         self.accessed.store(now, Ordering::Relaxed);
         self.checked.store(now, Ordering::Relaxed);
         self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+    }
+
+    /// As [`record_failure`](Self::record_failure), and counts an exclusion (`unavail`) when this failure is the
+    /// one that takes the peer out: it was not failed under `max_fails`/`fail_timeout` before, and is now.
+    pub fn record_failure_within(&self, now: u64, max_fails: u32, fail_timeout: u64) -> u32 {
+        let was_failed = self.is_failed(now, max_fails, fail_timeout);
+        let fails = self.record_failure(now);
+        if max_fails != 0 && !was_failed && fails >= max_fails {
+            self.unavail.fetch_add(1, Ordering::Relaxed);
+        }
+        fails
     }
 
     /// An attempt on this peer succeeded: `fails = 0` if it was selected after the last failure's window.
@@ -275,9 +298,12 @@ impl PeerSlot {
         PeerFlags(self.flags.load(Ordering::Relaxed))
     }
 
-    /// Sets `f`.
+    /// Sets `f`. Setting `UNHEALTHY` on a peer that was not counts one unhealthy transition.
     pub fn set_flags(&self, f: PeerFlags) {
-        self.flags.fetch_or(f.bits(), Ordering::Relaxed);
+        let before = PeerFlags(self.flags.fetch_or(f.bits(), Ordering::Relaxed));
+        if f.intersects(PeerFlags::UNHEALTHY) && !before.intersects(PeerFlags::UNHEALTHY) {
+            self.hc_unhealthy.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Clears `f`.
@@ -300,6 +326,18 @@ impl PeerSlot {
         if let Some(c) = StatusClass::of(status) {
             self.responses[c as usize].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The upstream response time histogram.
+    pub fn latency(&self) -> &LatencyHistogram {
+        &self.latency
+    }
+
+    /// Records one upstream response time measured on shard `shard` (two relaxed adds, see [`LatencyHistogram`]).
+    #[inline]
+    pub fn record_response_time(&self, shard: usize, elapsed: std::time::Duration) {
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.latency.record(shard, micros);
     }
 
     /// Adds bytes sent to and received from the peer.
@@ -331,6 +369,7 @@ impl PeerSlot {
             bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
             recovered_at: self.recovered_at(),
+            unavail: self.unavail.load(Ordering::Relaxed),
             health: self.health(),
         }
     }
@@ -432,6 +471,7 @@ mod tests {
                 consecutive_passes: 1,
                 last_status: 204,
                 last_passed: true,
+                unhealthy: 0,
             }
         );
     }
@@ -462,5 +502,39 @@ mod tests {
         assert_eq!(st.requests, 1);
         assert_eq!(st.responses, [0, 1, 0, 0, 1]);
         assert_eq!((st.bytes_sent, st.bytes_received), (10, 20));
+    }
+
+    #[test]
+    fn exclusions_and_unhealthy_turns_are_counted_once_each() {
+        let s = PeerSlot::new();
+        assert_eq!(s.record_failure_within(100, 2, 10), 1);
+        assert_eq!(s.stats().unavail, 0);
+        assert_eq!(s.record_failure_within(100, 2, 10), 2);
+        assert_eq!(s.record_failure_within(101, 2, 10), 3); // already out: not a new exclusion
+        assert_eq!(s.stats().unavail, 1);
+        // the window ends, fails stay at 3: the next failure takes it out again
+        assert_eq!(s.record_failure_within(200, 2, 10), 4);
+        assert_eq!(s.stats().unavail, 2);
+        // max_fails=0 never excludes
+        s.record_failure_within(300, 0, 10);
+        assert_eq!(s.stats().unavail, 2);
+        s.set_flags(PeerFlags::UNHEALTHY);
+        s.set_flags(PeerFlags(PeerFlags::UNHEALTHY.bits() | PeerFlags::CHECKING.bits()));
+        s.clear_flags(PeerFlags::UNHEALTHY);
+        s.set_flags(PeerFlags::UNHEALTHY);
+        s.set_flags(PeerFlags::DRAINING);
+        assert_eq!(s.health().unhealthy, 2);
+    }
+
+    #[test]
+    fn response_times_land_in_the_histogram() {
+        let s = PeerSlot::new();
+        s.record_response_time(0, std::time::Duration::from_micros(800));
+        s.record_response_time(1, std::time::Duration::from_secs(30));
+        let h = s.latency().snapshot();
+        assert_eq!(h.count(), 2);
+        assert_eq!(h.buckets[1], 1);
+        assert_eq!(h.buckets[crate::LATENCY_BUCKETS - 1], 1);
+        assert_eq!(h.sum_us, 30_000_800);
     }
 }
