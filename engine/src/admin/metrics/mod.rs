@@ -68,6 +68,14 @@ mod tests {
             conns: 1,
             requests: 3,
             responses: [0, 2, 0, 0, 1],
+            unavail: 5,
+            health: corelb_shared_state::HealthStats {
+                checks: 9,
+                fails: 4,
+                last_passed: true,
+                unhealthy: 2,
+                ..Default::default()
+            },
             ..PeerStats::default()
         };
         let peer = |server: &str, backup, state| PeerReading {
@@ -116,6 +124,11 @@ mod tests {
             format!(r#"corelb_upstream_peer_state{{{labels},state="up"}} 0"#),
             format!(r#"corelb_upstream_peer_responses_total{{{labels},class="5xx"}} 1"#),
             format!(r#"corelb_upstream_peer_active{{{labels}}} 1"#),
+            format!(r#"corelb_upstream_peer_unavail_total{{{labels}}} 5"#),
+            format!(r#"corelb_upstream_peer_health_checks_total{{{labels}}} 9"#),
+            format!(r#"corelb_upstream_peer_health_check_fails_total{{{labels}}} 4"#),
+            format!(r#"corelb_upstream_peer_health_check_unhealthy_total{{{labels}}} 2"#),
+            format!(r#"corelb_upstream_peer_health_check_last_passed{{{labels}}} 1"#),
             format!(r#"corelb_upstream_peer_response_seconds_bucket{{{labels},le="0.0005"}} 2"#),
             format!(r#"corelb_upstream_peer_response_seconds_bucket{{{labels},le="10"}} 2"#),
             format!(r#"corelb_upstream_peer_response_seconds_bucket{{{labels},le="+Inf"}} 3"#),
