@@ -404,7 +404,10 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
     }
     let mut ticks = 0u64;
     loop {
+        let asleep = Instant::now();
         R::sleep(TICK).await;
+        // Event-loop lag: how much later than asked the tick woke (tasks that hog the thread delay it).
+        shard.counters.record_loop_lag(asleep.elapsed().saturating_sub(TICK));
         ticks += 1;
         if let Some(h) = shard.shared.heartbeats.get(index) {
             h.store(ticks, Ordering::Relaxed);

@@ -114,8 +114,12 @@ fn every_kind_is_counted<R: Runtime>() {
         client_aborts: 2,
         bad_gateway: 1,
         gateway_timeout: 1,
+        // the event-loop lag is timing, not traffic: only its consistency is checked
+        loop_lag_us: s.loop_lag_us,
+        loop_lag_max_us: s.loop_lag_max_us,
     };
     assert_eq!(s, want);
+    assert!(s.loop_lag_max_us >= s.loop_lag_us, "{s:?}");
 }
 
 #[test]

@@ -6,11 +6,13 @@
 //! Nothing here depends on an async runtime.
 
 mod guard;
+mod latency;
 mod shard_slot;
 mod slot;
 mod zone;
 
 pub use guard::ConnGuard;
+pub use latency::{bucket_index, LatencyHistogram, LatencySnapshot, LATENCY_BOUNDS_US, LATENCY_BUCKETS};
 pub use shard_slot::{ShardSlot, ShardStats};
 pub use slot::{HealthStats, PeerFlags, PeerSlot, PeerStats, StatusClass};
 pub use zone::{PeerKey, Zone};

@@ -1,4 +1,5 @@
-//! `ShardSlot`: one cache-line-aligned record of a shard's connection and request counters, kept in the zone.
+//! `ShardSlot`: one cache-line-aligned record of a shard's connection and request counters and event-loop lag, kept
+//! in the zone.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,6 +21,10 @@ pub struct ShardStats {
     pub bad_gateway: u64,
     /// 504 answers (upstream timeout).
     pub gateway_timeout: u64,
+    /// How late the shard's last periodic tick woke, microseconds (event-loop lag).
+    pub loop_lag_us: u64,
+    /// The largest such lag seen since the shard started, microseconds.
+    pub loop_lag_max_us: u64,
 }
 
 /// The counters of one shard. Only that shard writes them; anyone may read them. Every access is `Relaxed`: each
@@ -34,6 +39,8 @@ pub struct ShardSlot {
     client_aborts: AtomicU64,
     bad_gateway: AtomicU64,
     gateway_timeout: AtomicU64,
+    loop_lag_us: AtomicU64,
+    loop_lag_max_us: AtomicU64,
 }
 
 impl ShardSlot {
@@ -83,6 +90,13 @@ impl ShardSlot {
         self.client_aborts.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The shard's periodic tick woke `lag` later than asked: kept as the last lag and folded into the maximum.
+    pub fn record_loop_lag(&self, lag: std::time::Duration) {
+        let micros = u64::try_from(lag.as_micros()).unwrap_or(u64::MAX);
+        self.loop_lag_us.store(micros, Ordering::Relaxed);
+        self.loop_lag_max_us.fetch_max(micros, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn stats(&self) -> ShardStats {
         ShardStats {
@@ -93,6 +107,8 @@ impl ShardSlot {
             client_aborts: self.client_aborts.load(Ordering::Relaxed),
             bad_gateway: self.bad_gateway.load(Ordering::Relaxed),
             gateway_timeout: self.gateway_timeout.load(Ordering::Relaxed),
+            loop_lag_us: self.loop_lag_us.load(Ordering::Relaxed),
+            loop_lag_max_us: self.loop_lag_max_us.load(Ordering::Relaxed),
         }
     }
 }
@@ -127,8 +143,20 @@ mod tests {
             client_aborts: 1,
             bad_gateway: 1,
             gateway_timeout: 1,
+            loop_lag_us: 0,
+            loop_lag_max_us: 0,
         };
         assert_eq!(s.stats(), want);
+    }
+
+    #[test]
+    fn loop_lag_keeps_the_last_and_the_max() {
+        let s = ShardSlot::new();
+        s.record_loop_lag(std::time::Duration::from_micros(300));
+        s.record_loop_lag(std::time::Duration::from_millis(7));
+        s.record_loop_lag(std::time::Duration::from_micros(40));
+        let st = s.stats();
+        assert_eq!((st.loop_lag_us, st.loop_lag_max_us), (40, 7_000));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `PeerSlot`: one cache-line-aligned record of atomics per peer (conns, fails, checked, accessed, flags, counters,
-//! the slow-start origin `recovered_at`, and the active health checks' record).
+//! the slow-start origin `recovered_at`, the active health checks' record, and the response time histogram).
 
 use crate::guard::ConnGuard;
+use crate::latency::LatencyHistogram;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Administrative and health state bits of a peer, as seen by every shard.
@@ -74,7 +75,7 @@ pub struct PeerStats {
     pub bytes_received: u64,
     /// When the peer last came back (seconds; 0 = never), the start of its slow-start ramp.
     pub recovered_at: u64,
-    /// How many times failures reached `max_fails` (nginx Plus's `unavail`).
+    /// How many times failures reached `max_fails` and took the peer out of rotation (nginx Plus's `unavail`).
     pub unavail: u64,
     /// The peer's id in its upstream (the API's `id`), given by the zone.
     pub id: u32,
@@ -96,7 +97,7 @@ pub struct HealthStats {
     pub last_status: u16,
     /// Whether the last probe passed.
     pub last_passed: bool,
-    /// How many times the peer became unhealthy.
+    /// Times the checks turned the peer unhealthy.
     pub unhealthy: u64,
 }
 
@@ -128,10 +129,12 @@ pub struct PeerSlot {
     hc_streak: AtomicU64,
     /// The last probe's status (low 16 bits) and pass bit (bit 16).
     hc_last: AtomicU32,
-    /// Times the peer became unhealthy.
+    /// Times the health checks turned the peer unhealthy.
     hc_unhealthy: AtomicU64,
-    /// Times failures reached `max_fails`.
+    /// Times failures reached `max_fails` and took the peer out (nginx Plus's `unavail`).
     unavail: AtomicU64,
+    /// Upstream response times, one stripe per shard (out of line: its own cache lines).
+    latency: LatencyHistogram,
 }
 
 impl PeerSlot {
@@ -264,16 +267,6 @@ impl PeerSlot {
         ((v & 0xffff_ffff) as u32, (v >> 32) as u32)
     }
 
-    /// Counts one transition to unhealthy (the health checker calls this when it sets `UNHEALTHY`).
-    pub fn count_unhealthy(&self) {
-        self.hc_unhealthy.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts one time the failures reached `max_fails` (nginx Plus's `unavail`).
-    pub fn count_unavail(&self) {
-        self.unavail.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// The health checks' record.
     pub fn health(&self) -> HealthStats {
         let (consecutive_fails, consecutive_passes) = self.check_streak();
@@ -297,6 +290,17 @@ impl PeerSlot {
         self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1)
     }
 
+    /// As [`record_failure`](Self::record_failure), and counts an exclusion (`unavail`) when this failure is the
+    /// one that takes the peer out: it was not failed under `max_fails`/`fail_timeout` before, and is now.
+    pub fn record_failure_within(&self, now: u64, max_fails: u32, fail_timeout: u64) -> u32 {
+        let was_failed = self.is_failed(now, max_fails, fail_timeout);
+        let fails = self.record_failure(now);
+        if max_fails != 0 && !was_failed && fails >= max_fails {
+            self.unavail.fetch_add(1, Ordering::Relaxed);
+        }
+        fails
+    }
+
     /// An attempt on this peer succeeded: `fails = 0` if it was selected after the last failure's window.
     pub fn record_success(&self) {
         if self.accessed() < self.checked() {
@@ -314,9 +318,12 @@ impl PeerSlot {
         PeerFlags(self.flags.load(Ordering::Relaxed))
     }
 
-    /// Sets `f`.
+    /// Sets `f`. Setting `UNHEALTHY` on a peer that was not counts one unhealthy transition.
     pub fn set_flags(&self, f: PeerFlags) {
-        self.flags.fetch_or(f.bits(), Ordering::Relaxed);
+        let before = PeerFlags(self.flags.fetch_or(f.bits(), Ordering::Relaxed));
+        if f.intersects(PeerFlags::UNHEALTHY) && !before.intersects(PeerFlags::UNHEALTHY) {
+            self.hc_unhealthy.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Clears `f`.
@@ -339,6 +346,18 @@ impl PeerSlot {
         if let Some(c) = StatusClass::of(status) {
             self.responses[c as usize].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The upstream response time histogram.
+    pub fn latency(&self) -> &LatencyHistogram {
+        &self.latency
+    }
+
+    /// Records one upstream response time measured on shard `shard` (two relaxed adds, see [`LatencyHistogram`]).
+    #[inline]
+    pub fn record_response_time(&self, shard: usize, elapsed: std::time::Duration) {
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.latency.record(shard, micros);
     }
 
     /// Adds bytes sent to and received from the peer.
@@ -501,8 +520,9 @@ mod tests {
         s.count_response(503);
         s.count_response(700);
         s.count_bytes(10, 20);
-        s.count_unavail();
-        s.count_unhealthy();
+        s.record_failure_within(70, 1, 10);
+        s.set_flags(PeerFlags::UNHEALTHY);
+        s.set_flags(PeerFlags::UNHEALTHY);
         s.note_selected(77, 10);
         let st = s.stats();
         assert_eq!(
@@ -513,5 +533,39 @@ mod tests {
         assert_eq!(st.requests, 1);
         assert_eq!(st.responses, [0, 1, 0, 0, 1]);
         assert_eq!((st.bytes_sent, st.bytes_received), (10, 20));
+    }
+
+    #[test]
+    fn exclusions_and_unhealthy_turns_are_counted_once_each() {
+        let s = PeerSlot::new();
+        assert_eq!(s.record_failure_within(100, 2, 10), 1);
+        assert_eq!(s.stats().unavail, 0);
+        assert_eq!(s.record_failure_within(100, 2, 10), 2);
+        assert_eq!(s.record_failure_within(101, 2, 10), 3); // already out: not a new exclusion
+        assert_eq!(s.stats().unavail, 1);
+        // the window ends, fails stay at 3: the next failure takes it out again
+        assert_eq!(s.record_failure_within(200, 2, 10), 4);
+        assert_eq!(s.stats().unavail, 2);
+        // max_fails=0 never excludes
+        s.record_failure_within(300, 0, 10);
+        assert_eq!(s.stats().unavail, 2);
+        s.set_flags(PeerFlags::UNHEALTHY);
+        s.set_flags(PeerFlags(PeerFlags::UNHEALTHY.bits() | PeerFlags::CHECKING.bits()));
+        s.clear_flags(PeerFlags::UNHEALTHY);
+        s.set_flags(PeerFlags::UNHEALTHY);
+        s.set_flags(PeerFlags::DRAINING);
+        assert_eq!(s.health().unhealthy, 2);
+    }
+
+    #[test]
+    fn response_times_land_in_the_histogram() {
+        let s = PeerSlot::new();
+        s.record_response_time(0, std::time::Duration::from_micros(800));
+        s.record_response_time(1, std::time::Duration::from_secs(30));
+        let h = s.latency().snapshot();
+        assert_eq!(h.count(), 2);
+        assert_eq!(h.buckets[1], 1);
+        assert_eq!(h.buckets[crate::LATENCY_BUCKETS - 1], 1);
+        assert_eq!(h.sum_us, 30_000_800);
     }
 }

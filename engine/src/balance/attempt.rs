@@ -201,9 +201,7 @@ impl<'p> Attempt<'p> {
             return;
         }
         if outcome == Outcome::Failed {
-            if peer.slot.record_failure(now) == peer.max_fails {
-                peer.slot.count_unavail();
-            }
+            peer.slot.record_failure_within(now, peer.max_fails, peer.fail_timeout);
             let ew = &mut shard.weights(choice.list).effective[choice.index];
             if let Some(step) = peer.weight.checked_div(peer.max_fails) {
                 *ew -= i64::from(step);

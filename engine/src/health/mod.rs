@@ -316,9 +316,6 @@ impl CheckRun {
 fn publish(slot: &PeerSlot, unhealthy: bool, checking: bool, now: u64) {
     let was_unhealthy = slot.flags().intersects(PeerFlags::UNHEALTHY);
     if unhealthy {
-        if !was_unhealthy {
-            slot.count_unhealthy();
-        }
         slot.set_flags(PeerFlags::UNHEALTHY);
     }
     if checking {

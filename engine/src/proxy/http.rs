@@ -439,6 +439,7 @@ async fn proxy<R: Runtime>(
         });
         let head_request = req.head_request;
         let (ubuf, cbuf) = (&mut bufs.upstream, &mut bufs.client);
+        let try_started = Instant::now();
         let got = exchange::<R>(
             shard,
             snap,
@@ -457,6 +458,7 @@ async fn proxy<R: Runtime>(
                 peer.slot.count_response(info.status);
                 let keep =
                     pass_response::<R>(shard, snap, plan, req, conn, info, peer.addr, client, bufs, decoder).await;
+                peer.slot.record_response_time(shard.index, try_started.elapsed());
                 tries.report(Outcome::Success);
                 return keep;
             }

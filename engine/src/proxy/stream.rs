@@ -63,6 +63,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     };
     let _ = upstream.set_nodelay(true);
     peer.slot.count_request();
+    let session = std::time::Instant::now();
     let mut up_half = Half::new(BUF);
     let mut down_half = Half::new(BUF);
     let end = pump::<R, _, _>(&mut client, &mut upstream, &mut up_half, &mut down_half, srv.timeout).await;
@@ -70,6 +71,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         eprintln!("corelb: [info] stream to {} ended: {e}", peer.addr);
     }
     peer.slot.count_bytes(up_half.bytes, down_half.bytes);
+    peer.slot.record_response_time(shard.index, session.elapsed());
     shard.with_stream_state(&snap, srv.upstream, |st| {
         attempt.report(Outcome::Success, st, DateCache::now_secs())
     });
