@@ -187,6 +187,11 @@ impl<R: Runtime> Shard<R> {
         }
     }
 
+    /// The generation of the running snapshot (a cheap check before [`Shard::snapshot`]).
+    pub fn current_generation(&self) -> u64 {
+        self.shared.snapshot.load().generation
+    }
+
     /// The current snapshot (this shard's state is rebuilt when the generation changed).
     pub fn snapshot(&self) -> Arc<Snapshot> {
         let current = self.shared.snapshot.load();
@@ -295,13 +300,109 @@ impl<R: Runtime> Shard<R> {
     }
 }
 
-/// A listening socket's role.
-#[derive(Debug, Clone, Copy)]
+/// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
+/// address in the snapshot a connection runs on, so a reload that reorders the config moves no connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
-    /// Index into the snapshot's http ports.
-    Http(usize),
-    /// Index into the snapshot's stream servers.
-    Stream(usize),
+    Http,
+    Stream,
+}
+
+/// Tells one accept loop to close its listener (a reload removed the address).
+#[derive(Default)]
+struct CloseListener {
+    closed: Cell<bool>,
+    notify: tokio::sync::Notify,
+}
+
+impl CloseListener {
+    fn close(&self) {
+        self.closed.set(true);
+        self.notify.notify_waiters();
+    }
+
+    async fn closed(&self) {
+        if !self.closed.get() {
+            self.notify.notified().await;
+        }
+    }
+}
+
+/// A shard's listening sockets, by address and role, and the snapshot generation they follow.
+struct Listeners {
+    open: Vec<(SocketAddr, Role, Rc<CloseListener>)>,
+    generation: u64,
+}
+
+/// Every listen address of `snap` with its role.
+fn wanted(snap: &Snapshot) -> Vec<(SocketAddr, Role)> {
+    snap.listen_addrs()
+        .map(|(addr, stream)| (addr, if stream { Role::Stream } else { Role::Http }))
+        .collect()
+}
+
+impl Listeners {
+    /// Binds every listen address of `snap` (before the shard reports ready: a failure stops the start).
+    fn bind_all<R: Runtime>(snap: &Snapshot) -> Result<Vec<(SocketAddr, Role, R::Listener)>, StartError> {
+        wanted(snap)
+            .into_iter()
+            .map(|(addr, role)| match R::bind(addr, BACKLOG) {
+                Ok(l) => Ok((addr, role, l)),
+                Err(source) => Err(StartError::Bind { addr, source }),
+            })
+            .collect()
+    }
+
+    /// Starts an accept loop per bound listener.
+    fn spawn<R: Runtime>(shard: &Rc<Shard<R>>, bound: Vec<(SocketAddr, Role, R::Listener)>, generation: u64) -> Self {
+        let mut this = Listeners {
+            open: Vec::new(),
+            generation,
+        };
+        for (addr, role, l) in bound {
+            this.accept_on::<R>(shard, addr, role, l);
+        }
+        this
+    }
+
+    fn accept_on<R: Runtime>(&mut self, shard: &Rc<Shard<R>>, addr: SocketAddr, role: Role, l: R::Listener) {
+        let close = Rc::new(CloseListener::default());
+        shard.accepting.set(shard.accepting.get() + 1);
+        R::spawn(accept_loop::<R>(Rc::clone(shard), l, addr, role, Rc::clone(&close)));
+        self.open.push((addr, role, close));
+    }
+
+    /// After a reload: closes the listeners whose address the running snapshot no longer has (accepted connections
+    /// go on) and binds the new addresses; an address in both keeps its socket, so nothing is refused there. The
+    /// control plane tried every new address before the swap, so a bind failing here lost a race with another
+    /// process: it is logged and the shard goes on without that listener.
+    fn follow<R: Runtime>(&mut self, shard: &Rc<Shard<R>>) {
+        let snap = shard.shared.snapshot.load_full();
+        if snap.generation == self.generation {
+            return;
+        }
+        self.generation = snap.generation;
+        let want = wanted(&snap);
+        self.open.retain(|(addr, role, close)| {
+            let keep = want.contains(&(*addr, *role));
+            if !keep {
+                close.close();
+            }
+            keep
+        });
+        for (addr, role) in want {
+            if self.open.iter().any(|(a, r, _)| (*a, *r) == (addr, role)) {
+                continue;
+            }
+            match R::bind(addr, BACKLOG) {
+                Ok(l) => self.accept_on::<R>(shard, addr, role, l),
+                Err(e) => eprintln!(
+                    "corelb: [emerg] shard {}: bind() to {addr} failed ({e}); generation {} does not listen there",
+                    shard.index, snap.generation
+                ),
+            }
+        }
+    }
 }
 
 /// Why a shard could not start.
@@ -368,29 +469,17 @@ fn start_failure(handles: Vec<std::thread::JoinHandle<io::Result<()>>>) -> Start
 async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::Sender<Result<(), StartError>>) {
     let shard = Rc::new(Shard::<R>::new(index, shared));
     let snap = shard.snapshot();
-    let roles = snap
-        .http_ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.addr, Role::Http(i)))
-        .chain(snap.stream_ports.iter().map(|p| (p.addr, Role::Stream(p.server))));
-    let mut listeners = Vec::new();
-    for (addr, role) in roles {
-        match R::bind(addr, BACKLOG) {
-            Ok(l) => listeners.push((l, role)),
-            Err(source) => {
-                let _ = ready.send(Err(StartError::Bind { addr, source }));
-                return;
-            }
+    let bound = match Listeners::bind_all::<R>(&snap) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
         }
-    }
-    drop(snap);
+    };
     let _ = ready.send(Ok(()));
     drop(ready); // start-up waits for every shard's word, or for the channel to close when one cannot start
-    for (l, role) in listeners {
-        shard.accepting.set(shard.accepting.get() + 1);
-        R::spawn(accept_loop::<R>(Rc::clone(&shard), l, role));
-    }
+    let mut listeners = Listeners::spawn::<R>(&shard, bound, snap.generation);
+    drop(snap);
     let mut ticks = 0u64;
     loop {
         R::sleep(TICK).await;
@@ -403,28 +492,37 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
             if shard.accepting.get() == 0 && shard.active.get() == 0 {
                 return;
             }
+        } else {
+            listeners.follow::<R>(&shard);
         }
     }
 }
 
-async fn accept_loop<R: Runtime>(shard: Rc<Shard<R>>, listener: R::Listener, role: Role) {
-    let limit = shard.local.borrow().snap.config.main.worker_connections.max(1);
+async fn accept_loop<R: Runtime>(
+    shard: Rc<Shard<R>>,
+    listener: R::Listener,
+    addr: SocketAddr,
+    role: Role,
+    close: Rc<CloseListener>,
+) {
     loop {
+        // Read each time: a reload may change it.
+        let limit = shard.local.borrow().snap.config.main.worker_connections.max(1);
         if shard.active.get() >= limit {
             // nginx's "worker_connections are not enough": stop accepting until a connection ends.
             R::sleep(Duration::from_millis(5)).await;
-            if !shard.draining() {
+            if !shard.draining() && !close.closed.get() {
                 continue;
             }
         }
         let next = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-            shard.stopped().await;
+            futures_lite::future::or(shard.stopped(), close.closed()).await;
             None
         })
         .await;
         match next {
             None => break,
-            Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, role),
+            Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, addr, role),
             Some(Err(e)) => {
                 eprintln!("corelb: [error] shard {}: accept() failed ({e})", shard.index);
                 R::sleep(Duration::from_millis(10)).await;
@@ -446,7 +544,13 @@ impl<R: Runtime> Drop for Active<R> {
     }
 }
 
-fn spawn_connection<R: Runtime>(shard: &Rc<Shard<R>>, conn: R::Conn, remote: SocketAddr, role: Role) {
+fn spawn_connection<R: Runtime>(
+    shard: &Rc<Shard<R>>,
+    conn: R::Conn,
+    remote: SocketAddr,
+    listen: SocketAddr,
+    role: Role,
+) {
     let _ = conn.set_nodelay(true);
     shard.active.set(shard.active.get() + 1);
     shard.shared.connections.fetch_add(1, Ordering::Relaxed);
@@ -456,13 +560,13 @@ fn spawn_connection<R: Runtime>(shard: &Rc<Shard<R>>, conn: R::Conn, remote: Soc
         let shard = Rc::clone(&active.0);
         let index = shard.index;
         let served = match role {
-            Role::Http(port) => {
-                AssertUnwindSafe(crate::proxy::http::serve::<R>(shard, conn, remote, port))
+            Role::Http => {
+                AssertUnwindSafe(crate::proxy::http::serve::<R>(shard, conn, remote, listen))
                     .catch_unwind()
                     .await
             }
-            Role::Stream(server) => {
-                AssertUnwindSafe(crate::proxy::stream::serve::<R>(shard, conn, remote, server))
+            Role::Stream => {
+                AssertUnwindSafe(crate::proxy::stream::serve::<R>(shard, conn, remote, listen))
                     .catch_unwind()
                     .await
             }

@@ -21,6 +21,7 @@ use crate::shard::{Buffers, Shard};
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// nginx's `send_timeout` and `client_body_timeout` defaults.
@@ -56,41 +57,91 @@ enum Route<'s> {
     Admin(AdminEndpoint, Box<(String, String)>),
 }
 
-/// Serves one client connection on http port `port` until it closes.
-pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, port: usize) {
-    let snap = shard.snapshot();
-    let Some(listen) = snap.http_ports.get(port) else {
+/// The snapshot a connection's next request runs on: the running one, taken again when a reload changed it. A
+/// request in flight keeps the one it started with.
+struct ConnSnapshot {
+    snap: Arc<Snapshot>,
+    /// The listen address's index into `snap.http_ports`.
+    port: usize,
+    listen: SocketAddr,
+    /// The default server's client settings (header and keepalive timeouts before a request names its server).
+    client: ClientConf,
+    /// The running config no longer listens here: the next request is served on `snap`, then the connection closes
+    /// (as nginx's old workers close their keepalive connections).
+    gone: bool,
+}
+
+impl ConnSnapshot {
+    fn take<R: Runtime>(shard: &Shard<R>, listen: SocketAddr) -> Option<Self> {
+        let snap = shard.snapshot();
+        let port = snap.http_port_of(listen)?;
+        let client = Self::default_client(&snap, port);
+        Some(ConnSnapshot {
+            snap,
+            port,
+            listen,
+            client,
+            gone: false,
+        })
+    }
+
+    fn default_client(snap: &Snapshot, port: usize) -> ClientConf {
+        let server = snap.http_ports.get(port).map(|p| p.default_server);
+        let http = snap.config.http.as_ref();
+        server
+            .and_then(|s| http?.servers.get(s))
+            .map(|s| s.client.clone())
+            .unwrap_or_default()
+    }
+
+    /// Moves to the running snapshot if a reload changed it (one atomic load when it did not).
+    fn refresh<R: Runtime>(&mut self, shard: &Shard<R>) {
+        if self.gone || shard.current_generation() == self.snap.generation {
+            return;
+        }
+        match Self::take(shard, self.listen) {
+            Some(next) => *self = next,
+            None => self.gone = true,
+        }
+    }
+}
+
+/// Serves one client connection accepted on the http listen address `listen` until it closes.
+pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, listen: SocketAddr) {
+    let Some(mut at) = ConnSnapshot::take(&shard, listen) else {
         return;
     };
     let vars = ConnVars {
         remote,
-        local: client.local_addr().unwrap_or(listen.addr),
+        local: client.local_addr().unwrap_or(listen),
     };
-    let default_client = snap
-        .config
-        .http
-        .as_ref()
-        .and_then(|h| h.servers.get(listen.default_server))
-        .map(|s| s.client.clone())
-        .unwrap_or_default();
     let mut bufs = shard.take_buffers();
     let mut decoder = ChunkedDecoder::new();
     let mut served = 0u64;
     loop {
-        let wait = if served == 0 {
-            default_client.client_header_timeout
-        } else {
-            default_client.keepalive_timeout
+        at.refresh(&shard);
+        let step = loop {
+            let wait = if served == 0 {
+                at.client.client_header_timeout
+            } else {
+                at.client.keepalive_timeout
+            };
+            match next_request::<R>(&shard, &at.snap, at.port, vars, served, &mut client, &mut bufs, wait).await {
+                // The first bytes of a request after a wait: it runs on the config running now.
+                Next::Arrived => at.refresh(&shard),
+                step => break step,
+            }
         };
-        let step = next_request::<R>(&shard, &snap, port, vars, served, &mut client, &mut bufs, wait).await;
-        let (req, route) = match step {
-            Next::Closed => break,
+        let (mut req, route) = match step {
+            Next::Closed | Next::Arrived => break,
             Next::Reject(r) => {
                 reject::<R>(&shard, &mut client, &mut bufs.out, r).await;
                 break;
             }
             Next::Request(req, route) => (req, route),
         };
+        req.keepalive &= !at.gone;
+        let snap = &*at.snap;
         shard.counters.count_request();
         served += 1;
         if req.expect_continue && bufs.client.readable().is_empty() {
@@ -104,7 +155,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         }
         let keep = match route {
             Route::Fixed(answer) => fixed::<R>(&shard, answer, &req, &mut client, &mut bufs, &mut decoder).await,
-            Route::Proxy(plan) => proxy::<R>(&shard, &snap, plan, &req, &mut client, &mut bufs, &mut decoder).await,
+            Route::Proxy(plan) => proxy::<R>(&shard, snap, plan, &req, &mut client, &mut bufs, &mut decoder).await,
             Route::Admin(endpoint, target) => {
                 admin::<R>(&shard, endpoint, &target, &req, &mut client, &mut bufs, &mut decoder).await
             }
@@ -197,6 +248,8 @@ async fn admin<R: Runtime>(
 
 enum Next<'s> {
     Closed,
+    /// Bytes came on a connection with none buffered: take the running snapshot, then route.
+    Arrived,
     Reject(Rejection),
     Request(Request, Route<'s>),
 }
@@ -237,6 +290,7 @@ async fn next_request<'s, R: Runtime>(
         )
         .await;
         match read {
+            Some(Ok(Ok(n))) if n > 0 && idle => return Next::Arrived,
             Some(Ok(Ok(n))) if n > 0 => {}
             Some(Ok(_)) if !idle => {
                 // The client left (or failed) half-way through a head.
