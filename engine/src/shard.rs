@@ -2,6 +2,8 @@
 //! upstream keepalive pools, sharing only the config snapshot and the zone. A panic in one connection's task is
 //! caught and logged; the shard and its other connections keep running.
 
+mod listen;
+
 use crate::balance::ShardState;
 use crate::config::model::Config;
 use crate::control::{ApplyError, ChangeKind, Control, ControlStats};
@@ -9,11 +11,12 @@ use crate::http::pages::DateCache;
 use crate::proxy::body::IoBuf;
 use crate::proxy::pool::Pool;
 use crate::proxy::route::FixedAnswer;
-use crate::runtime::{Conn, Listener, Runtime};
+use crate::runtime::{Conn, Runtime};
 use crate::snapshot::Snapshot;
 use arc_swap::ArcSwap;
 use corelb_shared_state::{ShardSlot, Zone};
 use futures_lite::FutureExt;
+use listen::{Listeners, Role};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
@@ -27,8 +30,6 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 /// Connection buffers kept for reuse per shard.
 const SPARE_BUFFERS: usize = 256;
-/// Listen backlog (nginx's default 511).
-const BACKLOG: i32 = 511;
 
 /// What every shard shares: the current snapshot, the zone, the control plane, and the stop flag.
 #[derive(Debug)]
@@ -300,111 +301,6 @@ impl<R: Runtime> Shard<R> {
     }
 }
 
-/// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
-/// address in the snapshot a connection runs on, so a reload that reorders the config moves no connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Http,
-    Stream,
-}
-
-/// Tells one accept loop to close its listener (a reload removed the address).
-#[derive(Default)]
-struct CloseListener {
-    closed: Cell<bool>,
-    notify: tokio::sync::Notify,
-}
-
-impl CloseListener {
-    fn close(&self) {
-        self.closed.set(true);
-        self.notify.notify_waiters();
-    }
-
-    async fn closed(&self) {
-        if !self.closed.get() {
-            self.notify.notified().await;
-        }
-    }
-}
-
-/// A shard's listening sockets, by address and role, and the snapshot generation they follow.
-struct Listeners {
-    open: Vec<(SocketAddr, Role, Rc<CloseListener>)>,
-    generation: u64,
-}
-
-/// Every listen address of `snap` with its role.
-fn wanted(snap: &Snapshot) -> Vec<(SocketAddr, Role)> {
-    snap.listen_addrs()
-        .map(|(addr, stream)| (addr, if stream { Role::Stream } else { Role::Http }))
-        .collect()
-}
-
-impl Listeners {
-    /// Binds every listen address of `snap` (before the shard reports ready: a failure stops the start).
-    fn bind_all<R: Runtime>(snap: &Snapshot) -> Result<Vec<(SocketAddr, Role, R::Listener)>, StartError> {
-        wanted(snap)
-            .into_iter()
-            .map(|(addr, role)| match R::bind(addr, BACKLOG) {
-                Ok(l) => Ok((addr, role, l)),
-                Err(source) => Err(StartError::Bind { addr, source }),
-            })
-            .collect()
-    }
-
-    /// Starts an accept loop per bound listener.
-    fn spawn<R: Runtime>(shard: &Rc<Shard<R>>, bound: Vec<(SocketAddr, Role, R::Listener)>, generation: u64) -> Self {
-        let mut this = Listeners {
-            open: Vec::new(),
-            generation,
-        };
-        for (addr, role, l) in bound {
-            this.accept_on::<R>(shard, addr, role, l);
-        }
-        this
-    }
-
-    fn accept_on<R: Runtime>(&mut self, shard: &Rc<Shard<R>>, addr: SocketAddr, role: Role, l: R::Listener) {
-        let close = Rc::new(CloseListener::default());
-        shard.accepting.set(shard.accepting.get() + 1);
-        R::spawn(accept_loop::<R>(Rc::clone(shard), l, addr, role, Rc::clone(&close)));
-        self.open.push((addr, role, close));
-    }
-
-    /// After a reload: closes the listeners whose address the running snapshot no longer has (accepted connections
-    /// go on) and binds the new addresses; an address in both keeps its socket, so nothing is refused there. The
-    /// control plane tried every new address before the swap, so a bind failing here lost a race with another
-    /// process: it is logged and the shard goes on without that listener.
-    fn follow<R: Runtime>(&mut self, shard: &Rc<Shard<R>>) {
-        let snap = shard.shared.snapshot.load_full();
-        if snap.generation == self.generation {
-            return;
-        }
-        self.generation = snap.generation;
-        let want = wanted(&snap);
-        self.open.retain(|(addr, role, close)| {
-            let keep = want.contains(&(*addr, *role));
-            if !keep {
-                close.close();
-            }
-            keep
-        });
-        for (addr, role) in want {
-            if self.open.iter().any(|(a, r, _)| (*a, *r) == (addr, role)) {
-                continue;
-            }
-            match R::bind(addr, BACKLOG) {
-                Ok(l) => self.accept_on::<R>(shard, addr, role, l),
-                Err(e) => eprintln!(
-                    "corelb: [emerg] shard {}: bind() to {addr} failed ({e}); generation {} does not listen there",
-                    shard.index, snap.generation
-                ),
-            }
-        }
-    }
-}
-
 /// Why a shard could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -496,41 +392,6 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
             listeners.follow::<R>(&shard);
         }
     }
-}
-
-async fn accept_loop<R: Runtime>(
-    shard: Rc<Shard<R>>,
-    listener: R::Listener,
-    addr: SocketAddr,
-    role: Role,
-    close: Rc<CloseListener>,
-) {
-    loop {
-        // Read each time: a reload may change it.
-        let limit = shard.local.borrow().snap.config.main.worker_connections.max(1);
-        if shard.active.get() >= limit {
-            // nginx's "worker_connections are not enough": stop accepting until a connection ends.
-            R::sleep(Duration::from_millis(5)).await;
-            if !shard.draining() && !close.closed.get() {
-                continue;
-            }
-        }
-        let next = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-            futures_lite::future::or(shard.stopped(), close.closed()).await;
-            None
-        })
-        .await;
-        match next {
-            None => break,
-            Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, addr, role),
-            Some(Err(e)) => {
-                eprintln!("corelb: [error] shard {}: accept() failed ({e})", shard.index);
-                R::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-    drop(listener);
-    shard.accepting.set(shard.accepting.get() - 1);
 }
 
 /// Counts a connection for as long as it lives, panics included.

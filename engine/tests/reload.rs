@@ -200,12 +200,24 @@ fn listeners_follow<R: Runtime>() {
     let proxy = Proxy::start::<R>(config(&proxy_conf(&[one], &servers, "")), 2);
     let mut on_one = Client::connect(one);
     assert_eq!(get_on(&mut on_one), Some((200, "a".into())));
-    // Add `two`: every shard binds it.
-    reload(&proxy.shared, &proxy_conf(&[one, two], &servers, ""));
+    // Add `two` (http) and `three` (a stream server): every shard binds them.
+    let (echo, _) = support::backend::tcp_echo();
+    let three = free_addr();
+    let stream = format!("stream {{ upstream s {{ server {echo}; }} server {{ listen {three}; proxy_pass s; }} }}\n");
+    reload(&proxy.shared, &(proxy_conf(&[one, two], &servers, "") + &stream));
     wait_for(Duration::from_secs(5), "the new address to listen", || {
         TcpStream::connect(two).is_ok()
     });
     assert_eq!(support::get(two, "/").map(|r| r.status), Some(200), "{}", R::NAME);
+    wait_for(Duration::from_secs(5), "the stream address to listen", || {
+        TcpStream::connect(three).is_ok()
+    });
+    let mut s = TcpStream::connect(three).expect("stream connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"ping").expect("send");
+    let mut got = [0u8; 4];
+    s.read_exact(&mut got).expect("echo");
+    assert_eq!(&got, b"ping", "{}", R::NAME);
     // Remove `one`: no more connections there, while the keepalive connection accepted on it serves its next
     // request (and then closes: the config no longer has its server).
     reload(&proxy.shared, &proxy_conf(&[two], &servers, ""));
@@ -309,7 +321,7 @@ fn control_plane(text: &str) -> Arc<Shared> {
     shared
 }
 
-/// The slot of peer `i` of upstream 0 (primary list) in the running snapshot.
+/// The slot of the peer at `addr` of upstream 0 (primary list) in the running snapshot.
 fn slot(shared: &Shared, addr: SocketAddr) -> Arc<PeerSlot> {
     let snap = shared.snapshot.load();
     let plan = snap.http_plans.first().expect("upstream");

@@ -3,6 +3,7 @@
 //! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
 
 use super::body::{collect_body, discard_body, forward_body, send, BodyError, Limits, Relay};
+use super::conn_snapshot::ConnSnapshot;
 use super::exchange::{exchange, ResponseInfo, StreamedBody};
 use super::retry::{RequestKind, Then, Tries};
 use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
@@ -21,7 +22,6 @@ use crate::shard::{Buffers, Shard};
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// nginx's `send_timeout` and `client_body_timeout` defaults.
@@ -55,55 +55,6 @@ enum Route<'s> {
     Proxy(&'s ProxyPlan),
     /// An `api` or `metrics` location, with the request's method and target (copied: the head is consumed).
     Admin(AdminEndpoint, Box<(String, String)>),
-}
-
-/// The snapshot a connection's next request runs on: the running one, taken again when a reload changed it. A
-/// request in flight keeps the one it started with.
-struct ConnSnapshot {
-    snap: Arc<Snapshot>,
-    /// The listen address's index into `snap.http_ports`.
-    port: usize,
-    listen: SocketAddr,
-    /// The default server's client settings (header and keepalive timeouts before a request names its server).
-    client: ClientConf,
-    /// The running config no longer listens here: the next request is served on `snap`, then the connection closes
-    /// (as nginx's old workers close their keepalive connections).
-    gone: bool,
-}
-
-impl ConnSnapshot {
-    fn take<R: Runtime>(shard: &Shard<R>, listen: SocketAddr) -> Option<Self> {
-        let snap = shard.snapshot();
-        let port = snap.http_port_of(listen)?;
-        let client = Self::default_client(&snap, port);
-        Some(ConnSnapshot {
-            snap,
-            port,
-            listen,
-            client,
-            gone: false,
-        })
-    }
-
-    fn default_client(snap: &Snapshot, port: usize) -> ClientConf {
-        let server = snap.http_ports.get(port).map(|p| p.default_server);
-        let http = snap.config.http.as_ref();
-        server
-            .and_then(|s| http?.servers.get(s))
-            .map(|s| s.client.clone())
-            .unwrap_or_default()
-    }
-
-    /// Moves to the running snapshot if a reload changed it (one atomic load when it did not).
-    fn refresh<R: Runtime>(&mut self, shard: &Shard<R>) {
-        if self.gone || shard.current_generation() == self.snap.generation {
-            return;
-        }
-        match Self::take(shard, self.listen) {
-            Some(next) => *self = next,
-            None => self.gone = true,
-        }
-    }
 }
 
 /// Serves one client connection accepted on the http listen address `listen` until it closes.
