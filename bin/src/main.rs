@@ -1,10 +1,11 @@
-//! The `corelb` command: `-c` runs the proxy, `-t` tests a config, `pick` shows which peers requests would reach,
-//! `bench` runs the load generator.
+//! The `corelb` command: `-c` runs the proxy, `-t` tests a config, `-s` signals the running proxy, `pick` shows
+//! which peers requests would reach, `bench` runs the load generator.
 
 mod bench;
 mod check;
 mod pick;
 mod run;
+mod signal;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -17,6 +18,9 @@ struct Cli {
     /// Test the configuration file and exit (like `nginx -t`).
     #[arg(short = 't')]
     test: bool,
+    /// Send a signal to the running proxy (found through the config's `pid` file), like `nginx -s`.
+    #[arg(short = 's', value_name = "SIGNAL", value_parser = signal::ACTIONS)]
+    signal: Option<String>,
     /// The configuration file.
     #[arg(short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
@@ -53,7 +57,9 @@ fn main() -> ExitCode {
         eprintln!("corelb: [emerg] no configuration file given: use -c FILE (see --help)");
         return ExitCode::from(1);
     };
-    if cli.test {
+    if let Some(action) = &cli.signal {
+        signal::main(&config, action)
+    } else if cli.test {
         check::test_config(&config)
     } else {
         run::run(&config, cli.runtime)

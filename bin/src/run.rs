@@ -28,7 +28,7 @@ pub fn run(config: &Path, runtime: Option<String>) -> ExitCode {
             return ExitCode::from(e.exit_code());
         }
     };
-    match server::run(conf, kind) {
+    match server::run(conf, kind, config) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("corelb: [emerg] {e}");

@@ -1,13 +1,18 @@
 //! The control plane: the one way a config becomes the running snapshot (start, reload, an API change), serialized
 //! by one lock and never on the request path. It builds the snapshot (the zone keeps unchanged peers' slots),
-//! swaps the health checkers over to it, publishes it to every shard at once, and counts what happened.
+//! swaps the health checkers over to it, publishes it to every shard at once, and counts what happened. A new
+//! listen address is tried before the swap, so a reload that could not listen there changes nothing. Reloads from
+//! the config file ([`reload_from`]) keep what only a restart can change.
 
-use crate::config::model::Config;
+use crate::config::error::errno_text;
+use crate::config::model::{Config, RuntimeKind, Workers};
 use crate::health::HealthCheckers;
 use crate::snapshot::{Snapshot, SnapshotError};
 use arc_swap::ArcSwap;
 use corelb_shared_state::Zone;
 use std::io;
+use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -22,6 +27,20 @@ pub enum ApplyError {
     Snapshot(#[from] SnapshotError),
     #[error("could not start the health checks ({0})")]
     Health(io::Error),
+    /// A listen address the new config adds cannot be bound (nginx's wording).
+    #[error("bind() to {addr} failed ({})", errno_text(.source))]
+    Bind { addr: SocketAddr, source: io::Error },
+}
+
+impl ApplyError {
+    /// The error as one nginx-style log line body: `[emerg] ...` (a config error already carries its level and
+    /// `in FILE:LINE`).
+    pub fn log_line(&self) -> String {
+        match self {
+            ApplyError::Refused(m) if m.starts_with('[') => m.clone(),
+            other => format!("[emerg] {other}"),
+        }
+    }
 }
 
 /// What the control plane has done so far (read by the metrics and the API).
@@ -122,19 +141,22 @@ impl Control {
         current: &ArcSwap<Snapshot>,
         zone: &Zone,
         change: impl FnOnce(&Config) -> Result<Config, ApplyError>,
-    ) -> Result<Arc<Snapshot>, ApplyError> {
+    ) -> Result<(Arc<Snapshot>, Arc<Snapshot>), ApplyError> {
         let old = current.load_full();
         let config = change(&old.config)?;
-        Ok(Arc::new(Snapshot::build(config, zone, old.generation + 1)?))
+        // Before the build: building attaches the new peers to the zone, which a refused change must not do.
+        try_new_listens(&old.config, &config)?;
+        let snap = Snapshot::build(config, zone, old.generation + 1)?;
+        Ok((old, Arc::new(snap)))
     }
 
     /// New checkers first (they mark `mandatory` peers before any request can reach them), then the swap.
     fn publish(
-        snap: Arc<Snapshot>,
+        (old, snap): (Arc<Snapshot>, Arc<Snapshot>),
         health: &mut HealthCheckers,
         current: &ArcSwap<Snapshot>,
     ) -> Result<u64, ApplyError> {
-        let next = HealthCheckers::start(Arc::clone(&snap)).map_err(ApplyError::Health)?;
+        let next = HealthCheckers::start_after(Arc::clone(&snap), Some(&old)).map_err(ApplyError::Health)?;
         std::mem::replace(health, next).detach();
         let generation = snap.generation;
         current.store(snap);
@@ -159,4 +181,160 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Binds each listen address `new` has and `old` has not, the way a shard will (`SO_REUSEPORT`), and lets it go: an
+/// address another program holds fails the change before anything moved. Addresses kept are not touched.
+fn try_new_listens(old: &Config, new: &Config) -> Result<(), ApplyError> {
+    let before: Vec<SocketAddr> = listen_addrs(old).collect();
+    for addr in listen_addrs(new) {
+        if before.contains(&addr) {
+            continue;
+        }
+        try_bind(addr).map_err(|source| ApplyError::Bind { addr, source })?;
+    }
+    Ok(())
+}
+
+/// Every `listen` address of `config` (http and stream).
+fn listen_addrs(config: &Config) -> impl Iterator<Item = SocketAddr> + '_ {
+    let http = config.http.iter().flat_map(|h| &h.servers).flat_map(|s| &s.listens);
+    let stream = config.stream.iter().flat_map(|s| &s.servers).flat_map(|s| &s.listens);
+    http.map(|l| l.addr).chain(stream.map(|l| l.addr))
+}
+
+fn try_bind(addr: SocketAddr) -> io::Result<()> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    sock.set_reuse_port(true)?;
+    sock.bind(&addr.into())
+}
+
+/// The change a reload makes: the config file at `path` read again (its `[warn]` lines logged), with the settings
+/// only a restart can change kept from the running config.
+pub fn reload_from(path: &Path) -> impl FnOnce(&Config) -> Result<Config, ApplyError> + '_ {
+    move |running| {
+        let mut next = crate::config::load(path).map_err(|e| ApplyError::Refused(e.to_string()))?;
+        let kept = keep_restart_only(running, &mut next);
+        for w in next.warnings.iter().chain(&kept) {
+            eprintln!("corelb: [warn] {w}");
+        }
+        Ok(next)
+    }
+}
+
+/// Puts back in `next` what a reload cannot change (the number of shards and their runtime are fixed at start), and
+/// says what was kept.
+pub fn keep_restart_only(running: &Config, next: &mut Config) -> Vec<String> {
+    let mut kept = Vec::new();
+    let (was, now) = (running.main.worker_processes, next.main.worker_processes);
+    if was != now {
+        kept.push(format!(
+            "\"worker_processes\" changed from {} to {}: a reload keeps {}, a restart applies it",
+            workers_text(was),
+            workers_text(now),
+            workers_text(was)
+        ));
+        next.main.worker_processes = was;
+    }
+    let (was, now) = (running.main.runtime, next.main.runtime);
+    if was != now {
+        kept.push(format!(
+            "\"worker_runtime\" changed from {} to {}: a reload keeps the running runtime, a restart applies it",
+            runtime_text(was),
+            runtime_text(now)
+        ));
+        next.main.runtime = was;
+    }
+    kept
+}
+
+fn workers_text(w: Workers) -> String {
+    match w {
+        Workers::Auto => "auto".into(),
+        Workers::Count(n) => n.to_string(),
+    }
+}
+
+fn runtime_text(r: Option<RuntimeKind>) -> &'static str {
+    match r {
+        None => "(unset)",
+        Some(RuntimeKind::Tokio) => "tokio",
+        Some(RuntimeKind::Glommio) => "glommio",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_str;
+    use std::net::TcpListener;
+
+    fn config(text: &str) -> Config {
+        parse_str(&format!("events {{}}\n{text}"), Path::new("t.conf")).expect("config")
+    }
+
+    fn return_server(listen: SocketAddr) -> String {
+        format!("http {{ server {{ listen {listen}; return 200 x; }} }}")
+    }
+
+    #[test]
+    fn restart_only_settings_are_kept_with_a_warning() {
+        let running = config("worker_processes 2; worker_runtime tokio;");
+        let mut next = config("worker_processes auto; worker_runtime glommio;");
+        let kept = keep_restart_only(&running, &mut next);
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert!(kept[0].contains("from 2 to auto"), "{}", kept[0]);
+        assert!(kept[1].contains("from tokio to glommio"), "{}", kept[1]);
+        assert_eq!(next.main.worker_processes, Workers::Count(2));
+        assert_eq!(next.main.runtime, Some(RuntimeKind::Tokio));
+        let mut same = config("worker_processes 2; worker_runtime tokio;");
+        assert!(keep_restart_only(&running, &mut same).is_empty());
+    }
+
+    #[test]
+    fn a_new_listen_address_held_elsewhere_refuses_the_change() {
+        let zone = Zone::new();
+        let free = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let held = TcpListener::bind("127.0.0.1:0").unwrap();
+        let held_addr = held.local_addr().unwrap();
+        let old = Snapshot::build(config(&return_server(free)), &zone, 1).unwrap();
+        let current = ArcSwap::from_pointee(old);
+        let control = Control::default();
+        let to = |addr: SocketAddr| move |_: &Config| Ok(config(&return_server(addr)));
+        let e = control
+            .apply(&current, &zone, ChangeKind::Reload, to(held_addr))
+            .unwrap_err();
+        assert_eq!(
+            e.log_line(),
+            format!("[emerg] bind() to {held_addr} failed (98: Address already in use)")
+        );
+        assert_eq!(control.stats(&current).generation, 1);
+        assert_eq!(control.stats(&current).reload_failures, 1);
+        drop(held);
+        assert_eq!(
+            control
+                .apply(&current, &zone, ChangeKind::Reload, to(held_addr))
+                .unwrap(),
+            2
+        );
+        assert_eq!(current.load().http_port_of(held_addr), Some(0));
+    }
+
+    #[test]
+    fn a_config_error_is_logged_with_its_place() {
+        let e = ApplyError::Refused("[emerg] unknown directive \"x\" in t.conf:3".into());
+        assert_eq!(e.log_line(), "[emerg] unknown directive \"x\" in t.conf:3");
+        let dir = std::env::temp_dir().join(format!("corelb-control-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.conf");
+        std::fs::write(&path, "worker_processes 1;\nhttp {\n  bogus on;\n}\n").unwrap();
+        let e = reload_from(&path)(&Config::default()).unwrap_err();
+        assert_eq!(
+            e.log_line(),
+            format!("[emerg] unknown directive \"bogus\" in {}:3", path.display())
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

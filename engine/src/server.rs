@@ -1,7 +1,9 @@
 //! The process around the shards: preflight, snapshot, shard start-up for the chosen runtime, the stall
-//! watchdog, signals (SIGTERM/SIGINT fast stop, SIGQUIT graceful stop) and the pid file.
+//! watchdog, signals (SIGTERM/SIGINT fast stop, SIGQUIT graceful stop, SIGHUP reload, SIGUSR1 reopen of the error
+//! log) and the pid file.
 
 use crate::config::model::{Config, RuntimeKind};
+use crate::control::{reload_from, ChangeKind};
 use crate::preflight::{ensure_memlock, plan_cpus, probe_io_uring, PreflightError};
 use crate::runtime::glommio_rt::{Glommio, IO_MEMORY};
 use crate::runtime::tokio_rt::Tokio;
@@ -124,12 +126,22 @@ pub enum StopSignal {
     Graceful,
 }
 
+/// Every signal the process acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Stop(StopSignal),
+    /// SIGHUP: read the config file again and apply it.
+    Reload,
+    /// SIGUSR1: reopen the error log file (after log rotation).
+    Reopen,
+}
+
 fn signal_set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise and fill the set they are given.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT, libc::SIGHUP] {
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT, libc::SIGHUP, libc::SIGUSR1] {
             libc::sigaddset(&mut set, s);
         }
         set
@@ -144,8 +156,16 @@ pub fn block_signals() {
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }
 
-/// Waits up to `timeout` for a stop signal (SIGHUP is reported and ignored: reload is not supported yet).
+/// Waits up to `timeout` for a stop signal (SIGHUP and SIGUSR1 are taken and ignored: for `corelb bench`).
 pub fn wait_signal(timeout: Duration) -> Option<StopSignal> {
+    match next_signal(timeout) {
+        Some(Signal::Stop(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// Waits up to `timeout` for one of the signals the process acts on.
+pub fn next_signal(timeout: Duration) -> Option<Signal> {
     let set = signal_set();
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
@@ -154,25 +174,24 @@ pub fn wait_signal(timeout: Duration) -> Option<StopSignal> {
     // SAFETY: waits for a signal of `set`; info may be null.
     let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
     match sig {
-        libc::SIGTERM | libc::SIGINT => Some(StopSignal::Fast),
-        libc::SIGQUIT => Some(StopSignal::Graceful),
-        libc::SIGHUP => {
-            eprintln!("corelb: [notice] SIGHUP: reload is not supported, keeping the running configuration");
-            None
-        }
+        libc::SIGTERM | libc::SIGINT => Some(Signal::Stop(StopSignal::Fast)),
+        libc::SIGQUIT => Some(Signal::Stop(StopSignal::Graceful)),
+        libc::SIGHUP => Some(Signal::Reload),
+        libc::SIGUSR1 => Some(Signal::Reopen),
         _ => None,
     }
 }
 
-/// Runs `config` until a stop signal: the whole life of `corelb -c FILE`. Returns the exit code.
-pub fn run(config: Config, runtime: RuntimeKind) -> Result<u8, ServeError> {
-    let pid_path = config.main.pid.clone();
-    if let Some((path, _level)) = &config.main.error_log {
-        redirect_stderr(Path::new(path))?;
+/// Runs `config`, read from the file `source`, until a stop signal: the whole life of `corelb -c FILE`. SIGHUP
+/// reads `source` again and applies it (on any error the running config keeps serving). Returns the exit code.
+pub fn run(config: Config, runtime: RuntimeKind, source: &Path) -> Result<u8, ServeError> {
+    let mut files = ProcessFiles::of(&config);
+    if let Some(log) = &files.error_log {
+        redirect_stderr(Path::new(log))?;
     }
     block_signals();
     let running = start(config, runtime)?;
-    if let Some(p) = &pid_path {
+    if let Some(p) = &files.pid {
         write_pid(p)?;
     }
     eprintln!(
@@ -182,8 +201,11 @@ pub fn run(config: Config, runtime: RuntimeKind) -> Result<u8, ServeError> {
     );
     let mut watchdog = Watchdog::new(running.shards());
     let stop = loop {
-        if let Some(s) = wait_signal(Duration::from_secs(1)) {
-            break s;
+        match next_signal(Duration::from_secs(1)) {
+            Some(Signal::Stop(s)) => break s,
+            Some(Signal::Reload) => reload(&running.shared, source, &mut files),
+            Some(Signal::Reopen) => files.reopen_log(),
+            None => {}
         }
         watchdog.check(&running.shared);
     };
@@ -191,10 +213,79 @@ pub fn run(config: Config, runtime: RuntimeKind) -> Result<u8, ServeError> {
         eprintln!("corelb: [notice] SIGQUIT: graceful shutdown");
         running.drain_and_join();
     }
-    if let Some(p) = &pid_path {
+    if let Some(p) = &files.pid {
         let _ = std::fs::remove_file(p);
     }
     Ok(0)
+}
+
+/// SIGHUP: `source` read again and applied through the control plane; the outcome is logged as nginx logs it.
+fn reload(shared: &Shared, source: &Path, files: &mut ProcessFiles) {
+    eprintln!("corelb: [notice] signal 1 (SIGHUP) received, reconfiguring");
+    match shared.apply(ChangeKind::Reload, reload_from(source)) {
+        Ok(generation) => {
+            files.follow(&ProcessFiles::of(&shared.snapshot.load().config));
+            eprintln!(
+                "corelb: [notice] reloaded {}: generation {generation} serves",
+                source.display()
+            );
+        }
+        Err(e) => {
+            eprintln!("corelb: {}", e.log_line());
+            eprintln!(
+                "corelb: [notice] reload of {} failed: the running configuration (generation {}) keeps serving",
+                source.display(),
+                shared.snapshot.load().generation
+            );
+        }
+    }
+}
+
+/// The files the process itself writes, as the running config names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProcessFiles {
+    pid: Option<PathBuf>,
+    /// `error_log` (`stderr` or a file); `None` keeps the terminal.
+    error_log: Option<String>,
+}
+
+impl ProcessFiles {
+    fn of(config: &Config) -> Self {
+        ProcessFiles {
+            pid: config.main.pid.clone(),
+            error_log: config.main.error_log.as_ref().map(|(path, _)| path.clone()),
+        }
+    }
+
+    /// After a reload: a new `pid` path gets the pid file (the old one is removed), a new `error_log` is opened
+    /// (as nginx does on reload). Failures are logged; the process goes on.
+    fn follow(&mut self, next: &ProcessFiles) {
+        if next.pid != self.pid {
+            if let Some(p) = &next.pid {
+                if let Err(e) = write_pid(p) {
+                    eprintln!("corelb: [alert] {e}");
+                    return;
+                }
+            }
+            if let Some(old) = &self.pid {
+                let _ = std::fs::remove_file(old);
+            }
+            self.pid = next.pid.clone();
+        }
+        if next.error_log != self.error_log {
+            self.error_log = next.error_log.clone();
+            self.reopen_log();
+        }
+    }
+
+    /// SIGUSR1: the error log file opened again (appending), so a rotated file is let go.
+    fn reopen_log(&self) {
+        let path = self.error_log.as_deref().unwrap_or("stderr");
+        match redirect_stderr(Path::new(path)) {
+            Ok(()) => eprintln!("corelb: [notice] reopened the error log {path}"),
+            Err(e) => eprintln!("corelb: [alert] {e}"),
+        }
+    }
 }
 
 fn runtime_name(k: RuntimeKind) -> &'static str {

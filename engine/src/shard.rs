@@ -2,6 +2,8 @@
 //! upstream keepalive pools, sharing only the config snapshot and the zone. A panic in one connection's task is
 //! caught and logged; the shard and its other connections keep running.
 
+mod listen;
+
 use crate::balance::ShardState;
 use crate::config::model::Config;
 use crate::control::{ApplyError, ChangeKind, Control, ControlStats};
@@ -9,11 +11,12 @@ use crate::http::pages::DateCache;
 use crate::proxy::body::IoBuf;
 use crate::proxy::pool::Pool;
 use crate::proxy::route::FixedAnswer;
-use crate::runtime::{Conn, Listener, Runtime};
+use crate::runtime::{Conn, Runtime};
 use crate::snapshot::Snapshot;
 use arc_swap::ArcSwap;
 use corelb_shared_state::{ShardSlot, Zone};
 use futures_lite::FutureExt;
+use listen::{Listeners, Role};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
@@ -27,8 +30,6 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 /// Connection buffers kept for reuse per shard.
 const SPARE_BUFFERS: usize = 256;
-/// Listen backlog (nginx's default 511).
-const BACKLOG: i32 = 511;
 
 /// What every shard shares: the current snapshot, the zone, the control plane, and the stop flag.
 #[derive(Debug)]
@@ -190,6 +191,11 @@ impl<R: Runtime> Shard<R> {
         }
     }
 
+    /// The generation of the running snapshot (a cheap check before [`Shard::snapshot`]).
+    pub fn current_generation(&self) -> u64 {
+        self.shared.snapshot.load().generation
+    }
+
     /// The current snapshot (this shard's state is rebuilt when the generation changed).
     pub fn snapshot(&self) -> Arc<Snapshot> {
         let current = self.shared.snapshot.load();
@@ -306,15 +312,6 @@ impl<R: Runtime> Shard<R> {
     }
 }
 
-/// A listening socket's role.
-#[derive(Debug, Clone, Copy)]
-enum Role {
-    /// Index into the snapshot's http ports.
-    Http(usize),
-    /// Index into the snapshot's stream servers.
-    Stream(usize),
-}
-
 /// Why a shard could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -379,29 +376,17 @@ fn start_failure(handles: Vec<std::thread::JoinHandle<io::Result<()>>>) -> Start
 async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::Sender<Result<(), StartError>>) {
     let shard = Rc::new(Shard::<R>::new(index, shared));
     let snap = shard.snapshot();
-    let roles = snap
-        .http_ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.addr, Role::Http(i)))
-        .chain(snap.stream_ports.iter().map(|p| (p.addr, Role::Stream(p.server))));
-    let mut listeners = Vec::new();
-    for (addr, role) in roles {
-        match R::bind(addr, BACKLOG) {
-            Ok(l) => listeners.push((l, role)),
-            Err(source) => {
-                let _ = ready.send(Err(StartError::Bind { addr, source }));
-                return;
-            }
+    let bound = match Listeners::bind_all::<R>(&snap) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
         }
-    }
-    drop(snap);
+    };
     let _ = ready.send(Ok(()));
     drop(ready); // start-up waits for every shard's word, or for the channel to close when one cannot start
-    for (l, role) in listeners {
-        shard.accepting.set(shard.accepting.get() + 1);
-        R::spawn(accept_loop::<R>(Rc::clone(&shard), l, role));
-    }
+    let mut listeners = Listeners::spawn::<R>(&shard, bound, snap.generation);
+    drop(snap);
     let mut ticks = 0u64;
     loop {
         let asleep = Instant::now();
@@ -417,36 +402,10 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
             if shard.accepting.get() == 0 && shard.active.get() == 0 {
                 return;
             }
+        } else {
+            listeners.follow::<R>(&shard);
         }
     }
-}
-
-async fn accept_loop<R: Runtime>(shard: Rc<Shard<R>>, listener: R::Listener, role: Role) {
-    let limit = shard.local.borrow().snap.config.main.worker_connections.max(1);
-    loop {
-        if shard.active.get() >= limit {
-            // nginx's "worker_connections are not enough": stop accepting until a connection ends.
-            R::sleep(Duration::from_millis(5)).await;
-            if !shard.draining() {
-                continue;
-            }
-        }
-        let next = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-            shard.stopped().await;
-            None
-        })
-        .await;
-        match next {
-            None => break,
-            Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, role),
-            Some(Err(e)) => {
-                eprintln!("corelb: [error] shard {}: accept() failed ({e})", shard.index);
-                R::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-    drop(listener);
-    shard.accepting.set(shard.accepting.get() - 1);
 }
 
 /// Counts a connection for as long as it lives, panics included.
@@ -460,7 +419,13 @@ impl<R: Runtime> Drop for Active<R> {
     }
 }
 
-fn spawn_connection<R: Runtime>(shard: &Rc<Shard<R>>, conn: R::Conn, remote: SocketAddr, role: Role) {
+fn spawn_connection<R: Runtime>(
+    shard: &Rc<Shard<R>>,
+    conn: R::Conn,
+    remote: SocketAddr,
+    listen: SocketAddr,
+    role: Role,
+) {
     let _ = conn.set_nodelay(true);
     shard.active.set(shard.active.get() + 1);
     shard.shared.connections.fetch_add(1, Ordering::Relaxed);
@@ -470,13 +435,13 @@ fn spawn_connection<R: Runtime>(shard: &Rc<Shard<R>>, conn: R::Conn, remote: Soc
         let shard = Rc::clone(&active.0);
         let index = shard.index;
         let served = match role {
-            Role::Http(port) => {
-                AssertUnwindSafe(crate::proxy::http::serve::<R>(shard, conn, remote, port))
+            Role::Http => {
+                AssertUnwindSafe(crate::proxy::http::serve::<R>(shard, conn, remote, listen))
                     .catch_unwind()
                     .await
             }
-            Role::Stream(server) => {
-                AssertUnwindSafe(crate::proxy::stream::serve::<R>(shard, conn, remote, server))
+            Role::Stream => {
+                AssertUnwindSafe(crate::proxy::stream::serve::<R>(shard, conn, remote, listen))
                     .catch_unwind()
                     .await
             }

@@ -168,6 +168,22 @@ impl Snapshot {
             .unwrap_or_default()
     }
 
+    /// The index into [`Snapshot::http_ports`] of the http listen address `addr`, if this config listens there.
+    pub fn http_port_of(&self, addr: SocketAddr) -> Option<usize> {
+        self.http_ports.iter().position(|p| p.addr == addr)
+    }
+
+    /// The stream server listening on `addr`, if this config has one there.
+    pub fn stream_server_of(&self, addr: SocketAddr) -> Option<usize> {
+        self.stream_ports.iter().find(|p| p.addr == addr).map(|p| p.server)
+    }
+
+    /// Every listen address, http first, with whether it is a stream one.
+    pub fn listen_addrs(&self) -> impl Iterator<Item = (SocketAddr, bool)> + '_ {
+        let http = self.http_ports.iter().map(|p| (p.addr, false));
+        http.chain(self.stream_ports.iter().map(|p| (p.addr, true)))
+    }
+
     /// The server of `port` for a request naming `host`.
     pub fn server_for(&self, port: usize, host: Option<&[u8]>) -> Option<&ServerPlan> {
         let p = self.http_ports.get(port)?;

@@ -100,7 +100,7 @@ impl ConfigError {
 }
 
 /// `2: No such file or directory`, as nginx prints an errno (Rust's text without its ` (os error N)` tail).
-fn errno_text(err: &std::io::Error) -> String {
+pub fn errno_text(err: &std::io::Error) -> String {
     match err.raw_os_error() {
         Some(code) => {
             let text = std::io::Error::from_raw_os_error(code).to_string();

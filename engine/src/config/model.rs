@@ -380,6 +380,9 @@ pub struct HealthCheck {
     pub matcher: Option<usize>,
     /// `mandatory`: peers start in the "checking" state and take no traffic before their first probe.
     pub mandatory: bool,
+    /// `persistent` (with `mandatory`): after a reload, a peer that was healthy before is not put back in the
+    /// "checking" state.
+    pub persistent: bool,
     /// The location's `proxy_connect_timeout` (the stream server's for stream).
     pub connect_timeout: Duration,
     /// The location's `proxy_read_timeout` (the stream server's `proxy_timeout` for stream, unused there).

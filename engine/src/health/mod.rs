@@ -7,6 +7,10 @@
 //! slow start), `CHECKING` from start until the first probe when `mandatory`. Every shard sees the flags at once,
 //! and every balancer skips blocked peers. A peer is unhealthy when any check of its upstream says so.
 //!
+//! After a reload the new checkers start from each kept peer's flags: an unhealthy peer stays out until it passes
+//! `passes` probes; under `mandatory` every peer is checking until its first probe, except, with `persistent`, a
+//! peer that was healthy before the reload.
+//!
 //! Probe timeouts: connect within `min(interval, proxy_connect_timeout)`, whole response within
 //! `min(interval, proxy_read_timeout)` of the location (the stream server's `proxy_connect_timeout` for TCP).
 
@@ -103,12 +107,19 @@ impl HealthCheckers {
     /// Marks the peers under `mandatory` checks as `CHECKING` (before this returns, so no request reaches them
     /// first) and starts one thread per checked upstream of `snap`. No thread when nothing is checked.
     pub fn start(snap: Arc<Snapshot>) -> io::Result<HealthCheckers> {
+        Self::start_after(snap, None)
+    }
+
+    /// As [`HealthCheckers::start`] for a reload from `previous`: peers kept from it start from their zone flags
+    /// (see the module doc); peers of upstreams no longer checked are healthy again.
+    pub fn start_after(snap: Arc<Snapshot>, previous: Option<&Snapshot>) -> io::Result<HealthCheckers> {
+        let kept = KeptPeers::of(previous);
         let mut checkers = Vec::new();
         if let Some(http) = &snap.config.http {
-            checkers.extend(build_checkers(&http.health, &snap.http_plans, true));
+            checkers.extend(build_checkers(&http.health, &snap.http_plans, true, &kept));
         }
         if let Some(stream) = &snap.config.stream {
-            checkers.extend(build_checkers(&stream.health, &snap.stream_plans, false));
+            checkers.extend(build_checkers(&stream.health, &snap.stream_plans, false, &kept));
         }
         let mut running = HealthCheckers::default();
         for (name, checker) in checkers {
@@ -163,12 +174,49 @@ impl Drop for HealthCheckers {
     }
 }
 
-/// The checkers of one block's upstreams (each with its name), `CHECKING` already set under `mandatory`.
-fn build_checkers(health: &HealthConf, plans: &[UpstreamPlan], http: bool) -> Vec<(String, UpstreamChecker)> {
+/// The peer slots of the snapshot before a reload (empty at start-up).
+struct KeptPeers(std::collections::HashSet<*const PeerSlot>);
+
+impl KeptPeers {
+    fn of(previous: Option<&Snapshot>) -> Self {
+        let plans = previous
+            .into_iter()
+            .flat_map(|s| s.http_plans.iter().chain(&s.stream_plans));
+        let peers = plans.flat_map(|p| p.primary.peers.iter().chain(&p.backup.peers));
+        KeptPeers(peers.map(|p| Arc::as_ptr(&p.slot)).collect())
+    }
+
+    /// The state a check starts a peer in: the slot's health if the peer was kept, "checking" under `mandatory`
+    /// unless `persistent` keeps a peer that was healthy before.
+    fn initial(&self, slot: &Arc<PeerSlot>, c: &HealthCheck) -> PeerState {
+        let kept = self.0.contains(&Arc::as_ptr(slot));
+        let flags = slot.flags();
+        let unhealthy = kept && flags.intersects(PeerFlags::UNHEALTHY);
+        let was_healthy = kept && !flags.intersects(PeerFlags::UNHEALTHY) && !flags.intersects(PeerFlags::CHECKING);
+        PeerState {
+            unhealthy,
+            checking: c.mandatory && !(c.persistent && was_healthy),
+            ..PeerState::default()
+        }
+    }
+}
+
+/// The checkers of one block's upstreams (each with its name), `CHECKING` already set where a check starts a peer
+/// in it; the peers of unchecked upstreams lose any health flag an earlier config's checks left.
+fn build_checkers(
+    health: &HealthConf,
+    plans: &[UpstreamPlan],
+    http: bool,
+    kept: &KeptPeers,
+) -> Vec<(String, UpstreamChecker)> {
     let mut out = Vec::new();
     for (ui, plan) in plans.iter().enumerate() {
         let lines: Vec<&HealthCheck> = health.checks.iter().filter(|c| c.upstream == ui).collect();
         if lines.is_empty() {
+            for p in plan.primary.peers.iter().chain(&plan.backup.peers) {
+                p.slot.clear_flags(PeerFlags::UNHEALTHY);
+                p.slot.clear_flags(PeerFlags::CHECKING);
+            }
             continue;
         }
         let peers: Vec<(SocketAddr, Arc<PeerSlot>)> = plan
@@ -182,10 +230,10 @@ fn build_checkers(health: &HealthConf, plans: &[UpstreamPlan], http: bool) -> Ve
         let now = Instant::now();
         let checks: Vec<CheckRun> = lines
             .into_iter()
-            .map(|c| check_run(c, health, http, peers.len(), now))
+            .map(|c| check_run(c, health, http, &peers, kept, now))
             .collect();
-        if checks.iter().any(|c| c.states.iter().any(|s| s.checking)) {
-            for (_, slot) in &peers {
+        for (pi, (_, slot)) in peers.iter().enumerate() {
+            if checks.iter().any(|c| c.states.get(pi).is_some_and(|s| s.checking)) {
                 slot.set_flags(PeerFlags::CHECKING);
             }
         }
@@ -194,8 +242,15 @@ fn build_checkers(health: &HealthConf, plans: &[UpstreamPlan], http: bool) -> Ve
     out
 }
 
-/// The run-time form of one `health_check` line over `peers` peers, due at `now`.
-fn check_run(c: &HealthCheck, health: &HealthConf, http: bool, peers: usize, now: Instant) -> CheckRun {
+/// The run-time form of one `health_check` line over `peers`, due at `now`.
+fn check_run(
+    c: &HealthCheck,
+    health: &HealthConf,
+    http: bool,
+    peers: &[(SocketAddr, Arc<PeerSlot>)],
+    kept: &KeptPeers,
+    now: Instant,
+) -> CheckRun {
     let probe = if http {
         let request = format!(
             "GET {} HTTP/1.0\r\nHost: {}\r\nUser-Agent: corelb-health-check\r\nConnection: close\r\n\r\n",
@@ -213,10 +268,6 @@ fn check_run(c: &HealthCheck, health: &HealthConf, http: bool, peers: usize, now
     } else {
         Probe::Tcp
     };
-    let state = PeerState {
-        checking: c.mandatory,
-        ..PeerState::default()
-    };
     CheckRun {
         probe,
         interval: c.interval,
@@ -228,7 +279,7 @@ fn check_run(c: &HealthCheck, health: &HealthConf, http: bool, peers: usize, now
             connect: c.interval.min(c.connect_timeout),
             read: c.interval.min(c.read_timeout),
         },
-        states: vec![state; peers],
+        states: peers.iter().map(|(_, slot)| kept.initial(slot, c)).collect(),
         next: now,
     }
 }
@@ -240,7 +291,7 @@ impl UpstreamChecker {
             let now = Instant::now();
             for ci in 0..self.checks.len() {
                 if self.checks.get(ci).is_some_and(|c| c.next <= now) {
-                    self.round(ci);
+                    self.round(ci, stop);
                 }
             }
             let Some(next) = self.checks.iter().map(|c| c.next).min() else {
@@ -250,8 +301,9 @@ impl UpstreamChecker {
         }
     }
 
-    /// One round of check `ci`: every peer probed (in parallel), the results counted and published.
-    fn round(&mut self, ci: usize) {
+    /// One round of check `ci`: every peer probed (in parallel), the results counted and published (unless the
+    /// checker was stopped meanwhile: a reload's new checker owns the flags now).
+    fn round(&mut self, ci: usize, stop: &AtomicBool) {
         let Some(check) = self.checks.get(ci) else { return };
         let verdicts: Vec<Verdict> = thread::scope(|s| {
             let probes: Vec<_> = self
@@ -276,6 +328,9 @@ impl UpstreamChecker {
                 })
                 .collect()
         });
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
         // The data plane's clock (`now` of the balancers), for `recovered_at`.
         let now = DateCache::now_secs();
         if let Some(check) = self.checks.get_mut(ci) {

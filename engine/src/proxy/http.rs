@@ -3,6 +3,7 @@
 //! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
 
 use super::body::{collect_body, discard_body, forward_body, send, BodyError, Limits, Relay};
+use super::conn_snapshot::ConnSnapshot;
 use super::exchange::{exchange, ClientTimeouts, ResponseInfo, StreamedBody};
 use super::retry::{RequestKind, Then, Tries};
 use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
@@ -56,40 +57,41 @@ enum Route<'s> {
     Admin(AdminEndpoint, Box<(String, String)>),
 }
 
-/// Serves one client connection on http port `port` until it closes.
-pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, port: usize) {
-    let snap = shard.snapshot();
-    let Some(listen) = snap.http_ports.get(port) else {
+/// Serves one client connection accepted on the http listen address `listen` until it closes.
+pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, listen: SocketAddr) {
+    let Some(mut at) = ConnSnapshot::take(&shard, listen) else {
         return;
     };
     let vars = ConnVars {
         remote,
-        local: client.local_addr().unwrap_or(listen.addr),
+        local: client.local_addr().unwrap_or(listen),
     };
-    let default_client = snap
-        .config
-        .http
-        .as_ref()
-        .and_then(|h| h.servers.get(listen.default_server))
-        .map(|s| s.client.clone())
-        .unwrap_or_default();
-    let mut bufs = shard.take_buffers(snap.client_buffer);
+    let mut bufs = shard.take_buffers(at.snap.client_buffer);
     let mut decoder = ChunkedDecoder::new();
     let mut served = 0u64;
     loop {
-        let waits = HeadWaits {
-            idle: default_client.keepalive_timeout,
-            head: default_client.client_header_timeout,
+        at.refresh(&shard);
+        let step = loop {
+            let waits = HeadWaits {
+                idle: at.client.keepalive_timeout,
+                head: at.client.client_header_timeout,
+            };
+            match next_request::<R>(&shard, &at.snap, at.port, vars, served, &mut client, &mut bufs, waits).await {
+                // The first bytes of a request after a keepalive wait: it runs on the config running now.
+                Next::Arrived => at.refresh(&shard),
+                step => break step,
+            }
         };
-        let step = next_request::<R>(&shard, &snap, port, vars, served, &mut client, &mut bufs, waits).await;
-        let (req, route) = match step {
-            Next::Closed => break,
+        let (mut req, route) = match step {
+            Next::Closed | Next::Arrived => break,
             Next::Reject(r) => {
-                reject::<R>(&shard, &mut client, &mut bufs.out, r, default_client.send_timeout).await;
+                reject::<R>(&shard, &mut client, &mut bufs.out, r, at.client.send_timeout).await;
                 break;
             }
             Next::Request(req, route) => (req, route),
         };
+        req.keepalive &= !at.gone;
+        let snap = &*at.snap;
         shard.counters.count_request();
         served += 1;
         if req.expect_continue && bufs.client.readable().is_empty() {
@@ -103,7 +105,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         }
         let keep = match route {
             Route::Fixed(answer) => fixed::<R>(&shard, answer, &req, &mut client, &mut bufs, &mut decoder).await,
-            Route::Proxy(plan) => proxy::<R>(&shard, &snap, plan, &req, &mut client, &mut bufs, &mut decoder).await,
+            Route::Proxy(plan) => proxy::<R>(&shard, snap, plan, &req, &mut client, &mut bufs, &mut decoder).await,
             Route::Admin(endpoint, target) => {
                 admin::<R>(&shard, endpoint, &target, &req, &mut client, &mut bufs, &mut decoder).await
             }
@@ -196,6 +198,8 @@ async fn admin<R: Runtime>(
 
 enum Next<'s> {
     Closed,
+    /// Bytes came on a connection with none buffered: take the running snapshot, then route.
+    Arrived,
     Reject(Rejection),
     Request(Request, Route<'s>),
 }
@@ -259,6 +263,7 @@ async fn next_request<'s, R: Runtime>(
         )
         .await;
         match read {
+            Some(Ok(Ok(n))) if n > 0 && idle && served > 0 => return Next::Arrived,
             Some(Ok(Ok(n))) if n > 0 => {
                 if deadline.is_none() {
                     deadline = head_deadline(Instant::now());

@@ -2,6 +2,7 @@
 //! request variables and the upstream keepalive pool.
 
 pub mod body;
+pub mod conn_snapshot;
 pub mod exchange;
 pub mod http;
 pub mod pool;

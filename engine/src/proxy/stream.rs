@@ -13,10 +13,12 @@ use std::rc::Rc;
 /// Copy buffer per direction.
 const BUF: usize = 16 * 1024;
 
-/// Serves one stream connection for stream server `server` until both sides close.
-pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, server: usize) {
+/// Serves one stream connection accepted on `listen` until both sides close, on the snapshot running when it
+/// began (a reload applies to the next connection).
+pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, listen: SocketAddr) {
     let snap = shard.snapshot();
-    let Some(srv) = snap.config.stream.as_ref().and_then(|s| s.servers.get(server)) else {
+    let server = snap.stream_server_of(listen);
+    let Some(srv) = server.and_then(|i| snap.config.stream.as_ref()?.servers.get(i)) else {
         return;
     };
     let Some(plan) = snap.stream_plans.get(srv.upstream) else {

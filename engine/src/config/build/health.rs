@@ -20,12 +20,13 @@ pub struct CheckDraft {
     port: Option<u16>,
     match_name: Option<String>,
     mandatory: bool,
+    persistent: bool,
     span: Span,
 }
 
-/// `health_check [interval=T] [jitter=T] [fails=N] [passes=N] [uri=URI] [port=N] [match=NAME] [mandatory]` (http)
-/// or `health_check [interval=T] [jitter=T] [fails=N] [passes=N] [port=N]` (stream). Other nginx Plus parameters
-/// (`persistent`, `type=grpc`, `keepalive_time=`, `udp`, ...) are refused as invalid.
+/// `health_check [interval=T] [jitter=T] [fails=N] [passes=N] [uri=URI] [port=N] [match=NAME] [mandatory
+/// [persistent]]` (http) or `health_check [interval=T] [jitter=T] [fails=N] [passes=N] [port=N]` (stream). Other
+/// nginx Plus parameters (`type=grpc`, `keepalive_time=`, `udp`, ...) are refused as invalid.
 pub fn health_check(d: &Directive, module: Module) -> Result<CheckDraft, ConfigError> {
     let mut c = CheckDraft {
         interval: Duration::from_secs(5),
@@ -36,6 +37,7 @@ pub fn health_check(d: &Directive, module: Module) -> Result<CheckDraft, ConfigE
         port: None,
         match_name: None,
         mandatory: false,
+        persistent: false,
         span: d.span.clone(),
     };
     let http = module == Module::Http;
@@ -65,6 +67,8 @@ pub fn health_check(d: &Directive, module: Module) -> Result<CheckDraft, ConfigE
             c.match_name = Some(v.to_string());
         } else if p == "mandatory" && http {
             c.mandatory = true;
+        } else if p == "persistent" && http {
+            c.persistent = true;
         } else {
             return Err(invalid());
         }
@@ -116,6 +120,7 @@ impl CheckDraft {
             port: self.port,
             matcher,
             mandatory: self.mandatory,
+            persistent: self.persistent,
             connect_timeout: timeouts.connect,
             read_timeout: timeouts.read,
             host: u.name.clone(),
@@ -261,10 +266,12 @@ mod tests {
             "port=81",
             "match=ok",
             "mandatory",
+            "persistent",
         ];
         let c = health_check(&dir("health_check", &args), Module::Http).unwrap();
         assert_eq!(c.interval, Duration::from_millis(500));
         assert_eq!((c.fails, c.passes, c.port, c.mandatory), (3, 2, Some(81), true));
+        assert!(c.persistent);
         assert_eq!((c.uri.as_str(), c.match_name.as_deref()), ("/hc", Some("ok")));
         let c = health_check(&dir("health_check", &["jitter=1s"]), Module::Stream).unwrap();
         assert_eq!(c.jitter, Duration::from_secs(1));
@@ -274,7 +281,7 @@ mod tests {
             "port=70000",
             "uri=hc",
             "jitter=x",
-            "persistent",
+            "persistent=on",
             "match=",
         ] {
             let e = health_check(&dir("health_check", &[bad]), Module::Http).unwrap_err();
@@ -284,7 +291,7 @@ mod tests {
             );
         }
         // stream checks are TCP connects: no uri, match or mandatory
-        for bad in ["uri=/", "match=ok", "mandatory"] {
+        for bad in ["uri=/", "match=ok", "mandatory", "persistent"] {
             assert!(
                 health_check(&dir("health_check", &[bad]), Module::Stream).is_err(),
                 "{bad}"

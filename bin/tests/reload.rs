@@ -1,0 +1,226 @@
+//! Reload as a process sees it: SIGHUP and `corelb -s reload` re-read the config file, a broken file keeps the
+//! running config serving and logs the error with its file:line, `-s reopen` reopens the error log, `-s quit` stops
+//! gracefully through the pid file, and `-s` failures are worded as nginx words them. Both runtimes.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("corelb-reload-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn corelb(args: &[&str], conf: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corelb"))
+        .args(args)
+        .arg("-c")
+        .arg(conf)
+        .env_remove("CORELB_RUNTIME")
+        .output()
+        .expect("run corelb")
+}
+
+fn stderr_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let mut status = None;
+    wait_until(limit, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    status
+}
+
+fn log_has(log: &Path, text: &str) -> bool {
+    wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(log).is_ok_and(|l| l.contains(text))
+    })
+}
+
+/// One GET with `Connection: close`; the body.
+fn get(port: u16) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&all).into_owned();
+    text.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// A proxy on `front` to one upstream peer, the `return` server named `peer` (a or b) of the same config.
+fn write_conf(path: &Path, main: &str, front: u16, backs: [u16; 2], peer: usize, extra_http: &str) {
+    let conf = format!(
+        "{main}\nevents {{ worker_connections 64; }}\nhttp {{\n\
+         upstream u {{ server 127.0.0.1:{up}; }}\n\
+         server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://u; }} }}\n\
+         server {{ listen 127.0.0.1:{a}; return 200 a; }}\n\
+         server {{ listen 127.0.0.1:{b}; return 200 b; }}\n{extra_http}}}\n",
+        up = backs[peer],
+        a = backs[0],
+        b = backs[1],
+    );
+    std::fs::write(path, conf).expect("write config");
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+    assert!(ok.is_ok_and(|s| s.success()), "kill -{sig}");
+}
+
+fn reload_by_signals(runtime: &str) {
+    let dir = temp_dir(runtime);
+    let (conf, pid_file, log) = (dir.join("corelb.conf"), dir.join("corelb.pid"), dir.join("error.log"));
+    let main = format!(
+        "worker_processes 1;\nworker_runtime {runtime};\npid {};\nerror_log {};",
+        pid_file.display(),
+        log.display()
+    );
+    let (front, backs) = (free_port(), [free_port(), free_port()]);
+    write_conf(&conf, &main, front, backs, 0, "");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corelb"))
+        .arg("-c")
+        .arg(&conf)
+        .env_remove("CORELB_RUNTIME")
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start corelb");
+    let listening = wait_until(Duration::from_secs(10), || {
+        TcpStream::connect(("127.0.0.1", front)).is_ok() || child.try_wait().ok().flatten().is_some()
+    });
+    if let Ok(Some(st)) = child.try_wait() {
+        // glommio refused here (io_uring or locked memory): exit 4 or 5, explained in the log
+        assert!(
+            runtime == "glommio" && matches!(st.code(), Some(4 | 5)),
+            "{runtime}: {st:?}"
+        );
+        eprintln!("{runtime} cannot run here ({st:?}): skipped");
+        return;
+    }
+    assert!(listening, "{runtime}: never listened");
+    assert_eq!(get(front), "a");
+    assert!(wait_until(Duration::from_secs(5), || pid_file.exists()));
+
+    // A broken file: SIGHUP logs the error with its place, and the old config keeps serving.
+    std::fs::write(&conf, std::fs::read_to_string(&conf).expect("read") + "bogus on;\n").expect("break");
+    signal(child.id(), "HUP");
+    let at = format!("[emerg] unknown directive \"bogus\" in {}:12", conf.display());
+    assert!(log_has(&log, &at), "{runtime}: no `{at}` in the log");
+    assert!(log_has(&log, "the running configuration (generation 1) keeps serving"));
+    assert_eq!(get(front), "a");
+    // `-s reload` reads the config too: a broken file is refused before any signal, as nginx does.
+    let refused = corelb(&["-s", "reload"], &conf);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(stderr_of(&refused).contains(&at), "{}", stderr_of(&refused));
+
+    // A good file through `-s reload`: the upstream moves to b; worker_processes needs a restart and is kept.
+    let main2 = main.replace("worker_processes 1;", "worker_processes 2;");
+    write_conf(&conf, &main2, front, backs, 1, "");
+    let sent = corelb(&["-s", "reload"], &conf);
+    assert!(sent.status.success(), "{}", stderr_of(&sent));
+    assert!(log_has(&log, "generation 2 serves"), "{runtime}: no reload notice");
+    assert!(log_has(
+        &log,
+        "\"worker_processes\" changed from 1 to 2: a reload keeps 1"
+    ));
+    assert_eq!(get(front), "b", "{runtime}");
+
+    // `-s reopen`: the error log is opened again after a rotation.
+    let rotated = dir.join("error.log.1");
+    std::fs::rename(&log, &rotated).expect("rotate");
+    assert!(corelb(&["-s", "reopen"], &conf).status.success());
+    assert!(log_has(&log, "reopened the error log"), "{runtime}: no new log");
+
+    // `-s quit`: graceful stop through the pid file, which goes with the process.
+    assert!(corelb(&["-s", "quit"], &conf).status.success());
+    let st = wait_exit(&mut child, Duration::from_secs(15)).expect("stopped after -s quit");
+    assert_eq!(st.code(), Some(0), "{runtime}");
+    assert!(!pid_file.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sighup_and_dash_s_reload_quit_and_reopen_tokio() {
+    reload_by_signals("tokio");
+}
+
+#[test]
+fn sighup_and_dash_s_reload_quit_and_reopen_glommio() {
+    reload_by_signals("glommio");
+}
+
+#[test]
+fn dash_s_failures_are_worded_as_nginx_and_exit_1() {
+    let dir = temp_dir("errors");
+    let (conf, pid_file) = (dir.join("corelb.conf"), dir.join("corelb.pid"));
+    std::fs::write(&conf, format!("pid {};\nevents {{}}\n", pid_file.display())).expect("config");
+    let out = corelb(&["-s", "reload"], &conf);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr_of(&out).trim_end(),
+        format!(
+            "corelb: [error] open() \"{}\" failed (2: No such file or directory)",
+            pid_file.display()
+        )
+    );
+    std::fs::write(&pid_file, "abc\n").expect("pid file");
+    let out = corelb(&["-s", "stop"], &conf);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr_of(&out).trim_end(),
+        format!(
+            "corelb: [error] invalid PID number \"abc\" in \"{}\"",
+            pid_file.display()
+        )
+    );
+    let out = corelb(&["-s", "restart"], &conf);
+    assert_ne!(out.status.code(), Some(0), "an unknown -s name is a usage error");
+    std::fs::write(&conf, "events {}\n").expect("config");
+    let out = corelb(&["-s", "quit"], &conf);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).contains("no \"pid\" directive"), "{}", stderr_of(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,157 @@
+//! A shard's listening sockets: bound at start, then following each new snapshot (new addresses bound, removed
+//! ones closed while their accepted connections go on, unchanged ones kept), and the accept loop of each.
+
+use super::{spawn_connection, Shard, StartError};
+use crate::runtime::{Listener, Runtime};
+use crate::snapshot::Snapshot;
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Listen backlog (nginx's default 511).
+const BACKLOG: i32 = 511;
+
+/// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
+/// address in the snapshot a connection runs on, so a reload that reorders the config moves no connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    Http,
+    Stream,
+}
+
+/// Tells one accept loop to close its listener (a reload removed the address).
+#[derive(Default)]
+struct CloseListener {
+    closed: Cell<bool>,
+    notify: tokio::sync::Notify,
+}
+
+impl CloseListener {
+    fn close(&self) {
+        self.closed.set(true);
+        self.notify.notify_waiters();
+    }
+
+    async fn closed(&self) {
+        if !self.closed.get() {
+            self.notify.notified().await;
+        }
+    }
+}
+
+/// A shard's listening sockets, by address and role, and the snapshot generation they follow.
+pub(super) struct Listeners {
+    open: Vec<(SocketAddr, Role, Rc<CloseListener>)>,
+    generation: u64,
+}
+
+/// Every listen address of `snap` with its role.
+fn wanted(snap: &Snapshot) -> Vec<(SocketAddr, Role)> {
+    snap.listen_addrs()
+        .map(|(addr, stream)| (addr, if stream { Role::Stream } else { Role::Http }))
+        .collect()
+}
+
+impl Listeners {
+    /// Binds every listen address of `snap` (before the shard reports ready: a failure stops the start).
+    pub(super) fn bind_all<R: Runtime>(snap: &Snapshot) -> Result<Vec<(SocketAddr, Role, R::Listener)>, StartError> {
+        wanted(snap)
+            .into_iter()
+            .map(|(addr, role)| match R::bind(addr, BACKLOG) {
+                Ok(l) => Ok((addr, role, l)),
+                Err(source) => Err(StartError::Bind { addr, source }),
+            })
+            .collect()
+    }
+
+    /// Starts an accept loop per bound listener.
+    pub(super) fn spawn<R: Runtime>(
+        shard: &Rc<Shard<R>>,
+        bound: Vec<(SocketAddr, Role, R::Listener)>,
+        generation: u64,
+    ) -> Self {
+        let mut this = Listeners {
+            open: Vec::new(),
+            generation,
+        };
+        for (addr, role, l) in bound {
+            this.accept_on::<R>(shard, addr, role, l);
+        }
+        this
+    }
+
+    fn accept_on<R: Runtime>(&mut self, shard: &Rc<Shard<R>>, addr: SocketAddr, role: Role, l: R::Listener) {
+        let close = Rc::new(CloseListener::default());
+        shard.accepting.set(shard.accepting.get() + 1);
+        R::spawn(accept_loop::<R>(Rc::clone(shard), l, addr, role, Rc::clone(&close)));
+        self.open.push((addr, role, close));
+    }
+
+    /// After a reload: closes the listeners whose address the running snapshot no longer has (accepted connections
+    /// go on) and binds the new addresses; an address in both keeps its socket, so nothing is refused there. The
+    /// control plane tried every new address before the swap, so a bind failing here lost a race with another
+    /// process: it is logged and the shard goes on without that listener.
+    pub(super) fn follow<R: Runtime>(&mut self, shard: &Rc<Shard<R>>) {
+        let snap = shard.shared.snapshot.load_full();
+        if snap.generation == self.generation {
+            return;
+        }
+        self.generation = snap.generation;
+        let want = wanted(&snap);
+        self.open.retain(|(addr, role, close)| {
+            let keep = want.contains(&(*addr, *role));
+            if !keep {
+                close.close();
+            }
+            keep
+        });
+        for (addr, role) in want {
+            if self.open.iter().any(|(a, r, _)| (*a, *r) == (addr, role)) {
+                continue;
+            }
+            match R::bind(addr, BACKLOG) {
+                Ok(l) => self.accept_on::<R>(shard, addr, role, l),
+                Err(e) => eprintln!(
+                    "corelb: [emerg] shard {}: bind() to {addr} failed ({e}); generation {} does not listen there",
+                    shard.index, snap.generation
+                ),
+            }
+        }
+    }
+}
+
+async fn accept_loop<R: Runtime>(
+    shard: Rc<Shard<R>>,
+    listener: R::Listener,
+    addr: SocketAddr,
+    role: Role,
+    close: Rc<CloseListener>,
+) {
+    loop {
+        // Read each time: a reload may change it.
+        let limit = shard.local.borrow().snap.config.main.worker_connections.max(1);
+        if shard.active.get() >= limit {
+            // nginx's "worker_connections are not enough": stop accepting until a connection ends.
+            R::sleep(Duration::from_millis(5)).await;
+            if !shard.draining() && !close.closed.get() {
+                continue;
+            }
+        }
+        let next = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            futures_lite::future::or(shard.stopped(), close.closed()).await;
+            None
+        })
+        .await;
+        match next {
+            None => break,
+            Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, addr, role),
+            Some(Err(e)) => {
+                eprintln!("corelb: [error] shard {}: accept() failed ({e})", shard.index);
+                R::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    drop(listener);
+    shard.accepting.set(shard.accepting.get() - 1);
+}
