@@ -2,25 +2,13 @@
 //! running config serving and logs the error with its file:line, `-s reopen` reopens the error log, `-s quit` stops
 //! gracefully through the pid file, and `-s` failures are worded as nginx words them. Both runtimes.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("corelb-reload-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
+use common::{free_port, signal, wait_exit, wait_until};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn corelb(args: &[&str], conf: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_corelb"))
@@ -36,56 +24,10 @@ fn stderr_of(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let mut status = None;
-    wait_until(limit, || {
-        status = child.try_wait().ok().flatten();
-        status.is_some()
-    });
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    status
-}
-
 fn log_has(log: &Path, text: &str) -> bool {
     wait_until(Duration::from_secs(10), || {
         std::fs::read_to_string(log).is_ok_and(|l| l.contains(text))
     })
-}
-
-/// One GET with `Connection: close`; the body.
-fn get(port: u16) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        .expect("send");
-    let mut all = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => all.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => panic!("read: {e}"),
-        }
-    }
-    let text = String::from_utf8_lossy(&all).into_owned();
-    text.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
 }
 
 /// A proxy on `front` to one upstream peer, the `return` server named `peer` (a or b) of the same config.
@@ -103,16 +45,8 @@ fn write_conf(path: &Path, main: &str, front: u16, backs: [u16; 2], peer: usize,
     std::fs::write(path, conf).expect("write config");
 }
 
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .status();
-    assert!(ok.is_ok_and(|s| s.success()), "kill -{sig}");
-}
-
 fn reload_by_signals(runtime: &str) {
-    let dir = temp_dir(runtime);
+    let dir = common::temp_dir("reload", runtime);
     let (conf, pid_file, log) = (dir.join("corelb.conf"), dir.join("corelb.pid"), dir.join("error.log"));
     let main = format!(
         "worker_processes 1;\nworker_runtime {runtime};\npid {};\nerror_log {};",
@@ -141,7 +75,7 @@ fn reload_by_signals(runtime: &str) {
         return;
     }
     assert!(listening, "{runtime}: never listened");
-    assert_eq!(get(front), "a");
+    assert_eq!(common::get(front, "/"), "a");
     assert!(wait_until(Duration::from_secs(5), || pid_file.exists()));
 
     // A broken file: SIGHUP logs the error with its place, and the old config keeps serving.
@@ -150,7 +84,7 @@ fn reload_by_signals(runtime: &str) {
     let at = format!("[emerg] unknown directive \"bogus\" in {}:12", conf.display());
     assert!(log_has(&log, &at), "{runtime}: no `{at}` in the log");
     assert!(log_has(&log, "the running configuration (generation 1) keeps serving"));
-    assert_eq!(get(front), "a");
+    assert_eq!(common::get(front, "/"), "a");
     // `-s reload` reads the config too: a broken file is refused before any signal, as nginx does.
     let refused = corelb(&["-s", "reload"], &conf);
     assert_eq!(refused.status.code(), Some(1));
@@ -166,7 +100,7 @@ fn reload_by_signals(runtime: &str) {
         &log,
         "\"worker_processes\" changed from 1 to 2: a reload keeps 1"
     ));
-    assert_eq!(get(front), "b", "{runtime}");
+    assert_eq!(common::get(front, "/"), "b", "{runtime}");
 
     // `-s reopen`: the error log is opened again after a rotation.
     let rotated = dir.join("error.log.1");
@@ -194,7 +128,7 @@ fn sighup_and_dash_s_reload_quit_and_reopen_glommio() {
 
 #[test]
 fn dash_s_failures_are_worded_as_nginx_and_exit_1() {
-    let dir = temp_dir("errors");
+    let dir = common::temp_dir("reload", "errors");
     let (conf, pid_file) = (dir.join("corelb.conf"), dir.join("corelb.pid"));
     std::fs::write(&conf, format!("pid {};\nevents {{}}\n", pid_file.display())).expect("config");
     let out = corelb(&["-s", "reload"], &conf);

@@ -1,24 +1,14 @@
 //! `corelb -c FILE` as a process: serving, signals (SIGTERM fast stop, SIGQUIT graceful stop), the pid file, and
 //! the exit codes of start-up failures. Loopback only, free ports, bounded waits.
 
+mod common;
+
+use common::{free_port, get, wait_exit};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("corelb-run-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
 
 fn start(conf: &Path, extra: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_corelb"))
@@ -43,49 +33,6 @@ fn wait_port(port: u16) {
     panic!("port {port} never opened");
 }
 
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if let Ok(Some(st)) = child.try_wait() {
-            return Some(st);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
-fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(child.id().to_string())
-        .status();
-    assert!(ok.is_ok_and(|s| s.success()), "kill -{sig}");
-}
-
-/// One GET with `Connection: close`; the body.
-fn get(port: u16, path: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
-        .expect("send");
-    let mut all = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => all.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => panic!("read: {e}"),
-        }
-    }
-    let text = String::from_utf8_lossy(&all).into_owned();
-    text.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
-}
-
 /// The quick-start layout on free ports: three `return` backends, weights 5,1,1 in front.
 fn quickstart(dir: &Path, front: u16, extra_main: &str) -> PathBuf {
     let ports = [free_port(), free_port(), free_port()];
@@ -108,7 +55,7 @@ fn quickstart(dir: &Path, front: u16, extra_main: &str) -> PathBuf {
 
 #[test]
 fn serves_the_weighted_sequence_writes_pid_and_log_files_and_stops_on_sigterm() {
-    let dir = temp_dir("term");
+    let dir = common::temp_dir("run", "term");
     let front = free_port();
     let pid_file = dir.join("corelb.pid");
     let log = dir.join("error.log");
@@ -123,7 +70,7 @@ fn serves_the_weighted_sequence_writes_pid_and_log_files_and_stops_on_sigterm() 
     assert_eq!(seq, "aabacaa");
     let pid = std::fs::read_to_string(&pid_file).expect("pid file");
     assert_eq!(pid.trim(), child.id().to_string());
-    signal(&child, "TERM");
+    common::signal(child.id(), "TERM");
     let st = wait_exit(&mut child, Duration::from_secs(3)).expect("exits soon after SIGTERM");
     assert!(st.success(), "{st:?}");
     assert!(!pid_file.exists(), "pid file removed");
@@ -145,7 +92,7 @@ fn sigquit_lets_an_in_flight_request_finish() {
             });
         }
     });
-    let dir = temp_dir("quit");
+    let dir = common::temp_dir("run", "quit");
     let front = free_port();
     let conf = dir.join("corelb.conf");
     let text = format!(
@@ -156,7 +103,7 @@ fn sigquit_lets_an_in_flight_request_finish() {
     wait_port(front);
     let in_flight = std::thread::spawn(move || get(front, "/"));
     std::thread::sleep(Duration::from_millis(200));
-    signal(&child, "QUIT");
+    common::signal(child.id(), "QUIT");
     assert_eq!(in_flight.join().expect("client thread"), "slow");
     let st = wait_exit(&mut child, Duration::from_secs(5)).expect("exits once idle");
     assert!(st.success(), "{st:?}");
@@ -164,7 +111,7 @@ fn sigquit_lets_an_in_flight_request_finish() {
 
 #[test]
 fn start_up_failures_have_their_exit_codes() {
-    let dir = temp_dir("fail");
+    let dir = common::temp_dir("run", "fail");
     let bad = dir.join("bad.conf");
     std::fs::write(&bad, "events {}\nhttp { bogus_directive on; }\n").expect("write");
     let mut child = start(&bad, &[]);
@@ -191,7 +138,7 @@ fn start_up_failures_have_their_exit_codes() {
 
 #[test]
 fn glommio_runtime_serves_or_explains_why_not() {
-    let dir = temp_dir("glommio");
+    let dir = common::temp_dir("run", "glommio");
     let front = free_port();
     let conf = quickstart(&dir, front, "");
     let mut child = start(&conf, &["--runtime", "glommio"]);
@@ -206,13 +153,13 @@ fn glommio_runtime_serves_or_explains_why_not() {
     }
     let seq: String = (0..7).map(|_| get(front, "/")).collect();
     assert_eq!(seq, "aabacaa");
-    signal(&child, "TERM");
+    common::signal(child.id(), "TERM");
     assert!(wait_exit(&mut child, Duration::from_secs(3)).is_some_and(|s| s.success()));
 }
 
 #[test]
 fn glommio_with_too_little_locked_memory_exits_5_with_the_numbers() {
-    let dir = temp_dir("memlock");
+    let dir = common::temp_dir("run", "memlock");
     let front = free_port();
     let conf = quickstart(&dir, front, "worker_runtime glommio;");
     let out = Command::new("sh")

@@ -155,7 +155,10 @@ mod tests {
     #[test]
     fn uri_is_the_normalized_path_as_nginx() {
         let raw = b"GET /a//b/./c/../d%41?x=%41 HTTP/1.1\r\nHost: h\r\n\r\n";
-        assert_eq!(eval(raw, "$uri|$args|$request_uri"), b"/a/b/dA|x=%41|/a//b/./c/../d%41?x=%41");
+        assert_eq!(
+            eval(raw, "$uri|$args|$request_uri"),
+            b"/a/b/dA|x=%41|/a//b/./c/../d%41?x=%41"
+        );
     }
 
     #[test]
