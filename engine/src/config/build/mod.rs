@@ -11,6 +11,7 @@ mod layers;
 mod listen;
 mod main_ctx;
 mod spec;
+mod state;
 mod stream;
 mod upstream;
 mod vars;

@@ -3,6 +3,7 @@
 //! one from `host[:port]`; names match case-insensitively; at the end of the block each upstream is initialised
 //! (implicit names resolved, `no servers in upstream` checked) in the order they were first named.
 
+use super::state;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, msec_slot, num_slot, unset, walk, Build, Ctx};
 use crate::config::error::ConfigError;
@@ -11,6 +12,7 @@ use crate::config::model::{Method, RandomTwo, ServerLine, Span, UpstreamConf, Zo
 use crate::config::parser::Directive;
 use crate::config::url::{self, Url, UrlOpts};
 use crate::config::value;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The smallest zone nginx accepts: 8 pages of 4 KiB.
@@ -70,6 +72,8 @@ struct BlockConf {
     keepalive_requests: Option<u64>,
     keepalive_timeout: Option<Duration>,
     zone: Option<ZoneConf>,
+    /// `state FILE`: the file (resolved) and the directive's place.
+    state: Option<(PathBuf, Span)>,
 }
 
 impl Upstreams {
@@ -151,7 +155,13 @@ impl Upstreams {
         let mut conf = BlockConf::new();
         let module = self.module;
         let close = walk(block_of(d)?, ctx, |sd| conf.directive(b, vars, module, sd))?;
-        if conf.servers.is_empty() {
+        if let Some((path, at)) = &conf.state {
+            if conf.zone.is_none() {
+                let msg = format!("\"state\" directive requires \"zone\" in upstream \"{name}\"");
+                return Err(ConfigError::invalid(msg, at));
+            }
+            conf.servers = state::load(path, at, module, conf.allow_backup)?;
+        } else if conf.servers.is_empty() {
             return Err(ConfigError::invalid("no servers are inside upstream", &close));
         }
         if let Some(e) = self.entries.get_mut(i) {
@@ -170,16 +180,8 @@ impl Upstreams {
 /// The one server of an implicit upstream: weight 1, max_fails 1, fail_timeout 10s.
 fn implicit_line(text: &str, addrs: Vec<std::net::SocketAddr>, at: &Span) -> ServerLine {
     ServerLine {
-        text: text.to_string(),
-        addrs,
-        weight: 1,
-        max_fails: 1,
-        fail_timeout: Duration::from_secs(10),
-        max_conns: 0,
-        slow_start: std::time::Duration::ZERO,
-        backup: false,
-        down: false,
         span: at.clone(),
+        ..ServerLine::new(text, addrs)
     }
 }
 
@@ -189,7 +191,7 @@ impl Entry {
             return self.init_implicit();
         };
         let primary: usize = conf.servers.iter().filter(|s| !s.backup).map(|s| s.addrs.len()).sum();
-        if primary == 0 {
+        if primary == 0 && conf.state.is_none() {
             let msg = format!("no servers in upstream \"{}\"", self.host);
             return Err(ConfigError::invalid(msg, &self.span));
         }
@@ -218,6 +220,7 @@ impl Entry {
             keepalive_requests: conf.keepalive_requests.unwrap_or(1000),
             keepalive_timeout: conf.keepalive_timeout.unwrap_or(Duration::from_secs(60)),
             zone: conf.zone,
+            state: conf.state.map(|(path, _)| path),
             implicit: false,
             span: block_span,
         })
@@ -243,6 +246,7 @@ impl Entry {
             keepalive_requests: 1000,
             keepalive_timeout: Duration::from_secs(60),
             zone: None,
+            state: None,
             implicit: true,
             span: self.span,
         })
@@ -262,11 +266,17 @@ impl BlockConf {
             keepalive_requests: None,
             keepalive_timeout: None,
             zone: None,
+            state: None,
         }
     }
 
     fn directive(&mut self, b: &mut Build, vars: &mut Vars, module: Module, d: &Directive) -> Result<(), ConfigError> {
         match d.name.as_str() {
+            "server" if self.state.is_some() => Err(ConfigError::NotAllowedHere {
+                name: d.name.clone(),
+                at: d.span.clone(),
+            }),
+            "state" => self.state(d),
             "server" => {
                 let line = server_line(d, module, self.allow_backup)?;
                 self.servers.push(line);
@@ -346,6 +356,21 @@ impl BlockConf {
         self.method = m;
     }
 
+    /// `state FILE`: the servers come from FILE (read when the block ends), so no `server` line may be in the block.
+    fn state(&mut self, d: &Directive) -> Result<(), ConfigError> {
+        if self.state.is_some() {
+            return Err(super::directive_err(d, "is duplicate"));
+        }
+        if !self.servers.is_empty() {
+            return Err(ConfigError::NotAllowedHere {
+                name: d.name.clone(),
+                at: d.span.clone(),
+            });
+        }
+        self.state = Some((state::resolve(arg(d, 0), &d.span), d.span.clone()));
+        Ok(())
+    }
+
     /// `zone NAME [SIZE]`.
     fn zone(&mut self, b: &mut Build, d: &Directive, module: Module) -> Result<(), ConfigError> {
         let name = arg(d, 0);
@@ -377,9 +402,9 @@ fn unsupported_by_method(param: &str, at: &Span) -> ConfigError {
     ConfigError::invalid(format!("balancing method does not support parameter \"{param}\""), at)
 }
 
-/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [slow_start=T] [backup] [down]` in an
-/// upstream block.
-fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<ServerLine, ConfigError> {
+/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [slow_start=T] [backup] [down] [drain]`
+/// in an upstream block or a state file (`drain`, nginx Plus, http only).
+pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<ServerLine, ConfigError> {
     let text = arg(d, 0);
     let mut line = implicit_line(text, Vec::new(), &d.span);
     let invalid = |p: &str| ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span);
@@ -411,6 +436,8 @@ fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<Serv
             line.backup = true;
         } else if p == "down" {
             line.down = true;
+        } else if p == "drain" && module == Module::Http {
+            line.drain = true;
         } else {
             return Err(invalid(p));
         }
@@ -431,7 +458,6 @@ fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<Serv
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     fn at(line: usize) -> Span {
         Span {
