@@ -233,3 +233,48 @@ impl UpstreamPlan {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::balance::testkit::line;
+    use crate::config::model::{Method, ServerLine, Span};
+    use std::time::Duration;
+
+    #[test]
+    fn drain_in_the_config_sets_and_clears_the_kept_slot_s_flag() {
+        let zone = Zone::new();
+        let draining = |conf: &UpstreamConf| {
+            let p = UpstreamPlan::build(conf, &zone).expect("plan");
+            p.primary.peers.iter().map(|p| p.slot.flags().intersects(PeerFlags::DRAINING)).collect::<Vec<_>>()
+        };
+        let mut conf = UpstreamConf {
+            name: "u".into(),
+            method: Method::RoundRobin,
+            servers: vec![
+                ServerLine {
+                    drain: true,
+                    ..line("127.0.0.1:1")
+                },
+                line("127.0.0.1:2"),
+            ],
+            keepalive: None,
+            keepalive_requests: 1000,
+            keepalive_timeout: Duration::from_secs(60),
+            zone: None,
+            state: None,
+            implicit: false,
+            span: Span::default(),
+        };
+        assert_eq!(draining(&conf), [true, false]);
+        let kept = zone.get(&PeerKey {
+            upstream: "u".into(),
+            server: "127.0.0.1:1".into(),
+            addr: "127.0.0.1:1".parse().expect("addr"),
+        });
+        conf.servers[0].drain = false;
+        conf.servers[1].drain = true;
+        assert_eq!(draining(&conf), [false, true]);
+        assert!(kept.is_some_and(|s| !s.flags().intersects(PeerFlags::DRAINING)), "the same slot, cleared");
+    }
+}

@@ -139,6 +139,85 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The config `http { upstream b { BODY } server { listen ...; location / { proxy_pass http://b; } } }` in
+    /// `dir/corelb.conf`.
+    fn parse(dir: &Path, body: &str) -> Result<crate::config::model::Config, ConfigError> {
+        let text = format!(
+            "events {{}}\nhttp {{\nupstream b {{\n{body}\n}}\nserver {{ listen 127.0.0.1:1; location / {{ proxy_pass \
+             http://b; }} }}\n}}\n"
+        );
+        crate::config::parse_str(&text, &dir.join("corelb.conf"))
+    }
+
+    #[test]
+    fn state_takes_the_place_of_server_lines_and_needs_a_zone() {
+        let dir = temp_dir("directive");
+        let conf = dir.join("corelb.conf");
+        let e = parse(&dir, "zone b 64k;\nserver 127.0.0.1:1;\nstate b.state;").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("[emerg] \"state\" directive is not allowed here in {}:6", conf.display())
+        );
+        let e = parse(&dir, "zone b 64k;\nstate b.state;\nserver 127.0.0.1:1;").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("[emerg] \"server\" directive is not allowed here in {}:6", conf.display())
+        );
+        let e = parse(&dir, "state b.state;\nstate c.state;").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("[emerg] \"state\" directive is duplicate in {}:5", conf.display())
+        );
+        let e = parse(&dir, "state b.state;").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "[emerg] \"state\" directive requires \"zone\" in upstream \"b\" in {}:4",
+                conf.display()
+            )
+        );
+        // no file yet: an upstream without servers, which the plan accepts
+        let config = parse(&dir, "zone b 64k;\nstate b.state;").unwrap();
+        let up = &config.http.as_ref().unwrap().upstreams[0];
+        assert_eq!((up.servers.len(), up.state.clone()), (0, Some(dir.join("b.state"))));
+        std::fs::write(dir.join("b.state"), "server 127.0.0.1:2 weight=4;\n").unwrap();
+        let config = parse(&dir, "zone b 64k;\nstate b.state;").unwrap();
+        assert_eq!(config.http.as_ref().unwrap().upstreams[0].servers[0].weight, 4);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_upstream_without_servers_picks_no_peer_with_any_method() {
+        use crate::balance::{Attempt, ShardState, UpstreamPlan};
+        let dir = temp_dir("empty");
+        let methods = ["", "least_conn;", "ip_hash;", "hash $uri;", "hash $uri consistent;", "random;", "random two;"];
+        for method in methods {
+            let config = parse(&dir, &format!("zone b 64k;\nstate b.state;\n{method}")).unwrap();
+            let conf = &config.http.as_ref().unwrap().upstreams[0];
+            let plan = UpstreamPlan::build(conf, &corelb_shared_state::Zone::new()).unwrap();
+            let mut shard = ShardState::seeded(&plan, 1);
+            let mut attempt = Attempt::new(&plan, 0, b"key");
+            assert!(attempt.pick(&mut shard, b"key", 1).is_none(), "{method}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn drain_is_an_http_server_parameter() {
+        let dir = temp_dir("drain");
+        let config = parse(&dir, "server 127.0.0.1:1 drain;\nserver 127.0.0.1:2;").unwrap();
+        let servers = &config.http.as_ref().unwrap().upstreams[0].servers;
+        assert_eq!((servers[0].drain, servers[1].drain), (true, false));
+        let text = "events {}\nstream {\nupstream b { server 127.0.0.1:1 drain; }\nserver { listen 127.0.0.1:1; \
+                    proxy_pass b; }\n}\n";
+        let e = crate::config::parse_str(text, &dir.join("corelb.conf")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("[emerg] invalid parameter \"drain\" in {}:3", dir.join("corelb.conf").display())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn relative_paths_resolve_against_the_directive_s_file() {
         assert_eq!(resolve("state/b.conf", &at()), PathBuf::from("/etc/corelb/state/b.conf"));
