@@ -63,11 +63,18 @@ fn servers_added_through_the_api_survive_a_restart_and_a_reload() {
         assert_eq!(picks(listen, 3), ["a", "b", "a"], "runtime {rt}");
         let body = format!("{{\"server\":\"{}\",\"weight\":3}}", c.addr);
         let (status, added) = api(listen, "POST", "/api/9/http/upstreams/b/servers", &body);
-        assert_eq!((status, &added["id"], &added["weight"]), (201, &json!(2), &json!(3)), "{added}");
+        assert_eq!(
+            (status, &added["id"], &added["weight"]),
+            (201, &json!(2), &json!(3)),
+            "{added}"
+        );
         let written = std::fs::read_to_string(&state).expect("the state file");
         assert_eq!(
             written,
-            format!("server {} weight=2;\nserver {};\nserver {} weight=3;\n", a.addr, b.addr, c.addr)
+            format!(
+                "server {} weight=2;\nserver {};\nserver {} weight=3;\n",
+                a.addr, b.addr, c.addr
+            )
         );
         let expected = vec![
             (a.addr.to_string(), 2, false),
@@ -104,7 +111,10 @@ fn an_upstream_whose_state_file_has_no_server_answers_502_until_one_is_added() {
         let state = dir.join("b.state");
         let listen = free_addr();
         let _p = start(rt, &state_text(listen, &state));
-        assert!(!state.exists(), "a missing file is read as empty and not written at load");
+        assert!(
+            !state.exists(),
+            "a missing file is read as empty and not written at load"
+        );
         assert_eq!(peers(listen), Vec::<Value>::new());
         assert_eq!(get(listen, "/").map(|r| r.status), Some(502), "runtime {rt}");
 
@@ -165,12 +175,20 @@ fn a_peer_drained_in_the_config_takes_no_requests_and_shows_draining() {
         assert_eq!(picks(listen, 4), ["b", "b", "b", "b"], "runtime {rt}");
         assert_eq!(a.requests(), 0);
         let drained = peer_of(listen, a.addr);
-        assert_eq!((&drained["state"], &drained["requests"]), (&json!("draining"), &json!(0)));
+        assert_eq!(
+            (&drained["state"], &drained["requests"]),
+            (&json!("draining"), &json!(0))
+        );
         let (status, v) = api(listen, "GET", "/api/9/http/upstreams/b/servers/0", "");
         assert_eq!((status, &v["drain"]), (200, &json!(true)), "{v}");
 
         // The API clears it; a reload of the same file sets it again (the config is the truth at each apply).
-        let (status, v) = api(listen, "PATCH", "/api/9/http/upstreams/b/servers/0", "{\"drain\":false}");
+        let (status, v) = api(
+            listen,
+            "PATCH",
+            "/api/9/http/upstreams/b/servers/0",
+            "{\"drain\":false}",
+        );
         assert_eq!((status, &v["drain"]), (200, &json!(false)), "{v}");
         assert_eq!(picks(listen, 2), ["a", "b"]);
         p.shared

@@ -246,7 +246,11 @@ mod tests {
         let zone = Zone::new();
         let draining = |conf: &UpstreamConf| {
             let p = UpstreamPlan::build(conf, &zone).expect("plan");
-            p.primary.peers.iter().map(|p| p.slot.flags().intersects(PeerFlags::DRAINING)).collect::<Vec<_>>()
+            p.primary
+                .peers
+                .iter()
+                .map(|p| p.slot.flags().intersects(PeerFlags::DRAINING))
+                .collect::<Vec<_>>()
         };
         let mut conf = UpstreamConf {
             name: "u".into(),
@@ -275,6 +279,9 @@ mod tests {
         conf.servers[0].drain = false;
         conf.servers[1].drain = true;
         assert_eq!(draining(&conf), [false, true]);
-        assert!(kept.is_some_and(|s| !s.flags().intersects(PeerFlags::DRAINING)), "the same slot, cleared");
+        assert!(
+            kept.is_some_and(|s| !s.flags().intersects(PeerFlags::DRAINING)),
+            "the same slot, cleared"
+        );
     }
 }

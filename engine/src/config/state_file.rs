@@ -56,13 +56,17 @@ fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// `DIR/.NAME.tmp`: in the same directory, so the rename never crosses file systems.
 fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     path.with_file_name(format!(".{name}.tmp"))
 }
 
 /// Whether two lines differ only in their addresses (and where they were read).
 fn same_params(a: &ServerLine, b: &ServerLine) -> bool {
-    (a.weight, a.max_fails, a.fail_timeout, a.max_conns, a.slow_start) == (b.weight, b.max_fails, b.fail_timeout, b.max_conns, b.slow_start)
+    (a.weight, a.max_fails, a.fail_timeout, a.max_conns, a.slow_start)
+        == (b.weight, b.max_fails, b.fail_timeout, b.max_conns, b.slow_start)
         && (a.backup, a.down, a.drain) == (b.backup, b.down, b.drain)
 }
 

@@ -17,7 +17,9 @@ pub fn resolve(file: &str, at: &Span) -> PathBuf {
     if path.is_absolute() {
         return path.to_path_buf();
     }
-    at.file.parent().map_or_else(|| path.to_path_buf(), |dir| dir.join(path))
+    at.file
+        .parent()
+        .map_or_else(|| path.to_path_buf(), |dir| dir.join(path))
 }
 
 /// The servers of the state file at `path` (named by the `state` directive at `at`). Only `server` lines are
@@ -102,7 +104,13 @@ mod tests {
         ];
         state_file::write(&path, &lines).unwrap();
         let back = load(&path, &at(), Module::Http, true).unwrap();
-        assert_eq!(back[1].span, Span { file: path.clone(), line: 2 });
+        assert_eq!(
+            back[1].span,
+            Span {
+                file: path.clone(),
+                line: 2
+            }
+        );
         assert_eq!(without_span(back), lines);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -122,7 +130,10 @@ mod tests {
         let e = load(&path, &at(), Module::Http, true).unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!("[emerg] unexpected end of file, expecting \";\" or \"}}\" in {}:4", path.display())
+            format!(
+                "[emerg] unexpected end of file, expecting \";\" or \"}}\" in {}:4",
+                path.display()
+            )
         );
         std::fs::write(&path, "zone z 64k;\n").unwrap();
         let e = load(&path, &at(), Module::Http, true).unwrap_err();
@@ -156,12 +167,18 @@ mod tests {
         let e = parse(&dir, "zone b 64k;\nserver 127.0.0.1:1;\nstate b.state;").unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!("[emerg] \"state\" directive is not allowed here in {}:6", conf.display())
+            format!(
+                "[emerg] \"state\" directive is not allowed here in {}:6",
+                conf.display()
+            )
         );
         let e = parse(&dir, "zone b 64k;\nstate b.state;\nserver 127.0.0.1:1;").unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!("[emerg] \"server\" directive is not allowed here in {}:6", conf.display())
+            format!(
+                "[emerg] \"server\" directive is not allowed here in {}:6",
+                conf.display()
+            )
         );
         let e = parse(&dir, "state b.state;\nstate c.state;").unwrap_err();
         assert_eq!(
@@ -190,7 +207,15 @@ mod tests {
     fn an_upstream_without_servers_picks_no_peer_with_any_method() {
         use crate::balance::{Attempt, ShardState, UpstreamPlan};
         let dir = temp_dir("empty");
-        let methods = ["", "least_conn;", "ip_hash;", "hash $uri;", "hash $uri consistent;", "random;", "random two;"];
+        let methods = [
+            "",
+            "least_conn;",
+            "ip_hash;",
+            "hash $uri;",
+            "hash $uri consistent;",
+            "random;",
+            "random two;",
+        ];
         for method in methods {
             let config = parse(&dir, &format!("zone b 64k;\nstate b.state;\n{method}")).unwrap();
             let conf = &config.http.as_ref().unwrap().upstreams[0];
@@ -213,14 +238,20 @@ mod tests {
         let e = crate::config::parse_str(text, &dir.join("corelb.conf")).unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!("[emerg] invalid parameter \"drain\" in {}:3", dir.join("corelb.conf").display())
+            format!(
+                "[emerg] invalid parameter \"drain\" in {}:3",
+                dir.join("corelb.conf").display()
+            )
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn relative_paths_resolve_against_the_directive_s_file() {
-        assert_eq!(resolve("state/b.conf", &at()), PathBuf::from("/etc/corelb/state/b.conf"));
+        assert_eq!(
+            resolve("state/b.conf", &at()),
+            PathBuf::from("/etc/corelb/state/b.conf")
+        );
         assert_eq!(resolve("/var/lib/b.conf", &at()), PathBuf::from("/var/lib/b.conf"));
     }
 }
