@@ -10,6 +10,7 @@ mod http;
 mod layers;
 mod listen;
 mod main_ctx;
+mod server_line;
 mod spec;
 mod state;
 mod stream;

@@ -2,7 +2,7 @@
 //! and `server` builder, so that an error names the state file's `FILE:LINE`. A missing file is an upstream with
 //! no servers yet (it answers 502 until servers are added through the API, which creates the file).
 
-use super::upstream::server_line;
+use super::server_line::server_line;
 use super::vars::Module;
 use super::{walk, Ctx};
 use crate::config::error::ConfigError;
