@@ -242,3 +242,18 @@ fn a_stream_upstream_keeps_its_servers_in_its_state_file_too() {
         std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }
+
+#[test]
+fn a_change_whose_state_file_cannot_be_written_is_refused_and_changes_nothing() {
+    let a = Backend::start("a", Mode::Ok);
+    let dir = temp_dir("unwritable");
+    let state = dir.join("b.state");
+    std::fs::write(&state, format!("server {};\n", a.addr)).expect("state");
+    let listen = free_addr();
+    let _p = start(0, &state_text(listen, &state));
+    std::fs::remove_dir_all(&dir).expect("the state file's directory goes away");
+    let (status, v) = api(listen, "PATCH", "/api/9/http/upstreams/b/servers/0", "{\"weight\":5}");
+    assert_eq!((status, &v["error"]["code"]), (500, &json!("InternalError")), "{v}");
+    assert_eq!(settings(listen), [(a.addr.to_string(), 1, false)]);
+    assert_eq!(picks(listen, 1), ["a"]);
+}
