@@ -20,16 +20,8 @@ pub fn servers(n: usize, weight: u32) -> Vec<ServerLine> {
             let ip = Ipv4Addr::from(0x0a00_0000 + i as u32 + 1);
             let addr = SocketAddr::new(IpAddr::V4(ip), 8080);
             ServerLine {
-                text: addr.to_string(),
-                addrs: vec![addr],
                 weight: if weight == 0 { i as u32 % 3 + 1 } else { weight },
-                max_fails: 1,
-                fail_timeout: Duration::from_secs(10),
-                max_conns: 0,
-                slow_start: std::time::Duration::ZERO,
-                backup: false,
-                down: false,
-                span: Span::default(),
+                ..ServerLine::new(addr.to_string(), vec![addr])
             }
         })
         .collect()
@@ -45,6 +37,7 @@ pub fn plan(method: Method, servers: Vec<ServerLine>) -> UpstreamPlan {
         keepalive_requests: 1000,
         keepalive_timeout: Duration::from_secs(60),
         zone: None,
+        state: None,
         implicit: false,
         span: Span::default(),
     };

@@ -161,6 +161,10 @@ impl<'p> Attempt<'p> {
     pub fn pick(&mut self, shard: &mut ShardState, key: &[u8], now: u64) -> Option<&'p Peer> {
         debug_assert!(self.guard.is_none(), "report the previous outcome before picking again");
         self.guard = None;
+        if self.plan.primary.is_empty() {
+            // Only an upstream kept in a state file can have no primary peer (see `UpstreamPlan::build_with`).
+            return None;
+        }
         loop {
             let plan = self.plan;
             let mut cx = PickCx {

@@ -3,7 +3,7 @@
 use super::Balancer;
 use crate::config::key::KeyTemplate;
 use crate::config::model::UpstreamConf;
-use corelb_shared_state::{PeerKey, PeerSlot, Zone};
+use corelb_shared_state::{PeerFlags, PeerKey, PeerSlot, Zone};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -167,6 +167,13 @@ impl UpstreamPlan {
         for line in &conf.servers {
             let server: Arc<str> = Arc::from(line.text.as_str());
             for addr in &line.addrs {
+                let slot = next_slot();
+                // The config (or the API's change to it) is the truth for `drain` at every apply.
+                if line.drain {
+                    slot.set_flags(PeerFlags::DRAINING);
+                } else {
+                    slot.clear_flags(PeerFlags::DRAINING);
+                }
                 let peer = Peer {
                     server: server.clone(),
                     addr: *addr,
@@ -176,7 +183,7 @@ impl UpstreamPlan {
                     max_conns: line.max_conns,
                     slow_start: line.slow_start.as_secs(),
                     down: line.down,
-                    slot: next_slot(),
+                    slot,
                 };
                 if line.backup {
                     backup.push(peer);
@@ -185,7 +192,8 @@ impl UpstreamPlan {
                 }
             }
         }
-        if primary.is_empty() {
+        // An upstream kept in a state file may have no server yet: every pick is then "no live upstreams" (502).
+        if primary.is_empty() && conf.state.is_none() {
             return Err(PlanError::NoServers(conf.name.clone()));
         }
         let primary = PeerList::new(primary);
@@ -223,5 +231,57 @@ impl UpstreamPlan {
         } else {
             t
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::balance::testkit::line;
+    use crate::config::model::{Method, ServerLine, Span};
+    use std::time::Duration;
+
+    #[test]
+    fn drain_in_the_config_sets_and_clears_the_kept_slot_s_flag() {
+        let zone = Zone::new();
+        let draining = |conf: &UpstreamConf| {
+            let p = UpstreamPlan::build(conf, &zone).expect("plan");
+            p.primary
+                .peers
+                .iter()
+                .map(|p| p.slot.flags().intersects(PeerFlags::DRAINING))
+                .collect::<Vec<_>>()
+        };
+        let mut conf = UpstreamConf {
+            name: "u".into(),
+            method: Method::RoundRobin,
+            servers: vec![
+                ServerLine {
+                    drain: true,
+                    ..line("127.0.0.1:1")
+                },
+                line("127.0.0.1:2"),
+            ],
+            keepalive: None,
+            keepalive_requests: 1000,
+            keepalive_timeout: Duration::from_secs(60),
+            zone: None,
+            state: None,
+            implicit: false,
+            span: Span::default(),
+        };
+        assert_eq!(draining(&conf), [true, false]);
+        let kept = zone.get(&PeerKey {
+            upstream: "u".into(),
+            server: "127.0.0.1:1".into(),
+            addr: "127.0.0.1:1".parse().expect("addr"),
+        });
+        conf.servers[0].drain = false;
+        conf.servers[1].drain = true;
+        assert_eq!(draining(&conf), [false, true]);
+        assert!(
+            kept.is_some_and(|s| !s.flags().intersects(PeerFlags::DRAINING)),
+            "the same slot, cleared"
+        );
     }
 }

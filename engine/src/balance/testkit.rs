@@ -13,18 +13,8 @@ pub const NOW: u64 = 1_000_000;
 /// A `server` line with nginx's defaults (weight 1, max_fails 1, fail_timeout 10s). The text is also parsed as the
 /// address when it is one (127.0.0.1:80 otherwise).
 pub fn line(text: &str) -> ServerLine {
-    ServerLine {
-        text: text.to_string(),
-        addrs: vec![text.parse().unwrap_or(SocketAddr::from(([127, 0, 0, 1], 80)))],
-        weight: 1,
-        max_fails: 1,
-        fail_timeout: Duration::from_secs(10),
-        max_conns: 0,
-        slow_start: std::time::Duration::ZERO,
-        backup: false,
-        down: false,
-        span: Span::default(),
-    }
+    let addr = text.parse().unwrap_or(SocketAddr::from(([127, 0, 0, 1], 80)));
+    ServerLine::new(text, vec![addr])
 }
 
 /// A line `text` with `weight`.
@@ -67,6 +57,7 @@ pub fn plan(method: Method, servers: Vec<ServerLine>) -> UpstreamPlan {
         keepalive_requests: 1000,
         keepalive_timeout: Duration::from_secs(60),
         zone: None,
+        state: None,
         implicit: false,
         span: Span::default(),
     };

@@ -9,6 +9,7 @@ pub mod key;
 pub mod lexer;
 pub mod model;
 pub mod parser;
+pub mod state_file;
 pub mod url;
 pub mod value;
 

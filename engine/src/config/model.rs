@@ -112,7 +112,29 @@ pub struct ServerLine {
     pub slow_start: Duration,
     pub backup: bool,
     pub down: bool,
+    /// `drain` (nginx Plus, http only): the peer takes no new requests; its zone flag follows this at every apply.
+    pub drain: bool,
     pub span: Span,
+}
+
+impl ServerLine {
+    /// A line for `text` (the argument as written) with its resolved `addrs` and nginx's defaults: weight 1,
+    /// max_fails 1, fail_timeout 10s, no max_conns, no slow_start, not backup, down or draining.
+    pub fn new(text: impl Into<String>, addrs: Vec<SocketAddr>) -> Self {
+        ServerLine {
+            text: text.into(),
+            addrs,
+            weight: 1,
+            max_fails: 1,
+            fail_timeout: Duration::from_secs(10),
+            max_conns: 0,
+            slow_start: Duration::ZERO,
+            backup: false,
+            down: false,
+            drain: false,
+            span: Span::default(),
+        }
+    }
 }
 
 /// `zone NAME [SIZE]`.
@@ -137,6 +159,9 @@ pub struct UpstreamConf {
     /// Default 60s.
     pub keepalive_timeout: Duration,
     pub zone: Option<ZoneConf>,
+    /// `state FILE` (nginx Plus): the servers live in FILE (resolved against the directory of the file that names
+    /// it), which every API change rewrites; `None` = servers from the config.
+    pub state: Option<PathBuf>,
     /// True when this upstream was made implicitly by `proxy_pass host:port`.
     pub implicit: bool,
     pub span: Span,

@@ -47,17 +47,12 @@ impl Balancer for FirstUsable {
 fn line(port: u16, params: &str) -> ServerLine {
     let text = format!("127.0.0.1:{port}");
     let has = |p: &str| params.split_whitespace().any(|w| w == p);
+    let addrs = vec![text.parse().unwrap()];
     ServerLine {
-        addrs: vec![text.parse().unwrap()],
-        text,
-        weight: 1,
         max_fails: if has("max_fails=0") { 0 } else { 1 },
-        fail_timeout: Duration::from_secs(10),
-        max_conns: 0,
-        slow_start: std::time::Duration::ZERO,
         backup: has("backup"),
         down: has("down"),
-        span: Span::default(),
+        ..ServerLine::new(text, addrs)
     }
 }
 
@@ -70,6 +65,7 @@ fn upstream(lines: Vec<ServerLine>) -> UpstreamConf {
         keepalive_requests: 1000,
         keepalive_timeout: Duration::from_secs(60),
         zone: None,
+        state: None,
         implicit: false,
         span: Span::default(),
     }

@@ -29,18 +29,7 @@ pub fn dead_addr() -> SocketAddr {
 }
 
 pub fn server_line(addr: SocketAddr) -> ServerLine {
-    ServerLine {
-        text: addr.to_string(),
-        addrs: vec![addr],
-        weight: 1,
-        max_fails: 1,
-        fail_timeout: Duration::from_secs(10),
-        max_conns: 0,
-        slow_start: std::time::Duration::ZERO,
-        backup: false,
-        down: false,
-        span: Span::default(),
-    }
+    ServerLine::new(addr.to_string(), vec![addr])
 }
 
 pub fn upstream(name: &str, servers: Vec<ServerLine>) -> UpstreamConf {
@@ -52,6 +41,7 @@ pub fn upstream(name: &str, servers: Vec<ServerLine>) -> UpstreamConf {
         keepalive_requests: 1000,
         keepalive_timeout: Duration::from_secs(60),
         zone: None,
+        state: None,
         implicit: false,
         span: Span::default(),
     }

@@ -1,19 +1,20 @@
 //! Server changes (`POST`, `PATCH`, `DELETE` on `.../servers[/ID]`): the running config's upstream is edited and
 //! made the running snapshot through the control plane, so every shard sees it at once and the zone keeps the
-//! state (and ids) of the peers the change does not touch.
+//! state (and ids) of the peers the change does not touch. An upstream with `state FILE` has the file rewritten
+//! with its new servers, under the control plane's lock, before the change is published.
 
 use super::body::ServerBody;
 use super::json::Json;
 use super::route::Block;
 use super::views;
 use super::ApiError;
-use crate::config::model::{Config, Method, ServerLine, Span, UpstreamConf};
+use crate::config::model::{Config, Method, ServerLine, UpstreamConf};
+use crate::config::state_file;
 use crate::config::url::{self, UrlOpts};
 use crate::control::{ApplyError, ChangeKind};
 use crate::shard::Shared;
-use corelb_shared_state::{PeerFlags, PeerKey};
+use corelb_shared_state::PeerKey;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 /// One change to an upstream's servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,26 +26,56 @@ pub enum Change {
 
 /// What a change did: the peer it added or changed (its identity), for the answer.
 enum Done {
-    Peer { key: PeerKey, drain: Option<bool> },
+    Peer { key: PeerKey },
     Removed,
 }
 
 /// Applies `change` to upstream `name` of `block` and returns the status and body of the answer.
 pub fn apply(shared: &Shared, block: Block, name: &str, change: Change) -> Result<(u16, Json), ApiError> {
     let mut outcome: Result<Done, ApiError> = Err(ApiError::internal());
+    let mut written = false;
     let applied = shared.apply(ChangeKind::Api, |old| {
         outcome = edit(shared, old, block, name, &change);
-        match &outcome {
-            Ok(_) => rebuild(old, block, name, shared, &change),
-            Err(e) => Err(ApplyError::Refused(e.text.clone())),
+        if let Err(e) = &outcome {
+            return Err(ApplyError::Refused(e.text.clone()));
         }
+        let config = rebuild(old, block, name, shared, &change)?;
+        if let Err(e) = persist(&config, shared, block, name) {
+            outcome = Err(e.clone());
+            return Err(ApplyError::Refused(e.text));
+        }
+        written = true;
+        Ok(config)
     });
     let done = outcome?;
+    if applied.is_err() && written {
+        // The file got the change the control plane then refused: put the running servers back in it.
+        let _ = persist(&shared.snapshot.load().config, shared, block, name);
+    }
     match applied {
         Ok(_) => answer(shared, block, name, done, matches!(change, Change::Add(_))),
         Err(e @ ApplyError::Health(_)) => Err(ApiError::new(500, "InternalError", e.to_string())),
         Err(e) => Err(ApiError::new(400, "UpstreamConfFormatError", e.to_string())),
     }
+}
+
+/// Writes the servers of upstream `name` in `config` to its state file, if it has one (nginx Plus keeps the file
+/// in step with every change, so that a restart or reload keeps them).
+fn persist(config: &Config, shared: &Shared, block: Block, name: &str) -> Result<(), ApiError> {
+    let snap = shared.snapshot.load();
+    let Some(index) = views::find_upstream(&snap, block, name).map(|u| u.index) else {
+        return Ok(());
+    };
+    let Some(conf) = upstream_conf(config, block, index) else {
+        return Ok(());
+    };
+    let Some(path) = &conf.state else {
+        return Ok(());
+    };
+    state_file::write(path, &conf.servers).map_err(|e| {
+        let text = format!("could not write the state file \"{}\" ({e})", path.display());
+        ApiError::new(500, "InternalError", text)
+    })
 }
 
 /// Checks the change against the running snapshot (which `old` is the config of: changes are serialized) and
@@ -63,10 +94,10 @@ fn edit(shared: &Shared, old: &Config, block: Block, name: &str, change: &Change
             if exploded(conf).iter().any(|l| key_of(conf, l) == key) {
                 return Err(ApiError::new(409, "EntryExists", "entry exists".into()));
             }
-            Ok(Done::Peer { key, drain: body.drain })
+            Ok(Done::Peer { key })
         }
         Change::Modify(id, body) => {
-            let (line, draining) = line_by_id(shared, conf, *id)?;
+            let line = line_by_id(shared, conf, *id)?;
             let changed = modified(line.clone(), body, block, conf)?;
             let key = key_of(conf, &changed);
             if key != key_of(conf, &line) {
@@ -75,15 +106,13 @@ fn edit(shared: &Shared, old: &Config, block: Block, name: &str, change: &Change
                 }
                 shared.zone.prefer_id(key.clone(), *id);
             }
-            Ok(Done::Peer {
-                key,
-                drain: body.drain.or(Some(draining)),
-            })
+            Ok(Done::Peer { key })
         }
         Change::Remove(id) => {
-            let (line, _) = line_by_id(shared, conf, *id)?;
+            let line = line_by_id(shared, conf, *id)?;
             let primaries = exploded(conf).iter().filter(|l| !l.backup).count();
-            if !line.backup && primaries == 1 {
+            // An upstream kept in a state file may be left empty (it answers 502); others need a primary server.
+            if !line.backup && primaries == 1 && conf.state.is_none() {
                 let text = format!("server \"{id}\" not removable: the last primary server");
                 return Err(ApiError::new(400, "UpstreamServerImmutable", text));
             }
@@ -131,16 +160,11 @@ fn answer(shared: &Shared, block: Block, name: &str, done: Done, added: bool) ->
     let up = views::find_upstream(&snap, block, name).ok_or_else(ApiError::upstream_not_found)?;
     match done {
         Done::Removed => Ok((200, views::server_confs(up, block))),
-        Done::Peer { key, drain } => {
+        Done::Peer { key } => {
             let (peer, backup) = up
                 .peers()
                 .find(|(p, _)| p.addr == key.addr && *p.server == *key.server)
                 .ok_or_else(ApiError::internal)?;
-            match drain {
-                Some(true) => peer.slot.set_flags(PeerFlags::DRAINING),
-                Some(false) => peer.slot.clear_flags(PeerFlags::DRAINING),
-                None => {}
-            }
             Ok((if added { 201 } else { 200 }, views::server_conf(peer, backup, block)))
         }
     }
@@ -188,14 +212,11 @@ fn key_of(conf: &UpstreamConf, line: &ServerLine) -> PeerKey {
     }
 }
 
-/// The line of the peer with id `id`, and whether that peer is draining.
-fn line_by_id(shared: &Shared, conf: &UpstreamConf, id: u32) -> Result<(ServerLine, bool), ApiError> {
+/// The line of the peer with id `id`.
+fn line_by_id(shared: &Shared, conf: &UpstreamConf, id: u32) -> Result<ServerLine, ApiError> {
     exploded(conf)
         .into_iter()
-        .find_map(|l| {
-            let slot = shared.zone.get(&key_of(conf, &l))?;
-            (slot.id() == id).then(|| (l, slot.flags().intersects(PeerFlags::DRAINING)))
-        })
+        .find(|l| shared.zone.get(&key_of(conf, l)).is_some_and(|slot| slot.id() == id))
         .ok_or_else(|| ApiError::server_not_found(id))
 }
 
@@ -206,16 +227,8 @@ fn new_line(body: &ServerBody, block: Block, conf: &UpstreamConf) -> Result<Serv
         .as_deref()
         .ok_or_else(|| ApiError::new(400, "UpstreamConfFormatError", "missing \"server\" argument".into()))?;
     let line = ServerLine {
-        text: String::new(),
-        addrs: Vec::new(),
-        weight: 1,
-        max_fails: 1,
-        fail_timeout: Duration::from_secs(10),
-        max_conns: 0,
-        slow_start: Duration::ZERO,
         backup: body.backup.unwrap_or(false),
-        down: false,
-        span: Span::default(),
+        ..ServerLine::new(String::new(), Vec::new())
     };
     if line.backup && !allows_backup(&conf.method) {
         let text = format!("upstream \"{}\" has no backup", conf.name);
@@ -250,6 +263,7 @@ fn modified(
     line.fail_timeout = body.fail_timeout.unwrap_or(line.fail_timeout);
     line.slow_start = body.slow_start.unwrap_or(line.slow_start);
     line.down = body.down.unwrap_or(line.down);
+    line.drain = body.drain.unwrap_or(line.drain);
     if !line.slow_start.is_zero() && !allows_backup(&conf.method) {
         // nginx Plus: the methods that cannot take `backup` cannot take `slow_start` either.
         let text = "balancing method does not support parameter \"slow_start\"".to_string();
@@ -289,6 +303,8 @@ fn address(text: &str, block: Block) -> Result<SocketAddr, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::model::Span;
+    use std::time::Duration;
 
     fn conf(method: Method) -> UpstreamConf {
         UpstreamConf {
@@ -299,6 +315,7 @@ mod tests {
             keepalive_requests: 1000,
             keepalive_timeout: Duration::from_secs(60),
             zone: None,
+            state: None,
             implicit: false,
             span: Span::default(),
         }

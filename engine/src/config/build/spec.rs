@@ -133,6 +133,7 @@ pub const SPECS: &[Spec] = &[
     both("random", UPS, NOARGS_TAKE12),
     both("keepalive", Ctx::HTTP_UPS, TAKE1),
     both("zone", UPS, TAKE12),
+    both("state", UPS, TAKE1),
     // nginx Plus active health checks
     both("health_check", Ctx::HTTP_LOC.or(Ctx::STREAM_SRV), ANY),
     spec("match", Ctx::HTTP, Ctx::HTTP, TAKE1, true),
@@ -354,7 +355,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "sticky",
     "queue",
     "ntlm",
-    "state",
     // stream extras
     "preread_buffer_size",
     "preread_timeout",

@@ -3,14 +3,17 @@
 //! one from `host[:port]`; names match case-insensitively; at the end of the block each upstream is initialised
 //! (implicit names resolved, `no servers in upstream` checked) in the order they were first named.
 
+use super::server_line::unsupported_by_method;
+use super::state;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, msec_slot, num_slot, unset, walk, Build, Ctx};
 use crate::config::error::ConfigError;
 use crate::config::key::KeyTemplate;
 use crate::config::model::{Method, RandomTwo, ServerLine, Span, UpstreamConf, ZoneConf};
 use crate::config::parser::Directive;
-use crate::config::url::{self, Url, UrlOpts};
+use crate::config::url::{self, Url};
 use crate::config::value;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The smallest zone nginx accepts: 8 pages of 4 KiB.
@@ -70,6 +73,8 @@ struct BlockConf {
     keepalive_requests: Option<u64>,
     keepalive_timeout: Option<Duration>,
     zone: Option<ZoneConf>,
+    /// `state FILE`: the file (resolved) and the directive's place.
+    state: Option<(PathBuf, Span)>,
 }
 
 impl Upstreams {
@@ -151,7 +156,13 @@ impl Upstreams {
         let mut conf = BlockConf::new();
         let module = self.module;
         let close = walk(block_of(d)?, ctx, |sd| conf.directive(b, vars, module, sd))?;
-        if conf.servers.is_empty() {
+        if let Some((path, at)) = &conf.state {
+            if conf.zone.is_none() {
+                let msg = format!("\"state\" directive requires \"zone\" in upstream \"{name}\"");
+                return Err(ConfigError::invalid(msg, at));
+            }
+            conf.servers = state::load(path, at, module, conf.allow_backup)?;
+        } else if conf.servers.is_empty() {
             return Err(ConfigError::invalid("no servers are inside upstream", &close));
         }
         if let Some(e) = self.entries.get_mut(i) {
@@ -170,16 +181,8 @@ impl Upstreams {
 /// The one server of an implicit upstream: weight 1, max_fails 1, fail_timeout 10s.
 fn implicit_line(text: &str, addrs: Vec<std::net::SocketAddr>, at: &Span) -> ServerLine {
     ServerLine {
-        text: text.to_string(),
-        addrs,
-        weight: 1,
-        max_fails: 1,
-        fail_timeout: Duration::from_secs(10),
-        max_conns: 0,
-        slow_start: std::time::Duration::ZERO,
-        backup: false,
-        down: false,
         span: at.clone(),
+        ..ServerLine::new(text, addrs)
     }
 }
 
@@ -189,7 +192,7 @@ impl Entry {
             return self.init_implicit();
         };
         let primary: usize = conf.servers.iter().filter(|s| !s.backup).map(|s| s.addrs.len()).sum();
-        if primary == 0 {
+        if primary == 0 && conf.state.is_none() {
             let msg = format!("no servers in upstream \"{}\"", self.host);
             return Err(ConfigError::invalid(msg, &self.span));
         }
@@ -218,6 +221,7 @@ impl Entry {
             keepalive_requests: conf.keepalive_requests.unwrap_or(1000),
             keepalive_timeout: conf.keepalive_timeout.unwrap_or(Duration::from_secs(60)),
             zone: conf.zone,
+            state: conf.state.map(|(path, _)| path),
             implicit: false,
             span: block_span,
         })
@@ -243,6 +247,7 @@ impl Entry {
             keepalive_requests: 1000,
             keepalive_timeout: Duration::from_secs(60),
             zone: None,
+            state: None,
             implicit: true,
             span: self.span,
         })
@@ -262,13 +267,19 @@ impl BlockConf {
             keepalive_requests: None,
             keepalive_timeout: None,
             zone: None,
+            state: None,
         }
     }
 
     fn directive(&mut self, b: &mut Build, vars: &mut Vars, module: Module, d: &Directive) -> Result<(), ConfigError> {
         match d.name.as_str() {
+            "server" if self.state.is_some() => Err(ConfigError::NotAllowedHere {
+                name: d.name.clone(),
+                at: d.span.clone(),
+            }),
+            "state" => self.state(d),
             "server" => {
-                let line = server_line(d, module, self.allow_backup)?;
+                let line = super::server_line::server_line(d, module, self.allow_backup)?;
                 self.servers.push(line);
                 Ok(())
             }
@@ -346,6 +357,21 @@ impl BlockConf {
         self.method = m;
     }
 
+    /// `state FILE`: the servers come from FILE (read when the block ends), so no `server` line may be in the block.
+    fn state(&mut self, d: &Directive) -> Result<(), ConfigError> {
+        if self.state.is_some() {
+            return Err(super::directive_err(d, "is duplicate"));
+        }
+        if !self.servers.is_empty() {
+            return Err(ConfigError::NotAllowedHere {
+                name: d.name.clone(),
+                at: d.span.clone(),
+            });
+        }
+        self.state = Some((state::resolve(arg(d, 0), &d.span), d.span.clone()));
+        Ok(())
+    }
+
     /// `zone NAME [SIZE]`.
     fn zone(&mut self, b: &mut Build, d: &Directive, module: Module) -> Result<(), ConfigError> {
         let name = arg(d, 0);
@@ -372,66 +398,10 @@ impl BlockConf {
     }
 }
 
-/// nginx's message for a `server` parameter the upstream's balancing method does not support.
-fn unsupported_by_method(param: &str, at: &Span) -> ConfigError {
-    ConfigError::invalid(format!("balancing method does not support parameter \"{param}\""), at)
-}
-
-/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [slow_start=T] [backup] [down]` in an
-/// upstream block.
-fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<ServerLine, ConfigError> {
-    let text = arg(d, 0);
-    let mut line = implicit_line(text, Vec::new(), &d.span);
-    let invalid = |p: &str| ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span);
-    for p in d.args.iter().skip(1) {
-        let number = |v: &str| {
-            value::atoi(v)
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| invalid(p))
-        };
-        if let Some(v) = p.strip_prefix("weight=") {
-            line.weight = number(v).and_then(|w| if w == 0 { Err(invalid(p)) } else { Ok(w) })?;
-        } else if let Some(v) = p.strip_prefix("max_conns=") {
-            line.max_conns = number(v)?;
-        } else if let Some(v) = p.strip_prefix("max_fails=") {
-            line.max_fails = number(v)?;
-        } else if let Some(v) = p.strip_prefix("fail_timeout=") {
-            line.fail_timeout = value::parse_sec(v).ok_or_else(|| invalid(p))?;
-        } else if let Some(v) = p.strip_prefix("slow_start=") {
-            // nginx Plus: the methods that cannot take `backup` (hash, ip_hash, random) cannot take it either.
-            if !allow_backup {
-                return Err(unsupported_by_method(p, &d.span));
-            }
-            line.slow_start = value::parse_sec(v).ok_or_else(|| invalid(p))?;
-        } else if p == "backup" {
-            if !allow_backup {
-                let msg = format!("balancing method does not support parameter \"{p}\"");
-                return Err(ConfigError::invalid(msg, &d.span));
-            }
-            line.backup = true;
-        } else if p == "down" {
-            line.down = true;
-        } else {
-            return Err(invalid(p));
-        }
-    }
-    let opts = UrlOpts {
-        default_port: if module == Module::Http { 80 } else { 0 },
-        ..UrlOpts::default()
-    };
-    let url =
-        url::parse_url(text, opts).map_err(|e| ConfigError::invalid(format!("{e} in upstream \"{text}\""), &d.span))?;
-    if module == Module::Stream && url.no_port {
-        return Err(ConfigError::invalid(format!("no port in upstream \"{text}\""), &d.span));
-    }
-    line.addrs = url.addrs;
-    Ok(line)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
+    use crate::config::url::UrlOpts;
 
     fn at(line: usize) -> Span {
         Span {
@@ -502,54 +472,6 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "[emerg] host not found in upstream \"no-such-host.invalid\" in t.conf:4"
-        );
-    }
-
-    #[test]
-    fn server_line_parameters() {
-        let d = Directive {
-            name: "server".into(),
-            args: vec!["127.0.0.1:1".into(), "weight=3".into(), "down".into()],
-            span: at(1),
-            block: None,
-        };
-        let l = server_line(&d, Module::Http, true).unwrap();
-        assert_eq!((l.weight, l.down, l.addrs.len()), (3, true, 1));
-        let mut d = d;
-        d.args[2] = "backup".into();
-        let e = server_line(&d, Module::Http, false).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "[emerg] balancing method does not support parameter \"backup\" in t.conf:1"
-        );
-        d.args = vec!["127.0.0.1".into()];
-        assert_eq!(server_line(&d, Module::Http, true).unwrap().addrs[0].port(), 80);
-        let e = server_line(&d, Module::Stream, true).unwrap_err();
-        assert_eq!(e.to_string(), "[emerg] no port in upstream \"127.0.0.1\" in t.conf:1");
-    }
-
-    #[test]
-    fn slow_start_takes_a_time_and_not_a_hash_method() {
-        let mut d = Directive {
-            name: "server".into(),
-            args: vec!["127.0.0.1:1".into(), "slow_start=1m30s".into()],
-            span: at(4),
-            block: None,
-        };
-        assert_eq!(
-            server_line(&d, Module::Stream, true).unwrap().slow_start,
-            Duration::from_secs(90)
-        );
-        let e = server_line(&d, Module::Http, false).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "[emerg] balancing method does not support parameter \"slow_start=1m30s\" in t.conf:4"
-        );
-        d.args[1] = "slow_start=10ms".into();
-        let e = server_line(&d, Module::Http, true).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "[emerg] invalid parameter \"slow_start=10ms\" in t.conf:4"
         );
     }
 }

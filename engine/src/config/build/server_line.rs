@@ -1,0 +1,133 @@
+//! One `server` line of an upstream block or of a state file: its address (resolved at load) and its parameters,
+//! with nginx's checks and messages.
+
+use super::arg;
+use super::vars::Module;
+use crate::config::error::ConfigError;
+use crate::config::model::{ServerLine, Span};
+use crate::config::parser::Directive;
+use crate::config::url::{self, UrlOpts};
+use crate::config::value;
+
+/// nginx's message for a `server` parameter the upstream's balancing method does not support.
+pub(super) fn unsupported_by_method(param: &str, at: &Span) -> ConfigError {
+    ConfigError::invalid(format!("balancing method does not support parameter \"{param}\""), at)
+}
+
+/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [slow_start=T] [backup] [down] [drain]`
+/// in an upstream block or a state file (`drain`, nginx Plus, http only).
+pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<ServerLine, ConfigError> {
+    let text = arg(d, 0);
+    let mut line = ServerLine {
+        span: d.span.clone(),
+        ..ServerLine::new(text, Vec::new())
+    };
+    let invalid = |p: &str| ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span);
+    for p in d.args.iter().skip(1) {
+        let number = |v: &str| {
+            value::atoi(v)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| invalid(p))
+        };
+        if let Some(v) = p.strip_prefix("weight=") {
+            line.weight = number(v).and_then(|w| if w == 0 { Err(invalid(p)) } else { Ok(w) })?;
+        } else if let Some(v) = p.strip_prefix("max_conns=") {
+            line.max_conns = number(v)?;
+        } else if let Some(v) = p.strip_prefix("max_fails=") {
+            line.max_fails = number(v)?;
+        } else if let Some(v) = p.strip_prefix("fail_timeout=") {
+            line.fail_timeout = value::parse_sec(v).ok_or_else(|| invalid(p))?;
+        } else if let Some(v) = p.strip_prefix("slow_start=") {
+            // nginx Plus: the methods that cannot take `backup` (hash, ip_hash, random) cannot take it either.
+            if !allow_backup {
+                return Err(unsupported_by_method(p, &d.span));
+            }
+            line.slow_start = value::parse_sec(v).ok_or_else(|| invalid(p))?;
+        } else if p == "backup" {
+            if !allow_backup {
+                let msg = format!("balancing method does not support parameter \"{p}\"");
+                return Err(ConfigError::invalid(msg, &d.span));
+            }
+            line.backup = true;
+        } else if p == "down" {
+            line.down = true;
+        } else if p == "drain" && module == Module::Http {
+            line.drain = true;
+        } else {
+            return Err(invalid(p));
+        }
+    }
+    let opts = UrlOpts {
+        default_port: if module == Module::Http { 80 } else { 0 },
+        ..UrlOpts::default()
+    };
+    let url =
+        url::parse_url(text, opts).map_err(|e| ConfigError::invalid(format!("{e} in upstream \"{text}\""), &d.span))?;
+    if module == Module::Stream && url.no_port {
+        return Err(ConfigError::invalid(format!("no port in upstream \"{text}\""), &d.span));
+    }
+    line.addrs = url.addrs;
+    Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    fn at(line: usize) -> Span {
+        Span {
+            file: PathBuf::from("t.conf"),
+            line,
+        }
+    }
+
+    #[test]
+    fn server_line_parameters() {
+        let d = Directive {
+            name: "server".into(),
+            args: vec!["127.0.0.1:1".into(), "weight=3".into(), "down".into()],
+            span: at(1),
+            block: None,
+        };
+        let l = server_line(&d, Module::Http, true).unwrap();
+        assert_eq!((l.weight, l.down, l.addrs.len()), (3, true, 1));
+        let mut d = d;
+        d.args[2] = "backup".into();
+        let e = server_line(&d, Module::Http, false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] balancing method does not support parameter \"backup\" in t.conf:1"
+        );
+        d.args = vec!["127.0.0.1".into()];
+        assert_eq!(server_line(&d, Module::Http, true).unwrap().addrs[0].port(), 80);
+        let e = server_line(&d, Module::Stream, true).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] no port in upstream \"127.0.0.1\" in t.conf:1");
+    }
+
+    #[test]
+    fn slow_start_takes_a_time_and_not_a_hash_method() {
+        let mut d = Directive {
+            name: "server".into(),
+            args: vec!["127.0.0.1:1".into(), "slow_start=1m30s".into()],
+            span: at(4),
+            block: None,
+        };
+        assert_eq!(
+            server_line(&d, Module::Stream, true).unwrap().slow_start,
+            Duration::from_secs(90)
+        );
+        let e = server_line(&d, Module::Http, false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] balancing method does not support parameter \"slow_start=1m30s\" in t.conf:4"
+        );
+        d.args[1] = "slow_start=10ms".into();
+        let e = server_line(&d, Module::Http, true).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] invalid parameter \"slow_start=10ms\" in t.conf:4"
+        );
+    }
+}
