@@ -3,11 +3,10 @@
 use corelb_engine::balance::ip_hash::client_key;
 use corelb_engine::balance::UpstreamPlan;
 use corelb_engine::config::key::KeyTemplate;
-use corelb_engine::config::model::{Method, RandomTwo, ServerLine, Span, UpstreamConf};
+use corelb_engine::config::model::{Method, RandomTwo, ServerLine, UpstreamConf};
 use corelb_shared_state::PeerSlot;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A clock reading in epoch-like seconds.
 pub const NOW: u64 = 1_000_000;
@@ -29,18 +28,7 @@ pub fn servers(n: usize, weight: u32) -> Vec<ServerLine> {
 
 /// The plan of an upstream with `method` over `servers`, each peer with a fresh slot.
 pub fn plan(method: Method, servers: Vec<ServerLine>) -> UpstreamPlan {
-    let conf = UpstreamConf {
-        name: "bench".into(),
-        method,
-        servers,
-        keepalive: None,
-        keepalive_requests: 1000,
-        keepalive_timeout: Duration::from_secs(60),
-        zone: None,
-        state: None,
-        implicit: false,
-        span: Span::default(),
-    };
+    let conf = UpstreamConf::new("bench", method, servers);
     match UpstreamPlan::build_with(&conf, || Arc::new(PeerSlot::new())) {
         Ok(plan) => plan,
         Err(e) => panic!("bench upstream: {e}"),

@@ -238,8 +238,7 @@ impl UpstreamPlan {
 mod tests {
     use super::*;
     use crate::balance::testkit::line;
-    use crate::config::model::{Method, ServerLine, Span};
-    use std::time::Duration;
+    use crate::config::model::{Method, ServerLine};
 
     #[test]
     fn drain_in_the_config_sets_and_clears_the_kept_slot_s_flag() {
@@ -252,24 +251,11 @@ mod tests {
                 .map(|p| p.slot.flags().intersects(PeerFlags::DRAINING))
                 .collect::<Vec<_>>()
         };
-        let mut conf = UpstreamConf {
-            name: "u".into(),
-            method: Method::RoundRobin,
-            servers: vec![
-                ServerLine {
-                    drain: true,
-                    ..line("127.0.0.1:1")
-                },
-                line("127.0.0.1:2"),
-            ],
-            keepalive: None,
-            keepalive_requests: 1000,
-            keepalive_timeout: Duration::from_secs(60),
-            zone: None,
-            state: None,
-            implicit: false,
-            span: Span::default(),
+        let drained = ServerLine {
+            drain: true,
+            ..line("127.0.0.1:1")
         };
+        let mut conf = UpstreamConf::new("u", Method::RoundRobin, vec![drained, line("127.0.0.1:2")]);
         assert_eq!(draining(&conf), [true, false]);
         let kept = zone.get(&PeerKey {
             upstream: "u".into(),

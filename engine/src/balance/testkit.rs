@@ -1,11 +1,10 @@
 //! Test helpers for the balancers: plans built by hand from the config model, and a driver that runs requests.
 
 use super::{Attempt, AttemptState, Outcome, Peer, PeerList, ShardState, UpstreamPlan};
-use crate::config::model::{Method, ServerLine, Span, UpstreamConf};
+use crate::config::model::{Method, ServerLine, UpstreamConf};
 use corelb_shared_state::PeerSlot;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A test clock reading, in epoch-like seconds (well past every `fail_timeout`).
 pub const NOW: u64 = 1_000_000;
@@ -49,18 +48,7 @@ pub fn spec_servers(weights: [u32; 3], down: &[usize]) -> Vec<ServerLine> {
 
 /// The plan of an upstream `u` with `method` over `servers`, each peer with a fresh slot.
 pub fn plan(method: Method, servers: Vec<ServerLine>) -> UpstreamPlan {
-    let conf = UpstreamConf {
-        name: "u".into(),
-        method,
-        servers,
-        keepalive: None,
-        keepalive_requests: 1000,
-        keepalive_timeout: Duration::from_secs(60),
-        zone: None,
-        state: None,
-        implicit: false,
-        span: Span::default(),
-    };
+    let conf = UpstreamConf::new("u", method, servers);
     UpstreamPlan::build_with(&conf, || Arc::new(PeerSlot::new())).expect("test upstreams have servers")
 }
 

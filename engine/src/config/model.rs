@@ -167,6 +167,24 @@ pub struct UpstreamConf {
     pub span: Span,
 }
 
+impl UpstreamConf {
+    /// An explicit upstream `name` balancing `servers` with `method`, every other setting at nginx's default.
+    pub fn new(name: impl Into<String>, method: Method, servers: Vec<ServerLine>) -> Self {
+        UpstreamConf {
+            name: name.into(),
+            method,
+            servers,
+            keepalive: None,
+            keepalive_requests: 1000,
+            keepalive_timeout: Duration::from_secs(60),
+            zone: None,
+            state: None,
+            implicit: false,
+            span: Span::default(),
+        }
+    }
+}
+
 /// The conditions under which a request passes to the next upstream server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NextUpstream {

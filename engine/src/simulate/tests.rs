@@ -57,18 +57,7 @@ fn line(port: u16, params: &str) -> ServerLine {
 }
 
 fn upstream(lines: Vec<ServerLine>) -> UpstreamConf {
-    UpstreamConf {
-        name: "backend".into(),
-        method: Method::RoundRobin,
-        servers: lines,
-        keepalive: None,
-        keepalive_requests: 1000,
-        keepalive_timeout: Duration::from_secs(60),
-        zone: None,
-        state: None,
-        implicit: false,
-        span: Span::default(),
-    }
+    UpstreamConf::new("backend", Method::RoundRobin, lines)
 }
 
 fn plan(lines: Vec<ServerLine>, key: KeySpec) -> UpstreamPlan {

@@ -33,18 +33,7 @@ pub fn server_line(addr: SocketAddr) -> ServerLine {
 }
 
 pub fn upstream(name: &str, servers: Vec<ServerLine>) -> UpstreamConf {
-    UpstreamConf {
-        name: name.into(),
-        method: Method::RoundRobin,
-        servers,
-        keepalive: None,
-        keepalive_requests: 1000,
-        keepalive_timeout: Duration::from_secs(60),
-        zone: None,
-        state: None,
-        implicit: false,
-        span: Span::default(),
-    }
+    UpstreamConf::new(name, Method::RoundRobin, servers)
 }
 
 pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Location {

@@ -303,22 +303,10 @@ fn address(text: &str, block: Block) -> Result<SocketAddr, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::model::Span;
     use std::time::Duration;
 
     fn conf(method: Method) -> UpstreamConf {
-        UpstreamConf {
-            name: "u".into(),
-            method,
-            servers: Vec::new(),
-            keepalive: None,
-            keepalive_requests: 1000,
-            keepalive_timeout: Duration::from_secs(60),
-            zone: None,
-            state: None,
-            implicit: false,
-            span: Span::default(),
-        }
+        UpstreamConf::new("u", method, Vec::new())
     }
 
     fn body(server: &str) -> ServerBody {

@@ -240,16 +240,9 @@ impl Entry {
             self.implicit.push(implicit_line(&text, addrs, &self.span));
         }
         Ok(UpstreamConf {
-            name: self.name,
-            method: Method::RoundRobin,
-            servers: self.implicit,
-            keepalive: None,
-            keepalive_requests: 1000,
-            keepalive_timeout: Duration::from_secs(60),
-            zone: None,
-            state: None,
             implicit: true,
             span: self.span,
+            ..UpstreamConf::new(self.name, Method::RoundRobin, self.implicit)
         })
     }
 }
