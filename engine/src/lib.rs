@@ -1,10 +1,12 @@
 //! corelb's engine: the nginx-syntax config, the balancers, and (with the data-plane work) the proxy logic.
 
+pub mod access_log;
 pub mod balance;
 pub mod config;
 pub mod health;
 pub mod http;
 pub mod loadgen;
+pub mod log;
 pub mod preflight;
 pub mod proxy;
 pub mod runtime;

@@ -3,6 +3,7 @@
 
 use crate::config::model::{Config, RuntimeKind};
 use crate::health::HealthCheckers;
+use crate::log::Level;
 use crate::preflight::{ensure_memlock, plan_cpus, probe_io_uring, PreflightError};
 use crate::runtime::glommio_rt::{Glommio, IO_MEMORY};
 use crate::runtime::tokio_rt::Tokio;
@@ -83,9 +84,21 @@ impl Running {
         for h in self.handles {
             match h.join() {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => eprintln!("corelb: [alert] a shard ended with an error ({e})"),
-                Err(_) => eprintln!("corelb: [alert] a shard thread panicked"),
+                Ok(Err(e)) => crate::log_alert!("a shard ended with an error ({e})"),
+                Err(_) => crate::log_alert!("a shard thread panicked"),
             }
+        }
+        // The shards handed their buffers over as they ended.
+        if !self.shared.flush_access_logs(LOG_FLUSH_LIMIT, false) {
+            crate::log_alert!("the access logs could not be written out in time at exit");
+        }
+    }
+
+    /// Makes the running shards hand over what they hold for the access logs and waits until it is on disk
+    /// (bounded): for a fast stop.
+    pub fn finish_access_logs(&self) {
+        if !self.shared.flush_access_logs(LOG_FLUSH_LIMIT, true) {
+            crate::log_alert!("the access logs could not be written out in time at exit");
         }
     }
 
@@ -161,7 +174,7 @@ pub fn wait_signal(timeout: Duration) -> Option<StopSignal> {
         libc::SIGTERM | libc::SIGINT => Some(StopSignal::Fast),
         libc::SIGQUIT => Some(StopSignal::Graceful),
         libc::SIGHUP => {
-            eprintln!("corelb: [notice] SIGHUP: reload is not supported, keeping the running configuration");
+            crate::log_notice!("SIGHUP: reload is not supported, keeping the running configuration");
             None
         }
         _ => None,
@@ -171,19 +184,18 @@ pub fn wait_signal(timeout: Duration) -> Option<StopSignal> {
 /// Runs `config` until a stop signal: the whole life of `corelb -c FILE`. Returns the exit code.
 pub fn run(config: Config, runtime: RuntimeKind) -> Result<u8, ServeError> {
     let pid_path = config.main.pid.clone();
-    if let Some((path, _level)) = &config.main.error_log {
+    if let Some((path, level)) = &config.main.error_log {
         redirect_stderr(Path::new(path))?;
+        if let Some(l) = level.as_deref().and_then(Level::from_name) {
+            crate::log::set_level(l);
+        }
     }
     block_signals();
     let running = start(config, runtime)?;
     if let Some(p) = &pid_path {
         write_pid(p)?;
     }
-    eprintln!(
-        "corelb: [notice] {} shard(s) started on {}",
-        running.shards(),
-        runtime_name(runtime)
-    );
+    crate::log_notice!("{} shard(s) started on {}", running.shards(), runtime_name(runtime));
     let mut watchdog = Watchdog::new(running.shards());
     let stop = loop {
         if let Some(s) = wait_signal(Duration::from_secs(1)) {
@@ -192,8 +204,10 @@ pub fn run(config: Config, runtime: RuntimeKind) -> Result<u8, ServeError> {
         watchdog.check(&running.shared);
     };
     if stop == StopSignal::Graceful {
-        eprintln!("corelb: [notice] SIGQUIT: graceful shutdown");
+        crate::log_notice!("SIGQUIT: graceful shutdown");
         running.drain_and_join();
+    } else {
+        running.finish_access_logs();
     }
     if let Some(p) = &pid_path {
         let _ = std::fs::remove_file(p);
@@ -242,6 +256,9 @@ struct Watchdog {
     last: Vec<(u64, Instant, bool)>,
 }
 
+/// How long a stop waits for the access logs to be written out.
+const LOG_FLUSH_LIMIT: Duration = Duration::from_secs(2);
+
 /// How long a shard may go without a heartbeat before it is reported.
 const STALL: Duration = Duration::from_secs(5);
 
@@ -258,10 +275,7 @@ impl Watchdog {
             if now != *beat {
                 (*beat, *at, *reported) = (now, Instant::now(), false);
             } else if at.elapsed() > STALL && !*reported {
-                eprintln!(
-                    "corelb: [alert] shard {i} has not ticked for {}s: stalled",
-                    at.elapsed().as_secs()
-                );
+                crate::log_alert!("shard {i} has not ticked for {}s: stalled", at.elapsed().as_secs());
                 *reported = true;
             }
         }

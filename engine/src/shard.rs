@@ -2,6 +2,9 @@
 //! upstream keepalive pools, sharing only the config snapshot and the zone. A panic in one connection's task is
 //! caught and logged; the shard and its other connections keep running.
 
+use crate::access_log::record::RequestRecord;
+use crate::access_log::writer::LogWriter;
+use crate::access_log::ShardLog;
 use crate::balance::ShardState;
 use crate::http::pages::DateCache;
 use crate::proxy::body::IoBuf;
@@ -38,18 +41,53 @@ pub struct Shared {
     heartbeats: Vec<AtomicU64>,
     /// Open client connections over all shards.
     pub connections: AtomicUsize,
+    /// The access log writer thread (none when the config logs nothing).
+    pub log_writer: Option<LogWriter>,
+    /// Flushes of the shards' log buffers asked for (a fast stop), and how many shard answers came.
+    log_flush_asked: AtomicU64,
+    log_flush_done: AtomicUsize,
 }
 
 impl Shared {
     /// Shared state for `shards` shards starting from `snapshot`.
     pub fn new(snapshot: Snapshot, zone: Arc<Zone>, shards: usize) -> Arc<Shared> {
+        let log_writer = if snapshot.access_logs.is_empty() {
+            None
+        } else {
+            LogWriter::start()
+                .map_err(|e| crate::log_alert!("could not start the access log writer ({e}): access logs are off"))
+                .ok()
+        };
         Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             zone,
             draining: AtomicBool::new(false),
             heartbeats: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             connections: AtomicUsize::new(0),
+            log_writer,
+            log_flush_asked: AtomicU64::new(0),
+            log_flush_done: AtomicUsize::new(0),
         })
+    }
+
+    /// Waits (at most `limit`) until the access log lines handed over so far are on disk; with `running`, first
+    /// makes every running shard hand over its buffers (at its next tick). Returns whether all was done in time.
+    pub fn flush_access_logs(&self, limit: Duration, running: bool) -> bool {
+        let Some(writer) = &self.log_writer else {
+            return true;
+        };
+        let deadline = Instant::now() + limit;
+        if running {
+            self.log_flush_done.store(0, Ordering::Relaxed);
+            self.log_flush_asked.fetch_add(1, Ordering::Release);
+        }
+        while running
+            && self.log_flush_done.load(Ordering::Acquire) < self.heartbeats.len()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        writer.sync(deadline.saturating_duration_since(Instant::now()))
     }
 
     /// Graceful stop: shards stop accepting, close idle connections, finish in-flight requests, then end.
@@ -116,6 +154,8 @@ pub struct Buffers {
     pub request: Vec<u8>,
     pub key: Vec<u8>,
     pub scratch: Vec<u8>,
+    /// What the current request leaves for the access log.
+    pub log: RequestRecord,
 }
 
 impl Buffers {
@@ -127,6 +167,7 @@ impl Buffers {
             request: Vec::with_capacity(4096),
             key: Vec::with_capacity(256),
             scratch: Vec::with_capacity(256),
+            log: RequestRecord::default(),
         }
     }
 }
@@ -144,6 +185,10 @@ pub struct Shard<R: Runtime> {
     active: Cell<usize>,
     accepting: Cell<usize>,
     stop: tokio::sync::Notify,
+    /// This shard's access log buffers.
+    log: RefCell<ShardLog>,
+    /// Connections accepted so far (for `$connection`).
+    accepted: Cell<u64>,
 }
 
 impl<R: Runtime> Shard<R> {
@@ -165,6 +210,45 @@ impl<R: Runtime> Shard<R> {
             active: Cell::new(0),
             accepting: Cell::new(0),
             stop: tokio::sync::Notify::new(),
+            log: RefCell::new(ShardLog::default()),
+            accepted: Cell::new(0),
+        }
+    }
+
+    /// A number for a new connection, unique in the process (`$connection`).
+    pub fn next_connection_id(&self) -> u64 {
+        let n = self.accepted.get() + 1;
+        self.accepted.set(n);
+        (n - 1) * self.shared.heartbeats.len().max(1) as u64 + self.index as u64 + 1
+    }
+
+    /// Writes the access log lines of a finished request (nothing when its location logs nothing).
+    pub fn log_request(&self, snap: &Snapshot, rec: &mut RequestRecord) {
+        if rec.set == 0 {
+            return;
+        }
+        if let Some(writer) = &self.shared.log_writer {
+            self.log.borrow_mut().write(snap, rec, writer);
+        }
+        rec.set = 0;
+    }
+
+    /// The shard's tick for its logs: hands over buffers past their `flush` time, or all of them when the process
+    /// asked (or `all`, when the shard ends).
+    fn log_tick(&self, all: bool) {
+        let Some(writer) = &self.shared.log_writer else {
+            return;
+        };
+        let mut log = self.log.borrow_mut();
+        let asked = self.shared.log_flush_asked.load(Ordering::Acquire);
+        if all || asked != log.flushed {
+            log.flush(None, writer);
+            if asked != log.flushed {
+                log.flushed = asked;
+                self.shared.log_flush_done.fetch_add(1, Ordering::Release);
+            }
+        } else {
+            log.flush(Some(Instant::now()), writer);
         }
     }
 
@@ -382,9 +466,11 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
         if shard.draining() {
             shard.stop.notify_waiters();
             if shard.accepting.get() == 0 && shard.active.get() == 0 {
+                shard.log_tick(true);
                 return;
             }
         }
+        shard.log_tick(false);
     }
 }
 
@@ -407,7 +493,7 @@ async fn accept_loop<R: Runtime>(shard: Rc<Shard<R>>, listener: R::Listener, rol
             None => break,
             Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, role),
             Some(Err(e)) => {
-                eprintln!("corelb: [error] shard {}: accept() failed ({e})", shard.index);
+                crate::log_error!("shard {}: accept() failed ({e})", shard.index);
                 R::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -454,9 +540,7 @@ fn spawn_connection<R: Runtime>(shard: &Rc<Shard<R>>, conn: R::Conn, remote: Soc
                 .copied()
                 .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
                 .unwrap_or("(no message)");
-            eprintln!(
-                "corelb: [alert] shard {index}: a connection task panicked ({msg}); connection closed, shard goes on"
-            );
+            crate::log_alert!("shard {index}: a connection task panicked ({msg}); connection closed, shard goes on");
         }
         drop(active);
     });

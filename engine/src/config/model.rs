@@ -264,8 +264,23 @@ pub struct ClientConf {
     pub client_header_timeout: Duration,
     /// Default 1m (1 MiB); 0 = unlimited.
     pub client_max_body_size: u64,
-    /// `access_log off` or a path (with an optional format name).
-    pub access_log: Option<(String, Option<String>)>,
+    /// The `access_log` lines in effect (those of the nearest level that has any); empty when the level says
+    /// `access_log off` or no level has one.
+    pub access_log: Vec<AccessLogConf>,
+}
+
+/// One `access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] [if=COND]` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccessLogConf {
+    pub path: PathBuf,
+    pub format: std::sync::Arc<crate::access_log::format::LogFormat>,
+    /// `buffer=`; corelb buffers 64k when it is not given.
+    pub buffer: Option<usize>,
+    /// `flush=`; 1 s when it is not given.
+    pub flush: Option<Duration>,
+    /// `if=`: the line is skipped when this evaluates to empty or `0`.
+    pub cond: Option<std::sync::Arc<crate::access_log::format::LogFormat>>,
+    pub span: Span,
 }
 
 impl Default for ClientConf {
@@ -275,7 +290,7 @@ impl Default for ClientConf {
             keepalive_requests: 1000,
             client_header_timeout: Duration::from_secs(60),
             client_max_body_size: 1024 * 1024,
-            access_log: None,
+            access_log: Vec::new(),
         }
     }
 }

@@ -5,6 +5,7 @@
 
 use super::body::{forward_body, send, BodyError, IoBuf, Limits, Relay};
 use super::route::ProxyPlan;
+use crate::access_log::record::RequestRecord;
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::response::{parse_response, MAX_HEADERS};
 use crate::http::BodyFraming;
@@ -88,7 +89,7 @@ fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
     }
 }
 
-/// Runs one try against `addr`. `body` is the client and its body framing when the body must be streamed (it
+/// Runs one try against `addr` (noting when it connected and read the head in `log`). `body` is the client and its body framing when the body must be streamed (it
 /// was not buffered whole); `request` holds the head (and a buffered body).
 #[allow(clippy::too_many_arguments)]
 pub async fn exchange<R: Runtime>(
@@ -102,6 +103,7 @@ pub async fn exchange<R: Runtime>(
     ubuf: &mut IoBuf,
     decoder: &mut ChunkedDecoder,
     head_request: bool,
+    log: &mut RequestRecord,
 ) -> Result<(R::Conn, ResponseInfo), Failure> {
     let conf = &plan.conf;
     let pooled = shard.pool_take(snap, plan.upstream, addr);
@@ -118,9 +120,11 @@ pub async fn exchange<R: Runtime>(
             (c, 0)
         }
     };
+    log.try_connected();
     send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
     let (status, head_len, body, reusable) =
         read_head::<R>(&mut conn, cached, ubuf, head_request, conf.read_timeout).await?;
+    log.try_header(status);
     let info = ResponseInfo {
         status,
         head_len,

@@ -7,6 +7,7 @@ use super::exchange::{exchange, ResponseInfo, StreamedBody};
 use super::retry::{RequestKind, Then, Tries};
 use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use super::vars::{ip_hash_key, ConnVars, RequestVars};
+use crate::access_log::record::TryPeer;
 use crate::balance::{Attempt, KeySpec, Outcome};
 use crate::config::model::ClientConf;
 use crate::http::chunked::ChunkedDecoder;
@@ -70,6 +71,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         .map(|s| s.client.clone())
         .unwrap_or_default();
     let mut bufs = shard.take_buffers();
+    bufs.log.connection = shard.next_connection_id();
     let mut decoder = ChunkedDecoder::new();
     let mut served = 0u64;
     loop {
@@ -82,7 +84,8 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         let (req, route) = match step {
             Next::Closed => break,
             Next::Reject(r) => {
-                reject::<R>(&shard, &mut client, &mut bufs.out, r).await;
+                reject::<R>(&shard, &mut client, &mut bufs, r).await;
+                shard.log_request(&snap, &mut bufs.log);
                 break;
             }
             Next::Request(req, route) => (req, route),
@@ -102,6 +105,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
             Route::Fixed(answer) => fixed::<R>(&shard, answer, &req, &mut client, &mut bufs, &mut decoder).await,
             Route::Proxy(plan) => proxy::<R>(&shard, &snap, plan, &req, &mut client, &mut bufs, &mut decoder).await,
         };
+        shard.log_request(&snap, &mut bufs.log);
         if !keep || shard.draining() {
             break;
         }
@@ -129,6 +133,7 @@ async fn fixed<R: Runtime>(
     shard.date(DateCache::now_secs(), |d| {
         answer.write(d, keep, req.head_request, &mut bufs.out)
     });
+    record_answer(bufs, answer, req.head_request);
     send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
 }
 
@@ -209,6 +214,7 @@ fn route_head<'s>(
         None => (server.location(head.path()), None),
     };
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
+    crate::access_log::begin_request(snap, server, loc, &head, vars, served + 1, &mut bufs.log);
     if let BodyFraming::Length(n) = head.body {
         if client_conf.client_max_body_size != 0 && n > client_conf.client_max_body_size {
             return Err(Rejection::new(413, "body larger than client_max_body_size"));
@@ -276,13 +282,20 @@ fn prepare_upstream_head(
 }
 
 /// Answers a refused request and closes.
-async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, out: &mut Vec<u8>, r: Rejection) {
+async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, bufs: &mut Buffers, r: Rejection) {
     shard.counters.count_answer(r.status);
-    out.clear();
-    shard.date(DateCache::now_secs(), |d| {
-        shard.error_answer(r.status).write(d, false, false, out)
-    });
-    let _ = send::<R>(client, out, CLIENT_IO_TIMEOUT).await;
+    bufs.out.clear();
+    let page = shard.error_answer(r.status);
+    shard.date(DateCache::now_secs(), |d| page.write(d, false, false, &mut bufs.out));
+    record_answer(bufs, page, false);
+    let _ = send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await;
+}
+
+/// Notes a fixed answer (now in `bufs.out`) for the access log.
+fn record_answer(bufs: &mut Buffers, answer: &FixedAnswer, head_request: bool) {
+    let body = if head_request { 0 } else { answer.body_len() };
+    bufs.log
+        .answered(answer.status, bufs.out.len().saturating_sub(body), body as u64);
 }
 
 /// Proxies one request; returns whether the client connection stays open.
@@ -301,7 +314,7 @@ async fn proxy<R: Runtime>(
     let replayable = match buffer_whole_body(req, bufs, decoder) {
         Ok(r) => r,
         Err(refusal) => {
-            reject::<R>(shard, client, &mut bufs.out, refusal).await;
+            reject::<R>(shard, client, bufs, refusal).await;
             return false;
         }
     };
@@ -319,13 +332,12 @@ async fn proxy<R: Runtime>(
             .with_http_state(snap, plan.upstream, |st| tries.attempt.pick(st, &bufs.key, now))
             .flatten();
         let Some(peer) = picked else {
-            eprintln!(
-                "corelb: [error] no live upstreams while connecting to upstream \"{}\"",
-                up.name
-            );
+            crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
+            bufs.log.no_live(plan.upstream);
             return answer::<R>(shard, client, bufs, 502, req, replayable).await;
         };
         peer.slot.count_request();
+        bufs.log.try_start(TryPeer::Addr(peer.addr));
         let body = (!replayable).then_some(StreamedBody {
             client: &mut *client,
             framing: req.body,
@@ -344,6 +356,7 @@ async fn proxy<R: Runtime>(
             ubuf,
             decoder,
             head_request,
+            &mut bufs.log,
         )
         .await;
         match got {
@@ -355,17 +368,11 @@ async fn proxy<R: Runtime>(
                 return keep;
             }
             Ok(_) => {}
-            Err(f) => match tries.after_failure(f, req.kind(), peer.addr) {
+            Err(f) => match tries.after_failure(bufs.log.try_failed(f), req.kind(), peer.addr) {
                 Then::Retry => {}
                 Then::Answer(status) => return answer::<R>(shard, client, bufs, status, req, replayable).await,
                 Then::Refuse(status) => {
-                    reject::<R>(
-                        shard,
-                        client,
-                        &mut bufs.out,
-                        Rejection::new(status, "request body refused"),
-                    )
-                    .await;
+                    reject::<R>(shard, client, bufs, Rejection::new(status, "request body refused")).await;
                     return false;
                 }
                 Then::Close => {
@@ -414,7 +421,10 @@ async fn pass_response<R: Runtime>(
         max_body: 0,
     };
     let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
-    match forward_body::<R>(&mut conn, ubuf, info.body, relay, decoder, client, out, limits).await {
+    let head_bytes = out.len();
+    let sent = forward_body::<R>(&mut conn, ubuf, info.body, relay, decoder, client, out, limits).await;
+    bufs.log.answered(info.status, head_bytes, *sent.as_ref().unwrap_or(&0));
+    match sent {
         Ok(_) => {
             if info.reusable && plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
                 shard.pool_put(snap, plan.upstream, addr, conn, info.requests + 1);
@@ -423,7 +433,7 @@ async fn pass_response<R: Runtime>(
         }
         Err(BodyError::Write(_)) => false,
         Err(e) => {
-            eprintln!("corelb: [error] upstream {addr}: {e} while sending the response to the client");
+            crate::log_error!("upstream {addr}: {e} while sending the response to the client");
             false
         }
     }
@@ -472,10 +482,10 @@ async fn answer<R: Runtime>(
     shard.counters.count_answer(status);
     let keep = req.keepalive && body_consumed;
     bufs.out.clear();
+    let page = shard.error_answer(status);
     shard.date(DateCache::now_secs(), |d| {
-        shard
-            .error_answer(status)
-            .write(d, keep, req.head_request, &mut bufs.out)
+        page.write(d, keep, req.head_request, &mut bufs.out)
     });
+    record_answer(bufs, page, req.head_request);
     send::<R>(client, &bufs.out, CLIENT_IO_TIMEOUT).await.is_ok() && keep
 }

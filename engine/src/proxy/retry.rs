@@ -85,7 +85,7 @@ impl<R: Runtime> Tries<'_, R> {
             self.attempt.refund_try();
             return Then::Retry;
         }
-        eprintln!("corelb: [error] upstream {addr} ({}): {}", self.plan_name(), f.kind);
+        crate::log_error!("upstream {addr} ({}): {}", self.plan_name(), f.kind);
         self.report(Outcome::Failed);
         let next = &self.plan.conf.next_upstream;
         let allowed = match f.kind {
