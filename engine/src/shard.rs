@@ -3,8 +3,7 @@
 //! caught and logged; the shard and its other connections keep running.
 
 use crate::access_log::record::RequestRecord;
-use crate::access_log::writer::LogWriter;
-use crate::access_log::ShardLog;
+use crate::access_log::{ProcessLogs, ShardLog};
 use crate::balance::ShardState;
 use crate::http::pages::DateCache;
 use crate::proxy::body::IoBuf;
@@ -41,53 +40,30 @@ pub struct Shared {
     heartbeats: Vec<AtomicU64>,
     /// Open client connections over all shards.
     pub connections: AtomicUsize,
-    /// The access log writer thread (none when the config logs nothing).
-    pub log_writer: Option<LogWriter>,
-    /// Flushes of the shards' log buffers asked for (a fast stop), and how many shard answers came.
-    log_flush_asked: AtomicU64,
-    log_flush_done: AtomicUsize,
+    /// The access log writer thread and flush requests (none when the config logs nothing).
+    pub access_logs: Option<ProcessLogs>,
 }
 
 impl Shared {
     /// Shared state for `shards` shards starting from `snapshot`.
     pub fn new(snapshot: Snapshot, zone: Arc<Zone>, shards: usize) -> Arc<Shared> {
-        let log_writer = if snapshot.access_logs.is_empty() {
-            None
-        } else {
-            LogWriter::start()
-                .map_err(|e| crate::log_alert!("could not start the access log writer ({e}): access logs are off"))
-                .ok()
-        };
+        let access_logs = ProcessLogs::start(&snapshot.access_logs);
         Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             zone,
             draining: AtomicBool::new(false),
             heartbeats: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             connections: AtomicUsize::new(0),
-            log_writer,
-            log_flush_asked: AtomicU64::new(0),
-            log_flush_done: AtomicUsize::new(0),
+            access_logs,
         })
     }
 
     /// Waits (at most `limit`) until the access log lines handed over so far are on disk; with `running`, first
     /// makes every running shard hand over its buffers (at its next tick). Returns whether all was done in time.
     pub fn flush_access_logs(&self, limit: Duration, running: bool) -> bool {
-        let Some(writer) = &self.log_writer else {
-            return true;
-        };
-        let deadline = Instant::now() + limit;
-        if running {
-            self.log_flush_done.store(0, Ordering::Relaxed);
-            self.log_flush_asked.fetch_add(1, Ordering::Release);
-        }
-        while running
-            && self.log_flush_done.load(Ordering::Acquire) < self.heartbeats.len()
-            && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        writer.sync(deadline.saturating_duration_since(Instant::now()))
+        self.access_logs
+            .as_ref()
+            .is_none_or(|l| l.flush(limit, running.then_some(self.heartbeats.len())))
     }
 
     /// Graceful stop: shards stop accepting, close idle connections, finish in-flight requests, then end.
@@ -227,8 +203,8 @@ impl<R: Runtime> Shard<R> {
         if rec.set == 0 {
             return;
         }
-        if let Some(writer) = &self.shared.log_writer {
-            self.log.borrow_mut().write(snap, rec, writer);
+        if let Some(logs) = &self.shared.access_logs {
+            self.log.borrow_mut().write(snap, rec, &logs.writer);
         }
         rec.set = 0;
     }
@@ -236,19 +212,8 @@ impl<R: Runtime> Shard<R> {
     /// The shard's tick for its logs: hands over buffers past their `flush` time, or all of them when the process
     /// asked (or `all`, when the shard ends).
     fn log_tick(&self, all: bool) {
-        let Some(writer) = &self.shared.log_writer else {
-            return;
-        };
-        let mut log = self.log.borrow_mut();
-        let asked = self.shared.log_flush_asked.load(Ordering::Acquire);
-        if all || asked != log.flushed {
-            log.flush(None, writer);
-            if asked != log.flushed {
-                log.flushed = asked;
-                self.shared.log_flush_done.fetch_add(1, Ordering::Release);
-            }
-        } else {
-            log.flush(Some(Instant::now()), writer);
+        if let Some(logs) = &self.shared.access_logs {
+            self.log.borrow_mut().tick(logs, all);
         }
     }
 

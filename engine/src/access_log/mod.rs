@@ -20,6 +20,7 @@ use record::RequestRecord;
 use render::LineContext;
 use std::fs::File;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use writer::LogWriter;
@@ -152,6 +153,45 @@ pub fn begin_request(
     render::capture(targets, &view, rec);
 }
 
+/// The process's side: the writer thread, and the flushes of the shards' buffers it asks for (a fast stop).
+#[derive(Debug)]
+pub struct ProcessLogs {
+    pub writer: LogWriter,
+    asked: AtomicU64,
+    done: AtomicUsize,
+}
+
+impl ProcessLogs {
+    /// Starts the writer when `plan` logs anything.
+    pub fn start(plan: &AccessLogPlan) -> Option<ProcessLogs> {
+        if plan.is_empty() {
+            return None;
+        }
+        let writer = LogWriter::start()
+            .map_err(|e| crate::log_alert!("could not start the access log writer ({e}): access logs are off"))
+            .ok()?;
+        Some(ProcessLogs {
+            writer,
+            asked: AtomicU64::new(0),
+            done: AtomicUsize::new(0),
+        })
+    }
+
+    /// Waits (at most `limit`) until the lines handed over are on disk; with `running` shards, first makes each
+    /// of them hand over its buffers at its next tick. Returns whether all was done in time.
+    pub fn flush(&self, limit: Duration, running: Option<usize>) -> bool {
+        let deadline = Instant::now() + limit;
+        if let Some(shards) = running {
+            self.done.store(0, Ordering::Relaxed);
+            self.asked.fetch_add(1, Ordering::Release);
+            while self.done.load(Ordering::Acquire) < shards && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        self.writer.sync(deadline.saturating_duration_since(Instant::now()))
+    }
+}
+
 /// A buffer being filled for one file.
 #[derive(Debug)]
 struct FileBuf {
@@ -180,7 +220,7 @@ pub struct ShardLog {
     clock: LogClock,
     line: Vec<u8>,
     /// The last flush request of the process this shard has honoured.
-    pub flushed: u64,
+    flushed: u64,
 }
 
 impl ShardLog {
@@ -232,6 +272,21 @@ impl ShardLog {
             if buf.data.len() >= buf.buffer {
                 buf.hand_over(writer);
             }
+        }
+    }
+
+    /// A shard tick: hands over the buffers past their `flush` time, or all of them when the process asked (or
+    /// `all`, when the shard ends).
+    pub fn tick(&mut self, logs: &ProcessLogs, all: bool) {
+        let asked = logs.asked.load(Ordering::Acquire);
+        if !all && asked == self.flushed {
+            self.flush(Some(Instant::now()), &logs.writer);
+            return;
+        }
+        self.flush(None, &logs.writer);
+        if asked != self.flushed {
+            self.flushed = asked;
+            logs.done.fetch_add(1, Ordering::Release);
         }
     }
 
