@@ -309,3 +309,56 @@ impl ShardLog {
 fn is_request_var(op: &format::Op) -> bool {
     matches!(op, format::Op::Var(v) if v.from_request())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::model::Span;
+    use std::path::Path;
+
+    fn conf(path: &Path, format: &Arc<LogFormat>, buffer: Option<usize>) -> AccessLogConf {
+        AccessLogConf {
+            path: path.to_path_buf(),
+            format: Arc::clone(format),
+            buffer,
+            flush: None,
+            cond: None,
+            span: Span::default(),
+        }
+    }
+
+    #[test]
+    fn sets_and_files_are_shared() {
+        let dir = std::env::temp_dir().join(format!("corelb-log-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let combined = Arc::new(LogFormat::combined());
+        let other = Arc::new(LogFormat::compile("s", &["$status".to_string()]).unwrap());
+        let (a, b) = (dir.join("a.log"), dir.join("b.log"));
+        let mut plan = AccessLogPlan::default();
+        assert_eq!(plan.set_of(&[]).unwrap(), 0);
+        assert!(plan.is_empty());
+        let first = plan
+            .set_of(&[conf(&a, &combined, None), conf(&b, &other, Some(4096))])
+            .unwrap();
+        assert_eq!(first, 1);
+        assert_eq!(
+            plan.set_of(&[conf(&a, &combined, None), conf(&b, &other, Some(4096))])
+                .unwrap(),
+            1
+        );
+        assert_eq!(plan.set_of(&[conf(&b, &combined, Some(4096))]).unwrap(), 2);
+        assert_eq!(plan.files.len(), 2, "one open file per path");
+        assert_eq!(
+            (plan.files[0].buffer, plan.files[0].flush),
+            (DEFAULT_BUFFER, DEFAULT_FLUSH)
+        );
+        assert_eq!(plan.files[1].buffer, 4096);
+        let missing = dir.join("no/such/dir/x.log");
+        let err = plan.set_of(&[conf(&missing, &combined, None)]).unwrap_err();
+        assert!(
+            err.starts_with(&format!("open() \"{}\" failed (", missing.display())),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
