@@ -138,7 +138,13 @@ impl LogClock {
 
     /// `$msec`: seconds with milliseconds.
     pub fn append_msec(&self, out: &mut Vec<u8>) {
-        let _ = write!(out, "{}.{:03}", self.second, self.millis);
+        crate::http::pages::append_decimal(out, u64::try_from(self.second).unwrap_or(0));
+        out.extend_from_slice(&[
+            b'.',
+            b'0' + (self.millis / 100 % 10) as u8,
+            b'0' + (self.millis / 10 % 10) as u8,
+            b'0' + (self.millis % 10) as u8,
+        ]);
     }
 }
 

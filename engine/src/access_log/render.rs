@@ -50,6 +50,13 @@ fn capture_one(v: &LogVar, escape: Escape, view: &RequestView<'_, '_, '_, '_>, r
 fn request_value(v: &LogVar, view: &RequestView<'_, '_, '_, '_>, conn: u64, requests: u64, out: &mut Vec<u8>) -> bool {
     let req = view.vars.req;
     match v {
+        LogVar::Key(Var::RemoteAddr) => {
+            match view.vars.conn.remote {
+                std::net::SocketAddr::V4(v4) => append_ipv4(out, *v4.ip()),
+                _ => view.vars.append(&Var::RemoteAddr, out),
+            }
+            true
+        }
         LogVar::Key(var) => {
             let present = match var {
                 Var::Http(name) => req.header(name).is_some(),
@@ -186,9 +193,7 @@ pub fn render(format: &LogFormat, rec: &RequestRecord, cx: &LineContext<'_>, nex
 
 fn response_value(v: &LogVar, escape: Escape, rec: &RequestRecord, cx: &LineContext<'_>, out: &mut Vec<u8>) {
     match v {
-        LogVar::Status => {
-            let _ = write!(out, "{:03}", rec.status);
-        }
+        LogVar::Status => three_digits(out, u32::from(rec.status)),
         LogVar::BodyBytesSent => append_decimal(out, rec.body_bytes),
         LogVar::BytesSent => append_decimal(out, rec.header_bytes + rec.body_bytes),
         LogVar::RequestLength => append_decimal(out, rec.request_length),
@@ -197,9 +202,7 @@ fn response_value(v: &LogVar, escape: Escape, rec: &RequestRecord, cx: &LineCont
         LogVar::TimeLocal => out.extend_from_slice(&cx.clock.local),
         LogVar::TimeIso8601 => out.extend_from_slice(&cx.clock.iso8601),
         LogVar::UpstreamAddr => tries(rec, escape, out, |t, o| match t.peer {
-            TryPeer::Addr(a) => {
-                let _ = write!(o, "{a}");
-            }
+            TryPeer::Addr(a) => append_addr(o, a),
             TryPeer::Upstream(i) => {
                 let name = cx.snap.http_plans.get(i).map_or("", |p| p.name.as_str());
                 if needs_escape(name.as_bytes(), escape) {
@@ -236,8 +239,45 @@ fn tries(rec: &RequestRecord, escape: Escape, out: &mut Vec<u8>, each: impl Fn(&
 
 /// Seconds with millisecond resolution (`0.012`), nginx's `%T.%03M`.
 fn seconds(out: &mut Vec<u8>, d: Duration) {
-    let ms = d.as_millis();
-    let _ = write!(out, "{}.{:03}", ms / 1000, ms % 1000);
+    append_decimal(out, d.as_secs());
+    out.push(b'.');
+    three_digits(out, d.subsec_millis());
+}
+
+/// `n` (below 1000) on three digits, zero-padded (nginx's `%03ui` of a status, the `%03M` of a time).
+fn three_digits(out: &mut Vec<u8>, n: u32) {
+    if n >= 1000 {
+        append_decimal(out, u64::from(n));
+        return;
+    }
+    out.extend_from_slice(&[
+        b'0' + (n / 100) as u8,
+        b'0' + (n / 10 % 10) as u8,
+        b'0' + (n % 10) as u8,
+    ]);
+}
+
+fn append_ipv4(out: &mut Vec<u8>, ip: std::net::Ipv4Addr) {
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        append_decimal(out, u64::from(octet));
+    }
+}
+
+/// A peer address as nginx writes it (`127.0.0.1:8080`, `[::1]:8080`), IPv4 without the formatting machinery.
+fn append_addr(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
+    match addr {
+        std::net::SocketAddr::V4(v4) => {
+            append_ipv4(out, *v4.ip());
+            out.push(b':');
+            append_decimal(out, u64::from(v4.port()));
+        }
+        v6 => {
+            let _ = write!(out, "{v6}");
+        }
+    }
 }
 
 fn optional_seconds(out: &mut Vec<u8>, d: Option<Duration>) {
@@ -265,6 +305,19 @@ mod tests {
         assert_eq!(user("Basic !!!"), None);
         assert_eq!(user("Bearer YWxpY2U6c2VjcmV0"), None);
         assert_eq!(user(""), None);
+    }
+
+    #[test]
+    fn addresses_and_statuses() {
+        let mut out = Vec::new();
+        append_addr(&mut out, "10.0.255.7:8080".parse().unwrap());
+        out.push(b' ');
+        append_addr(&mut out, "[::1]:81".parse().unwrap());
+        out.push(b' ');
+        three_digits(&mut out, 0);
+        out.push(b' ');
+        three_digits(&mut out, 404);
+        assert_eq!(out, b"10.0.255.7:8080 [::1]:81 000 404");
     }
 
     #[test]
