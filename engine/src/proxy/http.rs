@@ -377,6 +377,7 @@ async fn proxy<R: Runtime>(
                 }
                 Then::Close => {
                     shard.counters.count_client_abort();
+                    bufs.log.answered(499, 0, 0);
                     return false;
                 }
             },
