@@ -70,6 +70,12 @@ impl Default for RequestRecord {
 }
 
 impl RequestRecord {
+    /// A new connection (`$connection`) takes these buffers: nothing of an earlier one is logged.
+    pub fn new_connection(&mut self, id: u64) {
+        self.connection = id;
+        self.set = 0;
+    }
+
     /// Starts a request logged to `set` (0: not logged, and nothing more is recorded).
     pub fn begin(&mut self, set: usize, requests: u64, request_length: u64) {
         self.set = set;

@@ -89,8 +89,9 @@ fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
     }
 }
 
-/// Runs one try against `addr` (noting when it connected and read the head in `log`). `body` is the client and its body framing when the body must be streamed (it
-/// was not buffered whole); `request` holds the head (and a buffered body).
+/// Runs one try against `addr`, noting in `log` when it connected and read the head. `body` is the client and its
+/// body framing when the body must be streamed (it was not buffered whole); `request` holds the head (and a
+/// buffered body).
 #[allow(clippy::too_many_arguments)]
 pub async fn exchange<R: Runtime>(
     shard: &Shard<R>,

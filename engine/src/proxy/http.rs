@@ -71,7 +71,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         .map(|s| s.client.clone())
         .unwrap_or_default();
     let mut bufs = shard.take_buffers();
-    bufs.log.connection = shard.next_connection_id();
+    bufs.log.new_connection(shard.next_connection_id());
     let mut decoder = ChunkedDecoder::new();
     let mut served = 0u64;
     loop {
