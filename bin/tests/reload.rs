@@ -49,7 +49,7 @@ fn reload_by_signals(runtime: &str) {
     let dir = common::temp_dir("reload", runtime);
     let (conf, pid_file, log) = (dir.join("corelb.conf"), dir.join("corelb.pid"), dir.join("error.log"));
     let main = format!(
-        "worker_processes 1;\nworker_runtime {runtime};\npid {};\nerror_log {};",
+        "worker_processes 1;\nworker_runtime {runtime};\npid {};\nerror_log {} notice;",
         pid_file.display(),
         log.display()
     );

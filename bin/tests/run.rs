@@ -62,7 +62,7 @@ fn serves_the_weighted_sequence_writes_pid_and_log_files_and_stops_on_sigterm() 
     let conf = quickstart(
         &dir,
         front,
-        &format!("pid {};\nerror_log {};", pid_file.display(), log.display()),
+        &format!("pid {};\nerror_log {} notice;", pid_file.display(), log.display()),
     );
     let mut child = start(&conf, &[]);
     wait_port(front);

@@ -218,7 +218,7 @@ pub fn reload_from(path: &Path) -> impl FnOnce(&Config) -> Result<Config, ApplyE
         let mut next = crate::config::load(path).map_err(|e| ApplyError::Refused(e.to_string()))?;
         let kept = keep_restart_only(running, &mut next);
         for w in next.warnings.iter().chain(&kept) {
-            eprintln!("corelb: [warn] {w}");
+            crate::log_warn!("{w}");
         }
         Ok(next)
     }

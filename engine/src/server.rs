@@ -4,6 +4,7 @@
 
 use crate::config::model::{Config, RuntimeKind};
 use crate::control::{reload_from, ChangeKind};
+use crate::log::Level;
 use crate::preflight::{ensure_memlock, plan_cpus, probe_io_uring, PreflightError};
 use crate::runtime::glommio_rt::{Glommio, IO_MEMORY};
 use crate::runtime::tokio_rt::Tokio;
@@ -82,9 +83,21 @@ impl Running {
         for h in self.handles {
             match h.join() {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => eprintln!("corelb: [alert] a shard ended with an error ({e})"),
-                Err(_) => eprintln!("corelb: [alert] a shard thread panicked"),
+                Ok(Err(e)) => crate::log_alert!("a shard ended with an error ({e})"),
+                Err(_) => crate::log_alert!("a shard thread panicked"),
             }
+        }
+        // The shards handed their buffers over as they ended.
+        if !self.shared.flush_access_logs(LOG_FLUSH_LIMIT, false) {
+            crate::log_alert!("the access logs could not be written out in time at exit");
+        }
+    }
+
+    /// Makes the running shards hand over what they hold for the access logs and waits until it is on disk
+    /// (bounded): for a fast stop.
+    pub fn finish_access_logs(&self) {
+        if !self.shared.flush_access_logs(LOG_FLUSH_LIMIT, true) {
+            crate::log_alert!("the access logs could not be written out in time at exit");
         }
     }
 
@@ -189,16 +202,15 @@ pub fn run(config: Config, runtime: RuntimeKind, source: &Path) -> Result<u8, Se
     if let Some(log) = &files.error_log {
         redirect_stderr(Path::new(log))?;
     }
+    if let Some(level) = error_log_level(&config) {
+        crate::log::set_level(level);
+    }
     block_signals();
     let running = start(config, runtime)?;
     if let Some(p) = &files.pid {
         write_pid(p)?;
     }
-    eprintln!(
-        "corelb: [notice] {} shard(s) started on {}",
-        running.shards(),
-        runtime_name(runtime)
-    );
+    crate::log_notice!("{} shard(s) started on {}", running.shards(), runtime_name(runtime));
     let mut watchdog = Watchdog::new(running.shards());
     let stop = loop {
         match next_signal(Duration::from_secs(1)) {
@@ -210,8 +222,10 @@ pub fn run(config: Config, runtime: RuntimeKind, source: &Path) -> Result<u8, Se
         watchdog.check(&running.shared);
     };
     if stop == StopSignal::Graceful {
-        eprintln!("corelb: [notice] SIGQUIT: graceful shutdown");
+        crate::log_notice!("SIGQUIT: graceful shutdown");
         running.drain_and_join();
+    } else {
+        running.finish_access_logs();
     }
     if let Some(p) = &files.pid {
         let _ = std::fs::remove_file(p);
@@ -221,24 +235,29 @@ pub fn run(config: Config, runtime: RuntimeKind, source: &Path) -> Result<u8, Se
 
 /// SIGHUP: `source` read again and applied through the control plane; the outcome is logged as nginx logs it.
 fn reload(shared: &Shared, source: &Path, files: &mut ProcessFiles) {
-    eprintln!("corelb: [notice] signal 1 (SIGHUP) received, reconfiguring");
+    crate::log_notice!("signal 1 (SIGHUP) received, reconfiguring");
     match shared.apply(ChangeKind::Reload, reload_from(source)) {
         Ok(generation) => {
-            files.follow(&ProcessFiles::of(&shared.snapshot.load().config));
-            eprintln!(
-                "corelb: [notice] reloaded {}: generation {generation} serves",
-                source.display()
-            );
+            let config = &shared.snapshot.load().config;
+            files.follow(&ProcessFiles::of(config));
+            crate::log::set_level(error_log_level(config).unwrap_or(Level::Error));
+            crate::log_notice!("reloaded {}: generation {generation} serves", source.display());
         }
         Err(e) => {
             eprintln!("corelb: {}", e.log_line());
-            eprintln!(
-                "corelb: [notice] reload of {} failed: the running configuration (generation {}) keeps serving",
+            crate::log_notice!(
+                "reload of {} failed: the running configuration (generation {}) keeps serving",
                 source.display(),
                 shared.snapshot.load().generation
             );
         }
     }
+}
+
+/// The level `error_log FILE LEVEL` names, if any (nginx's default, `error`, otherwise).
+fn error_log_level(config: &Config) -> Option<Level> {
+    let (_, level) = config.main.error_log.as_ref()?;
+    level.as_deref().and_then(Level::from_name)
 }
 
 /// The files the process itself writes, as the running config names them.
@@ -263,7 +282,7 @@ impl ProcessFiles {
         if next.pid != self.pid {
             if let Some(p) = &next.pid {
                 if let Err(e) = write_pid(p) {
-                    eprintln!("corelb: [alert] {e}");
+                    crate::log_alert!("{e}");
                     return;
                 }
             }
@@ -282,8 +301,8 @@ impl ProcessFiles {
     fn reopen_log(&self) {
         let path = self.error_log.as_deref().unwrap_or("stderr");
         match redirect_stderr(Path::new(path)) {
-            Ok(()) => eprintln!("corelb: [notice] reopened the error log {path}"),
-            Err(e) => eprintln!("corelb: [alert] {e}"),
+            Ok(()) => crate::log_notice!("reopened the error log {path}"),
+            Err(e) => crate::log_alert!("{e}"),
         }
     }
 }
@@ -329,6 +348,9 @@ struct Watchdog {
     last: Vec<(u64, Instant, bool)>,
 }
 
+/// How long a stop waits for the access logs to be written out.
+const LOG_FLUSH_LIMIT: Duration = Duration::from_secs(2);
+
 /// How long a shard may go without a heartbeat before it is reported.
 const STALL: Duration = Duration::from_secs(5);
 
@@ -345,10 +367,7 @@ impl Watchdog {
             if now != *beat {
                 (*beat, *at, *reported) = (now, Instant::now(), false);
             } else if at.elapsed() > STALL && !*reported {
-                eprintln!(
-                    "corelb: [alert] shard {i} has not ticked for {}s: stalled",
-                    at.elapsed().as_secs()
-                );
+                crate::log_alert!("shard {i} has not ticked for {}s: stalled", at.elapsed().as_secs());
                 *reported = true;
             }
         }

@@ -4,6 +4,8 @@
 
 mod listen;
 
+use crate::access_log::record::RequestRecord;
+use crate::access_log::{ProcessLogs, ShardLog};
 use crate::balance::ShardState;
 use crate::config::model::Config;
 use crate::control::{ApplyError, ChangeKind, Control, ControlStats};
@@ -43,11 +45,14 @@ pub struct Shared {
     heartbeats: Vec<AtomicU64>,
     /// Open client connections over all shards.
     pub connections: AtomicUsize,
+    /// The access log writer thread and flush requests (none when the config logs nothing).
+    pub access_logs: Option<ProcessLogs>,
 }
 
 impl Shared {
     /// Shared state for `shards` shards starting from `snapshot`.
     pub fn new(snapshot: Snapshot, zone: Arc<Zone>, shards: usize) -> Arc<Shared> {
+        let access_logs = ProcessLogs::start(&snapshot.access_logs);
         Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             zone,
@@ -55,6 +60,7 @@ impl Shared {
             draining: AtomicBool::new(false),
             heartbeats: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             connections: AtomicUsize::new(0),
+            access_logs,
         })
     }
 
@@ -70,6 +76,14 @@ impl Shared {
     /// The control plane's counters.
     pub fn control_stats(&self) -> ControlStats {
         self.control.stats(&self.snapshot)
+    }
+
+    /// Waits (at most `limit`) until the access log lines handed over so far are on disk; with `running`, first
+    /// makes every running shard hand over its buffers (at its next tick). Returns whether all was done in time.
+    pub fn flush_access_logs(&self, limit: Duration, running: bool) -> bool {
+        self.access_logs
+            .as_ref()
+            .is_none_or(|l| l.flush(limit, running.then_some(self.heartbeats.len())))
     }
 
     /// Graceful stop: shards stop accepting, close idle connections, finish in-flight requests, then end.
@@ -138,6 +152,8 @@ pub struct Buffers {
     pub scratch: Vec<u8>,
     /// The normalized request path, when it differs from the path sent.
     pub uri: Vec<u8>,
+    /// What the current request leaves for the access log.
+    pub log: RequestRecord,
 }
 
 impl Buffers {
@@ -150,6 +166,7 @@ impl Buffers {
             key: Vec::with_capacity(256),
             scratch: Vec::with_capacity(256),
             uri: Vec::with_capacity(256),
+            log: RequestRecord::default(),
         }
     }
 }
@@ -167,6 +184,10 @@ pub struct Shard<R: Runtime> {
     active: Cell<usize>,
     accepting: Cell<usize>,
     stop: tokio::sync::Notify,
+    /// This shard's access log buffers.
+    log: RefCell<ShardLog>,
+    /// Connections accepted so far (for `$connection`).
+    accepted: Cell<u64>,
 }
 
 impl<R: Runtime> Shard<R> {
@@ -188,6 +209,34 @@ impl<R: Runtime> Shard<R> {
             active: Cell::new(0),
             accepting: Cell::new(0),
             stop: tokio::sync::Notify::new(),
+            log: RefCell::new(ShardLog::default()),
+            accepted: Cell::new(0),
+        }
+    }
+
+    /// A number for a new connection, unique in the process (`$connection`).
+    pub fn next_connection_id(&self) -> u64 {
+        let n = self.accepted.get() + 1;
+        self.accepted.set(n);
+        (n - 1) * self.shared.heartbeats.len().max(1) as u64 + self.index as u64 + 1
+    }
+
+    /// Writes the access log lines of a finished request (nothing when its location logs nothing).
+    pub fn log_request(&self, snap: &Snapshot, rec: &mut RequestRecord) {
+        if rec.set == 0 {
+            return;
+        }
+        if let Some(logs) = &self.shared.access_logs {
+            self.log.borrow_mut().write(snap, rec, &logs.writer);
+        }
+        rec.set = 0;
+    }
+
+    /// The shard's tick for its logs: hands over buffers past their `flush` time, or all of them when the process
+    /// asked (or `all`, when the shard ends).
+    fn log_tick(&self, all: bool) {
+        if let Some(logs) = &self.shared.access_logs {
+            self.log.borrow_mut().tick(logs, all);
         }
     }
 
@@ -400,11 +449,13 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
         if shard.draining() {
             shard.stop.notify_waiters();
             if shard.accepting.get() == 0 && shard.active.get() == 0 {
+                shard.log_tick(true);
                 return;
             }
         } else {
             listeners.follow::<R>(&shard);
         }
+        shard.log_tick(false);
     }
 }
 
@@ -452,9 +503,7 @@ fn spawn_connection<R: Runtime>(
                 .copied()
                 .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
                 .unwrap_or("(no message)");
-            eprintln!(
-                "corelb: [alert] shard {index}: a connection task panicked ({msg}); connection closed, shard goes on"
-            );
+            crate::log_alert!("shard {index}: a connection task panicked ({msg}); connection closed, shard goes on");
         }
         drop(active);
     });

@@ -1,6 +1,7 @@
 //! The config snapshot: a loaded config with everything the request path needs built once (upstream plans, listen
 //! tables, location tables, pre-rendered headers and fixed answers), shared by every shard behind one `ArcSwap`.
 
+use crate::access_log::AccessLogPlan;
 use crate::balance::{PlanError, UpstreamPlan};
 use crate::config::model::{
     ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return,
@@ -19,6 +20,9 @@ pub enum SnapshotError {
     NoSuchUpstream(usize),
     #[error("a duplicate listen {0}")]
     DuplicateListen(SocketAddr),
+    /// An access log file could not be opened (nginx's `open() "PATH" failed (...)`).
+    #[error("{0}")]
+    AccessLog(String),
 }
 
 /// One http listen address and the servers on it.
@@ -55,6 +59,8 @@ pub struct ServerPlan {
     pub not_found: FixedAnswer,
     /// Client settings of the server block (for answers outside any location).
     pub client: ClientConf,
+    /// The access log set of answers outside any location (index into [`Snapshot::access_logs`]; 0 = none).
+    pub log_set: usize,
 }
 
 impl ServerPlan {
@@ -94,6 +100,8 @@ pub struct Snapshot {
     /// The size of each connection's client read buffer: the largest request head any server's
     /// `large_client_header_buffers` admits, and no less than [`MIN_CLIENT_BUFFER`].
     pub client_buffer: usize,
+    /// The access log files and the sets locations log to.
+    pub access_logs: AccessLogPlan,
 }
 
 /// The least client read buffer (request bodies stream through it too).
@@ -105,12 +113,13 @@ impl Snapshot {
         let mut http_plans = Vec::new();
         let mut http_ports: Vec<HttpPort> = Vec::new();
         let mut servers = Vec::new();
+        let mut access_logs = AccessLogPlan::default();
         if let Some(http) = &config.http {
             for u in &http.upstreams {
                 http_plans.push(UpstreamPlan::build(u, zone)?);
             }
             for (si, srv) in http.servers.iter().enumerate() {
-                servers.push(server_plan(srv, &http_plans)?);
+                servers.push(server_plan(srv, &http_plans, &mut access_logs)?);
                 add_http_listens(&mut http_ports, &srv.listens, si);
             }
         }
@@ -156,6 +165,7 @@ impl Snapshot {
             http_ports,
             servers,
             stream_ports,
+            access_logs,
         })
     }
 
@@ -214,7 +224,11 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
     }
 }
 
-fn server_plan(srv: &HttpServer, plans: &[UpstreamPlan]) -> Result<ServerPlan, SnapshotError> {
+fn server_plan(
+    srv: &HttpServer,
+    plans: &[UpstreamPlan],
+    logs: &mut AccessLogPlan,
+) -> Result<ServerPlan, SnapshotError> {
     let mut exact = Vec::new();
     let mut prefixes = Vec::new();
     let mut locations = Vec::new();
@@ -223,7 +237,7 @@ fn server_plan(srv: &HttpServer, plans: &[UpstreamPlan]) -> Result<ServerPlan, S
             LocationMatch::Exact(p) => exact.push((p.clone(), i)),
             LocationMatch::Prefix(p) => prefixes.push((p.clone(), i)),
         }
-        locations.push(location_plan(loc, plans)?);
+        locations.push(location_plan(loc, plans, logs)?);
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     Ok(ServerPlan {
@@ -234,10 +248,15 @@ fn server_plan(srv: &HttpServer, plans: &[UpstreamPlan]) -> Result<ServerPlan, S
         locations,
         not_found: FixedAnswer::of_return(&Return { code: 404, text: None }),
         client: srv.client.clone(),
+        log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
     })
 }
 
-fn location_plan(loc: &Location, plans: &[UpstreamPlan]) -> Result<LocationPlan, SnapshotError> {
+fn location_plan(
+    loc: &Location,
+    plans: &[UpstreamPlan],
+    logs: &mut AccessLogPlan,
+) -> Result<LocationPlan, SnapshotError> {
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let proxy = match (&loc.ret, &loc.proxy_pass) {
         (Some(_), _) => None,
@@ -259,5 +278,6 @@ fn location_plan(loc: &Location, plans: &[UpstreamPlan]) -> Result<LocationPlan,
         admin,
         proxy,
         client: loc.client.clone(),
+        log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
     })
 }

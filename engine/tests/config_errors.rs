@@ -1595,16 +1595,77 @@ http { upstream u { server 127.0.0.1:1 weight=4294967296; } }
             Differs,
         ),
         case(
-            "access_log_buffer",
+            "access_log_gzip",
             r#"events {}
 http {
- access_log /tmp/a.log combined buffer=32k;
+ access_log /tmp/a.log combined buffer=32k gzip;
 }
 "#
             .to_string(),
-            r#"parameter "buffer=32k" of "access_log" is not supported by corelb"#,
+            r#"parameter "gzip" of "access_log" is not supported by corelb"#,
             3,
             Differs,
+        ),
+        case(
+            "access_log_flush_without_buffer",
+            r#"events {}
+http {
+ access_log /tmp/corelb-a.log combined flush=1s;
+}
+"#
+            .to_string(),
+            r#"no buffer is defined for access_log "/tmp/corelb-a.log""#,
+            3,
+            Same,
+        ),
+        case(
+            "access_log_conflicting_buffers",
+            r#"events {}
+http {
+ access_log /tmp/corelb-a.log combined buffer=8k;
+ server { access_log /tmp/corelb-a.log combined buffer=16k; }
+}
+"#
+            .to_string(),
+            r#"access_log "/tmp/corelb-a.log" already defined with conflicting parameters"#,
+            4,
+            Same,
+        ),
+        case(
+            "log_format_duplicate",
+            r#"events {}
+http {
+ log_format combined '$status';
+}
+"#
+            .to_string(),
+            r#"duplicate "log_format" name "combined""#,
+            3,
+            Same,
+        ),
+        case(
+            "log_format_escape",
+            r#"events {}
+http {
+ log_format j escape=xml '$status';
+}
+"#
+            .to_string(),
+            r#"unknown log format escaping "xml""#,
+            3,
+            Same,
+        ),
+        case(
+            "log_format_in_server",
+            r#"events {}
+http { server {
+ log_format j '$status';
+} }
+"#
+            .to_string(),
+            r#""log_format" directive is not allowed here"#,
+            3,
+            Same,
         ),
         case(
             "capture_var",
@@ -1881,19 +1942,6 @@ stream { server {
 "#
             .to_string(),
             r#"parameter "udp" of "listen" is not supported by corelb"#,
-            4,
-            Differs,
-        ),
-        case(
-            "two_access_logs",
-            r#"events {}
-http {
- access_log /tmp/a.log;
- access_log /tmp/b.log;
-}
-"#
-            .to_string(),
-            r#"several "access_log" directives on one level are not supported by corelb"#,
             4,
             Differs,
         ),

@@ -304,19 +304,18 @@ fn config_client_settings_inherit() {
     let s = &h.servers[0];
     assert_eq!(s.client.client_max_body_size, 10 * 1024 * 1024);
     assert_eq!(s.client.client_header_timeout, secs(5));
-    assert_eq!(s.client.access_log, Some(("off".into(), None)));
+    assert!(s.client.access_log.is_empty(), "access_log off");
     let root = &s.locations[0].client;
     assert_eq!(root.client_max_body_size, 0);
     assert_eq!(root.keepalive_timeout, secs(65));
     assert_eq!(root.keepalive_requests, 100);
     assert_eq!(root.client_header_timeout, secs(5));
-    assert_eq!(
-        root.access_log,
-        Some(("/var/log/a.log".into(), Some("combined".into())))
-    );
+    assert_eq!(root.access_log.len(), 1);
+    assert_eq!(root.access_log[0].path, std::path::Path::new("/var/log/a.log"));
+    assert_eq!(root.access_log[0].format.name, "combined");
     let up = &s.locations[1].client;
     assert_eq!((up.keepalive_requests, up.client_max_body_size), (5, 10 * 1024 * 1024));
-    assert_eq!(up.access_log, Some(("off".into(), None)));
+    assert!(up.access_log.is_empty(), "inherits access_log off");
 }
 
 #[test]

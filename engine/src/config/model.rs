@@ -315,8 +315,23 @@ pub struct ClientConf {
     pub send_timeout: Duration,
     /// `large_client_header_buffers NUMBER SIZE` (http, server; default `4 8k`).
     pub large_client_header_buffers: HeaderBuffers,
-    /// `access_log off` or a path (with an optional format name).
-    pub access_log: Option<(String, Option<String>)>,
+    /// The `access_log` lines in effect (those of the nearest level that has any); empty when the level says
+    /// `access_log off` or no level has one.
+    pub access_log: Vec<AccessLogConf>,
+}
+
+/// One `access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] [if=COND]` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccessLogConf {
+    pub path: PathBuf,
+    pub format: std::sync::Arc<crate::access_log::format::LogFormat>,
+    /// `buffer=`; corelb buffers 64k when it is not given.
+    pub buffer: Option<usize>,
+    /// `flush=`; 1 s when it is not given.
+    pub flush: Option<Duration>,
+    /// `if=`: the line is skipped when this evaluates to empty or `0`.
+    pub cond: Option<std::sync::Arc<crate::access_log::format::LogFormat>>,
+    pub span: Span,
 }
 
 impl Default for ClientConf {
@@ -329,7 +344,7 @@ impl Default for ClientConf {
             client_body_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
             large_client_header_buffers: HeaderBuffers::default(),
-            access_log: None,
+            access_log: Vec::new(),
         }
     }
 }

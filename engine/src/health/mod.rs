@@ -162,7 +162,7 @@ impl HealthCheckers {
         self.signal_stop();
         for t in self.threads.drain(..) {
             if t.join().is_err() {
-                eprintln!("corelb: [alert] a health check thread panicked");
+                crate::log_alert!("a health check thread panicked");
             }
         }
     }

@@ -5,6 +5,7 @@
 
 use super::body::{forward_body, send, BodyError, IoBuf, Limits, Relay};
 use super::route::ProxyPlan;
+use crate::access_log::record::RequestRecord;
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::response::{parse_response, MAX_HEADERS};
 use crate::http::BodyFraming;
@@ -99,8 +100,9 @@ fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
     }
 }
 
-/// Runs one try against `addr`. `body` is the client and its body framing when the body must be streamed (it
-/// was not buffered whole); `request` holds the head (and a buffered body).
+/// Runs one try against `addr`, noting in `log` when it connected and read the head. `body` is the client and its
+/// body framing when the body must be streamed (it was not buffered whole); `request` holds the head (and a
+/// buffered body).
 #[allow(clippy::too_many_arguments)]
 pub async fn exchange<R: Runtime>(
     shard: &Shard<R>,
@@ -113,6 +115,7 @@ pub async fn exchange<R: Runtime>(
     ubuf: &mut IoBuf,
     decoder: &mut ChunkedDecoder,
     head_request: bool,
+    log: &mut RequestRecord,
 ) -> Result<(R::Conn, ResponseInfo), Failure> {
     let conf = &plan.conf;
     let mut body = body;
@@ -123,6 +126,7 @@ pub async fn exchange<R: Runtime>(
             client_buf: &mut *client_buf,
             ubuf: &mut *ubuf,
             decoder: &mut *decoder,
+            log: &mut *log,
         };
         match try_on::<R>(conn, true, requests, body.take(), io, head_request, plan).await {
             // The upstream had closed it while it sat idle. nginx's keepalive module sees such a connection close
@@ -143,6 +147,7 @@ pub async fn exchange<R: Runtime>(
         client_buf,
         ubuf,
         decoder,
+        log,
     };
     try_on::<R>(conn, false, 0, body, io, head_request, plan).await
 }
@@ -154,6 +159,8 @@ struct Io<'b> {
     client_buf: &'b mut IoBuf,
     ubuf: &'b mut IoBuf,
     decoder: &'b mut ChunkedDecoder,
+    /// The access log's record of the request's tries.
+    log: &'b mut RequestRecord,
 }
 
 /// Sends the request on `conn` (pooled when `cached`, having served `requests` before) and reads the head.
@@ -172,10 +179,13 @@ async fn try_on<R: Runtime>(
         client_buf,
         ubuf,
         decoder,
+        log,
     } = io;
+    log.try_connected();
     send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
     let (status, head_len, body, reusable) =
         read_head::<R>(&mut conn, cached, ubuf, head_request, conf.read_timeout).await?;
+    log.try_header(status);
     let info = ResponseInfo {
         status,
         head_len,

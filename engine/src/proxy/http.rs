@@ -8,6 +8,7 @@ use super::exchange::{exchange, ClientTimeouts, ResponseInfo, StreamedBody};
 use super::retry::{RequestKind, Then, Tries};
 use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use super::vars::{ip_hash_key, ConnVars, RequestVars};
+use crate::access_log::record::TryPeer;
 use crate::admin::AdminRequest;
 use crate::balance::{Attempt, KeySpec, Outcome};
 use crate::config::model::AdminEndpoint;
@@ -67,6 +68,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         local: client.local_addr().unwrap_or(listen),
     };
     let mut bufs = shard.take_buffers(at.snap.client_buffer);
+    bufs.log.new_connection(shard.next_connection_id());
     let mut decoder = ChunkedDecoder::new();
     let mut served = 0u64;
     loop {
@@ -85,7 +87,8 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         let (mut req, route) = match step {
             Next::Closed | Next::Arrived => break,
             Next::Reject(r) => {
-                reject::<R>(&shard, &mut client, &mut bufs.out, r, at.client.send_timeout).await;
+                reject::<R>(&shard, &mut client, &mut bufs, r, at.client.send_timeout).await;
+                shard.log_request(&at.snap, &mut bufs.log);
                 break;
             }
             Next::Request(req, route) => (req, route),
@@ -110,6 +113,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
                 admin::<R>(&shard, endpoint, &target, &req, &mut client, &mut bufs, &mut decoder).await
             }
         };
+        shard.log_request(snap, &mut bufs.log);
         if !keep || shard.draining() {
             break;
         }
@@ -137,6 +141,7 @@ async fn fixed<R: Runtime>(
     shard.date(DateCache::now_secs(), |d| {
         answer.write(d, keep, req.head_request, &mut bufs.out)
     });
+    record_answer(bufs, answer, req.head_request);
     send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
 }
 
@@ -193,6 +198,9 @@ async fn admin<R: Runtime>(
     shard.date(DateCache::now_secs(), |d| {
         answer.write(d, keep, req.head_request, &mut bufs.out)
     });
+    let body = if req.head_request { 0 } else { answer.body.len() };
+    bufs.log
+        .answered(answer.status, bufs.out.len().saturating_sub(body), body as u64);
     send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
 }
 
@@ -308,6 +316,7 @@ fn route_head<'s>(
         None => (server.location(uri), None),
     };
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
+    crate::access_log::begin_request(snap, server, loc, &head, uri, vars, served + 1, &mut bufs.log);
     if let BodyFraming::Length(n) = head.body {
         if client_conf.client_max_body_size != 0 && n > client_conf.client_max_body_size {
             return Err(Rejection::new(413, "body larger than client_max_body_size"));
@@ -386,13 +395,23 @@ fn prepare_upstream_head(
 }
 
 /// Answers a refused request and closes.
-async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, out: &mut Vec<u8>, r: Rejection, wait: Duration) {
+async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, bufs: &mut Buffers, r: Rejection, wait: Duration) {
     shard.counters.count_answer(sent_status(r.status));
-    out.clear();
-    shard.date(DateCache::now_secs(), |d| {
-        shard.error_answer(r.status).write(d, false, false, out)
-    });
-    let _ = send::<R>(client, out, wait).await;
+    bufs.out.clear();
+    let page = shard.error_answer(r.status);
+    shard.date(DateCache::now_secs(), |d| page.write(d, false, false, &mut bufs.out));
+    record_answer(bufs, page, false);
+    let _ = send::<R>(client, &bufs.out, wait).await;
+}
+
+/// Notes a fixed answer (now in `bufs.out`) for the access log.
+fn record_answer(bufs: &mut Buffers, answer: &FixedAnswer, head_request: bool) {
+    let body = if head_request { 0 } else { answer.body_len() };
+    bufs.log.answered(
+        sent_status(answer.status),
+        bufs.out.len().saturating_sub(body),
+        body as u64,
+    );
 }
 
 /// Proxies one request; returns whether the client connection stays open.
@@ -411,7 +430,7 @@ async fn proxy<R: Runtime>(
     let replayable = match buffer_whole_body(req, bufs, decoder) {
         Ok(r) => r,
         Err(refusal) => {
-            reject::<R>(shard, client, &mut bufs.out, refusal, req.timeouts.send).await;
+            reject::<R>(shard, client, bufs, refusal, req.timeouts.send).await;
             return false;
         }
     };
@@ -429,13 +448,12 @@ async fn proxy<R: Runtime>(
             .with_http_state(snap, plan.upstream, |st| tries.attempt.pick(st, &bufs.key, now))
             .flatten();
         let Some(peer) = picked else {
-            eprintln!(
-                "corelb: [error] no live upstreams while connecting to upstream \"{}\"",
-                up.name
-            );
+            crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
+            bufs.log.no_live(plan.upstream);
             return answer::<R>(shard, client, bufs, 502, req, replayable).await;
         };
         peer.slot.count_request();
+        bufs.log.try_start(TryPeer::Addr(peer.addr));
         let body = (!replayable).then_some(StreamedBody {
             client: &mut *client,
             framing: req.body,
@@ -456,6 +474,7 @@ async fn proxy<R: Runtime>(
             ubuf,
             decoder,
             head_request,
+            &mut bufs.log,
         )
         .await;
         match got {
@@ -468,16 +487,17 @@ async fn proxy<R: Runtime>(
                 return keep;
             }
             Ok(_) => {}
-            Err(f) => match tries.after_failure(f, req.kind(), peer.addr) {
+            Err(f) => match tries.after_failure(bufs.log.try_failed(f), req.kind(), peer.addr) {
                 Then::Retry => {}
                 Then::Answer(status) => return answer::<R>(shard, client, bufs, status, req, replayable).await,
                 Then::Refuse(status) => {
                     let refusal = Rejection::new(status, "request body refused");
-                    reject::<R>(shard, client, &mut bufs.out, refusal, req.timeouts.send).await;
+                    reject::<R>(shard, client, bufs, refusal, req.timeouts.send).await;
                     return false;
                 }
                 Then::Close => {
                     shard.counters.count_client_abort();
+                    bufs.log.answered(499, 0, 0);
                     return false;
                 }
             },
@@ -522,7 +542,10 @@ async fn pass_response<R: Runtime>(
         max_body: 0,
     };
     let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
-    match forward_body::<R>(&mut conn, ubuf, info.body, relay, decoder, client, out, limits).await {
+    let head_bytes = out.len();
+    let sent = forward_body::<R>(&mut conn, ubuf, info.body, relay, decoder, client, out, limits).await;
+    bufs.log.answered(info.status, head_bytes, *sent.as_ref().unwrap_or(&0));
+    match sent {
         Ok(_) => {
             if info.reusable && plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
                 shard.pool_put(snap, plan.upstream, addr, conn, info.requests + 1);
@@ -531,7 +554,7 @@ async fn pass_response<R: Runtime>(
         }
         Err(BodyError::Write(_)) => false,
         Err(e) => {
-            eprintln!("corelb: [error] upstream {addr}: {e} while sending the response to the client");
+            crate::log_error!("upstream {addr}: {e} while sending the response to the client");
             false
         }
     }
@@ -580,10 +603,10 @@ async fn answer<R: Runtime>(
     shard.counters.count_answer(status);
     let keep = req.keepalive && body_consumed;
     bufs.out.clear();
+    let page = shard.error_answer(status);
     shard.date(DateCache::now_secs(), |d| {
-        shard
-            .error_answer(status)
-            .write(d, keep, req.head_request, &mut bufs.out)
+        page.write(d, keep, req.head_request, &mut bufs.out)
     });
+    record_answer(bufs, page, req.head_request);
     send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
 }

@@ -80,7 +80,7 @@ impl<R: Runtime> Tries<'_, R> {
             FailureKind::BodyTooLarge => return Then::Refuse(413),
             _ => {}
         }
-        eprintln!("corelb: [error] upstream {addr} ({}): {}", self.plan_name(), f.kind);
+        crate::log_error!("upstream {addr} ({}): {}", self.plan_name(), f.kind);
         self.report(Outcome::Failed);
         let next = &self.plan.conf.next_upstream;
         let allowed = match f.kind {

@@ -17,6 +17,8 @@ pub struct LocationPlan {
     pub admin: Option<AdminEndpoint>,
     pub proxy: Option<ProxyPlan>,
     pub client: ClientConf,
+    /// Index into the snapshot's access log sets (0 = nothing logged).
+    pub log_set: usize,
 }
 
 /// A fixed answer with its head pre-rendered around the two parts that change (`Date`, `Connection`).
@@ -80,6 +82,11 @@ impl FixedAnswer {
     /// nginx's error page for `code` as a fixed answer.
     pub fn error(code: u16) -> FixedAnswer {
         Self::of_return(&Return { code, text: None })
+    }
+
+    /// The body's length (what `write` adds after the head, unless `head_request`).
+    pub fn body_len(&self) -> usize {
+        self.body.len()
     }
 
     /// Appends the whole answer to `out` (no body for a HEAD request).

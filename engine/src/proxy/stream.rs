@@ -41,19 +41,13 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
             .with_stream_state(&snap, srv.upstream, |st| attempt.pick(st, &key, now))
             .flatten();
         let Some(peer) = picked else {
-            eprintln!(
-                "corelb: [error] no live upstreams while connecting to upstream \"{}\"",
-                plan.name
-            );
+            crate::log_error!("no live upstreams while connecting to upstream \"{}\"", plan.name);
             return;
         };
         match R::connect(peer.addr, srv.connect_timeout).await {
             Ok(c) => break (c, peer),
             Err(e) => {
-                eprintln!(
-                    "corelb: [error] connect() to {} failed ({e}) while connecting to upstream",
-                    peer.addr
-                );
+                crate::log_error!("connect() to {} failed ({e}) while connecting to upstream", peer.addr);
                 shard.with_stream_state(&snap, srv.upstream, |st| {
                     attempt.report(Outcome::Failed, st, DateCache::now_secs())
                 });
@@ -70,7 +64,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     let mut down_half = Half::new(BUF);
     let end = pump::<R, _, _>(&mut client, &mut upstream, &mut up_half, &mut down_half, srv.timeout).await;
     if let PumpEnd::Failed(e) = &end {
-        eprintln!("corelb: [info] stream to {} ended: {e}", peer.addr);
+        crate::log_info!("stream to {} ended: {e}", peer.addr);
     }
     peer.slot.count_bytes(up_half.bytes, down_half.bytes);
     peer.slot.record_response_time(shard.index, session.elapsed());

@@ -112,9 +112,11 @@ impl Listeners {
             }
             match R::bind(addr, BACKLOG) {
                 Ok(l) => self.accept_on::<R>(shard, addr, role, l),
-                Err(e) => eprintln!(
-                    "corelb: [emerg] shard {}: bind() to {addr} failed ({e}); generation {} does not listen there",
-                    shard.index, snap.generation
+                Err(e) => crate::log!(
+                    crate::log::Level::Emerg,
+                    "shard {}: bind() to {addr} failed ({e}); generation {} does not listen there",
+                    shard.index,
+                    snap.generation
                 ),
             }
         }
@@ -147,7 +149,7 @@ async fn accept_loop<R: Runtime>(
             None => break,
             Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, addr, role),
             Some(Err(e)) => {
-                eprintln!("corelb: [error] shard {}: accept() failed ({e})", shard.index);
+                crate::log_error!("shard {}: accept() failed ({e})", shard.index);
                 R::sleep(Duration::from_millis(10)).await;
             }
         }

@@ -4,6 +4,7 @@
 use super::health::{self, CheckDraft, ProbeTimeouts};
 use super::layers::{Cx, Layers};
 use super::listen::HttpListens;
+use super::logs::LogState;
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, unset, value, walk, Build, Ctx};
@@ -51,6 +52,7 @@ struct HttpState {
     http_header_error: Option<String>,
     listens: HttpListens,
     matches: Vec<MatchConf>,
+    logs: LogState,
 }
 
 /// Builds the http block `d`.
@@ -64,6 +66,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         http_header_error: None,
         listens: HttpListens::default(),
         matches: Vec::new(),
+        logs: LogState::default(),
     };
     let close = walk(block_of(d)?, Ctx::HTTP, |hd| match hd.name.as_str() {
         "upstream" => h.upstreams.block(b, &mut h.vars, hd),
@@ -73,7 +76,8 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             h.matches.push(m);
             Ok(())
         }
-        _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, hd),
+        "log_format" => h.logs.log_format(hd, &mut h.vars),
+        _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, &mut h.logs, hd),
     })?;
     // nginx's checks when the block ends, in its order: upstreams, header values, locations, variables.
     let upstreams = h.upstreams.finish()?;
@@ -94,7 +98,13 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             .name_conflicts(|i| h.servers.get(i).map(|s| s.names.clone()).unwrap_or_default()),
     );
     let drafts: Vec<_> = h.servers.iter_mut().map(ServerDraft::take_checks).collect();
-    let servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers)).collect();
+    let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers)).collect();
+    for s in &mut servers {
+        h.logs.settle(&mut s.client.access_log);
+        for l in &mut s.locations {
+            h.logs.settle(&mut l.client.access_log);
+        }
+    }
     let checks = finish_checks(&servers, drafts, &upstreams, &h.matches)?;
     let health = HealthConf {
         checks,
@@ -139,12 +149,14 @@ fn shared(
     b: &mut Build,
     vars: &mut Vars,
     header_error: &mut Option<String>,
+    logs: &mut LogState,
     d: &Directive,
 ) -> Result<(), ConfigError> {
     let mut cx = Cx {
         build: b,
         vars,
         header_error,
+        logs,
     };
     if layers.directive(&mut cx, d)? {
         return Ok(());
@@ -180,7 +192,14 @@ impl HttpState {
                 Ok(())
             }
             "return" => ret(sd, &mut s.ret, &mut self.vars),
-            _ => shared(&mut s.layers, b, &mut self.vars, &mut self.header_error, sd),
+            _ => shared(
+                &mut s.layers,
+                b,
+                &mut self.vars,
+                &mut self.header_error,
+                &mut self.logs,
+                sd,
+            ),
         })?;
         if !listen_seen {
             s.listens.push(self.listens.default_listen(index, &d.span)?);
@@ -222,7 +241,14 @@ impl HttpState {
                 loc.health.push(health::health_check(ld, Module::Http)?);
                 Ok(())
             }
-            _ => shared(&mut loc.layers, b, &mut self.vars, &mut self.header_error, ld),
+            _ => shared(
+                &mut loc.layers,
+                b,
+                &mut self.vars,
+                &mut self.header_error,
+                &mut self.logs,
+                ld,
+            ),
         })?;
         Ok(loc)
     }

@@ -1,6 +1,7 @@
 //! The settings http, server and location share (`proxy_*` timeouts, headers and retries; client keepalive, body
 //! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
 
+use super::logs::{LevelLogs, LogState};
 use super::vars::{Module, Vars};
 use super::{arg, directive_err, msec_slot, num_slot, unset, value, Build};
 use crate::config::error::ConfigError;
@@ -50,7 +51,7 @@ pub struct ClientLayer {
     body_timeout: Option<Duration>,
     send_timeout: Option<Duration>,
     header_buffers: Option<HeaderBuffers>,
-    access_log: Option<(String, Option<String>)>,
+    access_log: Option<LevelLogs>,
 }
 
 /// Both, for one http, server or location level.
@@ -66,6 +67,8 @@ pub struct Cx<'a> {
     pub vars: &'a mut Vars,
     /// The first `proxy_set_header` value with a bad variable name: nginx reports it when the http block ends.
     pub header_error: &'a mut Option<String>,
+    /// The block's log formats and buffered log files.
+    pub logs: &'a mut LogState,
 }
 
 impl Layers {
@@ -121,7 +124,7 @@ impl Layers {
                 unset(&c.header_buffers, d)?;
                 c.header_buffers = Some(header_buffers(d)?);
             }
-            "access_log" => access_log(&mut c.access_log, d)?,
+            "access_log" => cx.logs.access_log(&mut c.access_log, d, cx.vars)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -198,7 +201,7 @@ impl Layers {
             client_body_timeout: c.body_timeout.unwrap_or(d.client_body_timeout),
             send_timeout: c.send_timeout.unwrap_or(d.send_timeout),
             large_client_header_buffers: c.header_buffers.unwrap_or(d.large_client_header_buffers),
-            access_log: c.access_log.clone(),
+            access_log: c.access_log.as_ref().map(LevelLogs::effective).unwrap_or_default(),
         }
     }
 }
@@ -268,38 +271,6 @@ fn next_upstream_of(mask: u32) -> NextUpstream {
         http_429: has("http_429"),
         non_idempotent: has("non_idempotent"),
     }
-}
-
-/// `access_log off` or `access_log PATH [combined]` (corelb writes one log per level, in nginx's combined format).
-fn access_log(slot: &mut Option<(String, Option<String>)>, d: &Directive) -> Result<(), ConfigError> {
-    if slot.is_some() {
-        let msg = "several \"access_log\" directives on one level are not supported by corelb";
-        return Err(ConfigError::invalid(msg, &d.span));
-    }
-    let path = arg(d, 0);
-    if path == "off" {
-        if let Some(extra) = d.args.get(1) {
-            return Err(ConfigError::invalid(format!("invalid parameter \"{extra}\""), &d.span));
-        }
-        *slot = Some((path.to_string(), None));
-        return Ok(());
-    }
-    if path.starts_with("syslog:") || path.contains('$') {
-        let msg = format!("access log \"{path}\" is not supported by corelb (a plain file path)");
-        return Err(ConfigError::invalid(msg, &d.span));
-    }
-    let format = d.args.get(1).cloned();
-    if let Some(f) = &format {
-        if !f.eq_ignore_ascii_case("combined") {
-            return Err(ConfigError::invalid(format!("unknown log format \"{f}\""), &d.span));
-        }
-    }
-    if let Some(extra) = d.args.get(2) {
-        let msg = format!("parameter \"{extra}\" of \"access_log\" is not supported by corelb");
-        return Err(ConfigError::invalid(msg, &d.span));
-    }
-    *slot = Some((path.to_string(), format));
-    Ok(())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod health;
 mod http;
 mod layers;
 mod listen;
+mod logs;
 mod main_ctx;
 mod server_line;
 mod spec;

@@ -27,6 +27,10 @@ const MORE1: Args = Args {
     min: 1,
     max: usize::MAX,
 };
+const MORE2: Args = Args {
+    min: 2,
+    max: usize::MAX,
+};
 
 /// One directive of one nginx module.
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +130,7 @@ pub const SPECS: &[Spec] = &[
     both("send_timeout", HTTP_MSL, TAKE1),
     both("large_client_header_buffers", Ctx::HTTP.or(Ctx::HTTP_SRV), TAKE2),
     both("access_log", HTTP_MSL, MORE1),
+    both("log_format", Ctx::HTTP, MORE2),
     spec("access_log", STREAM_MS, Ctx::NONE, MORE1, false),
     both("least_conn", UPS, NOARGS),
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
@@ -225,7 +230,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "satisfy",
     "allow",
     "deny",
-    "log_format",
     "open_log_file_cache",
     "charset",
     "expires",

@@ -113,7 +113,8 @@ impl Vars {
         self.compile(raw, module, at).map(|_| ())
     }
 
-    fn note_unknown(&mut self, name: &str, at: &Span) {
+    /// Remembers an unknown variable for the end of the block (the first one is reported).
+    pub fn note_unknown(&mut self, name: &str, at: &Span) {
         if self.unknown.is_none() {
             self.unknown = Some(ConfigError::invalid(format!("unknown \"{name}\" variable"), at));
         }

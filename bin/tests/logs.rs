@@ -1,0 +1,135 @@
+//! `corelb -c FILE` and its logs as a process: `error_log FILE LEVEL` writes what its level allows (a notice is
+//! not written at `error`, is at `notice`), and the access log buffers are written out on SIGQUIT and SIGTERM.
+//! Loopback only, free ports, bounded waits.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("corelb-logs-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// Starts corelb on `conf` (text written into `dir`) and waits until `port` accepts.
+fn start(dir: &Path, conf: &str, port: u16) -> Child {
+    let path = dir.join("corelb.conf");
+    std::fs::write(&path, conf).expect("write config");
+    let child = Command::new(env!("CARGO_BIN_EXE_corelb"))
+        .arg("-c")
+        .arg(&path)
+        .env_remove("CORELB_RUNTIME")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start corelb");
+    let end = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < end, "port {port} never opened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn stop(mut child: Child, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(child.id().to_string())
+        .status();
+    assert!(ok.is_ok_and(|s| s.success()), "kill -{sig}");
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        if let Ok(Some(st)) = child.try_wait() {
+            assert!(st.success(), "{st:?}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("corelb did not stop on SIG{sig}");
+}
+
+/// One GET with `Connection: close`; the status line.
+fn get(port: u16, path: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .expect("send");
+    let mut all = Vec::new();
+    let _ = s.read_to_end(&mut all);
+    String::from_utf8_lossy(&all)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// A config with `error_log` at `level` and a location proxying to a dead peer (an `[error]` per request).
+fn error_log_conf(dir: &Path, level: &str, front: u16) -> String {
+    format!(
+        "error_log {dir}/error.log {level};\nevents {{}}\nhttp {{ access_log off;\n\
+         server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://127.0.0.1:{dead}; }} }} }}\n",
+        dir = dir.display(),
+        dead = free_port()
+    )
+}
+
+#[test]
+fn error_log_writes_what_its_level_allows() {
+    for (level, notices) in [("error", false), ("notice", true)] {
+        let dir = temp_dir(level);
+        let front = free_port();
+        let child = start(&dir, &error_log_conf(&dir, level, front), front);
+        assert!(get(front, "/").contains(" 502 "), "dead peer");
+        stop(child, "TERM");
+        let log = read(&dir.join("error.log"));
+        assert!(log.contains("corelb: [error] upstream 127.0.0.1:"), "{level}: {log}");
+        assert_eq!(
+            log.contains("corelb: [notice] 1 shard(s) started on tokio"),
+            notices,
+            "{level}: {log}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn access_log_buffers_are_written_on_sigquit_and_sigterm() {
+    for sig in ["QUIT", "TERM"] {
+        let dir = temp_dir(sig);
+        let front = free_port();
+        let conf = format!(
+            "events {{}}\nhttp {{ access_log {dir}/access.log combined buffer=1m flush=1h;\n\
+             server {{ listen 127.0.0.1:{front}; return 200 ok; }} }}\n",
+            dir = dir.display()
+        );
+        let child = start(&dir, &conf, front);
+        assert!(get(front, "/held").contains(" 200 "));
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(read(&dir.join("access.log")), "", "held in the shard until the stop");
+        stop(child, sig);
+        let log = read(&dir.join("access.log"));
+        assert_eq!(log.lines().count(), 1, "SIG{sig}: {log}");
+        assert!(
+            log.contains("\"GET /held HTTP/1.1\" 200 2 \"-\" \"-\""),
+            "SIG{sig}: {log}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

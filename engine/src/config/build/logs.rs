@@ -1,0 +1,285 @@
+//! `log_format` (http level) and `access_log` (http, server, location) as nginx's `ngx_http_log_module` reads
+//! them: formats compiled once, looked up by name (any case) when an `access_log` line names one, the `buffer=`,
+//! `flush=` and `if=` parameters, and nginx's checks and messages.
+
+use super::vars::Vars;
+use super::{arg, value};
+use crate::access_log::format::{FormatError, LogFormat};
+use crate::config::error::ConfigError;
+use crate::config::model::{AccessLogConf, Span};
+use crate::config::parser::Directive;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The formats of an http block (`combined` first) and the buffer of each buffered log file.
+#[derive(Debug)]
+pub struct LogState {
+    formats: Vec<Arc<LogFormat>>,
+    buffered: Vec<(PathBuf, usize, Option<Duration>)>,
+}
+
+impl Default for LogState {
+    fn default() -> Self {
+        LogState {
+            formats: vec![Arc::new(LogFormat::combined())],
+            buffered: Vec::new(),
+        }
+    }
+}
+
+/// One level's `access_log` lines.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LevelLogs {
+    /// `access_log off` at this level: nothing is logged here, whatever other lines say.
+    pub off: bool,
+    pub logs: Vec<AccessLogConf>,
+}
+
+impl LevelLogs {
+    /// The lines in effect.
+    pub fn effective(&self) -> Vec<AccessLogConf> {
+        if self.off {
+            Vec::new()
+        } else {
+            self.logs.clone()
+        }
+    }
+}
+
+/// An error of a format, or a deferred unknown variable (noted in `vars`, with an empty format standing in).
+fn format_result(
+    r: Result<LogFormat, FormatError>,
+    name: &str,
+    vars: &mut Vars,
+    at: &Span,
+) -> Result<LogFormat, ConfigError> {
+    match r {
+        Ok(f) => Ok(f),
+        Err(FormatError::UnknownVariable(v)) => {
+            vars.note_unknown(&v, at);
+            LogFormat::compile(name, &[]).map_err(|e| ConfigError::invalid(e.to_string(), at))
+        }
+        Err(e) => Err(ConfigError::invalid(e.to_string(), at)),
+    }
+}
+
+impl LogState {
+    /// `log_format NAME [escape=default|json|none] STRING ...`.
+    pub fn log_format(&mut self, d: &Directive, vars: &mut Vars) -> Result<(), ConfigError> {
+        let name = arg(d, 0);
+        if self.formats.iter().any(|f| f.name == name) {
+            let msg = format!("duplicate \"log_format\" name \"{name}\"");
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        let compiled = LogFormat::compile(name, d.args.get(1..).unwrap_or_default());
+        let format = format_result(compiled, name, vars, &d.span)?;
+        self.formats.push(Arc::new(format));
+        Ok(())
+    }
+
+    /// `access_log off` or `access_log PATH [FORMAT [buffer=SIZE] [flush=TIME] [if=COND]]` into `level`.
+    pub fn access_log(
+        &mut self,
+        level: &mut Option<LevelLogs>,
+        d: &Directive,
+        vars: &mut Vars,
+    ) -> Result<(), ConfigError> {
+        let here = level.get_or_insert_with(LevelLogs::default);
+        let path = arg(d, 0);
+        if path == "off" {
+            here.off = true;
+            return match d.args.get(1) {
+                Some(extra) => Err(ConfigError::invalid(format!("invalid parameter \"{extra}\""), &d.span)),
+                None => Ok(()),
+            };
+        }
+        if path.starts_with("syslog:") || path.contains('$') {
+            let msg = format!("access log \"{path}\" is not supported by corelb (a plain file path)");
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        let name = d.args.get(1).map_or("combined", String::as_str);
+        let Some(format) = self.formats.iter().find(|f| f.name.eq_ignore_ascii_case(name)) else {
+            return Err(ConfigError::invalid(format!("unknown log format \"{name}\""), &d.span));
+        };
+        let mut conf = AccessLogConf {
+            path: PathBuf::from(path),
+            format: Arc::clone(format),
+            buffer: None,
+            flush: None,
+            cond: None,
+            span: d.span.clone(),
+        };
+        for p in d.args.iter().skip(2) {
+            parameter(&mut conf, p, vars, &d.span)?;
+        }
+        if conf.flush.is_some() && conf.buffer.is_none() {
+            let msg = format!("no buffer is defined for access_log \"{path}\"");
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        if let Some(size) = conf.buffer {
+            let conflict = self
+                .buffered
+                .iter()
+                .find(|(p, ..)| *p == conf.path)
+                .is_some_and(|&(_, s, f)| s != size || f != conf.flush);
+            if conflict {
+                let msg = format!("access_log \"{path}\" already defined with conflicting parameters");
+                return Err(ConfigError::invalid(msg, &d.span));
+            }
+            self.buffered.push((conf.path.clone(), size, conf.flush));
+        }
+        here.logs.push(conf);
+        Ok(())
+    }
+
+    /// Gives every line of a buffered file that file's `buffer=` and `flush=` (nginx keeps one buffer per file).
+    pub fn settle(&self, logs: &mut [AccessLogConf]) {
+        for l in logs {
+            if let Some((_, size, flush)) = self.buffered.iter().find(|(p, ..)| *p == l.path) {
+                l.buffer = Some(*size);
+                l.flush = *flush;
+            }
+        }
+    }
+}
+
+/// One `buffer=`, `flush=` or `if=` parameter.
+fn parameter(conf: &mut AccessLogConf, p: &str, vars: &mut Vars, at: &Span) -> Result<(), ConfigError> {
+    if let Some(size) = p.strip_prefix("buffer=") {
+        let bytes = value::parse_size(size)
+            .filter(|&n| n > 0)
+            .and_then(|n| usize::try_from(n).ok());
+        let Some(bytes) = bytes else {
+            return Err(ConfigError::invalid(format!("invalid buffer size \"{size}\""), at));
+        };
+        conf.buffer = Some(bytes);
+    } else if let Some(time) = p.strip_prefix("flush=") {
+        let Some(ms) = value::parse_time(time, false).filter(|&ms| ms > 0) else {
+            return Err(ConfigError::invalid(format!("invalid flush time \"{time}\""), at));
+        };
+        conf.flush = Some(Duration::from_millis(ms));
+    } else if p == "gzip" || p.starts_with("gzip=") {
+        let msg = format!("parameter \"{p}\" of \"access_log\" is not supported by corelb");
+        return Err(ConfigError::invalid(msg, at));
+    } else if let Some(cond) = p.strip_prefix("if=") {
+        let compiled = LogFormat::compile("if", &["escape=none".to_string(), cond.to_string()]);
+        conf.cond = Some(Arc::new(format_result(compiled, "if", vars, at)?));
+    } else {
+        return Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), at));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access_log::format::Escape;
+
+    fn directive(name: &str, args: &[&str]) -> Directive {
+        Directive {
+            name: name.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            span: Span {
+                file: PathBuf::from("t.conf"),
+                line: 3,
+            },
+            block: None,
+        }
+    }
+
+    fn err(state: &mut LogState, args: &[&str]) -> String {
+        let mut level = None;
+        let mut vars = Vars::default();
+        state
+            .access_log(&mut level, &directive("access_log", args), &mut vars)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn formats_are_named_once_and_found_in_any_case() {
+        let mut s = LogState::default();
+        let mut vars = Vars::default();
+        s.log_format(&directive("log_format", &["Main", "escape=json", "$status"]), &mut vars)
+            .unwrap();
+        let e = s.log_format(&directive("log_format", &["combined", "$status"]), &mut vars);
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "[emerg] duplicate \"log_format\" name \"combined\" in t.conf:3"
+        );
+        let mut level = None;
+        let d = directive(
+            "access_log",
+            &["/tmp/a.log", "main", "buffer=32k", "flush=5s", "if=$status"],
+        );
+        s.access_log(&mut level, &d, &mut vars).unwrap();
+        let logs = level.unwrap().effective();
+        assert_eq!(logs[0].format.escape, Escape::Json);
+        assert_eq!(
+            (logs[0].buffer, logs[0].flush),
+            (Some(32 * 1024), Some(Duration::from_secs(5)))
+        );
+        assert!(logs[0].cond.is_some());
+        assert!(vars.finish().is_ok());
+    }
+
+    #[test]
+    fn nginx_messages() {
+        let mut s = LogState::default();
+        assert_eq!(
+            err(&mut s, &["/tmp/a", "main"]),
+            "[emerg] unknown log format \"main\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["/tmp/a", "buffer=32k"]),
+            "[emerg] unknown log format \"buffer=32k\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["/tmp/a", "combined", "buffer=0"]),
+            "[emerg] invalid buffer size \"0\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["/tmp/a", "combined", "flush=x"]),
+            "[emerg] invalid flush time \"x\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["/tmp/a", "combined", "flush=1s"]),
+            "[emerg] no buffer is defined for access_log \"/tmp/a\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["/tmp/a", "combined", "level=2"]),
+            "[emerg] invalid parameter \"level=2\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["off", "x"]),
+            "[emerg] invalid parameter \"x\" in t.conf:3"
+        );
+        let mut level = None;
+        let mut vars = Vars::default();
+        let d = directive("access_log", &["/tmp/b", "combined", "buffer=8k"]);
+        s.access_log(&mut level, &d, &mut vars).unwrap();
+        assert_eq!(
+            err(&mut s, &["/tmp/b", "combined", "buffer=16k"]),
+            "[emerg] access_log \"/tmp/b\" already defined with conflicting parameters in t.conf:3"
+        );
+    }
+
+    #[test]
+    fn off_wins_at_its_level_and_unknown_variables_wait() {
+        let mut s = LogState::default();
+        let mut vars = Vars::default();
+        let mut level = None;
+        s.access_log(&mut level, &directive("access_log", &["/tmp/a"]), &mut vars)
+            .unwrap();
+        s.access_log(&mut level, &directive("access_log", &["off"]), &mut vars)
+            .unwrap();
+        assert!(level.unwrap().effective().is_empty());
+        s.log_format(&directive("log_format", &["x", "$nope"]), &mut vars)
+            .unwrap();
+        assert_eq!(
+            vars.finish().unwrap_err().to_string(),
+            "[emerg] unknown \"nope\" variable in t.conf:3"
+        );
+    }
+}
