@@ -55,13 +55,16 @@ fn reload_by_signals(runtime: &str) {
     );
     let (front, backs) = (free_port(), [free_port(), free_port()]);
     write_conf(&conf, &main, front, backs, 0, "");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_corelb"))
-        .arg("-c")
-        .arg(&conf)
-        .env_remove("CORELB_RUNTIME")
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start corelb");
+    let mut child = common::KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_corelb"))
+            .arg("-c")
+            .arg(&conf)
+            .env_remove("CORELB_RUNTIME")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start corelb"),
+    );
     let listening = wait_until(Duration::from_secs(10), || {
         TcpStream::connect(("127.0.0.1", front)).is_ok() || child.try_wait().ok().flatten().is_some()
     });
@@ -156,5 +159,70 @@ fn dash_s_failures_are_worded_as_nginx_and_exit_1() {
     let out = corelb(&["-s", "quit"], &conf);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("no \"pid\" directive"), "{}", stderr_of(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A reload adds an access log the first config did not have; `-s reopen` after a rotation moves the lines to the new
+/// file (the old one keeps what was written before).
+#[test]
+fn a_reload_adds_an_access_log_and_reopen_follows_its_rotation() {
+    let dir = common::temp_dir("reload", "access-log");
+    let (conf, pid_file, log) = (dir.join("corelb.conf"), dir.join("corelb.pid"), dir.join("error.log"));
+    let access = dir.join("access.log");
+    let port = free_port();
+    let write = |logging: &str| {
+        let text = format!(
+            "worker_processes 1;\npid {};\nerror_log {} notice;\nevents {{}}\n\
+             http {{ {logging} server {{ listen 127.0.0.1:{port}; return 200 ok; }} }}\n",
+            pid_file.display(),
+            log.display()
+        );
+        std::fs::write(&conf, text).expect("write config");
+    };
+    write("");
+    let mut child = common::KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_corelb"))
+            .arg("-c")
+            .arg(&conf)
+            .env_remove("CORELB_RUNTIME")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start corelb"),
+    );
+    assert!(wait_until(Duration::from_secs(10), || TcpStream::connect((
+        "127.0.0.1",
+        port
+    ))
+    .is_ok()));
+    assert_eq!(common::get(port, "/before"), "ok");
+
+    write(&format!("access_log {} combined;", access.display()));
+    assert!(corelb(&["-s", "reload"], &conf).status.success());
+    assert!(log_has(&log, "generation 2 serves"), "no reload notice");
+    assert_eq!(common::get(port, "/first"), "ok");
+    assert!(
+        log_has(&access, "\"GET /first HTTP/1.1\" 200 2"),
+        "the added access log has no line"
+    );
+
+    let rotated = dir.join("access.log.1");
+    std::fs::rename(&access, &rotated).expect("rotate");
+    assert!(corelb(&["-s", "reopen"], &conf).status.success());
+    assert!(log_has(&log, "reopened the error log"));
+    assert_eq!(common::get(port, "/second"), "ok");
+    assert!(
+        log_has(&access, "\"GET /second HTTP/1.1\" 200 2"),
+        "no line in the reopened file"
+    );
+    let old = std::fs::read_to_string(&rotated).expect("rotated file");
+    assert!(old.contains("GET /first") && !old.contains("/second"), "{old}");
+    assert!(!old.contains("/before"), "the first config logged nothing: {old}");
+
+    assert!(corelb(&["-s", "quit"], &conf).status.success());
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(15)).and_then(|s| s.code()),
+        Some(0)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -216,7 +216,11 @@ pub fn run(config: Config, runtime: RuntimeKind, source: &Path) -> Result<u8, Se
         match next_signal(Duration::from_secs(1)) {
             Some(Signal::Stop(s)) => break s,
             Some(Signal::Reload) => reload(&running.shared, source, &mut files),
-            Some(Signal::Reopen) => files.reopen_log(),
+            Some(Signal::Reopen) => {
+                // The access logs first: the error log's notice then says the whole reopen is done.
+                reopen_access_logs(&running.shared);
+                files.reopen_log();
+            }
             None => {}
         }
         watchdog.check(&running.shared);
@@ -258,6 +262,18 @@ fn reload(shared: &Shared, source: &Path, files: &mut ProcessFiles) {
 fn error_log_level(config: &Config) -> Option<Level> {
     let (_, level) = config.main.error_log.as_ref()?;
     level.as_deref().and_then(Level::from_name)
+}
+
+/// SIGUSR1 for the access logs: every shard's buffered lines written out to the old files, then every file of the
+/// running config opened again (as nginx's `ngx_reopen_files` flushes, then reopens).
+fn reopen_access_logs(shared: &Shared) {
+    let _ = shared.flush_access_logs(LOG_FLUSH_LIMIT, true);
+    for (path, e) in shared.snapshot.load().access_logs.reopen() {
+        crate::log_alert!(
+            "could not reopen the access log \"{}\" ({e}): it keeps the old file",
+            path.display()
+        );
+    }
 }
 
 /// The files the process itself writes, as the running config names them.

@@ -45,14 +45,14 @@ pub struct Shared {
     heartbeats: Vec<AtomicU64>,
     /// Open client connections over all shards.
     pub connections: AtomicUsize,
-    /// The access log writer thread and flush requests (none when the config logs nothing).
+    /// The access log writer thread and flush requests (none only if the thread could not start).
     pub access_logs: Option<ProcessLogs>,
 }
 
 impl Shared {
     /// Shared state for `shards` shards starting from `snapshot`.
     pub fn new(snapshot: Snapshot, zone: Arc<Zone>, shards: usize) -> Arc<Shared> {
-        let access_logs = ProcessLogs::start(&snapshot.access_logs);
+        let access_logs = ProcessLogs::start();
         Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             zone,

@@ -112,6 +112,26 @@ impl AccessLogPlan {
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
     }
+
+    /// Opens every file again by its path (SIGUSR1, after a log rotation) and puts the new file behind the old
+    /// descriptor (`dup2`), so every holder of the `Arc<File>` (shard buffers, the writer) writes to the new file
+    /// from its next write on. Returns the files that could not be reopened, with why (they keep the old file).
+    pub fn reopen(&self) -> Vec<(PathBuf, std::io::Error)> {
+        use std::os::unix::io::AsRawFd;
+        let mut failed = Vec::new();
+        for f in &self.files {
+            let fresh = std::fs::OpenOptions::new().create(true).append(true).open(&f.path);
+            // SAFETY: both descriptors are open; dup2 atomically makes the old number name the new file.
+            let moved = fresh.and_then(|new| match unsafe { libc::dup2(new.as_raw_fd(), f.file.as_raw_fd()) } {
+                -1 => Err(std::io::Error::last_os_error()),
+                _ => Ok(()),
+            });
+            if let Err(e) = moved {
+                failed.push((f.path.clone(), e));
+            }
+        }
+        failed
+    }
 }
 
 /// Starts the record of a routed request (`requests`: its number on the connection) and, when its location logs,
@@ -165,11 +185,9 @@ pub struct ProcessLogs {
 }
 
 impl ProcessLogs {
-    /// Starts the writer when `plan` logs anything.
-    pub fn start(plan: &AccessLogPlan) -> Option<ProcessLogs> {
-        if plan.is_empty() {
-            return None;
-        }
+    /// Starts the writer thread. It starts even when the first config logs nothing, so that a reload can add an
+    /// `access_log` (an idle writer only waits on its channel).
+    pub fn start() -> Option<ProcessLogs> {
         let writer = LogWriter::start()
             .map_err(|e| crate::log_alert!("could not start the access log writer ({e}): access logs are off"))
             .ok()?;
