@@ -197,6 +197,18 @@ fn check_peers(s: &Setup, m: &Scrape) {
     let count = |peer: &[(&str, &str)]| value(m, "corelb_upstream_peer_response_seconds_count", peer);
     assert_eq!(count(&ok_peer), OK_REQUESTS as f64);
     assert_eq!(count(&bad_peer), UNAVAILABLE_REQUESTS as f64);
+    // Bytes of the exchanges passed to clients: every /ok answer is the backend's same 2-byte-body response.
+    let answer = "HTTP/1.1 200 X\r\nServer: test\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+    assert_eq!(
+        value(m, "corelb_upstream_peer_received_bytes_total", &ok_peer),
+        (OK_REQUESTS * answer.len()) as f64
+    );
+    let sent = value(m, "corelb_upstream_peer_sent_bytes_total", &ok_peer);
+    assert!(
+        sent >= (OK_REQUESTS * "GET /ok HTTP/1.0\r\n\r\n".len()) as f64,
+        "{sent}"
+    );
+    assert_eq!(sent % OK_REQUESTS as f64, 0.0, "the same request each time: {sent}");
     let state = |peer: &[(&'static str, &str); 2], st: &'static str| {
         value(m, "corelb_upstream_peer_state", &[peer[0], peer[1], ("state", st)])
     };

@@ -90,6 +90,8 @@ pub struct ResponseInfo {
     pub reusable: bool,
     /// Requests the connection had served before this one.
     pub requests: u64,
+    /// Bytes sent to the upstream: the head, and the body (buffered or streamed).
+    pub sent: u64,
 }
 
 fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
@@ -182,7 +184,7 @@ async fn try_on<R: Runtime>(
         log,
     } = io;
     log.try_connected();
-    send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
+    let sent = send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
     let (status, head_len, body, reusable) =
         read_head::<R>(&mut conn, cached, ubuf, head_request, conf.read_timeout).await?;
     log.try_header(status);
@@ -192,6 +194,7 @@ async fn try_on<R: Runtime>(
         body,
         reusable,
         requests,
+        sent,
     };
     Ok((conn, info))
 }
@@ -204,7 +207,8 @@ fn sent_failure(kind: FailureKind, stale: bool) -> Failure {
     }
 }
 
-/// Sends the head (and a buffered body), or the head then the body streamed from the client.
+/// Sends the head (and a buffered body), or the head then the body streamed from the client; returns the bytes
+/// sent.
 async fn send_request<R: Runtime>(
     conn: &mut R::Conn,
     cached: bool,
@@ -213,7 +217,7 @@ async fn send_request<R: Runtime>(
     client_buf: &mut IoBuf,
     decoder: &mut ChunkedDecoder,
     send_timeout: Duration,
-) -> Result<(), Failure> {
+) -> Result<u64, Failure> {
     let Some(StreamedBody {
         client,
         framing,
@@ -221,10 +225,13 @@ async fn send_request<R: Runtime>(
         timeout,
     }) = body
     else {
-        return send::<R>(conn, request, send_timeout).await.map_err(|e| {
-            let kind = io_kind(&e, "sending the request");
-            sent_failure(kind, cached && !kind.is_timeout())
-        });
+        return match send::<R>(conn, request, send_timeout).await {
+            Ok(()) => Ok(request.len() as u64),
+            Err(e) => {
+                let kind = io_kind(&e, "sending the request");
+                Err(sent_failure(kind, cached && !kind.is_timeout()))
+            }
+        };
     };
     let mut head = request.to_vec();
     let limits = Limits {
@@ -244,7 +251,7 @@ async fn send_request<R: Runtime>(
     )
     .await
     {
-        Ok(_) => Ok(()),
+        Ok(body) => Ok(request.len() as u64 + body),
         Err(BodyError::Write(e)) => Err(sent_failure(io_kind(&e, "sending the request body"), false)),
         Err(BodyError::Chunk(_)) => Err(sent_failure(FailureKind::BadBody, false)),
         Err(BodyError::TooLarge) => Err(sent_failure(FailureKind::BodyTooLarge, false)),

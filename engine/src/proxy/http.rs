@@ -480,9 +480,11 @@ async fn proxy<R: Runtime>(
         match got {
             Ok((conn, info)) if !tries.retry_on_status(info.status, req.kind()) => {
                 peer.slot.count_response(info.status);
-                let keep =
+                let sent = info.sent;
+                let (keep, received) =
                     pass_response::<R>(shard, snap, plan, req, conn, info, peer.addr, client, bufs, decoder).await;
                 peer.slot.record_response_time(shard.index, try_started.elapsed());
+                peer.slot.count_bytes(sent, received);
                 tries.report(Outcome::Success);
                 return keep;
             }
@@ -506,7 +508,7 @@ async fn proxy<R: Runtime>(
 }
 
 /// Passes an upstream response to the client (head rewritten, body streamed) and keeps the upstream connection
-/// when it can serve again. Returns whether the client connection stays open.
+/// when it can serve again. Returns whether the client connection stays open, and the bytes read from the upstream.
 #[allow(clippy::too_many_arguments)]
 async fn pass_response<R: Runtime>(
     shard: &Shard<R>,
@@ -519,7 +521,7 @@ async fn pass_response<R: Runtime>(
     client: &mut R::Conn,
     bufs: &mut Buffers,
     decoder: &mut ChunkedDecoder,
-) -> bool {
+) -> (bool, u64) {
     let chunked = info.body == BodyFraming::Chunked;
     let relay = if chunked && !req.client_11 {
         Relay::Dechunk
@@ -529,7 +531,7 @@ async fn pass_response<R: Runtime>(
     let keep_client = req.keepalive && info.body != BodyFraming::UntilClose && relay == Relay::Verbatim;
     let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
     let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
-        return false;
+        return (false, info.head_len as u64);
     };
     let chunked_out = chunked && relay == Relay::Verbatim;
     shard.date(DateCache::now_secs(), |d| {
@@ -544,8 +546,10 @@ async fn pass_response<R: Runtime>(
     let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
     let head_bytes = out.len();
     let sent = forward_body::<R>(&mut conn, ubuf, info.body, relay, decoder, client, out, limits).await;
-    bufs.log.answered(info.status, head_bytes, *sent.as_ref().unwrap_or(&0));
-    match sent {
+    let body = *sent.as_ref().unwrap_or(&0);
+    bufs.log.answered(info.status, head_bytes, body);
+    let received = info.head_len as u64 + body;
+    let keep = match sent {
         Ok(_) => {
             if info.reusable && plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
                 shard.pool_put(snap, plan.upstream, addr, conn, info.requests + 1);
@@ -557,7 +561,8 @@ async fn pass_response<R: Runtime>(
             crate::log_error!("upstream {addr}: {e} while sending the response to the client");
             false
         }
-    }
+    };
+    (keep, received)
 }
 
 /// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can

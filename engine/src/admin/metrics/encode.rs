@@ -170,8 +170,8 @@ impl Reading {
     }
 }
 
-/// Which block the peers are from: http peers have response classes and a response time histogram, stream peers
-/// bytes and a session time histogram.
+/// Which block the peers are from: http peers have response classes and a response time histogram, stream peers a
+/// session time histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Protocol {
     Http,
@@ -253,20 +253,18 @@ fn encode_peers(
         "Times failures reached max_fails and took the peer out.",
         each(|p| p.stats.unavail),
     )?;
-    if protocol == Protocol::Stream {
-        family(
-            enc,
-            &name("sent_bytes"),
-            "Bytes sent to the peer.",
-            each(|p| p.stats.bytes_sent),
-        )?;
-        family(
-            enc,
-            &name("received_bytes"),
-            "Bytes received from the peer.",
-            each(|p| p.stats.bytes_received),
-        )?;
-    }
+    family(
+        enc,
+        &name("sent_bytes"),
+        "Bytes sent to the peer (http: requests whose response was passed to the client).",
+        each(|p| p.stats.bytes_sent),
+    )?;
+    family(
+        enc,
+        &name("received_bytes"),
+        "Bytes received from the peer (http: responses passed to the client, head and body).",
+        each(|p| p.stats.bytes_received),
+    )?;
     family(
         enc,
         &name("health_checks"),
