@@ -141,7 +141,7 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
         assert!(!text.contains("corelb_stream_upstream_peer_responses_total"));
-        assert!(!text.contains("corelb_upstream_peer_sent_bytes_total"));
+        assert!(text.contains("# TYPE corelb_upstream_peer_sent_bytes_total counter"));
     }
 
     #[test]
