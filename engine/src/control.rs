@@ -176,6 +176,47 @@ impl Control {
     }
 }
 
+/// A job for the control thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The control thread: runs control-plane work a shard asked for (an API change: a config build, a state file
+/// written and synced, health checker threads started) one job at a time, so that no shard's connections wait
+/// on it. Jobs come over a crossbeam channel; each answer goes back on a one-shot channel the shard awaits.
+#[derive(Debug)]
+pub struct ControlThread {
+    jobs: crossbeam_channel::Sender<Job>,
+}
+
+impl ControlThread {
+    /// Starts the thread; it ends when the last sender (this value) is dropped and the queue is done.
+    pub fn start() -> io::Result<ControlThread> {
+        let (jobs, queue) = crossbeam_channel::unbounded::<Job>();
+        std::thread::Builder::new()
+            .name("corelb-control".into())
+            .spawn(move || {
+                for job in queue {
+                    job();
+                }
+            })?;
+        Ok(ControlThread { jobs })
+    }
+
+    /// Runs `job` on the control thread; the future gives its result (`None` if the thread is gone).
+    pub fn run<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> impl std::future::Future<Output = Option<T>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let queued = self.jobs.send(Box::new(move || {
+            let _ = tx.send(job());
+        }));
+        async move {
+            queued.ok()?;
+            rx.await.ok()
+        }
+    }
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -270,6 +311,26 @@ mod tests {
     use super::*;
     use crate::config::parse_str;
     use std::net::TcpListener;
+
+    #[test]
+    fn the_control_thread_runs_jobs_in_order_off_the_caller() {
+        let control = ControlThread::start().expect("control thread");
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let pending: Vec<_> = (0..5)
+            .map(|i| {
+                let order = Arc::clone(&order);
+                control.run(move || {
+                    order.lock().unwrap().push(i);
+                    (i, std::thread::current().name().map(str::to_string))
+                })
+            })
+            .collect();
+        for (i, fut) in pending.into_iter().enumerate() {
+            let (n, thread) = futures_lite::future::block_on(fut).expect("answered");
+            assert_eq!((n, thread.as_deref()), (i, Some("corelb-control")));
+        }
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3, 4]);
+    }
 
     fn config(text: &str) -> Config {
         parse_str(&format!("events {{}}\n{text}"), Path::new("t.conf")).expect("config")

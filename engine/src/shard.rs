@@ -8,7 +8,7 @@ use crate::access_log::record::RequestRecord;
 use crate::access_log::{ProcessLogs, ShardLog};
 use crate::balance::ShardState;
 use crate::config::model::Config;
-use crate::control::{ApplyError, ChangeKind, Control, ControlStats};
+use crate::control::{ApplyError, ChangeKind, Control, ControlStats, ControlThread};
 use crate::http::pages::DateCache;
 use crate::proxy::body::IoBuf;
 use crate::proxy::pool::Pool;
@@ -40,6 +40,9 @@ pub struct Shared {
     pub zone: Arc<Zone>,
     /// Reloads and API changes go through here.
     pub control: Control,
+    /// Where shards send control-plane work (API changes), so they never wait on it (`None`: the thread could not
+    /// start; the work then runs on the shard).
+    pub control_thread: Option<ControlThread>,
     draining: AtomicBool,
     /// Per shard: ticks so far (the stall watchdog reads them).
     heartbeats: Vec<AtomicU64>,
@@ -57,6 +60,9 @@ impl Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             zone,
             control: Control::default(),
+            control_thread: ControlThread::start()
+                .map_err(|e| crate::log_alert!("could not start the control thread ({e}): API changes run on shards"))
+                .ok(),
             draining: AtomicBool::new(false),
             heartbeats: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             connections: AtomicUsize::new(0),

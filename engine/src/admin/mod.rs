@@ -22,6 +22,32 @@ pub struct AdminRequest<'a> {
     pub body: &'a [u8],
 }
 
+/// A request to an endpoint that owns its parts (to be answered on the control thread).
+#[derive(Debug, Clone, Default)]
+pub struct OwnedAdminRequest {
+    pub method: String,
+    pub path: String,
+    pub args: Option<String>,
+    pub body: Vec<u8>,
+}
+
+impl OwnedAdminRequest {
+    /// The borrowed form.
+    pub fn as_request(&self) -> AdminRequest<'_> {
+        AdminRequest {
+            method: &self.method,
+            path: &self.path,
+            args: self.args.as_deref(),
+            body: &self.body,
+        }
+    }
+}
+
+/// Whether `method` at `endpoint` changes the running config (then it is answered on the control thread).
+pub fn changes(endpoint: AdminEndpoint, method: &str) -> bool {
+    matches!(endpoint, AdminEndpoint::Api { write: true }) && matches!(method, "POST" | "PATCH" | "DELETE")
+}
+
 /// An endpoint's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminResponse {

@@ -176,7 +176,7 @@ async fn admin<R: Runtime>(
                 args,
                 body: &body,
             };
-            Some(crate::admin::handle(&shard.shared, endpoint, &request))
+            Some(admin_answer(&shard.shared, endpoint, request).await)
         }
         Err(BodyError::TooLarge) => Some(crate::admin::api::error(413, "BodyTooLarge", "request body too large")),
         Err(BodyError::Chunk(_)) => {
@@ -202,6 +202,34 @@ async fn admin<R: Runtime>(
     bufs.log
         .answered(answer.status, bufs.out.len().saturating_sub(body), body as u64);
     send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
+}
+
+/// Answers an endpoint request: a change on the control thread (the shard serves its other connections
+/// meanwhile), anything else here.
+async fn admin_answer(
+    shared: &std::sync::Arc<crate::shard::Shared>,
+    endpoint: AdminEndpoint,
+    request: AdminRequest<'_>,
+) -> crate::admin::AdminResponse {
+    let Some(control) = shared
+        .control_thread
+        .as_ref()
+        .filter(|_| crate::admin::changes(endpoint, request.method))
+    else {
+        return crate::admin::handle(shared, endpoint, &request);
+    };
+    let owned = crate::admin::OwnedAdminRequest {
+        method: request.method.to_string(),
+        path: request.path.to_string(),
+        args: request.args.map(str::to_string),
+        body: request.body.to_vec(),
+    };
+    let on_control = std::sync::Arc::clone(shared);
+    let job = move || crate::admin::handle(&on_control, endpoint, &owned.as_request());
+    control
+        .run(job)
+        .await
+        .unwrap_or_else(|| crate::admin::api::error(500, "InternalError", "the control thread is gone"))
 }
 
 enum Next<'s> {
