@@ -2,20 +2,20 @@
 //! proxy it (pick a peer, reuse or open an upstream connection, send, read the answer, retry as nginx's
 //! `proxy_next_upstream` allows, report the outcome), stream the bodies, keep both sides alive when allowed.
 
-use super::body::{collect_body, discard_body, forward_body, send, BodyError, Limits, Relay};
+use super::answer::{admin, answer, fixed, reject, Request};
+use super::body::{forward_body, send, BodyError, Limits, Relay};
 use super::conn_snapshot::ConnSnapshot;
 use super::exchange::{exchange, ClientTimeouts, ResponseInfo, StreamedBody};
-use super::retry::{RequestKind, Then, Tries};
+use super::retry::{Then, Tries};
 use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use super::vars::{ip_hash_key, ConnVars, RequestVars};
 use crate::access_log::record::TryPeer;
-use crate::admin::AdminRequest;
 use crate::balance::{Attempt, KeySpec, Outcome};
 use crate::config::model::AdminEndpoint;
 use crate::config::model::ClientConf;
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::head_buffers;
-use crate::http::pages::{sent_status, DateCache};
+use crate::http::pages::DateCache;
 use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
 use crate::http::response::{parse_response, write_client_head};
 use crate::http::{BodyFraming, Rejection};
@@ -25,31 +25,6 @@ use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-/// What a request head asks for, once routed.
-struct Request {
-    head_len: usize,
-    body: BodyFraming,
-    head_request: bool,
-    non_idempotent: bool,
-    client_11: bool,
-    /// The client wants, and the config allows, another request on this connection.
-    keepalive: bool,
-    /// The client waits for `100 Continue` before sending its body.
-    expect_continue: bool,
-    /// `client_max_body_size` of the location (0 = no limit).
-    max_body: u64,
-    /// `client_body_timeout` and `send_timeout` of the location.
-    timeouts: ClientTimeouts,
-}
-
-impl Request {
-    fn kind(&self) -> RequestKind {
-        RequestKind {
-            non_idempotent: self.non_idempotent,
-        }
-    }
-}
 
 enum Route<'s> {
     Fixed(&'s FixedAnswer),
@@ -119,117 +94,6 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         }
     }
     shard.give_buffers(bufs);
-}
-
-/// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
-async fn fixed<R: Runtime>(
-    shard: &Shard<R>,
-    answer: &FixedAnswer,
-    req: &Request,
-    client: &mut R::Conn,
-    bufs: &mut Buffers,
-    decoder: &mut ChunkedDecoder,
-) -> bool {
-    let drained = discard_body::<R>(client, &mut bufs.client, req.body, decoder, req.timeouts.body).await;
-    match &drained {
-        Err(BodyError::Chunk(_)) => shard.counters.count_bad_request(),
-        Err(BodyError::Read(_) | BodyError::Truncated) => shard.counters.count_client_abort(),
-        _ => {}
-    }
-    let keep = req.keepalive && drained.is_ok();
-    bufs.out.clear();
-    shard.date(DateCache::now_secs(), |d| {
-        answer.write(d, keep, req.head_request, &mut bufs.out)
-    });
-    record_answer(bufs, answer, req.head_request);
-    send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
-}
-
-/// Answers a request to an `api` or `metrics` location, after reading its body.
-async fn admin<R: Runtime>(
-    shard: &Shard<R>,
-    endpoint: AdminEndpoint,
-    target: &(String, String),
-    req: &Request,
-    client: &mut R::Conn,
-    bufs: &mut Buffers,
-    decoder: &mut ChunkedDecoder,
-) -> bool {
-    let mut body = std::mem::take(&mut bufs.scratch);
-    let read = collect_body::<R>(
-        client,
-        &mut bufs.client,
-        req.body,
-        decoder,
-        req.timeouts.body,
-        crate::admin::MAX_BODY,
-        &mut body,
-    )
-    .await;
-    let answer = match read {
-        Ok(()) => {
-            let (method, t) = target;
-            let (path, args) = t.split_once('?').map_or((t.as_str(), None), |(p, a)| (p, Some(a)));
-            let request = AdminRequest {
-                method,
-                path,
-                args,
-                body: &body,
-            };
-            Some(admin_answer(&shard.shared, endpoint, request).await)
-        }
-        Err(BodyError::TooLarge) => Some(crate::admin::api::error(413, "BodyTooLarge", "request body too large")),
-        Err(BodyError::Chunk(_)) => {
-            shard.counters.count_bad_request();
-            None
-        }
-        Err(_) => {
-            shard.counters.count_client_abort();
-            None
-        }
-    };
-    bufs.scratch = body;
-    let Some(answer) = answer else {
-        return false;
-    };
-    shard.counters.count_answer(answer.status);
-    let keep = req.keepalive && read.is_ok();
-    bufs.out.clear();
-    shard.date(DateCache::now_secs(), |d| {
-        answer.write(d, keep, req.head_request, &mut bufs.out)
-    });
-    let body = if req.head_request { 0 } else { answer.body.len() };
-    bufs.log
-        .answered(answer.status, bufs.out.len().saturating_sub(body), body as u64);
-    send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
-}
-
-/// Answers an endpoint request: a change on the control thread (the shard serves its other connections
-/// meanwhile), anything else here.
-async fn admin_answer(
-    shared: &std::sync::Arc<crate::shard::Shared>,
-    endpoint: AdminEndpoint,
-    request: AdminRequest<'_>,
-) -> crate::admin::AdminResponse {
-    let Some(control) = shared
-        .control_thread
-        .as_ref()
-        .filter(|_| crate::admin::changes(endpoint, request.method))
-    else {
-        return crate::admin::handle(shared, endpoint, &request);
-    };
-    let owned = crate::admin::OwnedAdminRequest {
-        method: request.method.to_string(),
-        path: request.path.to_string(),
-        args: request.args.map(str::to_string),
-        body: request.body.to_vec(),
-    };
-    let on_control = std::sync::Arc::clone(shared);
-    let job = move || crate::admin::handle(&on_control, endpoint, &owned.as_request());
-    control
-        .run(job)
-        .await
-        .unwrap_or_else(|| crate::admin::api::error(500, "InternalError", "the control thread is gone"))
 }
 
 enum Next<'s> {
@@ -422,26 +286,6 @@ fn prepare_upstream_head(
     plan.write_request_head(head, uri, &vars, scratch, request);
 }
 
-/// Answers a refused request and closes.
-async fn reject<R: Runtime>(shard: &Shard<R>, client: &mut R::Conn, bufs: &mut Buffers, r: Rejection, wait: Duration) {
-    shard.counters.count_answer(sent_status(r.status));
-    bufs.out.clear();
-    let page = shard.error_answer(r.status);
-    shard.date(DateCache::now_secs(), |d| page.write(d, false, false, &mut bufs.out));
-    record_answer(bufs, page, false);
-    let _ = send::<R>(client, &bufs.out, wait).await;
-}
-
-/// Notes a fixed answer (now in `bufs.out`) for the access log.
-fn record_answer(bufs: &mut Buffers, answer: &FixedAnswer, head_request: bool) {
-    let body = if head_request { 0 } else { answer.body_len() };
-    bufs.log.answered(
-        sent_status(answer.status),
-        bufs.out.len().saturating_sub(body),
-        body as u64,
-    );
-}
-
 /// Proxies one request; returns whether the client connection stays open.
 async fn proxy<R: Runtime>(
     shard: &Shard<R>,
@@ -622,24 +466,4 @@ fn buffer_whole_body(req: &Request, bufs: &mut Buffers, decoder: &mut ChunkedDec
     bufs.request.extend_from_slice(&avail[..take]);
     bufs.client.consume(take);
     Ok(true)
-}
-
-/// Sends nginx's error page for `status`; the connection stays open only if the request body was consumed.
-async fn answer<R: Runtime>(
-    shard: &Shard<R>,
-    client: &mut R::Conn,
-    bufs: &mut Buffers,
-    status: u16,
-    req: &Request,
-    body_consumed: bool,
-) -> bool {
-    shard.counters.count_answer(status);
-    let keep = req.keepalive && body_consumed;
-    bufs.out.clear();
-    let page = shard.error_answer(status);
-    shard.date(DateCache::now_secs(), |d| {
-        page.write(d, keep, req.head_request, &mut bufs.out)
-    });
-    record_answer(bufs, page, req.head_request);
-    send::<R>(client, &bufs.out, req.timeouts.send).await.is_ok() && keep
 }

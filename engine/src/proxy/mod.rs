@@ -1,6 +1,7 @@
 //! The proxy flows: HTTP/1.1 (`http`, `exchange`, `body`) and TCP (`stream`, `pump`), with their compiled routes,
 //! request variables and the upstream keepalive pool.
 
+pub mod answer;
 pub mod body;
 pub mod conn_snapshot;
 pub mod exchange;
