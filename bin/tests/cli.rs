@@ -103,6 +103,22 @@ fn test_flag_accepts_a_good_config_in_nginx_words() {
 }
 
 #[test]
+fn every_bundled_example_passes_the_config_test() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut tested = 0;
+    for entry in std::fs::read_dir(&dir).expect("examples/") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "conf") {
+            let out = corelb(&["-t", "-c", path.to_str().unwrap()]);
+            assert!(out.status.success(), "{}: {}", path.display(), text(&out.stderr));
+            assert!(text(&out.stderr).contains("test is successful"));
+            tested += 1;
+        }
+    }
+    assert!(tested >= 2, "the quick start and weighted examples");
+}
+
+#[test]
 fn test_flag_reports_the_error_and_fails() {
     let s = Scratch::new();
     let conf = s.file("bad.conf", "worker_processes 1;\nevents {}\nfoo bar;\n");
