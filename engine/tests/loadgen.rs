@@ -113,10 +113,11 @@ fn percentiles_match_known_server_delays() {
     let served_slow = (0..server.seen().len() as u64).filter(|&n| slow(n)).count() as u64;
     assert!(h.len() >= 50, "{} requests", h.len());
     assert!(h.min() >= 10 * MS, "min {}", h.min());
+    // Bounds wide enough for a loaded 2-core machine's late wake-ups, narrow enough to tell 10 ms from 60 ms.
     let p50 = h.value_at_percentile(50.0);
-    assert!((10 * MS..15 * MS).contains(&p50), "p50 {p50}");
+    assert!((10 * MS..30 * MS).contains(&p50), "p50 {p50}");
     let p99 = h.value_at_percentile(99.0);
-    assert!((60 * MS..75 * MS).contains(&p99), "p99 {p99}");
+    assert!((60 * MS..100 * MS).contains(&p99), "p99 {p99}");
     assert!((60 * MS..150 * MS).contains(&h.max()), "max {}", h.max());
     let recorded_slow = h.count_between(50 * MS, 3_600_000_000);
     // The last request may be cut off by the end of the run.
