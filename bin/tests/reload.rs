@@ -226,3 +226,57 @@ fn a_reload_adds_an_access_log_and_reopen_follows_its_rotation() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A reload from `error_log FILE` to `error_log stderr` sends later messages back to the stderr the process started
+/// with.
+#[test]
+fn a_reload_can_move_the_error_log_back_to_stderr() {
+    use std::io::Read;
+    let dir = common::temp_dir("reload", "stderr-back");
+    let (conf, pid_file, log) = (dir.join("corelb.conf"), dir.join("corelb.pid"), dir.join("error.log"));
+    let port = free_port();
+    let write = |error_log: &str| {
+        let text = format!(
+            "worker_processes 1;\npid {};\nerror_log {error_log} notice;\nevents {{}}\n\
+             http {{ server {{ listen 127.0.0.1:{port}; return 200 ok; }} }}\n",
+            pid_file.display()
+        );
+        std::fs::write(&conf, text).expect("write config");
+    };
+    write(&log.display().to_string());
+    let mut child = common::KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_corelb"))
+            .arg("-c")
+            .arg(&conf)
+            .env_remove("CORELB_RUNTIME")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start corelb"),
+    );
+    assert!(wait_until(Duration::from_secs(10), || TcpStream::connect((
+        "127.0.0.1",
+        port
+    ))
+    .is_ok()));
+    write("stderr");
+    assert!(corelb(&["-s", "reload"], &conf).status.success());
+    assert!(
+        log_has(&log, "signal 1 (SIGHUP) received"),
+        "the reload starts in the file"
+    );
+    assert_eq!(common::get(port, "/"), "ok");
+    assert!(corelb(&["-s", "quit"], &conf).status.success());
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(15)).and_then(|s| s.code()),
+        Some(0)
+    );
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    assert!(err.contains("[notice] SIGQUIT: graceful shutdown"), "stderr: {err}");
+    let in_file = std::fs::read_to_string(&log).expect("error log");
+    assert!(!in_file.contains("graceful shutdown"), "{in_file}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -333,13 +333,21 @@ fn runtime_name(k: RuntimeKind) -> &'static str {
 /// Sends everything corelb logs (its stderr) to `error_log FILE`, appending; `stderr` keeps the terminal.
 fn redirect_stderr(path: &Path) -> Result<(), ServeError> {
     use std::os::unix::io::AsRawFd;
-    if path == Path::new("stderr") {
-        return Ok(());
-    }
     let err = |source| ServeError::ErrorLog {
         path: path.to_path_buf(),
         source,
     };
+    // The stderr the process started with, kept (once, before the first redirect) to go back to.
+    static STARTED_WITH: std::sync::OnceLock<libc::c_int> = std::sync::OnceLock::new();
+    // SAFETY: dup of the open fd 2 gives a new descriptor the process keeps for its lifetime.
+    let original = *STARTED_WITH.get_or_init(|| unsafe { libc::dup(libc::STDERR_FILENO) });
+    if path == Path::new("stderr") {
+        // SAFETY: `original` is a descriptor this process opened (or -1, skipped); dup2 renames it as fd 2.
+        if original >= 0 && unsafe { libc::dup2(original, libc::STDERR_FILENO) } < 0 {
+            return Err(err(io::Error::last_os_error()));
+        }
+        return Ok(());
+    }
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
