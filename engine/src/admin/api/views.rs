@@ -152,6 +152,11 @@ pub fn peer(p: &Peer, backup: bool, block: Block, now: u64) -> Json {
             Json::str(timestamp_ms(s.last_selected.saturating_mul(1000))),
         ));
     }
+    // nginx Plus's average time to the full response, in milliseconds (http, once a response was timed).
+    let timed = p.slot.latency().snapshot();
+    if let Some(avg_us) = timed.sum_us.checked_div(timed.count()) {
+        f.push(("response_time", Json::Num(avg_us / 1000)));
+    }
     Json::obj(f)
 }
 
