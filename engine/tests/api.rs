@@ -67,8 +67,14 @@ fn reads_follow_the_nginx_plus_schema_and_count_known_traffic() {
     assert_eq!((&p0["fails"], &p0["unavail"]), (&json!(0), &json!(0)));
     assert_eq!(p0["health_checks"], json!({"checks": 0, "fails": 0, "unhealthy": 0}));
     assert!(p0["selected"].as_str().is_some_and(|s| s.ends_with('Z')), "{p0}");
-    assert!(p0["response_time"].is_u64(), "an average once responses were timed: {p0}");
-    assert!(p0["sent"].as_u64() > Some(0) && p0["received"].as_u64() > Some(0), "{p0}");
+    assert!(
+        p0["response_time"].is_u64(),
+        "an average once responses were timed: {p0}"
+    );
+    assert!(
+        p0["sent"].as_u64() > Some(0) && p0["received"].as_u64() > Some(0),
+        "{p0}"
+    );
     let p1 = &up["peers"][1];
     assert_eq!(
         (&p1["id"], &p1["weight"], &p1["requests"]),
