@@ -20,6 +20,27 @@ fn corelb(args: &[&str], conf: &Path) -> Output {
         .expect("run corelb")
 }
 
+/// `corelb -c conf` as a child killed when the test ends; stdout dropped, stderr as given.
+fn spawn(conf: &Path, stderr: Stdio) -> common::KillOnDrop {
+    common::KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_corelb"))
+            .arg("-c")
+            .arg(conf)
+            .env_remove("CORELB_RUNTIME")
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start corelb"),
+    )
+}
+
+/// Whether `port` accepts within 10 s.
+fn listens(port: u16) -> bool {
+    wait_until(Duration::from_secs(10), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+}
+
 fn stderr_of(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -55,16 +76,7 @@ fn reload_by_signals(runtime: &str) {
     );
     let (front, backs) = (free_port(), [free_port(), free_port()]);
     write_conf(&conf, &main, front, backs, 0, "");
-    let mut child = common::KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_corelb"))
-            .arg("-c")
-            .arg(&conf)
-            .env_remove("CORELB_RUNTIME")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start corelb"),
-    );
+    let mut child = spawn(&conf, Stdio::null());
     let listening = wait_until(Duration::from_secs(10), || {
         TcpStream::connect(("127.0.0.1", front)).is_ok() || child.try_wait().ok().flatten().is_some()
     });
@@ -180,21 +192,8 @@ fn a_reload_adds_an_access_log_and_reopen_follows_its_rotation() {
         std::fs::write(&conf, text).expect("write config");
     };
     write("");
-    let mut child = common::KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_corelb"))
-            .arg("-c")
-            .arg(&conf)
-            .env_remove("CORELB_RUNTIME")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start corelb"),
-    );
-    assert!(wait_until(Duration::from_secs(10), || TcpStream::connect((
-        "127.0.0.1",
-        port
-    ))
-    .is_ok()));
+    let mut child = spawn(&conf, Stdio::null());
+    assert!(listens(port), "never listened on {port}");
     assert_eq!(common::get(port, "/before"), "ok");
 
     write(&format!("access_log {} combined;", access.display()));
@@ -244,21 +243,8 @@ fn a_reload_can_move_the_error_log_back_to_stderr() {
         std::fs::write(&conf, text).expect("write config");
     };
     write(&log.display().to_string());
-    let mut child = common::KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_corelb"))
-            .arg("-c")
-            .arg(&conf)
-            .env_remove("CORELB_RUNTIME")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start corelb"),
-    );
-    assert!(wait_until(Duration::from_secs(10), || TcpStream::connect((
-        "127.0.0.1",
-        port
-    ))
-    .is_ok()));
+    let mut child = spawn(&conf, Stdio::piped());
+    assert!(listens(port), "never listened on {port}");
     write("stderr");
     assert!(corelb(&["-s", "reload"], &conf).status.success());
     assert!(

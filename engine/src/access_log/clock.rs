@@ -69,14 +69,19 @@ fn utc(secs: i64) -> LocalTime {
     }
 }
 
+/// A UTC offset in seconds as its sign and magnitude.
+fn signed_offset(offset: i64) -> (char, i64) {
+    if offset < 0 {
+        ('-', -offset)
+    } else {
+        ('+', offset)
+    }
+}
+
 /// nginx's `$time_local` of `t`.
 pub fn format_local(t: &LocalTime, out: &mut Vec<u8>) {
     let month = MONTHS.get(t.month.saturating_sub(1) as usize).copied().unwrap_or("Jan");
-    let (sign, off) = if t.offset < 0 {
-        ('-', -t.offset)
-    } else {
-        ('+', t.offset)
-    };
+    let (sign, off) = signed_offset(t.offset);
     let _ = write!(
         out,
         "{:02}/{month}/{}:{:02}:{:02}:{:02} {sign}{:02}{:02}",
@@ -92,11 +97,7 @@ pub fn format_local(t: &LocalTime, out: &mut Vec<u8>) {
 
 /// nginx's `$time_iso8601` of `t`.
 pub fn format_iso8601(t: &LocalTime, out: &mut Vec<u8>) {
-    let (sign, off) = if t.offset < 0 {
-        ('-', -t.offset)
-    } else {
-        ('+', t.offset)
-    };
+    let (sign, off) = signed_offset(t.offset);
     let _ = write!(
         out,
         "{}-{:02}-{:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02}",
