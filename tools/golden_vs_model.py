@@ -41,6 +41,22 @@ def build(servers):
                 kw[k] = int(val.rstrip("s"))
         (back if b else prim).append(v.Peer(s, **kw))
     return v.Upstream(prim, back)
+def normalized_path(uri):
+    """nginx's $uri: %XX decoded, slashes merged, dot segments resolved; None for a path above the root (400)."""
+    path = re.sub(rb"%([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), uri.partition("?")[0].encode())
+    segs = path.split(b"/")[1:]
+    out, trailing = [], False
+    for i, seg in enumerate(segs):
+        last = i == len(segs) - 1
+        if seg in (b"", b"."):
+            trailing = last
+        elif seg == b"..":
+            if not out:
+                return None
+            out.pop(); trailing = last
+        else:
+            out.append(seg); trailing = False
+    return b"/" + b"/".join(out) + (b"/" if trailing and out else b"")
 def key_for(method, src, uri, host):
     tpl = method.split(None, 1)[1].rsplit(" consistent", 1)[0].strip('"')
     path, _, args = uri.partition("?")
@@ -49,7 +65,9 @@ def key_for(method, src, uri, host):
         k, eq, val = pair.partition("=")
         if eq and k.lower() == "k": argk = val; break
     h = (host or "").split(":")[0].lower()
-    return tpl.replace("$request_uri", uri).replace("$arg_k", argk).replace("$host", h).replace("$remote_addr", src).encode()
+    norm = (normalized_path(uri) or b"").decode("latin-1")
+    tpl = tpl.replace("$request_uri", uri).replace("$uri", norm)
+    return tpl.replace("$arg_k", argk).replace("$host", h).replace("$remote_addr", src).encode("latin-1")
 def run(name):
     d = os.path.join(G, name)
     method, servers, nu, tries, stream = parse_conf(open(d + "/corelb.conf").read())
@@ -64,6 +82,8 @@ def run(name):
         t = next((int(x[2:]) for x in f if x.startswith("t=")), None)
         if t is not None: now = 1000000 + t
         hold = "hold" in f
+        if not stream and normalized_path(uri) is None:
+            out.append("400 -"); continue
         r = v.Req(ups, tries)
         if method and method.startswith("hash") and pts is not None:
             k = key_for(method, src, uri, host); v.chash_init(r, pts, k)

@@ -83,6 +83,10 @@ CHASH_KEYS = keys(40)
 HASH_URIS = uris(40)
 IPH_IPS = ["127.0.0.1", "127.0.1.1", "127.1.0.1", "127.0.0.77"] + ips(44)
 STREAM_IPS = ips(30)
+# Paths nginx normalizes before `$uri` (and location matching): doubled slashes, dot segments, %XX escapes, a query.
+NORMALIZED_URIS = ["/a/b", "/a//b", "//a/b", "/a/./b", "/a/x/../b", "/%61/b", "/a/%62", "/a%2Fb", "/a/b?x=1",
+                   "/a/b/", "/a/b/.", "/a/b/..", "/A/B", "/a/b%20c", "/a/b c".replace(" ", "%20"), "/x/../../a",
+                   "/%7Euser/p", "/~user/p", "/a/b;c", "/a///b///c"]
 HOSTS = ["example.com", "www.example.com", "api.example.org", "Example.COM", "shop.test", "a.b.c.d"]
 
 SCENARIOS = [
@@ -154,6 +158,8 @@ SCENARIOS = [
      "location": ["proxy_read_timeout 1s;"], "requests": seq(["/"] * 6)},
     {"name": "timeout-not-next", "servers": [(0, "max_fails=0", "timeout"), (1, "", "ok")],
      "location": ["proxy_read_timeout 1s;", "proxy_next_upstream error;"], "requests": seq(["/"] * 4)},
+    {"name": "hash-normalized-uri", "upstream": ["hash $uri;"], "servers": srv("", "", ""),
+     "requests": seq(NORMALIZED_URIS)},
     {"name": "stream-chash-remote-addr", "context": "stream", "upstream": ["hash $remote_addr consistent;"],
      "servers": srv("", "", ""), "requests": [f"{ip} /" for ip in STREAM_IPS]},
     {"name": "stream-reset-peer", "context": "stream", "servers": [(0, "", "reset"), (1, "", "ok")],

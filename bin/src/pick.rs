@@ -212,6 +212,10 @@ fn keys(args: &PickArgs, plan: &UpstreamPlan) -> Result<Vec<(String, Vec<u8>)>, 
 
 /// `127.0.0.1:8089 (error), 127.0.0.1:8082`, with ` => STATUS` when the answer is not 200.
 fn describe(result: &SimResult, upstream: &str) -> String {
+    if result.hops.is_empty() {
+        // Refused before any upstream (a path above the root, a bad escape), as nginx refuses it.
+        return format!("(refused, no upstream) => {}", result.status);
+    }
     let hops: Vec<String> = result
         .hops
         .iter()

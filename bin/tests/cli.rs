@@ -167,6 +167,18 @@ fn pick_follows_smooth_weighted_round_robin() {
 }
 
 #[test]
+fn pick_hashes_the_normalized_uri_and_refuses_what_nginx_refuses() {
+    let s = Scratch::new();
+    let conf = s.file("uri.conf", &http_conf(&upstream("hash $uri;")));
+    let plain = peers(&pick(&conf, &["--uri", "/a/b"]));
+    for same in ["/a//b", "/a/./b", "/a/x/../b", "/%61/b", "/a/b?x=1"] {
+        assert_eq!(peers(&pick(&conf, &["--uri", same])), plain, "{same} is /a/b to nginx");
+    }
+    let out = pick(&conf, &["--uri", "/x/../../a"]);
+    assert_eq!(peers(&out), ["(refused, no upstream) => 400"]);
+}
+
+#[test]
 fn pick_shows_failed_peers_and_the_retry() {
     let s = Scratch::new();
     let conf = s.file("fail.conf", &http_conf(&upstream("")));

@@ -151,8 +151,11 @@ impl SimResult {
             .join(", ")
     }
 
-    /// The golden form: `STATUS UPSTREAM_ADDR`.
+    /// The golden form: `STATUS UPSTREAM_ADDR` (`-` when no upstream was asked, as nginx logs it).
     pub fn golden_line(&self, upstream: &str) -> String {
+        if self.hops.is_empty() {
+            return format!("{} -", self.status);
+        }
         format!("{} {}", self.status, self.upstream_addr(upstream))
     }
 }
@@ -196,6 +199,13 @@ impl<'p> Simulator<'p> {
 
     /// Runs one request at `now` (whole seconds), evaluating its key from the plan's [`KeySpec`].
     pub fn run(&mut self, req: &Request, hold: bool, now: u64) -> SimResult {
+        if self.policy.context == Context::Http && req.normalized_path().is_err() {
+            // nginx answers 400 before any upstream: a path above the root or a bad escape.
+            return SimResult {
+                hops: Vec::new(),
+                status: 400,
+            };
+        }
         let mut key = std::mem::take(&mut self.key);
         match &self.plan.key {
             KeySpec::None => key.clear(),

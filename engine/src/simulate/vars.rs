@@ -25,9 +25,21 @@ impl Request {
         }
     }
 
-    /// The path part of the URI (nginx's `$uri`, without its decoding and normalisation).
+    /// The path part of the URI as sent.
     pub fn path(&self) -> &str {
         self.uri.split_once('?').map_or(self.uri.as_str(), |(p, _)| p)
+    }
+
+    /// nginx's `$uri`: the path with `%XX` decoded, slashes merged and dot segments resolved; an error for a path
+    /// nginx refuses with 400 (above the root, a bad escape).
+    pub fn normalized_path(&self) -> Result<Vec<u8>, crate::http::uri::UriError> {
+        let raw = self.uri.as_bytes();
+        if !crate::http::uri::needs_normalizing(raw) {
+            return Ok(self.path().as_bytes().to_vec());
+        }
+        let mut normal = Vec::new();
+        crate::http::uri::normalize(raw, &mut normal)?;
+        Ok(normal)
     }
 
     /// The query part of the URI (nginx's `$args`), empty without `?`.
@@ -69,16 +81,11 @@ impl VarSource for Request {
                 IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
             },
             Var::RequestUri => out.extend_from_slice(self.uri.as_bytes()),
-            Var::Uri => {
-                // nginx's `$uri` is the normalized path; a target nginx would refuse keeps its raw path here.
-                let mut normal = Vec::new();
-                let raw = self.uri.as_bytes();
-                if crate::http::uri::needs_normalizing(raw) && crate::http::uri::normalize(raw, &mut normal).is_ok() {
-                    out.extend_from_slice(&normal);
-                } else {
-                    out.extend_from_slice(self.path().as_bytes());
-                }
-            }
+            // A target nginx refuses never reaches a balancer (see `Simulator::run`); its raw path is a fallback.
+            Var::Uri => match self.normalized_path() {
+                Ok(normal) => out.extend_from_slice(&normal),
+                Err(_) => out.extend_from_slice(self.path().as_bytes()),
+            },
             Var::Args => out.extend_from_slice(self.args().as_bytes()),
             Var::Host => out.extend_from_slice(self.host_name().as_bytes()),
             Var::RequestMethod => out.extend_from_slice(b"GET"),
