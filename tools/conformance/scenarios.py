@@ -50,6 +50,12 @@ SCENARIOS = [
     {"name": "least-conn-3-1-1-hold", "upstream": ["least_conn;"],
      "servers": [("A", "weight=3", "ok"), ("B", "", "ok"), ("C", "", "ok")],
      "hold": [("127.0.0.1", "/sleep/2500"), ("127.0.0.1", "/sleep/2500")], "requests": seq(["/"] * 10)},
+    # nginx hashes (and matches locations on) the normalized path: %XX decoded, slashes merged, dot segments
+    # resolved; the request goes upstream as sent.
+    {"name": "hash-normalized-uri", "upstream": ["hash $uri consistent;"], "servers": OK3,
+     "requests": seq(["/a/b", "/a//b", "//a/b", "/a/./b", "/a/x/../b", "/%61/b", "/a/%62", "/a%2Fb", "/a/b?x=1",
+                      "/a/b/", "/a/b/.", "/a/b/..", "/A/B", "/a/b%20c", "/%7Euser/p", "/~user/p", "/a///b///c"]
+                     + [u.replace("/u/", "/u//./") for u in uris(20)])},
     {"name": "stream-rr-dead", "context": "stream", "servers": [("A", "", "ok"), ("B", "", "dead"), ("C", "weight=2", "ok")],
      "requests": [(ip, "/") for ip in ips(12)]},
     {"name": "stream-hash-remote-addr", "context": "stream", "upstream": ["hash $remote_addr;"], "servers": OK3,
