@@ -2,7 +2,10 @@
 //! upstream keepalive pools, sharing only the config snapshot and the zone. A panic in one connection's task is
 //! caught and logged; the shard and its other connections keep running.
 
+mod buffers;
 mod listen;
+
+pub use buffers::Buffers;
 
 use crate::access_log::record::RequestRecord;
 use crate::access_log::{ProcessLogs, ShardLog};
@@ -10,7 +13,6 @@ use crate::balance::ShardState;
 use crate::config::model::Config;
 use crate::control::{ApplyError, ChangeKind, Control, ControlStats, ControlThread};
 use crate::http::pages::DateCache;
-use crate::proxy::body::IoBuf;
 use crate::proxy::pool::Pool;
 use crate::proxy::route::FixedAnswer;
 use crate::runtime::{Conn, Runtime};
@@ -143,36 +145,6 @@ impl<C> Local<C> {
             http_states,
             stream_states,
             pools,
-        }
-    }
-}
-
-/// Per-connection buffers, recycled by the shard.
-#[derive(Debug)]
-pub struct Buffers {
-    pub client: IoBuf,
-    pub upstream: IoBuf,
-    pub out: Vec<u8>,
-    pub request: Vec<u8>,
-    pub key: Vec<u8>,
-    pub scratch: Vec<u8>,
-    /// The normalized request path, when it differs from the path sent.
-    pub uri: Vec<u8>,
-    /// What the current request leaves for the access log.
-    pub log: RequestRecord,
-}
-
-impl Buffers {
-    fn new(client_size: usize) -> Self {
-        Buffers {
-            client: IoBuf::new(client_size),
-            upstream: IoBuf::new(32 * 1024),
-            out: Vec::with_capacity(16 * 1024),
-            request: Vec::with_capacity(4096),
-            key: Vec::with_capacity(256),
-            scratch: Vec::with_capacity(256),
-            uri: Vec::with_capacity(256),
-            log: RequestRecord::default(),
         }
     }
 }

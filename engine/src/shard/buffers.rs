@@ -1,0 +1,35 @@
+//! A connection's buffers (client and upstream reads, the answer, the upstream request, keys, the normalized
+//! path, the access log record), recycled by its shard so a request allocates nothing once they have grown.
+
+use crate::access_log::record::RequestRecord;
+use crate::proxy::body::IoBuf;
+
+/// Per-connection buffers, recycled by the shard.
+#[derive(Debug)]
+pub struct Buffers {
+    pub client: IoBuf,
+    pub upstream: IoBuf,
+    pub out: Vec<u8>,
+    pub request: Vec<u8>,
+    pub key: Vec<u8>,
+    pub scratch: Vec<u8>,
+    /// The normalized request path, when it differs from the path sent.
+    pub uri: Vec<u8>,
+    /// What the current request leaves for the access log.
+    pub log: RequestRecord,
+}
+
+impl Buffers {
+    pub(super) fn new(client_size: usize) -> Self {
+        Buffers {
+            client: IoBuf::new(client_size),
+            upstream: IoBuf::new(32 * 1024),
+            out: Vec::with_capacity(16 * 1024),
+            request: Vec::with_capacity(4096),
+            key: Vec::with_capacity(256),
+            scratch: Vec::with_capacity(256),
+            uri: Vec::with_capacity(256),
+            log: RequestRecord::default(),
+        }
+    }
+}
