@@ -1,16 +1,32 @@
 //! The process's access log writer: one thread that takes full buffers from the shards over a channel, does the
 //! blocking `write(2)` on the `O_APPEND` file, and hands the emptied buffers back for reuse. Shards never block
-//! on it: sending and taking a spare buffer are both non-blocking.
+//! on it: sending and taking a spare buffer are both non-blocking. What waits in the queue is bounded: when the
+//! disk falls more than [`MAX_QUEUED`] bytes behind, new buffers are dropped (and counted, and logged once per
+//! episode) rather than let memory grow — nginx would stall its worker on the write instead.
 
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::File;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Spare buffers kept for reuse (beyond that, emptied buffers are dropped).
 const SPARES: usize = 64;
+/// The most bytes waiting for the writer before shards drop new lines.
+pub const MAX_QUEUED: usize = 64 * 1024 * 1024;
+
+/// What the shards and the writer thread share about the queue.
+#[derive(Debug, Default)]
+struct Backlog {
+    /// Bytes sent and not yet written.
+    queued: AtomicUsize,
+    /// Lines dropped because the queue was full, since start.
+    dropped: AtomicU64,
+    /// Whether lines are being dropped now (the alert is logged once per episode).
+    overflowing: AtomicBool,
+}
 
 enum Msg {
     Batch(Arc<File>, Vec<u8>),
@@ -23,6 +39,8 @@ enum Msg {
 pub struct LogWriter {
     tx: Sender<Msg>,
     spare: Receiver<Vec<u8>>,
+    backlog: Arc<Backlog>,
+    max_queued: usize,
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -38,22 +56,51 @@ impl std::fmt::Debug for Msg {
 impl LogWriter {
     /// Starts the writer thread.
     pub fn start() -> io::Result<LogWriter> {
+        Self::start_with_limit(MAX_QUEUED)
+    }
+
+    /// Starts the writer thread, dropping new lines while more than `max_queued` bytes wait.
+    pub fn start_with_limit(max_queued: usize) -> io::Result<LogWriter> {
         let (tx, rx) = crossbeam_channel::unbounded::<Msg>();
         let (spare_tx, spare) = crossbeam_channel::bounded::<Vec<u8>>(SPARES);
+        let backlog = Arc::new(Backlog::default());
+        let on_thread = Arc::clone(&backlog);
         let thread = std::thread::Builder::new()
             .name("corelb-access-log".into())
-            .spawn(move || run(&rx, &spare_tx))?;
+            .spawn(move || run(&rx, &spare_tx, &on_thread, max_queued))?;
         Ok(LogWriter {
             tx,
             spare,
+            backlog,
+            max_queued,
             thread: std::sync::Mutex::new(Some(thread)),
         })
     }
 
     /// Hands `data` over to be appended to `file`; returns an empty buffer to fill next (a reused one if any).
-    pub fn send(&self, file: &Arc<File>, data: Vec<u8>, capacity: usize) -> Vec<u8> {
+    /// When the writer is more than the limit behind, `data` is dropped instead (its lines counted).
+    pub fn send(&self, file: &Arc<File>, mut data: Vec<u8>, capacity: usize) -> Vec<u8> {
+        let queued = self.backlog.queued.load(Ordering::Relaxed);
+        if queued.saturating_add(data.len()) > self.max_queued {
+            let lines = data.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.backlog.dropped.fetch_add(lines, Ordering::Relaxed);
+            if !self.backlog.overflowing.swap(true, Ordering::Relaxed) {
+                crate::log_alert!(
+                    "the access log writer is {} KiB behind: dropping lines until it catches up",
+                    queued >> 10
+                );
+            }
+            data.clear();
+            return data;
+        }
+        self.backlog.queued.fetch_add(data.len(), Ordering::Relaxed);
         let _ = self.tx.send(Msg::Batch(Arc::clone(file), data));
         self.spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(capacity))
+    }
+
+    /// Lines dropped so far because the writer was too far behind.
+    pub fn dropped(&self) -> u64 {
+        self.backlog.dropped.load(Ordering::Relaxed)
     }
 
     /// Waits (at most `limit`) until everything sent so far is written; false if the writer did not answer.
@@ -75,12 +122,17 @@ impl Drop for LogWriter {
     }
 }
 
-fn run(rx: &Receiver<Msg>, spare: &Sender<Vec<u8>>) {
+fn run(rx: &Receiver<Msg>, spare: &Sender<Vec<u8>>, backlog: &Backlog, max_queued: usize) {
     while let Ok(msg) = rx.recv() {
         match msg {
             Msg::Batch(file, mut data) => {
                 if let Err(e) = (&*file).write_all(&data) {
                     crate::log_alert!("write() to an access log failed ({e})");
+                }
+                let left = backlog.queued.fetch_sub(data.len(), Ordering::Relaxed) - data.len();
+                if left < max_queued / 2 && backlog.overflowing.swap(false, Ordering::Relaxed) {
+                    let dropped = backlog.dropped.load(Ordering::Relaxed);
+                    crate::log_notice!("the access log writer caught up ({dropped} lines dropped since start)");
                 }
                 data.clear();
                 let _ = spare.try_send(data);
@@ -122,5 +174,48 @@ mod tests {
             "dropping the writer drains it"
         );
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_writer_too_far_behind_drops_lines_instead_of_growing() {
+        use std::io::Read;
+        use std::os::unix::io::FromRawFd;
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two descriptors, each then owned by exactly one File.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (mut reader, writer) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        let file = Arc::new(writer);
+        // Nobody reads the pipe yet: the writer blocks once the pipe (64 KiB) is full, and the queue fills.
+        let w = LogWriter::start_with_limit(256 * 1024).unwrap();
+        let batch = |n: usize| {
+            vec![b'x'; 1023]
+                .into_iter()
+                .chain([b'\n'])
+                .cycle()
+                .take(n * 1024)
+                .collect::<Vec<u8>>()
+        };
+        let mut sent_lines = 0u64;
+        for _ in 0..40 {
+            let _ = w.send(&file, batch(32), 32 * 1024);
+            sent_lines += 32;
+        }
+        let dropped = w.dropped();
+        assert!(dropped > 0 && dropped < sent_lines, "{dropped} of {sent_lines} dropped");
+        assert_eq!(dropped % 32, 0, "whole buffers are dropped");
+        let reading = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let _ = reader.read_to_end(&mut all);
+            all
+        });
+        assert!(w.sync(Duration::from_secs(10)));
+        drop(w);
+        drop(file);
+        let written = reading.join().unwrap();
+        assert_eq!(
+            written.iter().filter(|&&b| b == b'\n').count() as u64,
+            sent_lines - dropped,
+            "every line not dropped is written"
+        );
     }
 }
