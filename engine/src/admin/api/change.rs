@@ -303,7 +303,53 @@ fn address(text: &str, block: Block) -> Result<SocketAddr, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::time::Duration;
+
+    /// A JSON value of the kinds a client might send for a server field, well-formed or not.
+    fn field_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| format!("{f:e}")),
+            any::<bool>().prop_map(|b| b.to_string()),
+            Just("null".to_string()),
+            "[0-9a-z:.\\[\\]-]{0,24}".prop_map(|t| format!("{t:?}")),
+            Just("\"127.0.0.1:8081\"".to_string()),
+            Just("\"10s\"".to_string()),
+        ]
+    }
+
+    proptest! {
+        /// Whatever a client sends for a new server, the answer is a clean refusal or a server line within nginx's
+        /// ranges: never a panic, never a zero weight.
+        #[test]
+        fn any_body_is_refused_or_makes_a_sane_server(
+            fields in prop::collection::vec((
+                prop::sample::select(vec!["server", "weight", "max_conns", "max_fails", "fail_timeout",
+                    "slow_start", "backup", "down", "drain", "route", "bogus"]),
+                field_value(),
+            ), 0..7),
+            stream in any::<bool>(),
+        ) {
+            let text = format!(
+                "{{{}}}",
+                fields.iter().map(|(k, v)| format!("{k:?}:{v}")).collect::<Vec<_>>().join(",")
+            );
+            let block = if stream { Block::Stream } else { Block::Http };
+            if let Ok(body) = super::super::body::parse(text.as_bytes(), block) {
+                match new_line(&body, block, &conf(Method::RoundRobin)) {
+                    Ok(line) => {
+                        prop_assert!(line.weight >= 1, "{text}: weight {}", line.weight);
+                        prop_assert!(!line.addrs.is_empty(), "{text}");
+                    }
+                    Err(e) => prop_assert!((400..500).contains(&e.status), "{text}: {e}"),
+                }
+            }
+        }
+    }
 
     fn conf(method: Method) -> UpstreamConf {
         UpstreamConf::new("u", method, Vec::new())
