@@ -7,6 +7,16 @@ use crate::shard::Shard;
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The timeouts of a port's default server that apply before a request names its server (copied, so taking a
+/// snapshot allocates nothing).
+#[derive(Debug, Clone, Copy)]
+pub struct DefaultTimeouts {
+    pub keepalive_timeout: Duration,
+    pub client_header_timeout: Duration,
+    pub send_timeout: Duration,
+}
 
 /// The snapshot a connection's next request runs on: the running one, taken again when a reload changed it. A
 /// request in flight keeps the one it started with.
@@ -15,8 +25,8 @@ pub struct ConnSnapshot {
     /// The listen address's index into `snap.http_ports`.
     pub port: usize,
     listen: SocketAddr,
-    /// The default server's client settings (header and keepalive timeouts before a request names its server).
-    pub client: ClientConf,
+    /// The default server's timeouts, before a request names its server.
+    pub client: DefaultTimeouts,
     /// The running config no longer listens here: the next request is served on `snap`, then the connection closes
     /// (as nginx's old workers close their keepalive connections).
     pub gone: bool,
@@ -37,13 +47,17 @@ impl ConnSnapshot {
         })
     }
 
-    fn default_client(snap: &Snapshot, port: usize) -> ClientConf {
+    fn default_client(snap: &Snapshot, port: usize) -> DefaultTimeouts {
         let server = snap.http_ports.get(port).map(|p| p.default_server);
-        let http = snap.config.http.as_ref();
-        server
-            .and_then(|s| http?.servers.get(s))
-            .map(|s| s.client.clone())
-            .unwrap_or_default()
+        let of = |c: &ClientConf| DefaultTimeouts {
+            keepalive_timeout: c.keepalive_timeout,
+            client_header_timeout: c.client_header_timeout,
+            send_timeout: c.send_timeout,
+        };
+        match server.and_then(|s| snap.servers.get(s)) {
+            Some(s) => of(&s.client),
+            None => of(&ClientConf::default()),
+        }
     }
 
     /// Moves to the running snapshot if a reload changed it (one atomic load when it did not).
