@@ -202,7 +202,7 @@ fn keys(args: &PickArgs, plan: &UpstreamPlan) -> Result<Vec<(String, Vec<u8>)>, 
                     .parse()
                     .map_err(|_| PickError::KeyNotAddress(k.clone(), plan.name.clone()))?;
                 let mut bytes = Vec::new();
-                simulate::vars::ip_hash_key(ip, &mut bytes);
+                corelb_engine::balance::ip_hash::key_into(ip, &mut bytes);
                 Ok((k.clone(), bytes))
             })
             .collect(),

@@ -67,7 +67,7 @@ pub enum ChangeKind {
     Api,
 }
 
-/// The control plane's state; lives in [`crate::shard::Shared`].
+/// The control plane's state; lives in [`crate::state::Shared`].
 #[derive(Debug)]
 pub struct Control {
     /// Held for the whole of a change, so two changes never interleave.

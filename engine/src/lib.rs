@@ -16,3 +16,4 @@ pub mod server;
 pub mod shard;
 pub mod simulate;
 pub mod snapshot;
+pub mod state;

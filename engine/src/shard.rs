@@ -4,29 +4,28 @@
 
 mod buffers;
 mod listen;
+mod pool;
 
 pub use buffers::Buffers;
 
 use crate::access_log::record::RequestRecord;
-use crate::access_log::{ProcessLogs, ShardLog};
+use crate::access_log::ShardLog;
 use crate::balance::ShardState;
-use crate::config::model::Config;
-use crate::control::{ApplyError, ChangeKind, Control, ControlStats, ControlThread};
 use crate::http::pages::DateCache;
-use crate::proxy::pool::Pool;
-use crate::proxy::route::FixedAnswer;
 use crate::runtime::{Conn, Runtime};
+use crate::snapshot::route::FixedAnswer;
 use crate::snapshot::Snapshot;
-use arc_swap::ArcSwap;
-use corelb_shared_state::{ShardSlot, Zone};
+use crate::state::Shared;
+use corelb_shared_state::ShardSlot;
 use futures_lite::FutureExt;
 use listen::{Listeners, Role};
+use pool::Pool;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -34,81 +33,6 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 /// Connection buffers kept for reuse per shard.
 const SPARE_BUFFERS: usize = 256;
-
-/// What every shard shares: the current snapshot, the zone, the control plane, and the stop flag.
-#[derive(Debug)]
-pub struct Shared {
-    pub snapshot: ArcSwap<Snapshot>,
-    pub zone: Arc<Zone>,
-    /// Reloads and API changes go through here.
-    pub control: Control,
-    /// Where shards send control-plane work (API changes), so they never wait on it (`None`: the thread could not
-    /// start; the work then runs on the shard).
-    pub control_thread: Option<ControlThread>,
-    draining: AtomicBool,
-    /// Per shard: ticks so far (the stall watchdog reads them).
-    heartbeats: Vec<AtomicU64>,
-    /// Open client connections over all shards.
-    pub connections: AtomicUsize,
-    /// The access log writer thread and flush requests (none only if the thread could not start).
-    pub access_logs: Option<ProcessLogs>,
-}
-
-impl Shared {
-    /// Shared state for `shards` shards starting from `snapshot`.
-    pub fn new(snapshot: Snapshot, zone: Arc<Zone>, shards: usize) -> Arc<Shared> {
-        let access_logs = ProcessLogs::start();
-        Arc::new(Shared {
-            snapshot: ArcSwap::from_pointee(snapshot),
-            zone,
-            control: Control::default(),
-            control_thread: ControlThread::start()
-                .map_err(|e| crate::log_alert!("could not start the control thread ({e}): API changes run on shards"))
-                .ok(),
-            draining: AtomicBool::new(false),
-            heartbeats: (0..shards).map(|_| AtomicU64::new(0)).collect(),
-            connections: AtomicUsize::new(0),
-            access_logs,
-        })
-    }
-
-    /// Makes the config `change` builds from the running one the running snapshot (see [`Control::apply`]).
-    pub fn apply(
-        &self,
-        kind: ChangeKind,
-        change: impl FnOnce(&Config) -> Result<Config, ApplyError>,
-    ) -> Result<u64, ApplyError> {
-        self.control.apply(&self.snapshot, &self.zone, kind, change)
-    }
-
-    /// The control plane's counters.
-    pub fn control_stats(&self) -> ControlStats {
-        self.control.stats(&self.snapshot)
-    }
-
-    /// Waits (at most `limit`) until the access log lines handed over so far are on disk; with `running`, first
-    /// makes every running shard hand over its buffers (at its next tick). Returns whether all was done in time.
-    pub fn flush_access_logs(&self, limit: Duration, running: bool) -> bool {
-        self.access_logs
-            .as_ref()
-            .is_none_or(|l| l.flush(limit, running.then_some(self.heartbeats.len())))
-    }
-
-    /// Graceful stop: shards stop accepting, close idle connections, finish in-flight requests, then end.
-    pub fn drain(&self) {
-        self.draining.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether a graceful stop is under way.
-    pub fn draining(&self) -> bool {
-        self.draining.load(Ordering::Relaxed)
-    }
-
-    /// The heartbeat counter of shard `i` (0 if there is no such shard).
-    pub fn heartbeat(&self, i: usize) -> u64 {
-        self.heartbeats.get(i).map_or(0, |h| h.load(Ordering::Relaxed))
-    }
-}
 
 /// Shard state built for one snapshot generation.
 struct Local<C> {
@@ -196,7 +120,7 @@ impl<R: Runtime> Shard<R> {
     pub fn next_connection_id(&self) -> u64 {
         let n = self.accepted.get() + 1;
         self.accepted.set(n);
-        (n - 1) * self.shared.heartbeats.len().max(1) as u64 + self.index as u64 + 1
+        (n - 1) * self.shared.shards().max(1) as u64 + self.index as u64 + 1
     }
 
     /// Writes the access log lines of a finished request (nothing when its location logs nothing).
@@ -421,9 +345,7 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
         // Event-loop lag: how much later than asked the tick woke (tasks that hog the thread delay it).
         shard.counters.record_loop_lag(asleep.elapsed().saturating_sub(TICK));
         ticks += 1;
-        if let Some(h) = shard.shared.heartbeats.get(index) {
-            h.store(ticks, Ordering::Relaxed);
-        }
+        shard.shared.beat(index, ticks);
         if shard.draining() {
             shard.stop.notify_waiters();
             if shard.accepting.get() == 0 && shard.active.get() == 0 {

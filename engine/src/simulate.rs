@@ -7,7 +7,7 @@ pub mod vars;
 pub use trace::{parse_trace, BackendMode, Backends, TraceError, TraceLine};
 pub use vars::Request;
 
-use crate::balance::{Attempt, KeySpec, Outcome, ShardState, UpstreamPlan};
+use crate::balance::{Attempt, Outcome, ShardState, UpstreamPlan};
 use crate::config::model::{Config, NextUpstream, UpstreamConf};
 use std::fmt;
 use std::net::SocketAddr;
@@ -207,11 +207,7 @@ impl<'p> Simulator<'p> {
             };
         }
         let mut key = std::mem::take(&mut self.key);
-        match &self.plan.key {
-            KeySpec::None => key.clear(),
-            KeySpec::ClientAddr => vars::ip_hash_key(req.remote, &mut key),
-            KeySpec::Template(t) => t.eval_into(req, &mut key),
-        }
+        self.plan.key.eval_into(req, req.remote, &mut key);
         let out = self.run_with_key(&key, hold, now);
         self.key = key;
         out

@@ -2,7 +2,6 @@
 //! head was read, the answer's status and sizes, and the upstream tries (peer, status, times). One record lives
 //! in each connection's reused buffers: nothing is allocated per request once it has grown.
 
-use crate::proxy::exchange::Failure;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -133,13 +132,8 @@ impl RequestRecord {
         }
     }
 
-    /// The current try failed (`f` is passed through); nginx records 504 for a timeout and 502 otherwise.
-    pub fn try_failed(&mut self, f: Failure) -> Failure {
-        self.mark_failed(f.kind.is_timeout());
-        f
-    }
-
-    fn mark_failed(&mut self, timeout: bool) {
+    /// The current try failed; nginx records 504 for a timeout and 502 otherwise.
+    pub fn mark_failed(&mut self, timeout: bool) {
         if let Some(t) = self.tries.last_mut() {
             t.status = if timeout { 504 } else { 502 };
         }

@@ -3,12 +3,12 @@
 //! done, with the status, sizes, times and upstream tries.
 
 use super::clock::LogClock;
-use super::format::{append_escaped, missing, needs_escape, Escape, LogFormat, LogVar, Op};
 use super::record::{RequestRecord, TryPeer, UpstreamTry};
-use super::LogTarget;
 use crate::config::key::{Var, VarSource};
+use crate::config::log_format::{append_escaped, missing, needs_escape, Escape, LogFormat, LogVar, Op};
 use crate::http::pages::append_decimal;
-use crate::proxy::vars::RequestVars;
+use crate::http::vars::RequestVars;
+use crate::snapshot::logs::LogTarget;
 use crate::snapshot::Snapshot;
 use std::io::Write;
 use std::time::{Duration, Instant};

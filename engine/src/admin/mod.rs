@@ -7,7 +7,7 @@ pub mod metrics;
 
 use crate::config::model::AdminEndpoint;
 use crate::http::pages::{append_decimal, reason, SERVER_NAME};
-use crate::shard::Shared;
+use crate::state::Shared;
 
 /// The largest request body an endpoint reads (an API change is a small JSON object).
 pub const MAX_BODY: usize = 64 * 1024;

@@ -26,6 +26,13 @@ pub fn client_key(ip: IpAddr, buf: &mut [u8; 16]) -> &[u8] {
     }
 }
 
+/// Writes the `ip_hash` key of `ip` (see [`client_key`]) into a reused buffer.
+pub fn key_into(ip: IpAddr, out: &mut Vec<u8>) {
+    let mut buf = [0; 16];
+    out.clear();
+    out.extend_from_slice(client_key(ip, &mut buf));
+}
+
 /// One hash round over the key bytes: `h = (h * 113 + byte) % 6271` for each byte.
 #[inline]
 pub fn step(h: u32, key: &[u8]) -> u32 {

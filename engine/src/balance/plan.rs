@@ -1,10 +1,10 @@
 //! The plan: an upstream's peers as plain data bound to their zone slots, and its balancer, built at config load.
 
 use super::Balancer;
-use crate::config::key::KeyTemplate;
+use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::UpstreamConf;
 use corelb_shared_state::{PeerFlags, PeerKey, PeerSlot, Zone};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 /// Which of an upstream's two lists.
@@ -118,6 +118,19 @@ pub enum KeySpec {
     ClientAddr,
     /// `hash KEY [consistent]`.
     Template(KeyTemplate),
+}
+
+impl KeySpec {
+    /// Writes a request's key bytes into `out` (a reused buffer): nothing, the client address as `ip_hash` reads
+    /// it, or the `hash` template over the request's variables. The one key evaluation of the HTTP proxy, the
+    /// stream proxy and the simulator.
+    pub fn eval_into(&self, vars: &dyn VarSource, client: IpAddr, out: &mut Vec<u8>) {
+        match self {
+            KeySpec::None => out.clear(),
+            KeySpec::ClientAddr => super::ip_hash::key_into(client, out),
+            KeySpec::Template(t) => t.eval_into(vars, out),
+        }
+    }
 }
 
 /// Why a plan could not be built.

@@ -7,6 +7,7 @@ mod build;
 pub mod error;
 pub mod key;
 pub mod lexer;
+pub mod log_format;
 pub mod model;
 pub mod parser;
 pub mod state_file;

@@ -1,10 +1,37 @@
 //! The typed config model: what an nginx-syntax file means once parsed and checked, with nginx's defaults filled in.
 
 use super::key::KeyTemplate;
-pub use crate::http::head_buffers::HeaderBuffers;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// nginx's `client_header_buffer_size` default: the first buffer a request head is read into.
+pub const CLIENT_HEADER_BUFFER: usize = 1024;
+
+/// `large_client_header_buffers NUMBER SIZE` (default `4 8k`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderBuffers {
+    pub number: usize,
+    pub size: usize,
+}
+
+impl Default for HeaderBuffers {
+    fn default() -> Self {
+        HeaderBuffers {
+            number: 4,
+            size: 8 * 1024,
+        }
+    }
+}
+
+impl HeaderBuffers {
+    /// The most head bytes nginx can hold with these buffers (the first buffer, then every large one full).
+    pub fn capacity(&self) -> usize {
+        self.number
+            .saturating_mul(self.size)
+            .saturating_add(CLIENT_HEADER_BUFFER)
+    }
+}
 
 /// Where a directive came from, for messages in nginx's `in FILE:LINE` form.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -324,13 +351,13 @@ pub struct ClientConf {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AccessLogConf {
     pub path: PathBuf,
-    pub format: std::sync::Arc<crate::access_log::format::LogFormat>,
+    pub format: std::sync::Arc<crate::config::log_format::LogFormat>,
     /// `buffer=`; corelb buffers 64k when it is not given.
     pub buffer: Option<usize>,
     /// `flush=`; 1 s when it is not given.
     pub flush: Option<Duration>,
     /// `if=`: the line is skipped when this evaluates to empty or `0`.
-    pub cond: Option<std::sync::Arc<crate::access_log::format::LogFormat>>,
+    pub cond: Option<std::sync::Arc<crate::config::log_format::LogFormat>>,
     pub span: Span,
 }
 

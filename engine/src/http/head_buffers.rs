@@ -6,36 +6,10 @@
 
 use super::Rejection;
 
-/// nginx's `client_header_buffer_size` default: the first buffer a request head is read into.
-pub const CLIENT_HEADER_BUFFER: usize = 1024;
+pub use crate::config::model::{HeaderBuffers, CLIENT_HEADER_BUFFER};
 
 /// nginx's internal status for a head that does not fit its buffers; the client sees a 400 with its own page.
 pub const HEADER_TOO_LARGE: u16 = 494;
-
-/// `large_client_header_buffers NUMBER SIZE` (default `4 8k`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeaderBuffers {
-    pub number: usize,
-    pub size: usize,
-}
-
-impl Default for HeaderBuffers {
-    fn default() -> Self {
-        HeaderBuffers {
-            number: 4,
-            size: 8 * 1024,
-        }
-    }
-}
-
-impl HeaderBuffers {
-    /// The most head bytes nginx can hold with these buffers (the first buffer, then every large one full).
-    pub fn capacity(&self) -> usize {
-        self.number
-            .saturating_mul(self.size)
-            .saturating_add(CLIENT_HEADER_BUFFER)
-    }
-}
 
 /// Where nginx's reading stands: the buffer being filled (its start in the head and its size) and the large
 /// buffers taken so far.

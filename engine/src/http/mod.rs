@@ -6,6 +6,7 @@ pub mod pages;
 pub mod request;
 pub mod response;
 pub mod uri;
+pub mod vars;
 
 /// How a message body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

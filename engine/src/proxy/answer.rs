@@ -5,7 +5,6 @@
 use super::body::{collect_body, discard_body, send, BodyError};
 use super::exchange::ClientTimeouts;
 use super::retry::RequestKind;
-use super::route::FixedAnswer;
 use crate::admin::AdminRequest;
 use crate::config::model::AdminEndpoint;
 use crate::http::chunked::ChunkedDecoder;
@@ -13,6 +12,7 @@ use crate::http::pages::{sent_status, DateCache};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::route::FixedAnswer;
 use std::time::Duration;
 
 /// What a request head asks for, once routed.
@@ -126,7 +126,7 @@ pub(super) async fn admin<R: Runtime>(
 /// Answers an endpoint request: a change on the control thread (the shard serves its other connections
 /// meanwhile), anything else here.
 async fn admin_answer(
-    shared: &std::sync::Arc<crate::shard::Shared>,
+    shared: &std::sync::Arc<crate::state::Shared>,
     endpoint: AdminEndpoint,
     request: AdminRequest<'_>,
 ) -> crate::admin::AdminResponse {

@@ -1,77 +1,13 @@
-//! Moving bytes for one HTTP exchange: a reused read buffer, and a body forwarder that streams a body of any
+//! Moving bytes for one HTTP exchange: a body forwarder that streams a body of any
 //! framing from one connection to another without holding it whole (the first piece coalesced with the head).
 
 use crate::http::chunked::{ChunkError, ChunkedDecoder};
 use crate::http::BodyFraming;
+use crate::runtime::iobuf::IoBuf;
 use crate::runtime::{io_timeout, Conn, Runtime};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::AsyncWriteExt;
 use std::io;
 use std::time::Duration;
-
-/// A fixed-size read buffer with a window of unread bytes.
-#[derive(Debug)]
-pub struct IoBuf {
-    data: Box<[u8]>,
-    start: usize,
-    end: usize,
-}
-
-impl IoBuf {
-    /// A buffer of `size` bytes.
-    pub fn new(size: usize) -> Self {
-        IoBuf {
-            data: vec![0; size].into_boxed_slice(),
-            start: 0,
-            end: 0,
-        }
-    }
-
-    /// The size of the buffer.
-    pub fn capacity(&self) -> usize {
-        self.data.len()
-    }
-
-    /// The unread bytes.
-    pub fn readable(&self) -> &[u8] {
-        &self.data[self.start..self.end]
-    }
-
-    /// Marks `n` unread bytes as used (`usize::MAX`: all of them).
-    pub fn consume(&mut self, n: usize) {
-        // Saturating: a wrapped sum would leave stale bytes behind for the buffer's next connection.
-        self.start = self.start.saturating_add(n).min(self.end);
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-    }
-
-    /// Whether no byte is left to read or room to read into without moving data.
-    pub fn is_full(&self) -> bool {
-        self.start == 0 && self.end == self.data.len()
-    }
-
-    /// Reads more bytes after the unread ones (moving them to the front if needed), giving up after `timeout`.
-    /// `Ok(0)` is end of stream; a full buffer is an `InvalidData` error.
-    pub async fn fill<R: Runtime>(&mut self, conn: &mut R::Conn, timeout: Duration) -> io::Result<usize> {
-        io_timeout::<R, _>(timeout, self.fill_untimed(conn)).await
-    }
-
-    /// [`IoBuf::fill`] without a time limit (the caller sets one).
-    pub async fn fill_untimed(&mut self, conn: &mut impl Conn) -> io::Result<usize> {
-        if self.end == self.data.len() {
-            if self.start == 0 {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "buffer full"));
-            }
-            self.data.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        let n = conn.read(&mut self.data[self.end..]).await?;
-        self.end += n;
-        Ok(n)
-    }
-}
 
 /// Where forwarding a body stopped.
 #[derive(Debug, thiserror::Error)]
@@ -262,21 +198,4 @@ pub async fn send<R: Runtime>(conn: &mut impl Conn, mut bytes: &[u8], timeout: D
         }
     }
     conn.flush().await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::IoBuf;
-
-    #[test]
-    fn consuming_everything_after_a_partial_consume_empties_the_buffer() {
-        let mut b = IoBuf::new(16);
-        b.data[..10].copy_from_slice(b"0123456789");
-        b.end = 10;
-        b.consume(4);
-        assert_eq!(b.readable(), b"456789");
-        b.consume(usize::MAX);
-        assert!(b.readable().is_empty(), "no stale bytes for the buffer's next user");
-        assert_eq!((b.start, b.end), (0, 0));
-    }
 }

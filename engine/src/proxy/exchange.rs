@@ -3,14 +3,15 @@
 //! `proxy_next_upstream` sees them (error, timeout, invalid header). A pooled connection the upstream had closed
 //! while idle is replaced by a fresh one to the same peer within the try (it is not the peer's fault).
 
-use super::body::{forward_body, send, BodyError, IoBuf, Limits, Relay};
-use super::route::ProxyPlan;
+use super::body::{forward_body, send, BodyError, Limits, Relay};
 use crate::access_log::record::RequestRecord;
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::response::{parse_response, MAX_HEADERS};
 use crate::http::BodyFraming;
+use crate::runtime::iobuf::IoBuf;
 use crate::runtime::{Conn, Runtime};
 use crate::shard::Shard;
+use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
 use std::io;
 use std::net::SocketAddr;

@@ -7,10 +7,8 @@ use super::body::{forward_body, send, BodyError, Limits, Relay};
 use super::conn_snapshot::ConnSnapshot;
 use super::exchange::{exchange, ClientTimeouts, ResponseInfo, StreamedBody};
 use super::retry::{Then, Tries};
-use super::route::{FixedAnswer, LocationPlan, ProxyPlan};
-use super::vars::{ip_hash_key, ConnVars, RequestVars};
 use crate::access_log::record::TryPeer;
-use crate::balance::{Attempt, KeySpec, Outcome};
+use crate::balance::{Attempt, Outcome};
 use crate::config::model::AdminEndpoint;
 use crate::config::model::ClientConf;
 use crate::http::chunked::ChunkedDecoder;
@@ -18,9 +16,11 @@ use crate::http::head_buffers;
 use crate::http::pages::DateCache;
 use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
 use crate::http::response::{parse_response, write_client_head};
+use crate::http::vars::{ConnVars, RequestVars};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -208,7 +208,7 @@ fn route_head<'s>(
         None => (server.location(uri), None),
     };
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
-    crate::access_log::begin_request(snap, server, loc, &head, uri, vars, served + 1, &mut bufs.log);
+    super::request_log::begin_request(snap, server, loc, &head, uri, vars, served + 1, &mut bufs.log);
     if let BodyFraming::Length(n) = head.body {
         if client_conf.client_max_body_size != 0 && n > client_conf.client_max_body_size {
             return Err(Rejection::new(413, "body larger than client_max_body_size"));
@@ -278,11 +278,7 @@ fn prepare_upstream_head(
         conn,
         proxy_host: &up.name,
     };
-    match &up.key {
-        KeySpec::None => key.clear(),
-        KeySpec::ClientAddr => ip_hash_key(&conn.remote, key),
-        KeySpec::Template(t) => t.eval_into(&vars, key),
-    }
+    up.key.eval_into(&vars, conn.remote.ip(), key);
     plan.write_request_head(head, uri, &vars, scratch, request);
 }
 
@@ -361,7 +357,10 @@ async fn proxy<R: Runtime>(
                 return keep;
             }
             Ok(_) => {}
-            Err(f) => match tries.after_failure(bufs.log.try_failed(f), req.kind(), peer.addr) {
+            Err(f) => match {
+                bufs.log.mark_failed(f.kind.is_timeout());
+                tries.after_failure(f, req.kind(), peer.addr)
+            } {
                 Then::Retry => {}
                 Then::Answer(status) => return answer::<R>(shard, client, bufs, status, req, replayable).await,
                 Then::Refuse(status) => {

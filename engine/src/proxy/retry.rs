@@ -2,11 +2,11 @@
 //! conditions, tries, `_timeout`, non-idempotent methods) and for reporting each try's outcome to the balancer.
 
 use super::exchange::{Failure, FailureKind, Sent};
-use super::route::ProxyPlan;
 use crate::balance::{Attempt, Outcome};
 use crate::http::pages::DateCache;
 use crate::runtime::Runtime;
 use crate::shard::Shard;
+use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
 use std::time::Instant;
 

@@ -2,9 +2,9 @@
 //! on to the next peer on failure, then copy both ways from one future with the idle `proxy_timeout`.
 
 use super::pump::{pump, Half, PumpEnd};
-use super::vars::{ip_hash_key, ConnVars};
-use crate::balance::{Attempt, KeySpec, Outcome};
+use crate::balance::{Attempt, Outcome};
 use crate::http::pages::DateCache;
+use crate::http::vars::ConnVars;
 use crate::runtime::{Conn, Runtime};
 use crate::shard::Shard;
 use std::net::SocketAddr;
@@ -29,11 +29,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let vars = ConnVars { remote, local };
     let mut key = Vec::new();
-    match &plan.key {
-        KeySpec::None => {}
-        KeySpec::ClientAddr => ip_hash_key(&remote, &mut key),
-        KeySpec::Template(t) => t.eval_into(&vars, &mut key),
-    }
+    plan.key.eval_into(&vars, remote.ip(), &mut key);
     let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
     let (mut upstream, peer) = loop {
         let now = DateCache::now_secs();

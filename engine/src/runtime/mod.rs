@@ -3,6 +3,7 @@
 
 pub mod deadline;
 pub mod glommio_rt;
+pub mod iobuf;
 pub mod tokio_rt;
 
 use futures_lite::{AsyncRead, AsyncWrite};

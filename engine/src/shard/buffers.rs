@@ -2,7 +2,7 @@
 //! path, the access log record), recycled by its shard so a request allocates nothing once they have grown.
 
 use crate::access_log::record::RequestRecord;
-use crate::proxy::body::IoBuf;
+use crate::runtime::iobuf::IoBuf;
 
 /// Per-connection buffers, recycled by the shard.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! peer in order) so that they do not depend on any algorithm.
 
 use super::*;
-use crate::balance::{Balancer, Choice, ListKind, PickCx};
+use crate::balance::{Balancer, Choice, KeySpec, ListKind, PickCx};
 use crate::config::model::{
     HttpConf, HttpProxyConf, HttpServer, Location, LocationMatch, Method, ProxyPass, ServerLine, Span, StreamConf,
     StreamServer,

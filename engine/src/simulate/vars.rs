@@ -1,6 +1,5 @@
 //! A simulated request's variables (`$remote_addr`, `$request_uri`, `$arg_X`, `$host`, ...) and its key bytes.
 
-use crate::balance::ip_hash;
 use crate::config::key::{Var, VarSource};
 use std::io::Write;
 use std::net::IpAddr;
@@ -104,13 +103,6 @@ impl VarSource for Request {
     }
 }
 
-/// ip_hash's key bytes of a client address into a reused buffer (see [`ip_hash::client_key`]).
-pub fn ip_hash_key(ip: IpAddr, out: &mut Vec<u8>) {
-    let mut buf = [0; 16];
-    out.clear();
-    out.extend_from_slice(ip_hash::client_key(ip, &mut buf));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,9 +154,9 @@ mod tests {
     #[test]
     fn ip_hash_key_takes_three_octets_of_ipv4() {
         let mut out = Vec::new();
-        ip_hash_key("192.168.1.10".parse().unwrap(), &mut out);
+        crate::balance::ip_hash::key_into("192.168.1.10".parse().unwrap(), &mut out);
         assert_eq!(out, [192, 168, 1]);
-        ip_hash_key("::1".parse().unwrap(), &mut out);
+        crate::balance::ip_hash::key_into("::1".parse().unwrap(), &mut out);
         assert_eq!(out.len(), 16);
         assert_eq!(out[15], 1);
     }

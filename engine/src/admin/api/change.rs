@@ -12,7 +12,7 @@ use crate::config::model::{Config, Method, ServerLine, UpstreamConf};
 use crate::config::state_file;
 use crate::config::url::{self, UrlOpts};
 use crate::control::{ApplyError, ChangeKind};
-use crate::shard::Shared;
+use crate::state::Shared;
 use corelb_shared_state::PeerKey;
 use std::net::SocketAddr;
 

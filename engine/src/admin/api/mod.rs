@@ -11,8 +11,8 @@ mod views;
 
 use super::{AdminRequest, AdminResponse};
 use crate::http::pages::DateCache;
-use crate::shard::Shared;
 use crate::snapshot::Snapshot;
+use crate::state::Shared;
 use change::Change;
 use json::Json;
 use route::{Block, RouteError, Target};

@@ -5,8 +5,8 @@ use super::json::{timestamp_ms, Json};
 use super::route::Block;
 use crate::balance::{Peer, UpstreamPlan};
 use crate::config::model::UpstreamConf;
-use crate::shard::Shared;
 use crate::snapshot::Snapshot;
+use crate::state::Shared;
 use corelb_shared_state::{PeerFlags, PeerStats, Zone};
 use std::borrow::Cow;
 

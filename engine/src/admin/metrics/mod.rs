@@ -10,7 +10,7 @@ pub mod read;
 
 use super::{AdminRequest, AdminResponse};
 use crate::http::pages::DateCache;
-use crate::shard::Shared;
+use crate::state::Shared;
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
 use read::Reading;
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn only_get_and_head_are_answered() {
-        let shared = crate::shard::Shared::new(
+        let shared = crate::state::Shared::new(
             crate::snapshot::Snapshot::build(Default::default(), &corelb_shared_state::Zone::new(), 1).unwrap(),
             std::sync::Arc::new(corelb_shared_state::Zone::new()),
             1,

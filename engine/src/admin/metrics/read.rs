@@ -3,7 +3,7 @@
 
 use crate::balance::{Peer, UpstreamPlan};
 use crate::control::ControlStats;
-use crate::shard::Shared;
+use crate::state::Shared;
 use corelb_shared_state::{LatencySnapshot, PeerFlags, PeerStats, ShardStats};
 use std::collections::HashSet;
 

@@ -4,8 +4,8 @@
 
 use super::vars::Vars;
 use super::{arg, value};
-use crate::access_log::format::{FormatError, LogFormat};
 use crate::config::error::ConfigError;
+use crate::config::log_format::{FormatError, LogFormat};
 use crate::config::model::{AccessLogConf, Span};
 use crate::config::parser::Directive;
 use std::path::PathBuf;
@@ -174,7 +174,7 @@ fn parameter(conf: &mut AccessLogConf, p: &str, vars: &mut Vars, at: &Span) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access_log::format::Escape;
+    use crate::config::log_format::Escape;
 
     fn directive(name: &str, args: &[&str]) -> Directive {
         Directive {

@@ -1,15 +1,18 @@
 //! The config snapshot: a loaded config with everything the request path needs built once (upstream plans, listen
 //! tables, location tables, pre-rendered headers and fixed answers), shared by every shard behind one `ArcSwap`.
 
-use crate::access_log::AccessLogPlan;
 use crate::balance::{PlanError, UpstreamPlan};
 use crate::config::model::{
     ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return,
 };
 use crate::http::request::host_without_port;
-use crate::proxy::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use corelb_shared_state::Zone;
+use logs::AccessLogPlan;
+use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use std::net::SocketAddr;
+
+pub mod logs;
+pub mod route;
 
 /// Why a config could not become a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -15,13 +15,6 @@ fn append_port(out: &mut Vec<u8>, port: u16) {
     crate::http::pages::append_decimal(out, u64::from(port));
 }
 
-/// The key bytes `ip_hash` reads: the first three octets of an IPv4 address, all sixteen of an IPv6 one.
-pub fn ip_hash_key(addr: &SocketAddr, out: &mut Vec<u8>) {
-    let mut buf = [0u8; 16];
-    out.clear();
-    out.extend_from_slice(crate::balance::ip_hash::client_key(addr.ip(), &mut buf));
-}
-
 /// The variables of a connection: addresses and ports (the stream module's `$remote_addr`, `$server_port`...).
 #[derive(Debug, Clone, Copy)]
 pub struct ConnVars {
@@ -176,14 +169,5 @@ mod tests {
     fn proxy_add_x_forwarded_for_joins_every_line() {
         let raw = b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 1.1.1.1\r\nx-forwarded-for: 2.2.2.2\r\n\r\n";
         assert_eq!(eval(raw, "$proxy_add_x_forwarded_for"), b"1.1.1.1, 2.2.2.2, 10.1.2.3");
-    }
-
-    #[test]
-    fn ip_hash_keys() {
-        let mut out = Vec::new();
-        ip_hash_key(&"192.168.1.10:1".parse().unwrap(), &mut out);
-        assert_eq!(out, [192, 168, 1]);
-        ip_hash_key(&"[::1]:1".parse().unwrap(), &mut out);
-        assert_eq!(out.len(), 16);
     }
 }

@@ -36,11 +36,13 @@ impl<C> Pool<C> {
     }
 
     /// Idle connections held.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.idle.len()
     }
 
     /// Whether no connection is held.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.idle.is_empty()
     }

@@ -1,0 +1,88 @@
+//! A fixed-size read buffer with a window of unread bytes, filled from a runtime connection.
+
+use super::{io_timeout, Conn, Runtime};
+use futures_lite::AsyncReadExt;
+use std::io;
+use std::time::Duration;
+
+/// A fixed-size read buffer with a window of unread bytes.
+#[derive(Debug)]
+pub struct IoBuf {
+    data: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl IoBuf {
+    /// A buffer of `size` bytes.
+    pub fn new(size: usize) -> Self {
+        IoBuf {
+            data: vec![0; size].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The size of the buffer.
+    pub fn capacity(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The unread bytes.
+    pub fn readable(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+
+    /// Marks `n` unread bytes as used (`usize::MAX`: all of them).
+    pub fn consume(&mut self, n: usize) {
+        // Saturating: a wrapped sum would leave stale bytes behind for the buffer's next connection.
+        self.start = self.start.saturating_add(n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Whether no byte is left to read or room to read into without moving data.
+    pub fn is_full(&self) -> bool {
+        self.start == 0 && self.end == self.data.len()
+    }
+
+    /// Reads more bytes after the unread ones (moving them to the front if needed), giving up after `timeout`.
+    /// `Ok(0)` is end of stream; a full buffer is an `InvalidData` error.
+    pub async fn fill<R: Runtime>(&mut self, conn: &mut R::Conn, timeout: Duration) -> io::Result<usize> {
+        io_timeout::<R, _>(timeout, self.fill_untimed(conn)).await
+    }
+
+    /// [`IoBuf::fill`] without a time limit (the caller sets one).
+    pub async fn fill_untimed(&mut self, conn: &mut impl Conn) -> io::Result<usize> {
+        if self.end == self.data.len() {
+            if self.start == 0 {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "buffer full"));
+            }
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = conn.read(&mut self.data[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IoBuf;
+
+    #[test]
+    fn consuming_everything_after_a_partial_consume_empties_the_buffer() {
+        let mut b = IoBuf::new(16);
+        b.data[..10].copy_from_slice(b"0123456789");
+        b.end = 10;
+        b.consume(4);
+        assert_eq!(b.readable(), b"456789");
+        b.consume(usize::MAX);
+        assert!(b.readable().is_empty(), "no stale bytes for the buffer's next user");
+        assert_eq!((b.start, b.end), (0, 0));
+    }
+}
