@@ -1,4 +1,4 @@
-//! The request simulator: runs requests through a plan, a shard state and attempts as the proxy does (spec §11),
+//! The request simulator: runs requests through a plan, a shard state and attempts as the proxy does (docs/algorithms.md),
 //! against backends that answer by mode, with a clock passed in. `corelb pick` and the golden tests use it.
 
 pub mod trace;
@@ -7,6 +7,7 @@ pub mod vars;
 pub use trace::{parse_trace, BackendMode, Backends, TraceError, TraceLine};
 pub use vars::Request;
 
+use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome, ShardState, UpstreamPlan};
 use crate::config::model::{Config, NextUpstream, UpstreamConf};
 use std::fmt;
@@ -160,12 +161,6 @@ impl SimResult {
     }
 }
 
-/// How one attempt on a backend ends, before the retry rules apply.
-enum Answer {
-    Status(u16),
-    Failed(Failure),
-}
-
 /// Runs requests one at a time through one shard's view of an upstream.
 #[derive(Debug)]
 pub struct Simulator<'p> {
@@ -223,46 +218,54 @@ impl<'p> Simulator<'p> {
                 return SimResult { hops, status: 502 };
             };
             let addr = peer.addr;
-            match self.answer(self.backends.mode(addr)) {
-                Answer::Status(code) if self.retries_status(code, &attempt) => {
-                    let outcome = if matches!(code, 403 | 404) {
-                        Outcome::Next
-                    } else {
-                        Outcome::Failed
-                    };
-                    attempt.report(outcome, &mut self.shard, now);
-                    hops.push(Hop::Peer {
-                        addr,
-                        failure: Some(Failure::Status(code)),
-                    });
-                }
-                Answer::Status(code) => {
+            let end = self.answer(self.backends.mode(addr));
+            let cx = TryCx {
+                proto: match self.policy.context {
+                    Context::Http => Proto::Http,
+                    Context::Stream => Proto::Stream,
+                },
+                tries_left: attempt.tries_left(),
+                replayable: true,
+                non_idempotent: false,
+                in_time: true,
+            };
+            let step = next::decide(&self.policy.next_upstream, end, cx);
+            let failure = match end {
+                TryEnd::Status(code) => Failure::Status(code),
+                TryEnd::Failed {
+                    cause: FailCause::Timeout,
+                    ..
+                } => Failure::Timeout,
+                TryEnd::Failed { .. } => Failure::Error,
+            };
+            match step {
+                Step::Deliver => {
                     hops.push(Hop::Peer { addr, failure: None });
                     if hold {
                         self.held.push(attempt);
                     } else {
                         attempt.report(Outcome::Success, &mut self.shard, now);
                     }
-                    return SimResult { hops, status: code };
+                    let status = match end {
+                        TryEnd::Status(code) => code,
+                        TryEnd::Failed { .. } => 502,
+                    };
+                    return SimResult { hops, status };
                 }
-                Answer::Failed(failure) => {
+                Step::Retry(outcome) => {
+                    attempt.report(outcome, &mut self.shard, now);
+                    hops.push(Hop::Peer {
+                        addr,
+                        failure: Some(failure),
+                    });
+                }
+                Step::GiveUp(status) => {
                     attempt.report(Outcome::Failed, &mut self.shard, now);
                     hops.push(Hop::Peer {
                         addr,
                         failure: Some(failure),
                     });
-                    let allowed = match failure {
-                        Failure::Timeout => self.policy.next_upstream.timeout,
-                        _ => self.policy.next_upstream.error,
-                    };
-                    if attempt.tries_left() == 0 || !allowed {
-                        let status = if failure == Failure::Timeout && self.policy.context == Context::Http {
-                            504
-                        } else {
-                            502
-                        };
-                        return SimResult { hops, status };
-                    }
+                    return SimResult { hops, status };
                 }
             }
         }
@@ -277,20 +280,16 @@ impl<'p> Simulator<'p> {
 
     /// How a backend in `mode` ends an attempt in this context. In stream a connected session is a success,
     /// whatever follows.
-    fn answer(&self, mode: BackendMode) -> Answer {
+    fn answer(&self, mode: BackendMode) -> TryEnd {
+        let failed = |cause| TryEnd::Failed { cause, sent: true };
         match (self.policy.context, mode) {
-            (_, BackendMode::Dead) => Answer::Failed(Failure::Error),
-            (Context::Stream, _) => Answer::Status(200),
-            (Context::Http, BackendMode::Ok) => Answer::Status(200),
-            (Context::Http, BackendMode::Reset) => Answer::Failed(Failure::Error),
-            (Context::Http, BackendMode::Timeout) => Answer::Failed(Failure::Timeout),
-            (Context::Http, BackendMode::Status(code)) => Answer::Status(code),
+            (_, BackendMode::Dead) => failed(FailCause::Error),
+            (Context::Stream, _) => TryEnd::Status(200),
+            (Context::Http, BackendMode::Ok) => TryEnd::Status(200),
+            (Context::Http, BackendMode::Reset) => failed(FailCause::Error),
+            (Context::Http, BackendMode::Timeout) => failed(FailCause::Timeout),
+            (Context::Http, BackendMode::Status(code)) => TryEnd::Status(code),
         }
-    }
-
-    /// nginx's `test_next`: a status passes to the next peer only with `http_NNN` set and more than one try left.
-    fn retries_status(&self, code: u16, attempt: &Attempt<'_>) -> bool {
-        self.policy.context == Context::Http && self.policy.next_upstream.on_status(code) && attempt.tries_left() > 1
     }
 }
 

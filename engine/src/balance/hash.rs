@@ -67,8 +67,7 @@ impl Balancer for Hash {
             cx.attempt.hash = u64::from(acc);
             cx.attempt.rehash = cx.attempt.rehash.wrapping_add(1);
             let index = self.ranges.index_of(u64::from(acc) % self.ranges.total());
-            let usable = list.peers.get(index).is_some_and(|p| p.usable(cx.now));
-            if usable && !cx.attempt.tried.contains(index) {
+            if list.candidate(index, &cx.attempt.tried, cx.now).is_some() {
                 return Some(Choice {
                     list: ListKind::Primary,
                     index,

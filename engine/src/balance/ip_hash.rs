@@ -78,8 +78,7 @@ impl Balancer for IpHash {
         loop {
             h = step(h, key);
             let index = self.ranges.index_of(u64::from(h) % self.ranges.total());
-            let usable = list.peers.get(index).is_some_and(|p| p.usable(cx.now));
-            if usable && !cx.attempt.tried.contains(index) {
+            if list.candidate(index, &cx.attempt.tried, cx.now).is_some() {
                 cx.attempt.iphash = h;
                 return Some(Choice {
                     list: ListKind::Primary,

@@ -20,10 +20,10 @@ impl Balancer for LeastConn {
         // (index, conns, weight) of the best peer so far
         let mut best: Option<(usize, u64, u64)> = None;
         let mut many = false;
-        for (i, peer) in list.peers.iter().enumerate() {
-            if cx.attempt.tried.contains(i) || !peer.usable(cx.now) {
+        for i in 0..list.peers.len() {
+            let Some(peer) = list.candidate(i, &cx.attempt.tried, cx.now) else {
                 continue;
-            }
+            };
             let (conns, weight) = (u64::from(peer.slot.conns()), u64::from(peer.weight));
             match best {
                 Some((_, bc, bw)) if conns * bw > bc * weight => {}

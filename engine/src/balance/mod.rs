@@ -7,6 +7,7 @@
 //! * [`Balancer::choose`]: nginx's `get`, pure: no sockets, no clock (time is passed in), RNG from the shard state.
 
 pub mod attempt;
+pub mod next;
 pub mod plan;
 pub mod swrr;
 

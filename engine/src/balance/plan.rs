@@ -1,5 +1,6 @@
 //! The plan: an upstream's peers as plain data bound to their zone slots, and its balancer, built at config load.
 
+use super::attempt::Tried;
 use super::Balancer;
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::UpstreamConf;
@@ -76,6 +77,16 @@ pub struct PeerList {
 }
 
 impl PeerList {
+    /// The peer at `i` if this request may try it: not tried yet, and [`Peer::usable`] at `now`. The one
+    /// eligibility test every method runs on a candidate.
+    #[inline]
+    pub fn candidate(&self, i: usize, tried: &Tried, now: u64) -> Option<&Peer> {
+        if tried.contains(i) {
+            return None;
+        }
+        self.peers.get(i).filter(|p| p.usable(now))
+    }
+
     /// A list with its totals computed.
     pub fn new(peers: Vec<Peer>) -> Self {
         let total_weight = peers.iter().map(|p| u64::from(p.weight)).sum();

@@ -42,7 +42,7 @@ impl Random {
     ) -> Option<usize> {
         loop {
             let i = draw();
-            if !attempt.tried.contains(i) && list.peers.get(i).is_some_and(|p| p.usable(now)) {
+            if list.candidate(i, &attempt.tried, now).is_some() {
                 return Some(i);
             }
             if attempt.miss() {
@@ -62,10 +62,7 @@ impl Random {
         let mut prev: Option<usize> = None;
         loop {
             let i = draw();
-            let peer = list
-                .peers
-                .get(i)
-                .filter(|p| prev != Some(i) && !attempt.tried.contains(i) && p.usable(now));
+            let peer = list.candidate(i, &attempt.tried, now).filter(|_| prev != Some(i));
             if let Some(peer) = peer {
                 if let Some(first) = prev.and_then(|f| list.peers.get(f).map(|p| (f, p))) {
                     let (f, fp) = first;

@@ -25,10 +25,9 @@ pub fn pass(
     let mut best: Option<(usize, i64)> = None;
     let mut total: i64 = 0;
     for i in candidates {
-        let Some(peer) = list.peers.get(i) else { continue };
-        if tried.contains(i) || !peer.usable(now) {
+        let Some(peer) = list.candidate(i, tried, now) else {
             continue;
-        }
+        };
         let (Some(cw), Some(ew)) = (weights.current.get_mut(i), weights.effective.get_mut(i)) else {
             continue;
         };

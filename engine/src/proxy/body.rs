@@ -42,20 +42,26 @@ pub struct Limits {
     pub max_body: u64,
 }
 
-/// Forwards a body framed as `framing` from `src` (whose already-read bytes are in `buf`) to `dst`. `head` holds
-/// bytes to write first (a message head); the first body piece is appended to it so they go out in one write.
-/// Bytes after the body stay in `buf`. Returns the body bytes read from `src`.
-#[allow(clippy::too_many_arguments)]
+/// How one body is copied: its framing, how it goes out, and the limits.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyCopy {
+    pub framing: BodyFraming,
+    pub relay: Relay,
+    pub limits: Limits,
+}
+
+/// Forwards a body framed as `copy.framing` from `src` (whose already-read bytes are in `buf`) to `dst`. `head`
+/// holds bytes to write first (a message head); the first body piece is appended to it so they go out in one
+/// write. Bytes after the body stay in `buf`. Returns the body bytes read from `src`.
 pub async fn forward_body<R: Runtime>(
     src: &mut R::Conn,
     buf: &mut IoBuf,
-    framing: BodyFraming,
-    relay: Relay,
     decoder: &mut ChunkedDecoder,
     dst: &mut R::Conn,
     head: &mut Vec<u8>,
-    limits: Limits,
+    copy: BodyCopy,
 ) -> Result<u64, BodyError> {
+    let BodyCopy { framing, relay, limits } = copy;
     decoder.reset();
     let mut left = match framing {
         BodyFraming::Length(n) => n,

@@ -26,7 +26,7 @@ pub struct ConnSnapshot {
     pub port: usize,
     listen: SocketAddr,
     /// The default server's timeouts, before a request names its server.
-    pub client: DefaultTimeouts,
+    pub defaults: DefaultTimeouts,
     /// The running config no longer listens here: the next request is served on `snap`, then the connection closes
     /// (as nginx's old workers close their keepalive connections).
     pub gone: bool,
@@ -37,17 +37,17 @@ impl ConnSnapshot {
     pub fn take<R: Runtime>(shard: &Shard<R>, listen: SocketAddr) -> Option<Self> {
         let snap = shard.snapshot();
         let port = snap.http_port_of(listen)?;
-        let client = Self::default_client(&snap, port);
+        let defaults = Self::default_timeouts(&snap, port);
         Some(ConnSnapshot {
             snap,
             port,
             listen,
-            client,
+            defaults,
             gone: false,
         })
     }
 
-    fn default_client(snap: &Snapshot, port: usize) -> DefaultTimeouts {
+    fn default_timeouts(snap: &Snapshot, port: usize) -> DefaultTimeouts {
         let server = snap.http_ports.get(port).map(|p| p.default_server);
         let of = |c: &ClientConf| DefaultTimeouts {
             keepalive_timeout: c.keepalive_timeout,

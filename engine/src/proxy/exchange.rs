@@ -3,7 +3,7 @@
 //! `proxy_next_upstream` sees them (error, timeout, invalid header). A pooled connection the upstream had closed
 //! while idle is replaced by a fresh one to the same peer within the try (it is not the peer's fault).
 
-use super::body::{forward_body, send, BodyError, Limits, Relay};
+use super::body::{forward_body, send, BodyCopy, BodyError, Limits, Relay};
 use crate::access_log::record::RequestRecord;
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::response::{parse_response, MAX_HEADERS};
@@ -16,15 +16,6 @@ use crate::snapshot::Snapshot;
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// The client-side time limits of a request, each between two successive reads or writes (as nginx's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientTimeouts {
-    /// `client_body_timeout`: for the next read of the request body.
-    pub body: Duration,
-    /// `send_timeout`: for the next write to the client.
-    pub send: Duration,
-}
 
 /// What went wrong with a try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -103,35 +94,66 @@ fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
     }
 }
 
-/// Runs one try against `addr`, noting in `log` when it connected and read the head. `body` is the client and its
-/// body framing when the body must be streamed (it was not buffered whole); `request` holds the head (and a
-/// buffered body).
-#[allow(clippy::too_many_arguments)]
+/// Where one try goes: the shard (its keepalive pools), the snapshot and proxy plan of the request, the peer.
+pub struct TryTarget<'a, R: Runtime> {
+    pub shard: &'a Shard<R>,
+    pub snap: &'a Snapshot,
+    pub plan: &'a ProxyPlan,
+    pub addr: SocketAddr,
+}
+
+// Only references and an address: copied freely (a derive would ask `R: Copy`).
+impl<R: Runtime> Clone for TryTarget<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R: Runtime> Copy for TryTarget<'_, R> {}
+
+/// The buffers one try works with: the upstream request (head and a buffered body), the client's buffer (a
+/// streamed body), the upstream buffer, the chunked decoder and the access log's record of the tries.
+pub struct TryIo<'b> {
+    pub request: &'b [u8],
+    pub client_buf: &'b mut IoBuf,
+    pub ubuf: &'b mut IoBuf,
+    pub decoder: &'b mut ChunkedDecoder,
+    pub log: &'b mut RequestRecord,
+    /// A HEAD request: the response has no body whatever its headers say.
+    pub head_request: bool,
+}
+
+impl TryIo<'_> {
+    fn reborrow(&mut self) -> TryIo<'_> {
+        TryIo {
+            request: self.request,
+            client_buf: &mut *self.client_buf,
+            ubuf: &mut *self.ubuf,
+            decoder: &mut *self.decoder,
+            log: &mut *self.log,
+            head_request: self.head_request,
+        }
+    }
+}
+
+/// An upstream connection a try runs on: pooled (having served `requests` before) or fresh.
+#[derive(Debug, Clone, Copy)]
+struct UpstreamConn {
+    pooled: bool,
+    requests: u64,
+}
+
+/// Runs one try against `to.addr`, noting in the log record when it connected and read the head. `body` is the
+/// client and its body framing when the body must be streamed (it was not buffered whole).
 pub async fn exchange<R: Runtime>(
-    shard: &Shard<R>,
-    snap: &Snapshot,
-    plan: &ProxyPlan,
-    addr: SocketAddr,
-    request: &[u8],
-    body: Option<StreamedBody<'_, R::Conn>>,
-    client_buf: &mut IoBuf,
-    ubuf: &mut IoBuf,
-    decoder: &mut ChunkedDecoder,
-    head_request: bool,
-    log: &mut RequestRecord,
+    to: TryTarget<'_, R>,
+    mut body: Option<StreamedBody<'_, R::Conn>>,
+    mut io: TryIo<'_>,
 ) -> Result<(R::Conn, ResponseInfo), Failure> {
-    let conf = &plan.conf;
-    let mut body = body;
-    if let Some((conn, requests)) = shard.pool_take(snap, plan.upstream, addr) {
+    let conf = &to.plan.conf;
+    if let Some((conn, requests)) = to.shard.pool_take(to.snap, to.plan.upstream, to.addr) {
         let resendable = body.is_none();
-        let io = Io {
-            request,
-            client_buf: &mut *client_buf,
-            ubuf: &mut *ubuf,
-            decoder: &mut *decoder,
-            log: &mut *log,
-        };
-        match try_on::<R>(conn, true, requests, body.take(), io, head_request, plan).await {
+        let pooled = UpstreamConn { pooled: true, requests };
+        match try_on::<R>(conn, pooled, body.take(), io.reborrow(), to.plan).await {
             // The upstream had closed it while it sat idle. nginx's keepalive module sees such a connection close
             // in its cache and drops it, so the request goes out on a fresh connection to the same peer: no
             // failure for the peer, no try spent. Do the same (once) when the request can be sent again.
@@ -139,51 +161,37 @@ pub async fn exchange<R: Runtime>(
             done => return done,
         }
     }
-    let conn = R::connect(addr, conf.connect_timeout).await.map_err(|e| Failure {
+    let conn = R::connect(to.addr, conf.connect_timeout).await.map_err(|e| Failure {
         kind: io_kind(&e, "connecting"),
         stale: false,
         sent: Sent::No,
     })?;
     let _ = conn.set_nodelay(true);
-    let io = Io {
-        request,
-        client_buf,
-        ubuf,
-        decoder,
-        log,
+    let fresh = UpstreamConn {
+        pooled: false,
+        requests: 0,
     };
-    try_on::<R>(conn, false, 0, body, io, head_request, plan).await
+    try_on::<R>(conn, fresh, body, io, to.plan).await
 }
 
-/// The buffers one try works with: the upstream request (head and a buffered body), the client's buffer (a
-/// streamed body), the upstream buffer and the chunked decoder.
-struct Io<'b> {
-    request: &'b [u8],
-    client_buf: &'b mut IoBuf,
-    ubuf: &'b mut IoBuf,
-    decoder: &'b mut ChunkedDecoder,
-    /// The access log's record of the request's tries.
-    log: &'b mut RequestRecord,
-}
-
-/// Sends the request on `conn` (pooled when `cached`, having served `requests` before) and reads the head.
+/// Sends the request on `conn` and reads the head.
 async fn try_on<R: Runtime>(
     mut conn: R::Conn,
-    cached: bool,
-    requests: u64,
+    how: UpstreamConn,
     body: Option<StreamedBody<'_, R::Conn>>,
-    io: Io<'_>,
-    head_request: bool,
+    io: TryIo<'_>,
     plan: &ProxyPlan,
 ) -> Result<(R::Conn, ResponseInfo), Failure> {
     let conf = &plan.conf;
-    let Io {
+    let TryIo {
         request,
         client_buf,
         ubuf,
         decoder,
         log,
+        head_request,
     } = io;
+    let cached = how.pooled;
     log.try_connected();
     let sent = send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
     let (status, head_len, body, reusable) =
@@ -194,7 +202,7 @@ async fn try_on<R: Runtime>(
         head_len,
         body,
         reusable,
-        requests,
+        requests: how.requests,
         sent,
     };
     Ok((conn, info))
@@ -240,18 +248,12 @@ async fn send_request<R: Runtime>(
         write: send_timeout,
         max_body: max,
     };
-    match forward_body::<R>(
-        client,
-        client_buf,
+    let copy = BodyCopy {
         framing,
-        Relay::Verbatim,
-        decoder,
-        conn,
-        &mut head,
+        relay: Relay::Verbatim,
         limits,
-    )
-    .await
-    {
+    };
+    match forward_body::<R>(client, client_buf, decoder, conn, &mut head, copy).await {
         Ok(body) => Ok(request.len() as u64 + body),
         Err(BodyError::Write(e)) => Err(sent_failure(io_kind(&e, "sending the request body"), false)),
         Err(BodyError::Chunk(_)) => Err(sent_failure(FailureKind::BadBody, false)),

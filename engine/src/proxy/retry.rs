@@ -1,8 +1,10 @@
-//! One request's tries against an upstream: nginx's rules for passing to the next peer (`proxy_next_upstream`
-//! conditions, tries, `_timeout`, non-idempotent methods) and for reporting each try's outcome to the balancer.
+//! One request's tries against an upstream in the HTTP proxy: the attempt, what nginx's `proxy_next_upstream`
+//! decision ([`crate::balance::next::decide`]) reads of the request, and each try's outcome reported to the
+//! balancer.
 
 use super::exchange::{Failure, FailureKind, Sent};
-use crate::balance::{Attempt, Outcome};
+use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
+use crate::balance::{Attempt, Outcome, Peer};
 use crate::http::pages::DateCache;
 use crate::runtime::Runtime;
 use crate::shard::Shard;
@@ -18,7 +20,7 @@ pub struct RequestKind {
 }
 
 /// What follows a failed try.
-pub enum Then {
+pub enum NextStep {
     Retry,
     Answer(u16),
     /// Answer this status and close (the client's body was refused while it was streamed).
@@ -27,7 +29,7 @@ pub enum Then {
 }
 
 /// One request's tries against an upstream: the attempt and what decides whether another try may follow.
-pub struct Tries<'a, R: Runtime> {
+pub struct RetryState<'a, R: Runtime> {
     pub shard: &'a Shard<R>,
     pub snap: &'a Snapshot,
     pub plan: &'a ProxyPlan,
@@ -37,7 +39,16 @@ pub struct Tries<'a, R: Runtime> {
     pub replayable: bool,
 }
 
-impl<R: Runtime> Tries<'_, R> {
+impl<'a, R: Runtime> RetryState<'a, R> {
+    /// Picks the next peer for this request (`None`: no live upstreams).
+    pub fn pick(&mut self, key: &[u8]) -> Option<&'a Peer> {
+        let now = DateCache::now_secs();
+        let attempt = &mut self.attempt;
+        self.shard
+            .with_http_state(self.snap, self.plan.upstream, |st| attempt.pick(st, key, now))
+            .flatten()
+    }
+
     /// Reports the current try's outcome.
     pub fn report(&mut self, outcome: Outcome) {
         let attempt = &mut self.attempt;
@@ -46,53 +57,53 @@ impl<R: Runtime> Tries<'_, R> {
         });
     }
 
-    /// Whether `proxy_next_upstream_timeout` still allows another try.
-    fn in_time(&self) -> bool {
+    /// What the decision reads of this request and its tries.
+    fn try_cx(&self, req: RequestKind) -> TryCx {
         let limit = self.plan.conf.next_upstream_timeout;
-        limit.is_zero() || self.started.elapsed() < limit
+        TryCx {
+            proto: Proto::Http,
+            tries_left: self.attempt.tries_left(),
+            replayable: self.replayable,
+            non_idempotent: req.non_idempotent,
+            in_time: limit.is_zero() || self.started.elapsed() < limit,
+        }
     }
 
     /// nginx's test on an upstream status: pass to the next peer (reporting this one) when `http_XXX` is set, a
     /// try is left after this one, and the request may be sent again.
     pub fn retry_on_status(&mut self, status: u16, req: RequestKind) -> bool {
-        let next = &self.plan.conf.next_upstream;
-        let retry = next.on_status(status)
-            && self.attempt.tries_left() > 1
-            && self.replayable
-            && (!req.non_idempotent || next.non_idempotent)
-            && self.in_time();
-        if retry {
-            self.report(if status == 403 || status == 404 {
-                Outcome::Next
-            } else {
-                Outcome::Failed
-            });
+        let rules = &self.plan.conf.next_upstream;
+        match next::decide(rules, TryEnd::Status(status), self.try_cx(req)) {
+            Step::Retry(outcome) => {
+                self.report(outcome);
+                true
+            }
+            Step::Deliver | Step::GiveUp(_) => false,
         }
-        retry
     }
 
     /// Reports a failed try and decides what follows (nginx's `ngx_http_upstream_next`).
-    pub fn after_failure(&mut self, f: Failure, req: RequestKind, addr: std::net::SocketAddr) -> Then {
-        match f.kind {
-            FailureKind::ClientGone => return Then::Close,
-            FailureKind::BadBody => return Then::Refuse(400),
-            FailureKind::ClientTimeout => return Then::Refuse(408),
-            FailureKind::BodyTooLarge => return Then::Refuse(413),
-            _ => {}
-        }
-        crate::log_error!("upstream {addr} ({}): {}", self.plan_name(), f.kind);
-        self.report(Outcome::Failed);
-        let next = &self.plan.conf.next_upstream;
-        let allowed = match f.kind {
-            FailureKind::Timeout(_) => next.timeout,
-            FailureKind::InvalidHeader => next.invalid_header,
-            _ => next.error,
+    pub fn after_failure(&mut self, f: Failure, req: RequestKind, addr: std::net::SocketAddr) -> NextStep {
+        let cause = match f.kind {
+            FailureKind::ClientGone => return NextStep::Close,
+            FailureKind::BadBody => return NextStep::Refuse(400),
+            FailureKind::ClientTimeout => return NextStep::Refuse(408),
+            FailureKind::BodyTooLarge => return NextStep::Refuse(413),
+            FailureKind::Timeout(_) => FailCause::Timeout,
+            FailureKind::InvalidHeader => FailCause::InvalidHeader,
+            FailureKind::Error(_) => FailCause::Error,
         };
-        let may_resend = f.sent == Sent::No || !req.non_idempotent || next.non_idempotent;
-        if allowed && may_resend && self.replayable && self.attempt.tries_left() > 0 && self.in_time() {
-            Then::Retry
-        } else {
-            Then::Answer(if f.kind.is_timeout() { 504 } else { 502 })
+        crate::log_error!("upstream {addr} ({}): {}", self.plan_name(), f.kind);
+        let end = TryEnd::Failed {
+            cause,
+            sent: f.sent == Sent::Yes,
+        };
+        let step = next::decide(&self.plan.conf.next_upstream, end, self.try_cx(req));
+        self.report(Outcome::Failed);
+        match step {
+            Step::Retry(_) => NextStep::Retry,
+            Step::GiveUp(status) => NextStep::Answer(status),
+            Step::Deliver => NextStep::Answer(502),
         }
     }
 

@@ -2,6 +2,7 @@
 //! on to the next peer on failure, then copy both ways from one future with the idle `proxy_timeout`.
 
 use super::pump::{pump, Half, PumpEnd};
+use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
 use crate::http::pages::DateCache;
 use crate::http::vars::ConnVars;
@@ -31,6 +32,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     let mut key = Vec::new();
     plan.key.eval_into(&vars, remote.ip(), &mut key);
     let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
+    let rules = next::stream_rules(srv.next_upstream);
     let (mut upstream, peer) = loop {
         let now = DateCache::now_secs();
         let picked = shard
@@ -44,10 +46,23 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
             Ok(c) => break (c, peer),
             Err(e) => {
                 crate::log_error!("connect() to {} failed ({e}) while connecting to upstream", peer.addr);
+                let cause = if e.kind() == std::io::ErrorKind::TimedOut {
+                    FailCause::Timeout
+                } else {
+                    FailCause::Error
+                };
+                let cx = TryCx {
+                    proto: Proto::Stream,
+                    tries_left: attempt.tries_left(),
+                    replayable: true,
+                    non_idempotent: false,
+                    in_time: true,
+                };
+                let step = next::decide(&rules, TryEnd::Failed { cause, sent: false }, cx);
                 shard.with_stream_state(&snap, srv.upstream, |st| {
                     attempt.report(Outcome::Failed, st, DateCache::now_secs())
                 });
-                if !srv.next_upstream || attempt.tries_left() == 0 {
+                if !matches!(step, Step::Retry(_)) {
                     return;
                 }
             }

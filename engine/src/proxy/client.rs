@@ -1,0 +1,224 @@
+//! One client connection being served (its shard, socket, recycled buffers and chunked decoder), the routed
+//! request's facts, and the answers corelb writes on the connection itself: fixed answers (`return`, a 404),
+//! nginx's error pages, refusals that close, and the `api`/`metrics` endpoints (a change answered on the control
+//! thread). Each goes through one writer that puts the cached `Date` in and notes the answer for the access log.
+
+use super::body::{collect_body, discard_body, send, BodyError};
+use super::retry::RequestKind;
+use crate::admin::{AdminRequest, AdminResponse};
+use crate::config::model::AdminEndpoint;
+use crate::http::chunked::ChunkedDecoder;
+use crate::http::pages::{sent_status, DateCache};
+use crate::http::vars::ConnVars;
+use crate::http::{BodyFraming, Rejection};
+use crate::runtime::Runtime;
+use crate::shard::{Buffers, Shard};
+use crate::snapshot::route::FixedAnswer;
+use crate::state::Shared;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The client-side time limits of a request, each between two successive reads or writes (as nginx's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientTimeouts {
+    /// `client_body_timeout`: for the next read of the request body.
+    pub body: Duration,
+    /// `send_timeout`: for the next write to the client.
+    pub send: Duration,
+}
+
+/// What a request head asks for, once routed (the head itself is consumed by then).
+pub(super) struct Routed {
+    pub(super) head_len: usize,
+    pub(super) body: BodyFraming,
+    pub(super) head_request: bool,
+    pub(super) non_idempotent: bool,
+    pub(super) client_11: bool,
+    /// The client wants, and the config allows, another request on this connection.
+    pub(super) keepalive: bool,
+    /// The client waits for `100 Continue` before sending its body.
+    pub(super) expect_continue: bool,
+    /// `client_max_body_size` of the location (0 = no limit).
+    pub(super) max_body: u64,
+    /// `client_body_timeout` and `send_timeout` of the location.
+    pub(super) timeouts: ClientTimeouts,
+}
+
+impl Routed {
+    pub(super) fn kind(&self) -> RequestKind {
+        RequestKind {
+            non_idempotent: self.non_idempotent,
+        }
+    }
+}
+
+/// One client connection and what serving it needs; owned by the connection's task.
+pub(super) struct ClientConn<R: Runtime> {
+    pub(super) shard: Rc<Shard<R>>,
+    pub(super) sock: R::Conn,
+    pub(super) bufs: Buffers,
+    pub(super) decoder: ChunkedDecoder,
+    /// The connection's addresses (`$remote_addr`, `$server_port`...).
+    pub(super) vars: ConnVars,
+}
+
+/// An answer corelb writes itself, with the cached `Date` put in.
+trait OwnAnswer {
+    fn status(&self) -> u16;
+    fn body_len(&self) -> usize;
+    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>);
+}
+
+impl OwnAnswer for FixedAnswer {
+    fn status(&self) -> u16 {
+        self.status
+    }
+    fn body_len(&self) -> usize {
+        FixedAnswer::body_len(self)
+    }
+    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        FixedAnswer::write(self, date, keepalive, head_request, out)
+    }
+}
+
+impl OwnAnswer for AdminResponse {
+    fn status(&self) -> u16 {
+        self.status
+    }
+    fn body_len(&self) -> usize {
+        self.body.len()
+    }
+    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        AdminResponse::write(self, date, keepalive, head_request, out)
+    }
+}
+
+impl<R: Runtime> ClientConn<R> {
+    /// Writes `answer`, notes it for the access log and sends it within `wait`; returns whether the connection
+    /// stays open (`keep`, and the write went through).
+    async fn send_own(&mut self, answer: &impl OwnAnswer, keep: bool, head_request: bool, wait: Duration) -> bool {
+        let out = &mut self.bufs.out;
+        out.clear();
+        self.shard
+            .date(DateCache::now_secs(), |d| answer.write(d, keep, head_request, out));
+        let body = if head_request { 0 } else { answer.body_len() };
+        self.bufs.log.answered(
+            sent_status(answer.status()),
+            self.bufs.out.len().saturating_sub(body),
+            body as u64,
+        );
+        send::<R>(&mut self.sock, &self.bufs.out, wait).await.is_ok() && keep
+    }
+
+    /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
+    pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
+        let bufs = &mut self.bufs;
+        let drained = discard_body::<R>(
+            &mut self.sock,
+            &mut bufs.client,
+            req.body,
+            &mut self.decoder,
+            req.timeouts.body,
+        )
+        .await;
+        match &drained {
+            Err(BodyError::Chunk(_)) => self.shard.counters.count_bad_request(),
+            Err(BodyError::Read(_) | BodyError::Truncated) => self.shard.counters.count_client_abort(),
+            _ => {}
+        }
+        let keep = req.keepalive && drained.is_ok();
+        self.send_own(answer, keep, req.head_request, req.timeouts.send).await
+    }
+
+    /// Answers a request to an `api` or `metrics` location (`target`: its method and target), after reading its
+    /// body.
+    pub(super) async fn serve_endpoint(
+        &mut self,
+        endpoint: AdminEndpoint,
+        target: &(String, String),
+        req: &Routed,
+    ) -> bool {
+        let mut body = std::mem::take(&mut self.bufs.scratch);
+        let read = collect_body::<R>(
+            &mut self.sock,
+            &mut self.bufs.client,
+            req.body,
+            &mut self.decoder,
+            req.timeouts.body,
+            crate::admin::MAX_BODY,
+            &mut body,
+        )
+        .await;
+        let response = match read {
+            Ok(()) => {
+                let (method, t) = target;
+                let (path, args) = t.split_once('?').map_or((t.as_str(), None), |(p, a)| (p, Some(a)));
+                let request = AdminRequest {
+                    method,
+                    path,
+                    args,
+                    body: &body,
+                };
+                Some(endpoint_response(&self.shard.shared, endpoint, request).await)
+            }
+            Err(BodyError::TooLarge) => Some(crate::admin::api::error(413, "BodyTooLarge", "request body too large")),
+            Err(BodyError::Chunk(_)) => {
+                self.shard.counters.count_bad_request();
+                None
+            }
+            Err(_) => {
+                self.shard.counters.count_client_abort();
+                None
+            }
+        };
+        self.bufs.scratch = body;
+        let Some(response) = response else {
+            return false;
+        };
+        self.shard.counters.count_answer(response.status);
+        let keep = req.keepalive && read.is_ok();
+        self.send_own(&response, keep, req.head_request, req.timeouts.send)
+            .await
+    }
+
+    /// Answers a refused request with nginx's error page for its status; the connection closes after it.
+    pub(super) async fn refuse(&mut self, r: Rejection, wait: Duration) {
+        self.shard.counters.count_answer(sent_status(r.status));
+        let shard = Rc::clone(&self.shard);
+        self.send_own(shard.error_answer(r.status), false, false, wait).await;
+    }
+
+    /// Sends nginx's error page for `status`; the connection stays open only if the request body was consumed.
+    pub(super) async fn error_page(&mut self, status: u16, req: &Routed, body_consumed: bool) -> bool {
+        self.shard.counters.count_answer(status);
+        let keep = req.keepalive && body_consumed;
+        let shard = Rc::clone(&self.shard);
+        self.send_own(shard.error_answer(status), keep, req.head_request, req.timeouts.send)
+            .await
+    }
+}
+
+/// Answers an endpoint request: a change on the control thread (the shard serves its other connections
+/// meanwhile), anything else here.
+async fn endpoint_response(shared: &Arc<Shared>, endpoint: AdminEndpoint, request: AdminRequest<'_>) -> AdminResponse {
+    let Some(control) = shared
+        .control_thread
+        .as_ref()
+        .filter(|_| crate::admin::changes(endpoint, request.method))
+    else {
+        return crate::admin::handle(shared, endpoint, &request);
+    };
+    let owned = crate::admin::OwnedAdminRequest {
+        method: request.method.to_string(),
+        path: request.path.to_string(),
+        args: request.args.map(str::to_string),
+        body: request.body.to_vec(),
+    };
+    let on_control = Arc::clone(shared);
+    let job = move || crate::admin::handle(&on_control, endpoint, &owned.as_request());
+    control
+        .run(job)
+        .await
+        .unwrap_or_else(|| crate::admin::api::error(500, "InternalError", "the control thread is gone"))
+}

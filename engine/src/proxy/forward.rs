@@ -1,0 +1,217 @@
+//! Proxying one routed request to its upstream: hold a body that fits (so a retry can send it again), pick a
+//! peer, run a try ([`super::exchange`]), follow nginx's retry decision ([`super::retry`]), then pass the response
+//! to the client and keep both connections when they can serve again.
+
+use super::body::{forward_body, BodyCopy, BodyError, Limits, Relay};
+use super::client::{ClientConn, Routed};
+use super::exchange::{exchange, ResponseInfo, StreamedBody, TryIo, TryTarget};
+use super::retry::{NextStep, RetryState};
+use crate::access_log::record::TryPeer;
+use crate::balance::{Attempt, Outcome, Peer};
+use crate::http::chunked::ChunkedDecoder;
+use crate::http::pages::DateCache;
+use crate::http::response::{parse_response, write_client_head};
+use crate::http::{BodyFraming, Rejection};
+use crate::runtime::Runtime;
+use crate::shard::Buffers;
+use crate::snapshot::route::ProxyPlan;
+use crate::snapshot::Snapshot;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// How one try on a peer ended, for the loop over peers.
+enum TryResult {
+    /// The response went to the client; whether the client connection stays open.
+    Done(bool),
+    /// The peer's status is passed to the next peer (already reported).
+    Retry,
+    /// The try failed before a usable answer.
+    Failed(super::exchange::Failure),
+}
+
+impl<R: Runtime> ClientConn<R> {
+    /// Proxies one request; returns whether the client connection stays open.
+    pub(super) async fn proxy(&mut self, snap: &Snapshot, plan: &ProxyPlan, req: &Routed) -> bool {
+        let Some(up) = snap.http_plans.get(plan.upstream) else {
+            return false;
+        };
+        let replayable = match hold_whole_body(req, &mut self.bufs, &mut self.decoder) {
+            Ok(r) => r,
+            Err(refusal) => {
+                self.refuse(refusal, req.timeouts.send).await;
+                return false;
+            }
+        };
+        let shard = Rc::clone(&self.shard);
+        let mut retry = RetryState {
+            shard: &shard,
+            snap,
+            plan,
+            attempt: Attempt::new(up, plan.conf.next_upstream_tries, &self.bufs.key),
+            started: Instant::now(),
+            replayable,
+        };
+        loop {
+            let Some(peer) = retry.pick(&self.bufs.key) else {
+                crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
+                self.bufs.log.no_live(plan.upstream);
+                return self.error_page(502, req, replayable).await;
+            };
+            let failure = match self.try_peer(&mut retry, req, peer).await {
+                TryResult::Done(keep) => return keep,
+                TryResult::Retry => continue,
+                TryResult::Failed(f) => f,
+            };
+            self.bufs.log.mark_failed(failure.kind.is_timeout());
+            match retry.after_failure(failure, req.kind(), peer.addr) {
+                NextStep::Retry => {}
+                NextStep::Answer(status) => return self.error_page(status, req, replayable).await,
+                NextStep::Refuse(status) => {
+                    self.refuse(Rejection::new(status, "request body refused"), req.timeouts.send)
+                        .await;
+                    return false;
+                }
+                NextStep::Close => {
+                    self.shard.counters.count_client_abort();
+                    self.bufs.log.answered(499, 0, 0);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// One try on `peer`: send the request, read the head, and either pass the response on or say why not.
+    async fn try_peer(&mut self, retry: &mut RetryState<'_, R>, req: &Routed, peer: &Peer) -> TryResult {
+        peer.slot.count_request();
+        self.bufs.log.try_start(TryPeer::Addr(peer.addr));
+        let body = (!retry.replayable).then_some(StreamedBody {
+            client: &mut self.sock,
+            framing: req.body,
+            max: req.max_body,
+            timeout: req.timeouts.body,
+        });
+        let io = TryIo {
+            request: &self.bufs.request,
+            client_buf: &mut self.bufs.client,
+            ubuf: &mut self.bufs.upstream,
+            decoder: &mut self.decoder,
+            log: &mut self.bufs.log,
+            head_request: req.head_request,
+        };
+        let to = TryTarget {
+            shard: retry.shard,
+            snap: retry.snap,
+            plan: retry.plan,
+            addr: peer.addr,
+        };
+        let started = Instant::now();
+        match exchange::<R>(to, body, io).await {
+            Ok((conn, info)) if !retry.retry_on_status(info.status, req.kind()) => {
+                peer.slot.count_response(info.status);
+                let sent = info.sent;
+                let (keep, received) = self.pass_response(to, req, conn, info).await;
+                peer.slot.record_response_time(self.shard.index, started.elapsed());
+                peer.slot.count_bytes(sent, received);
+                retry.report(Outcome::Success);
+                TryResult::Done(keep)
+            }
+            Ok(_) => TryResult::Retry,
+            Err(f) => TryResult::Failed(f),
+        }
+    }
+
+    /// Passes an upstream response to the client (head rewritten, body streamed) and keeps the upstream connection
+    /// when it can serve again. Returns whether the client connection stays open, and the bytes read from the
+    /// upstream.
+    async fn pass_response(
+        &mut self,
+        from: TryTarget<'_, R>,
+        req: &Routed,
+        mut conn: R::Conn,
+        info: ResponseInfo,
+    ) -> (bool, u64) {
+        let chunked = info.body == BodyFraming::Chunked;
+        let relay = if chunked && !req.client_11 {
+            Relay::Dechunk
+        } else {
+            Relay::Verbatim
+        };
+        let keep_client = req.keepalive && info.body != BodyFraming::UntilClose && relay == Relay::Verbatim;
+        let bufs = &mut self.bufs;
+        let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
+        let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
+            return (false, info.head_len as u64);
+        };
+        let chunked_out = chunked && relay == Relay::Verbatim;
+        self.shard.date(DateCache::now_secs(), |d| {
+            write_client_head(&resp, d, keep_client, chunked_out, &mut bufs.out)
+        });
+        bufs.upstream.consume(info.head_len);
+        let copy = BodyCopy {
+            framing: info.body,
+            relay,
+            limits: Limits {
+                read: from.plan.conf.read_timeout,
+                write: req.timeouts.send,
+                max_body: 0,
+            },
+        };
+        let head_bytes = bufs.out.len();
+        let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
+        let sent = forward_body::<R>(&mut conn, ubuf, &mut self.decoder, &mut self.sock, out, copy).await;
+        let body = *sent.as_ref().unwrap_or(&0);
+        bufs.log.answered(info.status, head_bytes, body);
+        let received = info.head_len as u64 + body;
+        let keep = match sent {
+            Ok(_) => {
+                if info.reusable && from.plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
+                    from.shard
+                        .pool_put(from.snap, from.plan.upstream, from.addr, conn, info.requests + 1);
+                }
+                keep_client
+            }
+            Err(BodyError::Write(_)) => false,
+            Err(e) => {
+                log_response_error(from.addr, &e);
+                false
+            }
+        };
+        (keep, received)
+    }
+}
+
+fn log_response_error(addr: SocketAddr, e: &BodyError) {
+    crate::log_error!("upstream {addr}: {e} while sending the response to the client");
+}
+
+/// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can
+/// send it again) and returns true; otherwise it will be streamed, and the request cannot be resent. A chunked
+/// body already malformed in the buffer is an error: it is never forwarded.
+fn hold_whole_body(req: &Routed, bufs: &mut Buffers, decoder: &mut ChunkedDecoder) -> Result<bool, Rejection> {
+    let avail = bufs.client.readable();
+    let take = match req.body {
+        BodyFraming::None | BodyFraming::UntilClose => return Ok(true),
+        BodyFraming::Length(n) => match usize::try_from(n) {
+            Ok(n) if n <= avail.len() => n,
+            _ => return Ok(false),
+        },
+        BodyFraming::Chunked => {
+            decoder.reset();
+            let mut data = 0u64;
+            let used = decoder
+                .feed(avail, |d| data += d.len() as u64)
+                .map_err(|_| Rejection::bad("malformed chunked body"))?;
+            if req.max_body != 0 && data > req.max_body {
+                return Err(Rejection::new(413, "body larger than client_max_body_size"));
+            }
+            if !decoder.is_done() {
+                return Ok(false);
+            }
+            used
+        }
+    };
+    bufs.request.extend_from_slice(&avail[..take]);
+    bufs.client.consume(take);
+    Ok(true)
+}
