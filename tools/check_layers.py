@@ -86,15 +86,15 @@ def code_lines(text):
         yield n, line
 
 
-def graph():
+def graph(root=ROOT):
     edges = {}
-    modules = {f[:-3] if f.endswith(".rs") else f for f in os.listdir(ROOT) if f != "lib.rs"}
-    for dirpath, _, files in os.walk(ROOT):
+    modules = {f[:-3] if f.endswith(".rs") else f for f in os.listdir(root) if f != "lib.rs"}
+    for dirpath, _, files in os.walk(root):
         for f in files:
             if not f.endswith(".rs"):
                 continue
             path = os.path.join(dirpath, f)
-            rel = os.path.relpath(path, ROOT)
+            rel = os.path.relpath(path, root)
             if rel == "lib.rs":
                 continue
             src = top_module(rel)
@@ -147,7 +147,35 @@ def sccs(nodes, edges):
     return out
 
 
+def self_test():
+    """The check finds a planted cycle, and ignores test modules, comments and string literals."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        files = {
+            "a.rs": "use crate::b::X;\n",
+            "b/mod.rs": "// crate::c in a comment\nconst S: &str = \"crate::c\";\npub fn f() { crate::a::g() }\n",
+            "c.rs": "#[cfg(test)]\nmod tests {\n    use crate::a;\n    const T: &str = \"}\";\n}\npub fn h() {}\n",
+        }
+        for name, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(d, name)), exist_ok=True)
+            with open(os.path.join(d, name), "w", encoding="utf-8") as fh:
+                fh.write(text)
+        edges = graph(d)
+        got = {s: set(ds) for s, ds in edges.items()}
+        want = {"a": {"b"}, "b": {"a"}}
+        if got != want:
+            print(f"check_layers self-test failed: edges {got}, expected {want}", file=sys.stderr)
+            return 1
+        nodes = set(edges) | {x for ds in edges.values() for x in ds}
+        if not any(c == {"a", "b"} for c in sccs(nodes, edges)):
+            print("check_layers self-test failed: the a <-> b cycle was not found", file=sys.stderr)
+            return 1
+    return 0
+
+
 def main():
+    if self_test():
+        return 1
     edges = graph()
     nodes = set(edges) | {d for ds in edges.values() for d in ds}
     comps = sccs(nodes, edges)

@@ -15,7 +15,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Why a new config was not applied (the running one stays).
 #[derive(Debug, thiserror::Error)]
@@ -86,8 +85,8 @@ impl Default for Control {
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             api_changes: AtomicU64::new(0),
-            started_at: now_ms() / 1000,
-            loaded_at_ms: AtomicU64::new(now_ms()),
+            started_at: crate::clock::now_ms() / 1000,
+            loaded_at_ms: AtomicU64::new(crate::clock::now_ms()),
         }
     }
 }
@@ -125,7 +124,7 @@ impl Control {
         match Self::build(current, zone, change).and_then(|snap| Self::publish(snap, &mut health, current)) {
             Ok(generation) => {
                 done.fetch_add(1, Ordering::Relaxed);
-                self.loaded_at_ms.store(now_ms(), Ordering::Relaxed);
+                self.loaded_at_ms.store(crate::clock::now_ms(), Ordering::Relaxed);
                 Ok(generation)
             }
             Err(e) => {
@@ -215,13 +214,6 @@ impl ControlThread {
             rx.await.ok()
         }
     }
-}
-
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Binds each listen address `new` has and `old` has not, the way a shard will (`SO_REUSEPORT`), and lets it go: an

@@ -5,6 +5,10 @@
 //! Each shard also has a [`ShardSlot`] of connection and request counters here, handed to it at start-up.
 //! Nothing here depends on an async runtime.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![deny(rust_2018_idioms)]
+
 mod guard;
 mod latency;
 mod shard_slot;

@@ -36,10 +36,15 @@ impl PeerFlags {
 /// The class of an upstream response status, for the per-peer counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatusClass {
+    /// 1xx.
     Informational = 0,
+    /// 2xx.
     Success = 1,
+    /// 3xx.
     Redirection = 2,
+    /// 4xx.
     ClientError = 3,
+    /// 5xx.
     ServerError = 4,
 }
 
@@ -60,18 +65,29 @@ impl StatusClass {
 /// A snapshot of a slot's counters, for metrics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PeerStats {
+    /// Active connections (nginx's `conns`), over all shards.
     pub conns: u32,
+    /// Failures counted in the current `fail_timeout` window (nginx's `fails`).
     pub fails: u32,
+    /// When the peer was last checked (seconds; nginx's `checked`).
     pub checked: u64,
+    /// When the peer last failed (seconds; nginx's `accessed`).
     pub accessed: u64,
+    /// The peer's state bits ([`PeerFlags`]: down, drain, unhealthy...).
     pub flags: u32,
+    /// Times a balancer chose the peer.
     pub selected: u64,
     /// When the peer was last selected (seconds; 0 = never).
     pub last_selected: u64,
+    /// Requests sent to the peer.
     pub requests: u64,
+    /// Responses by status class, indexed by [`StatusClass`].
     pub responses: [u64; 5],
+    /// Tries that failed (connect errors, timeouts, invalid headers, retried statuses).
     pub failures: u64,
+    /// Bytes sent to the peer.
     pub bytes_sent: u64,
+    /// Bytes received from the peer.
     pub bytes_received: u64,
     /// When the peer last came back (seconds; 0 = never), the start of its slow-start ramp.
     pub recovered_at: u64,
@@ -79,6 +95,7 @@ pub struct PeerStats {
     pub unavail: u64,
     /// The peer's id in its upstream (the API's `id`), given by the zone.
     pub id: u32,
+    /// What the active health checks recorded.
     pub health: HealthStats,
 }
 

@@ -10,8 +10,11 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 /// A peer's identity: the upstream it belongs to, the text of its `server` line, and the resolved address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PeerKey {
+    /// The upstream's name.
     pub upstream: String,
+    /// The `server` line's argument as written.
     pub server: String,
+    /// The address it resolved to.
     pub addr: SocketAddr,
 }
 

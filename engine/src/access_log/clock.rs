@@ -2,7 +2,6 @@
 //! (`28/Sep/1970:12:00:00 +0600`), `$time_iso8601` (`1970-09-28T12:00:00+06:00`), and `$msec`.
 
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -124,7 +123,7 @@ pub struct LogClock {
 impl LogClock {
     /// Reads the wall clock, re-rendering the texts when the second changed.
     pub fn update(&mut self) {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let now = crate::clock::since_epoch();
         let secs = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
         self.millis = now.subsec_millis();
         if secs != self.second || self.local.is_empty() {

@@ -183,6 +183,7 @@ mod tests {
         let mut fds = [0; 2];
         // SAFETY: pipe fills two descriptors, each then owned by exactly one File.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the two descriptors pipe() just opened, nothing else owns them.
         let (mut reader, writer) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
         let file = Arc::new(writer);
         // Nobody reads the pipe yet: the writer blocks once the pipe (64 KiB) is full, and the queue fills.

@@ -38,18 +38,24 @@ use std::fmt;
 /// The peer a balancer chose: which list, which index in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Choice {
+    /// The list the peer is on.
     pub list: ListKind,
+    /// Its index in that list.
     pub index: usize,
 }
 
 /// Everything one `choose` call may read and change.
 pub struct PickCx<'a> {
+    /// The upstream being picked from.
     pub plan: &'a UpstreamPlan,
+    /// The shard's private state for it (SWRR weights, RNG).
     pub shard: &'a mut ShardState,
+    /// The request's walk so far (tried peers, tries, hash state).
     pub attempt: &'a mut AttemptState,
     /// The request's key bytes: the evaluated `hash` template, or the address bytes for `ip_hash`; empty otherwise.
     pub key: &'a [u8],
-    /// Whole seconds, cached per event-loop turn (nginx's `ngx_time()`).
+    /// Whole seconds since the epoch, read once for this pick by the caller ([`crate::clock::now_secs`]; nginx
+    /// reads its per-loop-turn cache `ngx_time()`).
     pub now: u64,
 }
 
@@ -90,8 +96,11 @@ impl Weights {
 /// What one shard keeps for one upstream, as nginx keeps it per worker: never shared, never locked.
 #[derive(Debug, Clone)]
 pub struct ShardState {
+    /// SWRR weights of the primary list.
     pub primary: Weights,
+    /// SWRR weights of the backup list.
     pub backup: Weights,
+    /// The shard's random generator (`random`), seeded per shard.
     pub rng: SmallRng,
 }
 

@@ -12,7 +12,12 @@ pub enum TryEnd {
     /// The peer answered with this status.
     Status(u16),
     /// The try failed before a usable answer; `sent` says whether any of the request reached the peer.
-    Failed { cause: FailCause, sent: bool },
+    Failed {
+        /// Which nginx condition the failure is.
+        cause: FailCause,
+        /// Some of the request reached the peer.
+        sent: bool,
+    },
 }
 
 /// nginx's failure conditions.
@@ -29,13 +34,16 @@ pub enum FailCause {
 /// Which proxy the try belongs to (a stream session has no status line: every give-up is 502).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proto {
+    /// The HTTP proxy.
     Http,
+    /// The TCP (`stream`) proxy.
     Stream,
 }
 
 /// What the request allows besides the rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TryCx {
+    /// The proxy the try belongs to.
     pub proto: Proto,
     /// Tries left *before* this try is reported (nginx's `u->peer.tries`).
     pub tries_left: usize,

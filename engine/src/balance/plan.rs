@@ -11,7 +11,9 @@ use std::sync::Arc;
 /// Which of an upstream's two lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListKind {
+    /// The servers without `backup`.
     Primary,
+    /// The `backup` servers, tried when no primary peer is usable.
     Backup,
 }
 
@@ -20,8 +22,11 @@ pub enum ListKind {
 pub struct Peer {
     /// The `server` line's argument as written (consistent hashing keys on it).
     pub server: Arc<str>,
+    /// The address connected to.
     pub addr: SocketAddr,
+    /// `weight=` (default 1).
     pub weight: u32,
+    /// `max_fails=` (default 1; 0 = failures never take the peer out).
     pub max_fails: u32,
     /// Seconds.
     pub fail_timeout: u64,
@@ -69,6 +74,7 @@ impl Peer {
 /// A list of peers (primary or backup) with nginx's per-list totals.
 #[derive(Debug, Clone, Default)]
 pub struct PeerList {
+    /// The peers in config order.
     pub peers: Vec<Peer>,
     /// Σ weight over all peers, down ones included (the hash walks depend on it).
     pub total_weight: u64,
@@ -147,6 +153,7 @@ impl KeySpec {
 /// Why a plan could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
+    /// An upstream without a `server` line (nginx refuses it the same way).
     #[error("no servers are inside upstream \"{0}\"")]
     NoServers(String),
 }
@@ -154,12 +161,17 @@ pub enum PlanError {
 /// An upstream ready for picking: both lists, totals, `single`, and its balancer.
 #[derive(Debug)]
 pub struct UpstreamPlan {
+    /// The upstream's name.
     pub name: String,
+    /// The primary peers.
     pub primary: PeerList,
+    /// The backup peers.
     pub backup: PeerList,
     /// nginx's `single`: one primary peer and no backup list.
     pub single: bool,
+    /// What a request contributes to the pick.
     pub key: KeySpec,
+    /// The method, built at load.
     pub balancer: Box<dyn Balancer>,
 }
 

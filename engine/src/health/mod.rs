@@ -19,7 +19,6 @@ pub mod probe;
 
 use crate::balance::UpstreamPlan;
 use crate::config::model::{HealthCheck, HealthConf};
-use crate::http::pages::DateCache;
 use crate::snapshot::Snapshot;
 use corelb_shared_state::{PeerFlags, PeerSlot};
 use matcher::Matcher;
@@ -332,7 +331,7 @@ impl UpstreamChecker {
             return;
         }
         // The data plane's clock (`now` of the balancers), for `recovered_at`.
-        let now = DateCache::now_secs();
+        let now = crate::clock::now_secs();
         if let Some(check) = self.checks.get_mut(ci) {
             for ((_, slot), (state, v)) in self.peers.iter().zip(check.states.iter_mut().zip(&verdicts)) {
                 slot.record_check(v.passed, v.status);

@@ -1,8 +1,6 @@
 //! Fixed answers: status reason phrases, nginx-style error pages (nginx's exact layout, with `corelb` in the
 //! footer where nginx prints its name), and the cached `Date` header value.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 /// The name in the `Server` header and in error page footers.
 pub const SERVER_NAME: &str = "corelb";
 
@@ -122,11 +120,6 @@ impl Default for DateCache {
 }
 
 impl DateCache {
-    /// The current wall-clock time in whole seconds.
-    pub fn now_secs() -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-    }
-
     /// The value for `now` (seconds since the epoch), reformatted only when the second changed.
     pub fn get(&mut self, now: u64) -> &[u8] {
         if now != self.secs {

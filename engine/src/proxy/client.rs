@@ -8,7 +8,7 @@ use super::retry::RequestKind;
 use crate::admin::{AdminRequest, AdminResponse};
 use crate::config::model::AdminEndpoint;
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::pages::{sent_status, DateCache};
+use crate::http::pages::sent_status;
 use crate::http::vars::ConnVars;
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
@@ -101,7 +101,7 @@ impl<R: Runtime> ClientConn<R> {
         let out = &mut self.bufs.out;
         out.clear();
         self.shard
-            .date(DateCache::now_secs(), |d| answer.write(d, keep, head_request, out));
+            .date(crate::clock::now_secs(), |d| answer.write(d, keep, head_request, out));
         let body = if head_request { 0 } else { answer.body_len() };
         self.bufs.log.answered(
             sent_status(answer.status()),

@@ -9,7 +9,6 @@ use super::retry::{NextStep, RetryState};
 use crate::access_log::record::TryPeer;
 use crate::balance::{Attempt, Outcome, Peer};
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::pages::DateCache;
 use crate::http::response::{parse_response, write_client_head};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
@@ -144,7 +143,7 @@ impl<R: Runtime> ClientConn<R> {
             return (false, info.head_len as u64);
         };
         let chunked_out = chunked && relay == Relay::Verbatim;
-        self.shard.date(DateCache::now_secs(), |d| {
+        self.shard.date(crate::clock::now_secs(), |d| {
             write_client_head(&resp, d, keep_client, chunked_out, &mut bufs.out)
         });
         bufs.upstream.consume(info.head_len);

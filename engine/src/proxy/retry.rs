@@ -5,7 +5,6 @@
 use super::exchange::{Failure, FailureKind, Sent};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome, Peer};
-use crate::http::pages::DateCache;
 use crate::runtime::Runtime;
 use crate::shard::Shard;
 use crate::snapshot::route::ProxyPlan;
@@ -42,7 +41,7 @@ pub struct RetryState<'a, R: Runtime> {
 impl<'a, R: Runtime> RetryState<'a, R> {
     /// Picks the next peer for this request (`None`: no live upstreams).
     pub fn pick(&mut self, key: &[u8]) -> Option<&'a Peer> {
-        let now = DateCache::now_secs();
+        let now = crate::clock::now_secs();
         let attempt = &mut self.attempt;
         self.shard
             .with_http_state(self.snap, self.plan.upstream, |st| attempt.pick(st, key, now))
@@ -53,7 +52,7 @@ impl<'a, R: Runtime> RetryState<'a, R> {
     pub fn report(&mut self, outcome: Outcome) {
         let attempt = &mut self.attempt;
         self.shard.with_http_state(self.snap, self.plan.upstream, |st| {
-            attempt.report(outcome, st, DateCache::now_secs())
+            attempt.report(outcome, st, crate::clock::now_secs())
         });
     }
 

@@ -4,7 +4,6 @@
 use super::pump::{pump, Half, PumpEnd};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
-use crate::http::pages::DateCache;
 use crate::http::vars::ConnVars;
 use crate::runtime::{Conn, Runtime};
 use crate::shard::Shard;
@@ -34,7 +33,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
     let rules = next::stream_rules(srv.next_upstream);
     let (mut upstream, peer) = loop {
-        let now = DateCache::now_secs();
+        let now = crate::clock::now_secs();
         let picked = shard
             .with_stream_state(&snap, srv.upstream, |st| attempt.pick(st, &key, now))
             .flatten();
@@ -60,7 +59,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
                 };
                 let step = next::decide(&rules, TryEnd::Failed { cause, sent: false }, cx);
                 shard.with_stream_state(&snap, srv.upstream, |st| {
-                    attempt.report(Outcome::Failed, st, DateCache::now_secs())
+                    attempt.report(Outcome::Failed, st, crate::clock::now_secs())
                 });
                 if !matches!(step, Step::Retry(_)) {
                     return;
@@ -80,6 +79,6 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     peer.slot.count_bytes(up_half.bytes, down_half.bytes);
     peer.slot.record_response_time(shard.index, session.elapsed());
     shard.with_stream_state(&snap, srv.upstream, |st| {
-        attempt.report(Outcome::Success, st, DateCache::now_secs())
+        attempt.report(Outcome::Success, st, crate::clock::now_secs())
     });
 }

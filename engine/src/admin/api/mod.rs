@@ -10,13 +10,11 @@ mod route;
 mod views;
 
 use super::{AdminRequest, AdminResponse};
-use crate::http::pages::DateCache;
 use crate::snapshot::Snapshot;
 use crate::state::Shared;
 use change::Change;
 use json::Json;
 use route::{Block, RouteError, Target};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The API versions served (`GET /api/` lists them).
 pub const VERSIONS: &[u32] = &[9];
@@ -111,12 +109,12 @@ fn allowed(target: Target<'_>) -> &'static str {
 
 /// A `GET` (or `HEAD`) answer.
 fn read(shared: &Shared, snap: &Snapshot, target: Target<'_>, args: Option<&str>) -> Result<(u16, Json), ApiError> {
-    let now = DateCache::now_secs();
+    let now = crate::clock::now_secs();
     let fields = json::requested_fields(args);
     let mut body = match target {
         Target::Versions => Json::Arr(VERSIONS.iter().map(|v| Json::Num(u64::from(*v))).collect()),
         Target::Root => Json::strings(&["nginx", "http", "stream"]),
-        Target::Nginx => views::nginx(shared, now_ms()),
+        Target::Nginx => views::nginx(shared, crate::clock::now_ms()),
         Target::BlockRoot(_) => Json::strings(&["upstreams"]),
         Target::Upstreams(b) => return Ok((200, views::upstream_map(snap, b, &shared.zone, now, fields.as_deref()))),
         Target::Upstream(b, name) => views::upstream(dynamic_upstream(snap, b, name)?, b, &shared.zone, now),
@@ -151,12 +149,6 @@ fn server_id(text: &str) -> Result<u32, ApiError> {
     }
     text.parse()
         .map_err(|_| ApiError::new(400, "UpstreamBadServerId", "invalid server ID".into()))
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// nginx Plus's error object.

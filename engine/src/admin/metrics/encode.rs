@@ -30,7 +30,7 @@ fn peer_labels(p: &PeerReading) -> PeerLabels<'_> {
 struct Latency(LatencySnapshot);
 
 impl EncodeMetric for Latency {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
+    fn encode(&self, mut encoder: MetricEncoder<'_>) -> Result<(), fmt::Error> {
         let mut buckets = [(f64::INFINITY, 0u64); LATENCY_BUCKETS];
         for (i, (out, &n)) in buckets.iter_mut().zip(&self.0.buckets).enumerate() {
             let bound = LATENCY_BOUNDS_US.get(i).map_or(f64::INFINITY, |&us| us as f64 / MICROS);
@@ -77,7 +77,7 @@ fn seconds(micros: u64) -> ConstGauge<f64> {
 }
 
 impl Collector for Reading {
-    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+    fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
         self.encode_process(&mut enc)?;
         self.encode_shards(&mut enc)?;
         encode_peers(&mut enc, "upstream_peer", &self.http, Protocol::Http)?;

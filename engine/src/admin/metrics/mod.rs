@@ -9,7 +9,6 @@ pub mod encode;
 pub mod read;
 
 use super::{AdminRequest, AdminResponse};
-use crate::http::pages::DateCache;
 use crate::state::Shared;
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
@@ -23,7 +22,7 @@ pub fn handle(shared: &Shared, req: &AdminRequest<'_>) -> AdminResponse {
     if req.method != "GET" && req.method != "HEAD" {
         return text(405, Some("GET, HEAD"), b"method not allowed\n".to_vec());
     }
-    match render(Reading::take(shared, DateCache::now_secs())) {
+    match render(Reading::take(shared, crate::clock::now_secs())) {
         Ok(body) => AdminResponse {
             status: 200,
             content_type: prometheus_text::CONTENT_TYPE,
