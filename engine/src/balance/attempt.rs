@@ -73,7 +73,7 @@ pub struct AttemptState {
     /// `hash`: the re-hash counter.
     pub rehash: u32,
     /// ip_hash/hash/consistent hash/random: misses so far (after 20, round robin takes over).
-    pub bal_tries: u32,
+    pub misses: u32,
     /// ip_hash: the running hash, seeded with 89 and stored only on success.
     pub iphash: u32,
 }
@@ -87,7 +87,7 @@ impl AttemptState {
             tries,
             hash: 0,
             rehash: 0,
-            bal_tries: 0,
+            misses: 0,
             iphash: 89,
         }
     }
@@ -95,12 +95,12 @@ impl AttemptState {
     /// Whether the hash-style methods (ip_hash, hash, consistent hash, random) have missed more than nginx's 20
     /// times in this request, after which round robin takes over.
     pub fn misses_exhausted(&self) -> bool {
-        self.bal_tries > MAX_MISSES
+        self.misses > MAX_MISSES
     }
 
     /// Counts one miss (a tried or unusable candidate); `true` once the budget of 20 is exceeded.
     pub fn miss(&mut self) -> bool {
-        self.bal_tries += 1;
+        self.misses += 1;
         self.misses_exhausted()
     }
 

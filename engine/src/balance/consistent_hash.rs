@@ -380,7 +380,7 @@ mod tests {
                 let mut lab = Lab::new(method(), spec_servers(weights, down_set));
                 let (got, st) = lab.fail_walk(key.as_bytes(), NOW);
                 assert_eq!(got, picks, "{key} {weights:?} {down_set:?}");
-                assert_eq!((st.hash, st.bal_tries), (pos, misses), "{key}");
+                assert_eq!((st.hash, st.misses), (pos, misses), "{key}");
             }
         }
     }

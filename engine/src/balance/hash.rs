@@ -186,7 +186,7 @@ mod tests {
             let mut lab = Lab::new(method(), spec_servers([1, 1, 1], down_set));
             let (got, st) = lab.fail_walk(key.as_bytes(), NOW);
             assert_eq!(got, picks, "{key} down {down_set:?}");
-            assert_eq!((st.hash, st.rehash, st.bal_tries), (acc, rehash, misses), "{key}");
+            assert_eq!((st.hash, st.rehash, st.misses), (acc, rehash, misses), "{key}");
         };
         for (key, picks, acc, rehash, misses) in equal {
             check(&[], key, &picks, acc, rehash, misses);

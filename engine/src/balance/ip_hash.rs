@@ -206,7 +206,7 @@ mod tests {
             let mut lab = Lab::new(Method::IpHash, spec_servers([1, 1, 1], &[]));
             let (got, state) = lab.fail_walk(&key_of(ip), NOW);
             assert_eq!(got, picks, "{ip}");
-            assert_eq!((state.bal_tries, state.iphash), (misses, h), "{ip}");
+            assert_eq!((state.misses, state.iphash), (misses, h), "{ip}");
             assert_eq!(lab.cw(), [0, 0, 0], "{ip}: ip_hash never touches current weights");
         }
     }
@@ -230,7 +230,7 @@ mod tests {
             .pick(&mut shard, &key, NOW)
             .map(|p| short(&p.server).to_string());
         assert_eq!(first.as_deref(), Some("s1"));
-        assert_eq!((attempt.state().bal_tries, attempt.state().iphash), (21, SEED));
+        assert_eq!((attempt.state().misses, attempt.state().iphash), (21, SEED));
         attempt.report(Outcome::Failed, &mut shard, NOW);
         let second = attempt
             .pick(&mut shard, &key, NOW)

@@ -153,7 +153,7 @@ mod tests {
         let list = peer_list(&[1, 1, 1]);
         let mut st = AttemptState::new(3);
         assert_eq!(Random::walk_two(&list, &mut st, NOW, &mut scripted(&[0, 1])), Some(1));
-        assert_eq!(st.bal_tries, 1, "the first accepted pick counts as a try");
+        assert_eq!(st.misses, 1, "the first accepted pick counts as a try");
         // b busier than a: a kept, whichever order
         let busy = list.peers[1].slot.try_acquire(0);
         assert!(busy.is_some());
@@ -183,7 +183,7 @@ mod tests {
             Random::walk_two(&list, &mut st, NOW, &mut scripted(&[0, 0, 2, 3, 1])),
             Some(1)
         );
-        assert_eq!(st.bal_tries, 4);
+        assert_eq!(st.misses, 4);
     }
 
     #[test]
@@ -196,18 +196,18 @@ mod tests {
             0
         };
         assert_eq!(Random::walk_two(&list, &mut st, NOW, &mut always_a), None);
-        assert_eq!((draws, st.bal_tries), (21, 21));
+        assert_eq!((draws, st.misses), (21, 21));
         let mut st = AttemptState::new(2);
         st.tried.insert(0);
         assert_eq!(Random::walk_one(&list, &mut st, NOW, &mut scripted(&[0])), None);
-        assert_eq!(st.bal_tries, 21);
+        assert_eq!(st.misses, 21);
         let mut st = AttemptState::new(2);
         st.tried.insert(0);
         assert_eq!(
             Random::walk_one(&list, &mut st, NOW, &mut scripted(&[0, 0, 1])),
             Some(1)
         );
-        assert_eq!(st.bal_tries, 2);
+        assert_eq!(st.misses, 2);
     }
 
     #[test]

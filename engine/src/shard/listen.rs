@@ -3,7 +3,7 @@
 
 use super::{spawn_connection, Shard, StartError};
 use crate::runtime::{Listener, Runtime};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Role, Snapshot};
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -11,14 +11,6 @@ use std::time::Duration;
 
 /// Listen backlog (nginx's default 511).
 const BACKLOG: i32 = 511;
-
-/// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
-/// address in the snapshot a connection runs on, so a reload that reorders the config moves no connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Role {
-    Http,
-    Stream,
-}
 
 /// Tells one accept loop to close its listener (a reload removed the address).
 #[derive(Default)]
@@ -48,9 +40,7 @@ pub(super) struct Listeners {
 
 /// Every listen address of `snap` with its role.
 fn wanted(snap: &Snapshot) -> Vec<(SocketAddr, Role)> {
-    snap.listen_addrs()
-        .map(|(addr, stream)| (addr, if stream { Role::Stream } else { Role::Http }))
-        .collect()
+    snap.listen_addrs().collect()
 }
 
 impl Listeners {

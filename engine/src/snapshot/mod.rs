@@ -14,6 +14,14 @@ use std::net::SocketAddr;
 pub mod logs;
 pub mod route;
 
+/// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
+/// address in the snapshot a connection runs on, so a reload that reorders the config moves no connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Http,
+    Stream,
+}
+
 /// Why a config could not become a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SnapshotError {
@@ -191,10 +199,10 @@ impl Snapshot {
         self.stream_ports.iter().find(|p| p.addr == addr).map(|p| p.server)
     }
 
-    /// Every listen address, http first, with whether it is a stream one.
-    pub fn listen_addrs(&self) -> impl Iterator<Item = (SocketAddr, bool)> + '_ {
-        let http = self.http_ports.iter().map(|p| (p.addr, false));
-        http.chain(self.stream_ports.iter().map(|p| (p.addr, true)))
+    /// Every listen address, http first, with what it serves.
+    pub fn listen_addrs(&self) -> impl Iterator<Item = (SocketAddr, Role)> + '_ {
+        let http = self.http_ports.iter().map(|p| (p.addr, Role::Http));
+        http.chain(self.stream_ports.iter().map(|p| (p.addr, Role::Stream)))
     }
 
     /// The server of `port` for a request naming `host`.
