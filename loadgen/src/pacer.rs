@@ -174,7 +174,7 @@ impl Future for Until<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::tokio_rt::Tokio;
+    use corelb_engine::runtime::tokio_rt::Tokio;
     use std::rc::Rc;
 
     #[test]

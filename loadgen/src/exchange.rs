@@ -3,9 +3,9 @@
 //! dropped; or, in echo mode, the payload written and the same bytes read back.
 
 use super::stats::ErrorKind;
-use crate::http::chunked::{ChunkError, ChunkedDecoder};
-use crate::http::response::{parse_response, MAX_HEADERS};
-use crate::http::BodyFraming;
+use corelb_engine::http::chunked::{ChunkError, ChunkedDecoder};
+use corelb_engine::http::response::{parse_response, MAX_HEADERS};
+use corelb_engine::http::BodyFraming;
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::io;
 

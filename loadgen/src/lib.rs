@@ -1,5 +1,9 @@
 //! `corelb bench`: a thread-per-core load generator, closed loop or open loop at a fixed rate (with wrk2's
 //! coordinated-omission correction), HDR histograms per shard merged at the end, text/.hgrm/JSON/SVG reports.
+//! The proxy engine does not depend on it; it uses the engine's runtime seam, response parsers and preflight.
+
+#![deny(rust_2018_idioms)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod exchange;
 pub mod hgrm;

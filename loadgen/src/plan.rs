@@ -4,7 +4,7 @@
 use super::requests::{self, Common, ListEntry, Prepared};
 use super::target::{parse_target, Mode, Target};
 use super::LoadgenError;
-use crate::config::model::RuntimeKind;
+use corelb_engine::config::model::RuntimeKind;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -218,7 +218,7 @@ fn echo_requests(o: &Options) -> Result<Vec<Prepared>, LoadgenError> {
 }
 
 fn shard_cpus(o: &Options) -> Result<Vec<usize>, LoadgenError> {
-    let allowed = crate::runtime::allowed_cpus().map_err(|e| LoadgenError::Cpu(e.to_string()))?;
+    let allowed = corelb_engine::runtime::allowed_cpus().map_err(|e| LoadgenError::Cpu(e.to_string()))?;
     if allowed.is_empty() {
         return Err(LoadgenError::Cpu("no CPU is allowed to this process".into()));
     }

@@ -4,7 +4,7 @@
 use super::stats::ShardStats;
 use super::target::Mode;
 use super::Plan;
-use crate::config::model::RuntimeKind;
+use corelb_engine::config::model::RuntimeKind;
 use hdrhistogram::Histogram;
 use std::fmt::Write;
 use std::time::Duration;
@@ -191,8 +191,8 @@ pub fn human_bytes(b: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loadgen::plan::Options;
-    use crate::loadgen::stats::Sample;
+    use crate::plan::Options;
+    use crate::stats::Sample;
 
     #[test]
     fn units() {

@@ -5,7 +5,7 @@
 use corelb_engine::config::model::RuntimeKind;
 use corelb_engine::http::request::{parse_request, MAX_HEADERS};
 use corelb_engine::http::BodyFraming;
-use corelb_engine::loadgen::{hgrm, run, Flow, Options, Plan, Report};
+use corelb_loadgen::{hgrm, run, Flow, Options, Plan, Report};
 use hdrhistogram::Histogram;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
