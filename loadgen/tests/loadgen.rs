@@ -345,6 +345,13 @@ fn echo_mode_and_shards() {
 
 #[test]
 fn glommio_runs_where_io_uring_does() {
+    // Whether this machine can run glommio is known before the run: the same two preflight checks the run makes,
+    // with the same figures. That decides the one correct outcome: a run without errors, or the check's message.
+    let io_memory = 2 * corelb_engine::runtime::glommio_rt::IO_MEMORY as u64;
+    let refusal = corelb_engine::preflight::probe_io_uring()
+        .and_then(|()| corelb_engine::preflight::ensure_memlock(io_memory, 1))
+        .err()
+        .map(|e| e.to_string());
     let server = TestServer::start(|_| Duration::ZERO);
     let o = Options {
         url: server.url("/"),
@@ -355,16 +362,15 @@ fn glommio_runs_where_io_uring_does() {
         ..Options::default()
     };
     let result = run(Plan::build(&o).unwrap(), &mut |_| Flow::Go);
-    let io_memory = 2 * corelb_engine::runtime::glommio_rt::IO_MEMORY as u64;
-    let usable = corelb_engine::preflight::probe_io_uring().is_ok()
-        && corelb_engine::preflight::ensure_memlock(io_memory, 1).is_ok();
-    if usable {
-        let r = result.unwrap();
-        assert!(r.stats.requests > 10);
-        assert_eq!((r.runtime, r.stats.errors.total()), ("glommio", 0));
-    } else {
-        // Without io_uring (or enough locked memory) the run fails with a message, not a panic.
-        let err = result.unwrap_err().to_string();
-        assert!(err.contains("io_uring") || err.contains("RLIMIT_MEMLOCK"), "{err}");
+    match (result, refusal) {
+        (Ok(r), None) => {
+            assert!(r.stats.requests > 10, "{} requests", r.stats.requests);
+            assert_eq!((r.runtime, r.stats.errors.total()), ("glommio", 0));
+            assert_eq!(r.stats.status_counts(), vec![(200, r.stats.requests)]);
+        }
+        // Without io_uring (or enough locked memory) the run fails with the preflight's message, not a panic.
+        (Err(e), Some(refusal)) => assert_eq!(e.to_string(), refusal),
+        (Ok(_), Some(refusal)) => panic!("glommio ran although the preflight refused it: {refusal}"),
+        (Err(e), None) => panic!("glommio is usable here, yet the run failed: {e}"),
     }
 }
