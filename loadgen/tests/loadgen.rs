@@ -113,13 +113,15 @@ fn percentiles_match_known_server_delays() {
     let served_slow = (0..server.seen().len() as u64).filter(|&n| slow(n)).count() as u64;
     assert!(h.len() >= 50, "{} requests", h.len());
     assert!(h.min() >= 10 * MS, "min {}", h.min());
-    // Bounds wide enough for a loaded 2-core machine's late wake-ups, narrow enough to tell 10 ms from 60 ms.
+    // The lower bounds are the server's sleeps; the upper ones are wide enough for a loaded 2-core machine's late
+    // wake-ups (one stalled request must not decide the max) and narrow enough to tell 10 ms from 60 ms.
     let p50 = h.value_at_percentile(50.0);
     assert!((10 * MS..30 * MS).contains(&p50), "p50 {p50}");
     let p99 = h.value_at_percentile(99.0);
     assert!((60 * MS..100 * MS).contains(&p99), "p99 {p99}");
-    assert!((60 * MS..150 * MS).contains(&h.max()), "max {}", h.max());
-    let recorded_slow = h.count_between(50 * MS, 3_600_000_000);
+    assert!((60 * MS..500 * MS).contains(&h.max()), "max {}", h.max());
+    // Every slow request takes at least 60 ms; a fast one only gets there if stalled for 50 ms.
+    let recorded_slow = h.count_between(60 * MS, 3_600_000_000);
     // The last request may be cut off by the end of the run.
     assert!(
         recorded_slow == served_slow || recorded_slow + 1 == served_slow,
@@ -145,7 +147,8 @@ fn warmup_results_are_not_counted() {
     });
     let h = &r.stats.corrected;
     assert!(h.len() >= 50, "{} requests", h.len());
-    assert!(h.max() < 150 * MS, "a warmup request was counted: max {}", h.max());
+    // A warmup request takes at least 200 ms; a measured one 1 ms, plus whatever a loaded machine adds.
+    assert!(h.max() < 200 * MS, "a warmup request was counted: max {}", h.max());
     assert!(server.seen().len() as u64 > h.len(), "warmup requests were sent");
     assert!(r.text().contains("after 500.00ms warmup"));
 }
@@ -163,7 +166,7 @@ fn open_loop_corrects_for_coordinated_omission() {
     // Corrected: the ~100 requests queued behind the stall wait 1 s down to 10 ms, so the top 1% is about 1 s.
     let c99 = c.value_at_percentile(99.0);
     assert!(c99 >= 900 * MS, "corrected p99 {c99}");
-    assert!((1000 * MS..1200 * MS).contains(&c.max()), "corrected max {}", c.max());
+    assert!((1000 * MS..1500 * MS).contains(&c.max()), "corrected max {}", c.max());
     assert!(c.value_at_percentile(90.0) >= 500 * MS);
     // Uncorrected: one slow request among ~300, the tail hides.
     let u99 = u.value_at_percentile(99.0);
