@@ -16,6 +16,7 @@ use std::time::Duration;
 
 /// A runtime the bench can open client connections with.
 pub trait ClientRuntime: Runtime {
+    /// A connected client stream.
     type Stream: AsyncRead + AsyncWrite + Unpin + 'static;
 
     /// How late [`ClientRuntime::pacer_sleep`] may wake: the open-loop pacer yields instead of sleeping that close

@@ -39,6 +39,7 @@ pub struct Progress {
     pub requests: u64,
     /// Failed requests so far, warmup included.
     pub errors: u64,
+    /// Still in the warmup.
     pub warming_up: bool,
 }
 
