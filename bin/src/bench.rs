@@ -1,13 +1,13 @@
-//! `corelb bench URL`: the load generator's command line. Parses the options, runs the bench (engine's
-//! `loadgen`), shows a progress line on a terminal, prints the summary and writes the `.hgrm`, JSON and SVG files.
+//! `corelb bench URL`: the load generator's command line. Parses the options, runs the bench (the `corelb-loadgen`
+//! crate), shows a progress line on a terminal, prints the summary and writes the `.hgrm`, JSON and SVG files.
 //! Exit codes: 0 done, 1 the run failed (target unreachable, a shard could not start, a file not written),
 //! 2 bad input.
 
 use clap::Args;
 use corelb_engine::config::model::RuntimeKind;
-use corelb_engine::loadgen::plan::parse_duration;
-use corelb_engine::loadgen::{hgrm, json, svg, Flow, LoadgenError, Options, Plan, Progress, Report};
 use corelb_engine::server::{block_signals, wait_signal};
+use corelb_loadgen::plan::parse_duration;
+use corelb_loadgen::{hgrm, json, svg, Flow, LoadgenError, Options, Plan, Progress, Report};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -135,14 +135,14 @@ fn bench(a: &BenchArgs) -> Result<(), LoadgenError> {
     block_signals();
     let report = if std::io::stderr().is_terminal() {
         let mut line = ProgressLine::default();
-        let r = corelb_engine::loadgen::run(plan, &mut |p| {
+        let r = corelb_loadgen::run(plan, &mut |p| {
             line.show(p);
             interrupted()
         });
         line.clear();
         r?
     } else {
-        corelb_engine::loadgen::run(plan, &mut |_| interrupted())?
+        corelb_loadgen::run(plan, &mut |_| interrupted())?
     };
     print!("{}", report.text());
     write_files(a, &report)

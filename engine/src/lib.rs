@@ -46,5 +46,3 @@ pub mod server;
 pub mod log;
 pub mod preflight;
 pub mod simulate;
-
-pub mod loadgen;

@@ -9,7 +9,7 @@ use super::requests::Prepared;
 use super::stats::{ErrorKind, Sample, ShardStats};
 use super::target::Mode;
 use super::Plan;
-use crate::runtime::timeout;
+use corelb_engine::runtime::timeout;
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::rc::Rc;

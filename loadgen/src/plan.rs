@@ -4,7 +4,7 @@
 use super::requests::{self, Common, ListEntry, Prepared};
 use super::target::{parse_target, Mode, Target};
 use super::LoadgenError;
-use crate::config::model::RuntimeKind;
+use corelb_engine::config::model::RuntimeKind;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,21 +20,31 @@ pub const MAX_CONNECTIONS: usize = 100_000;
 /// The options as given (the CLI fills this in).
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The target: `http://HOST[:PORT][/PATH]` or `tcp://HOST:PORT`.
     pub url: String,
+    /// Connections over all shards.
     pub connections: usize,
     /// Shard count; `None` means one per allowed CPU (at most one per connection).
     pub threads: Option<usize>,
     /// Explicit CPUs, one shard each (overrides `threads`).
     pub cores: Option<Vec<usize>>,
+    /// How long to measure.
     pub duration: Duration,
+    /// How long to run before measuring.
     pub warmup: Duration,
     /// Requests per second over all connections; `None` is a closed loop.
     pub rate: Option<f64>,
+    /// Extra request headers, each `Name: value`.
     pub headers: Vec<String>,
+    /// The request method of the URL's request (a request list gives its own).
     pub method: String,
+    /// The request body (HTTP) or the payload to echo (`tcp://`).
     pub body: Option<Vec<u8>>,
+    /// A request list to replay instead of the URL's one request.
     pub request_file: Option<PathBuf>,
+    /// How long a connect or a request may take before it counts as a timeout.
     pub timeout: Duration,
+    /// The shards' runtime.
     pub runtime: RuntimeKind,
 }
 
@@ -61,16 +71,23 @@ impl Default for Options {
 /// A checked bench plan.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// Where the requests go, and how (HTTP or echo).
     pub target: Target,
     /// Replayed in order by every connection (each starting at its own offset); never empty.
     pub requests: Vec<Prepared>,
+    /// Connections over all shards (at least one per shard).
     pub connections: usize,
     /// One entry per shard: the CPU it is pinned to.
     pub cpus: Vec<usize>,
+    /// How long to measure.
     pub duration: Duration,
+    /// How long to run before measuring.
     pub warmup: Duration,
+    /// Requests per second over all connections; `None` is a closed loop.
     pub rate: Option<f64>,
+    /// How long a connect or a request may take before it counts as a timeout.
     pub timeout: Duration,
+    /// The shards' runtime.
     pub runtime: RuntimeKind,
 }
 
@@ -218,7 +235,7 @@ fn echo_requests(o: &Options) -> Result<Vec<Prepared>, LoadgenError> {
 }
 
 fn shard_cpus(o: &Options) -> Result<Vec<usize>, LoadgenError> {
-    let allowed = crate::runtime::allowed_cpus().map_err(|e| LoadgenError::Cpu(e.to_string()))?;
+    let allowed = corelb_engine::runtime::allowed_cpus().map_err(|e| LoadgenError::Cpu(e.to_string()))?;
     if allowed.is_empty() {
         return Err(LoadgenError::Cpu("no CPU is allowed to this process".into()));
     }

@@ -1,9 +1,9 @@
 //! Client sockets for the bench on top of the runtime seam: a connect that can first bind a source address (any
 //! 127.x.y.z on loopback, so hash balancers see many clients), for tokio and for glommio.
 
-use crate::runtime::glommio_rt::Glommio;
-use crate::runtime::tokio_rt::Tokio;
-use crate::runtime::Runtime;
+use corelb_engine::runtime::glommio_rt::Glommio;
+use corelb_engine::runtime::tokio_rt::Tokio;
+use corelb_engine::runtime::Runtime;
 use futures_lite::{AsyncRead, AsyncWrite};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::future::Future;
@@ -16,6 +16,7 @@ use std::time::Duration;
 
 /// A runtime the bench can open client connections with.
 pub trait ClientRuntime: Runtime {
+    /// A connected client stream.
     type Stream: AsyncRead + AsyncWrite + Unpin + 'static;
 
     /// How late [`ClientRuntime::pacer_sleep`] may wake: the open-loop pacer yields instead of sleeping that close

@@ -80,28 +80,66 @@ pub async fn sleep(d: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_lite::future::poll_once;
+    use std::pin::pin;
     use std::time::Instant;
 
+    /// How long until the timer fires: zero once a one-shot timer has fired (or was never armed).
+    fn remaining(fd: &OwnedFd) -> Duration {
+        let mut spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        };
+        // SAFETY: `spec` is a valid itimerspec for the kernel to fill; the descriptor is this thread's timer.
+        assert_eq!(unsafe { libc::timerfd_gettime(fd.as_raw_fd(), &mut spec) }, 0);
+        let secs = u64::try_from(spec.it_value.tv_sec).unwrap();
+        Duration::new(secs, u32::try_from(spec.it_value.tv_nsec).unwrap())
+    }
+
+    /// Sleeps `d`, checking on the way what the kernel was asked for; returns how long it took.
+    async fn checked_sleep(d: Duration) -> Duration {
+        let t0 = Instant::now();
+        let mut sleep = pin!(sleep(d));
+        // The first poll arms the timer: for `d` exactly, so the kernel reports at most `d` left (less as time
+        // passes, zero if it has fired already).
+        let first = poll_once(sleep.as_mut()).await;
+        let fd = timer().expect("a timerfd on Linux");
+        let left = remaining(fd.get_ref());
+        assert!(left <= d, "armed for {left:?}, more than {d:?}");
+        let fired = match first {
+            Some(fired) => fired,
+            // Bounded: a wake-up that never comes fails here instead of hanging the test run.
+            None => tokio::time::timeout(Duration::from_secs(10), sleep)
+                .await
+                .expect("the timerfd woke the sleep"),
+        };
+        let took = t0.elapsed();
+        assert!(fired, "timerfd available");
+        assert!(took >= d, "woke early: {took:?} < {d:?}");
+        // It returned because its one expiration fired: the one-shot timer is disarmed and nothing is left to read.
+        assert_eq!(
+            remaining(fd.get_ref()),
+            Duration::ZERO,
+            "still armed after a {d:?} sleep"
+        );
+        assert!(!consume(fd.get_ref()), "an expiration was left behind");
+        took
+    }
+
     #[test]
-    fn sleeps_precisely() {
+    fn sleeps_for_what_it_armed_and_consumes_its_expiration() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async {
-            for us in [50u64, 300, 2_500] {
-                let d = Duration::from_micros(us);
-                let t0 = Instant::now();
-                assert!(sleep(d).await, "timerfd available");
-                let took = t0.elapsed();
-                assert!(took >= d, "woke early: {took:?} < {d:?}");
+            for us in [50u64, 300, 2_500, 40_000] {
+                checked_sleep(Duration::from_micros(us)).await;
             }
-            // an abandoned sleep whose timer then fires does not cut the next one short
+            // An abandoned sleep whose timer then fires does not cut the next one short.
             let _ = tokio::time::timeout(Duration::from_micros(10), sleep(Duration::from_micros(100))).await;
             std::thread::sleep(Duration::from_millis(1));
-            let t0 = Instant::now();
-            assert!(sleep(Duration::from_millis(2)).await);
-            assert!(t0.elapsed() >= Duration::from_millis(2));
+            checked_sleep(Duration::from_millis(2)).await;
         });
     }
 }

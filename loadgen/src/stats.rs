@@ -23,9 +23,13 @@ pub fn micros(d: Duration) -> u64 {
 /// Socket errors by kind, counted as wrk does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SocketErrors {
+    /// Connects that failed or timed out.
     pub connect: u64,
+    /// Reads that failed, and responses cut short or invalid.
     pub read: u64,
+    /// Writes that failed.
     pub write: u64,
+    /// Requests not answered within the request timeout.
     pub timeout: u64,
 }
 
@@ -46,9 +50,13 @@ impl SocketErrors {
 /// The kind of a failed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
+    /// The connect failed or timed out.
     Connect,
+    /// A read failed or the response was cut short or invalid.
     Read,
+    /// The write failed.
     Write,
+    /// No response within the request timeout.
     Timeout,
 }
 
@@ -61,13 +69,17 @@ pub struct ShardStats {
     pub uncorrected: Histogram<u64>,
     /// Responses by status code (index = status, 0..=999); all zero in echo mode.
     pub statuses: Box<[u64; 1000]>,
+    /// Failed requests in the measured window, by kind.
     pub errors: SocketErrors,
     /// Completed requests in the measured window.
     pub requests: u64,
+    /// Bytes read in the measured window.
     pub bytes_read: u64,
+    /// Bytes written in the measured window.
     pub bytes_written: u64,
     /// Completed requests and errors since the start, warmup included (for the progress line).
     pub progress_requests: u64,
+    /// Failed requests since the start, warmup included (for the progress line).
     pub progress_errors: u64,
 }
 
@@ -90,11 +102,15 @@ impl Default for ShardStats {
 /// One completed request.
 #[derive(Debug, Clone, Copy)]
 pub struct Sample {
+    /// From the scheduled send time (open loop) or the write (closed loop) to the response's end.
     pub corrected: Duration,
+    /// From the write to the response's end.
     pub uncorrected: Duration,
     /// The status code, `None` in echo mode.
     pub status: Option<u16>,
+    /// Bytes read.
     pub read: u64,
+    /// Bytes written.
     pub written: u64,
 }
 

@@ -3,9 +3,9 @@
 //! dropped; or, in echo mode, the payload written and the same bytes read back.
 
 use super::stats::ErrorKind;
-use crate::http::chunked::{ChunkError, ChunkedDecoder};
-use crate::http::response::{parse_response, MAX_HEADERS};
-use crate::http::BodyFraming;
+use corelb_engine::http::chunked::{ChunkError, ChunkedDecoder};
+use corelb_engine::http::response::{parse_response, MAX_HEADERS};
+use corelb_engine::http::BodyFraming;
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::io;
 
@@ -16,14 +16,19 @@ pub const BUF_SIZE: usize = 16 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ExchangeError {
     #[error("write: {0}")]
+    /// Writing the request failed.
     Write(io::Error),
     #[error("read: {0}")]
+    /// Reading the response failed.
     Read(io::Error),
     #[error("the server closed the connection")]
+    /// The server closed the connection before the response was complete.
     Closed,
     #[error("invalid response: {0}")]
+    /// The response head or its framing is not valid HTTP/1.x.
     Invalid(&'static str),
     #[error("invalid chunked body: {0}")]
+    /// The chunked body is malformed.
     Chunked(#[from] ChunkError),
 }
 

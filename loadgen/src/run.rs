@@ -5,11 +5,11 @@ use super::report::Report;
 use super::stats::ShardStats;
 use super::worker::{run_shard, Clock, EarlyStop, ShardJob, ShardProgress};
 use super::{LoadgenError, Plan};
-use crate::config::model::RuntimeKind;
-use crate::preflight::{ensure_memlock, probe_io_uring};
-use crate::runtime::glommio_rt::{Glommio, IO_MEMORY};
-use crate::runtime::tokio_rt::Tokio;
-use crate::runtime::Runtime;
+use corelb_engine::config::model::RuntimeKind;
+use corelb_engine::preflight::{ensure_memlock, probe_io_uring};
+use corelb_engine::runtime::glommio_rt::{Glommio, IO_MEMORY};
+use corelb_engine::runtime::tokio_rt::Tokio;
+use corelb_engine::runtime::Runtime;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -39,6 +39,7 @@ pub struct Progress {
     pub requests: u64,
     /// Failed requests so far, warmup included.
     pub errors: u64,
+    /// Still in the warmup.
     pub warming_up: bool,
 }
 

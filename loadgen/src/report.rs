@@ -4,7 +4,7 @@
 use super::stats::ShardStats;
 use super::target::Mode;
 use super::Plan;
-use crate::config::model::RuntimeKind;
+use corelb_engine::config::model::RuntimeKind;
 use hdrhistogram::Histogram;
 use std::fmt::Write;
 use std::time::Duration;
@@ -15,18 +15,25 @@ pub const PERCENTILES: [f64; 5] = [50.0, 90.0, 99.0, 99.9, 99.99];
 /// The results of a run.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The target as given.
     pub url: String,
+    /// HTTP or echo.
     pub mode: Mode,
+    /// Connections over all shards.
     pub connections: usize,
+    /// Shards (threads) that ran.
     pub shards: usize,
+    /// The runtime's name (`tokio`, `glommio`).
     pub runtime: &'static str,
     /// The target rate of an open loop.
     pub rate: Option<f64>,
     /// The measured time: `--duration`, or less after an early stop.
     pub duration: Duration,
+    /// The run before the measured time.
     pub warmup: Duration,
     /// Stopped before the end (Ctrl-C).
     pub stopped_early: bool,
+    /// The merged measurements of every shard.
     pub stats: ShardStats,
 }
 
@@ -191,8 +198,8 @@ pub fn human_bytes(b: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loadgen::plan::Options;
-    use crate::loadgen::stats::Sample;
+    use crate::plan::Options;
+    use crate::stats::Sample;
 
     #[test]
     fn units() {

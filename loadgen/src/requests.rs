@@ -10,6 +10,7 @@ use std::path::Path;
 pub struct Prepared {
     /// The client socket is bound to this address before connecting, when given.
     pub src: Option<IpAddr>,
+    /// The whole request: head and body.
     pub bytes: Vec<u8>,
     /// A `HEAD` request: the response has no body whatever its head says.
     pub head: bool,
@@ -18,16 +19,22 @@ pub struct Prepared {
 /// One line of a request list file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListEntry {
+    /// The source address the line gives, if any.
     pub src: Option<IpAddr>,
+    /// The request method.
     pub method: String,
+    /// The request target, with its query.
     pub uri: String,
 }
 
 /// What every HTTP request shares: extra headers and a body.
 #[derive(Debug, Clone, Default)]
 pub struct Common {
+    /// The `Host` header's value.
     pub authority: String,
+    /// Extra headers, name and value.
     pub headers: Vec<(String, String)>,
+    /// The body, empty for none.
     pub body: Vec<u8>,
 }
 

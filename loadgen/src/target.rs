@@ -15,7 +15,9 @@ pub enum Mode {
 /// A parsed and resolved target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    /// HTTP or echo.
     pub mode: Mode,
+    /// The resolved address (the first the name resolves to).
     pub addr: SocketAddr,
     /// `host[:port]` as written, for the `Host` header.
     pub authority: String,
