@@ -35,15 +35,16 @@ const TICK: Duration = Duration::from_millis(100);
 /// Connection buffers kept for reuse per shard.
 const SPARE_BUFFERS: usize = 256;
 
-/// Shard state built for one snapshot generation.
-struct Local<C> {
+/// What a shard builds for one snapshot generation: its balancer states and upstream keepalive pools (rebuilt
+/// after a reload, as nginx's new workers start afresh).
+struct GenerationState<C> {
     snap: Arc<Snapshot>,
     http_states: Vec<ShardState>,
     stream_states: Vec<ShardState>,
     pools: Vec<Pool<C>>,
 }
 
-impl<C> Local<C> {
+impl<C> GenerationState<C> {
     fn new(snap: Arc<Snapshot>, seed: u64) -> Self {
         let seed_state = |i: usize, p| ShardState::seeded(p, seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
         let http_states = snap
@@ -65,7 +66,7 @@ impl<C> Local<C> {
             .flat_map(|h| &h.upstreams)
             .map(|u| Pool::new(u.keepalive.unwrap_or(0), u.keepalive_requests, u.keepalive_timeout))
             .collect();
-        Local {
+        GenerationState {
             snap,
             http_states,
             stream_states,
@@ -80,7 +81,7 @@ pub struct Shard<R: Runtime> {
     pub shared: Arc<Shared>,
     /// This shard's counters in the zone (connections, requests, refusals, error answers).
     pub counters: Arc<ShardSlot>,
-    local: RefCell<Local<R::Conn>>,
+    local: RefCell<GenerationState<R::Conn>>,
     date: RefCell<DateCache>,
     errors: Vec<FixedAnswer>,
     spare: RefCell<Vec<Buffers>>,
@@ -102,7 +103,7 @@ impl<R: Runtime> Shard<R> {
         Shard {
             index,
             counters: shared.zone.shard_slot(index),
-            local: RefCell::new(Local::new(snap, seed)),
+            local: RefCell::new(GenerationState::new(snap, seed)),
             shared,
             date: RefCell::new(DateCache::default()),
             errors: [400, 404, 408, 413, 414, 494, 500, 501, 502, 503, 504, 505]
@@ -153,7 +154,7 @@ impl<R: Runtime> Shard<R> {
         let current = self.shared.snapshot.load();
         let mut local = self.local.borrow_mut();
         if local.snap.generation != current.generation {
-            *local = Local::new(Arc::clone(&current), rand::random::<u64>() ^ self.index as u64);
+            *local = GenerationState::new(Arc::clone(&current), rand::random::<u64>() ^ self.index as u64);
         }
         Arc::clone(&local.snap)
     }
