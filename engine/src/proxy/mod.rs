@@ -1,5 +1,6 @@
-//! The proxy flows: HTTP/1.1 (`http`, `exchange`, `body`) and TCP (`stream`, `pump`), with their compiled routes,
-//! request variables and the upstream keepalive pool.
+//! The proxy flows, the handlers the shard's event loop runs per connection: HTTP/1.1 (`http` reads and routes a
+//! head, `client` answers it here, `forward` proxies it with `retry` and `exchange`, `body` streams bodies) and TCP
+//! (`stream`, `pump`). What they run on is built at load in [`crate::snapshot`].
 
 pub mod body;
 mod client;
