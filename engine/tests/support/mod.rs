@@ -3,8 +3,10 @@
 
 pub mod api_client;
 pub mod backend;
+pub mod goldens;
 pub mod killable;
 pub mod recorder;
+pub mod scripted;
 
 use corelb_engine::config::key::KeyTemplate;
 use corelb_engine::config::model::*;

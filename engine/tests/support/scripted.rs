@@ -1,0 +1,484 @@
+//! Scripted traffic for replays through the live proxy: backends that fail as `corelb pick --fail ADDR=MODE` says
+//! (ok, dead, reset, timeout, eNNN), each noting which request reached it, in order; clients that send from a
+//! chosen 127.x.y.z address; and the proxy's own account of each request read back from an access log.
+
+use corelb_engine::balance::UpstreamPlan;
+use corelb_engine::shard::Shared;
+use corelb_engine::simulate::BackendMode;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The request header carrying a request's number, so that backends and the access log can name it.
+pub const ID_HEADER: &str = "X-Req";
+
+/// The longest a test waits for anything it needs (a request to arrive, log lines, idle peers).
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Which protocol a backend speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// Reads a request head (and a Content-Length body), then acts on its mode.
+    Http,
+    /// Writes its address and closes; `reset` aborts at once (any other mode is a connected session).
+    Stream,
+}
+
+/// One arrival at a backend: which backend, and the request's number (`None` for a stream session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    pub backend: usize,
+    pub request: Option<u64>,
+}
+
+/// What the backends share: the arrivals in order, the gate that holds `/sleep/` requests, and the stop flag.
+#[derive(Debug, Default)]
+struct Board {
+    arrivals: Mutex<Vec<Arrival>>,
+    arrived: Condvar,
+    released: Mutex<bool>,
+    release: Condvar,
+    stop: AtomicBool,
+}
+
+impl Board {
+    fn note(&self, a: Arrival) {
+        if let Ok(mut v) = self.arrivals.lock() {
+            v.push(a);
+        }
+        self.arrived.notify_all();
+    }
+
+    /// Blocks a held request until the farm releases it (or [`PATIENCE`] passes).
+    fn hold(&self) {
+        let Ok(mut open) = self.released.lock() else { return };
+        let end = Instant::now() + PATIENCE;
+        while !*open && Instant::now() < end {
+            match self.release.wait_timeout(open, Duration::from_millis(100)) {
+                Ok((g, _)) => open = g,
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// One scripted backend. A `dead` one is a bound socket that never listens: connects to it are refused, and no
+/// other test can take its port meanwhile.
+struct Scripted {
+    addr: SocketAddr,
+    mode: BackendMode,
+    _reserved: Option<socket2::Socket>,
+}
+
+/// Backends in a fixed order, each with its mode; stops them when dropped.
+pub struct Farm {
+    backends: Vec<Scripted>,
+    board: Arc<Board>,
+}
+
+impl Farm {
+    /// Starts one backend per mode, on free loopback ports, in order.
+    pub fn start(modes: &[BackendMode], proto: Proto) -> Farm {
+        let board = Arc::new(Board::default());
+        let backends = modes
+            .iter()
+            .enumerate()
+            .map(|(i, &mode)| start_one(i, mode, proto, &board))
+            .collect();
+        Farm { backends, board }
+    }
+
+    /// The address of backend `i`.
+    pub fn addr(&self, i: usize) -> SocketAddr {
+        self.backends[i].addr
+    }
+
+    /// Every backend's address, in order.
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.backends.iter().map(|b| b.addr).collect()
+    }
+
+    /// The backend listening on `addr`, if one of ours.
+    pub fn index_of(&self, addr: SocketAddr) -> Option<usize> {
+        self.backends.iter().position(|b| b.addr == addr)
+    }
+
+    /// The mode of backend `i`.
+    pub fn mode(&self, i: usize) -> BackendMode {
+        self.backends[i].mode
+    }
+
+    /// How many arrivals there have been.
+    pub fn arrival_count(&self) -> usize {
+        self.board.arrivals.lock().map(|v| v.len()).unwrap_or(0)
+    }
+
+    /// The arrivals from the `from`-th on.
+    pub fn arrivals_since(&self, from: usize) -> Vec<Arrival> {
+        self.board
+            .arrivals
+            .lock()
+            .map(|v| v.get(from..).unwrap_or_default().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The backends request `id` reached, in order.
+    pub fn reached_by(&self, id: u64) -> Vec<usize> {
+        self.arrivals_since(0)
+            .into_iter()
+            .filter(|a| a.request == Some(id))
+            .map(|a| a.backend)
+            .collect()
+    }
+
+    /// Waits until request `id` reached some backend; whether it did within [`PATIENCE`].
+    pub fn wait_arrival(&self, id: u64) -> bool {
+        let Ok(mut v) = self.board.arrivals.lock() else {
+            return false;
+        };
+        let end = Instant::now() + PATIENCE;
+        while !v.iter().any(|a| a.request == Some(id)) {
+            if Instant::now() > end {
+                return false;
+            }
+            match self.board.arrived.wait_timeout(v, Duration::from_millis(100)) {
+                Ok((g, _)) => v = g,
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Lets every held (`/sleep/`) request answer.
+    pub fn release(&self) {
+        if let Ok(mut open) = self.board.released.lock() {
+            *open = true;
+        }
+        self.board.release.notify_all();
+    }
+}
+
+impl Drop for Farm {
+    fn drop(&mut self) {
+        self.board.stop.store(true, Ordering::Relaxed);
+        self.release();
+        for b in &self.backends {
+            if b._reserved.is_none() {
+                let _ = TcpStream::connect_timeout(&b.addr, Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+fn start_one(index: usize, mode: BackendMode, proto: Proto, board: &Arc<Board>) -> Scripted {
+    if mode == BackendMode::Dead {
+        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+        sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .expect("bind a dead port");
+        let addr = sock
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .expect("dead address");
+        return Scripted {
+            addr,
+            mode,
+            _reserved: Some(sock),
+        };
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a backend");
+    let addr = listener.local_addr().expect("backend address");
+    let board = board.clone();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            if board.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let Ok(conn) = conn else { continue };
+            let board = board.clone();
+            thread::spawn(move || match proto {
+                Proto::Http => serve_http(conn, index, addr, mode, &board),
+                Proto::Stream => serve_stream(conn, index, addr, mode, &board),
+            });
+        }
+    });
+    Scripted {
+        addr,
+        mode,
+        _reserved: None,
+    }
+}
+
+/// A request head as a backend read it: the path and the request number.
+struct Head {
+    path: String,
+    id: Option<u64>,
+}
+
+/// Reads one request head and its Content-Length body (None: the connection ended first).
+fn read_head(conn: &mut TcpStream) -> Option<Head> {
+    let mut buf = Vec::new();
+    loop {
+        let mut hs = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut hs);
+        if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
+            let path = req.path.unwrap_or("/").to_string();
+            let get = |name: &str| {
+                req.headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case(name))
+                    .map(|h| String::from_utf8_lossy(h.value).trim().to_string())
+            };
+            let id = get(ID_HEADER).and_then(|v| v.parse().ok());
+            let len: usize = get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+            let mut have = buf.len() - n;
+            while have < len {
+                let mut tmp = [0u8; 4096];
+                match super::read_retrying(conn, &mut tmp) {
+                    Ok(0) | Err(_) => return None,
+                    Ok(k) => have += k,
+                }
+            }
+            return Some(Head { path, id });
+        }
+        let mut tmp = [0u8; 4096];
+        match super::read_retrying(conn, &mut tmp) {
+            Ok(0) | Err(_) => return None,
+            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+        }
+    }
+}
+
+fn serve_http(mut conn: TcpStream, index: usize, addr: SocketAddr, mode: BackendMode, board: &Board) {
+    let _ = conn.set_read_timeout(Some(PATIENCE));
+    let Some(head) = read_head(&mut conn) else { return };
+    board.note(Arrival {
+        backend: index,
+        request: head.id,
+    });
+    let status = match mode {
+        BackendMode::Reset => {
+            let _ = reset(&conn);
+            return;
+        }
+        BackendMode::Timeout => {
+            // Never answers: waits for the proxy to give up and close.
+            let mut tmp = [0u8; 1024];
+            while matches!(super::read_retrying(&mut conn, &mut tmp), Ok(n) if n > 0) {}
+            return;
+        }
+        BackendMode::Status(code) => code,
+        BackendMode::Ok | BackendMode::Dead => 200,
+    };
+    if head.path.starts_with("/sleep/") {
+        board.hold();
+    }
+    let body = addr.to_string();
+    let out = format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\nX-Backend: {body}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = conn.write_all(out.as_bytes());
+    let _ = conn.shutdown(Shutdown::Write);
+    let mut tmp = [0u8; 1024];
+    while matches!(super::read_retrying(&mut conn, &mut tmp), Ok(n) if n > 0) {}
+}
+
+fn serve_stream(mut conn: TcpStream, index: usize, addr: SocketAddr, mode: BackendMode, board: &Board) {
+    board.note(Arrival {
+        backend: index,
+        request: None,
+    });
+    if mode == BackendMode::Reset {
+        // Resets once the client's first byte came through: the proxy's connect has completed by then, so the
+        // session started (a reset racing the proxy's connect check would make it a refused connect).
+        let _ = conn.set_read_timeout(Some(PATIENCE));
+        let mut one = [0u8; 1];
+        let _ = super::read_retrying(&mut conn, &mut one);
+        let _ = reset(&conn);
+        return;
+    }
+    let _ = conn.write_all(addr.to_string().as_bytes());
+    let _ = conn.shutdown(Shutdown::Both);
+}
+
+/// Closes `conn` with a reset (SO_LINGER 0).
+fn reset(conn: &TcpStream) -> std::io::Result<()> {
+    socket2::SockRef::from(conn).set_linger(Some(Duration::ZERO))
+}
+
+/// A connection to `front` from `src` (any port).
+pub fn connect_from(front: SocketAddr, src: IpAddr) -> TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.bind(&SocketAddr::new(src, 0).into())
+        .expect("bind the source address");
+    sock.connect(&front.into()).expect("connect to the proxy");
+    TcpStream::from(sock)
+}
+
+/// One HTTP request as a client sends it.
+#[derive(Debug, Clone)]
+pub struct HttpRequest {
+    pub src: IpAddr,
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    pub uri: String,
+    pub host: String,
+    pub id: u64,
+}
+
+/// What a client got for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answered {
+    /// The client's port (the proxy's `$remote_port`).
+    pub port: u16,
+    /// `None` when the proxy closed without an answer.
+    pub status: Option<u16>,
+}
+
+/// Sends `req` on a fresh connection (`Connection: close`; a POST carries a 2-byte body).
+pub fn http_from(front: SocketAddr, req: &HttpRequest) -> Answered {
+    let conn = connect_from(front, req.src);
+    let port = conn.local_addr().map(|a| a.port()).unwrap_or(0);
+    let mut c = super::Client::from_stream(conn);
+    c.conn.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let body = if req.method == "POST" { "hi" } else { "" };
+    let length = if body.is_empty() {
+        String::new()
+    } else {
+        format!("Content-Length: {}\r\n", body.len())
+    };
+    c.send(
+        format!(
+            "{} {} HTTP/1.1\r\nHost: {}\r\n{ID_HEADER}: {}\r\n{length}Connection: close\r\n\r\n{body}",
+            req.method, req.uri, req.host, req.id
+        )
+        .as_bytes(),
+    );
+    Answered {
+        port,
+        status: c.read_response().map(|r| r.status),
+    }
+}
+
+/// One stream session from `src` that sends one byte: everything the proxy sent until it closed.
+pub fn stream_from(front: SocketAddr, src: IpAddr) -> Vec<u8> {
+    let mut conn = connect_from(front, src);
+    let _ = conn.set_read_timeout(Some(PATIENCE));
+    let _ = conn.write_all(b"x");
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 1024];
+    loop {
+        match conn.read(&mut tmp) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&tmp[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    got
+}
+
+/// The access log the replays read: per request its number (`-` when the proxy refused it before reading its
+/// headers), the client's port, nginx's `$upstream_addr` and `$status`.
+pub struct TryLog {
+    pub path: PathBuf,
+}
+
+/// What the proxy logged for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logged {
+    /// `$upstream_addr` split at `, `: addresses, the upstream's name for "no live upstreams", `-` for none.
+    pub upstream: Vec<String>,
+    pub status: u16,
+}
+
+/// One line of the tries log.
+struct Line {
+    id: Option<u64>,
+    port: u16,
+    logged: Logged,
+}
+
+impl TryLog {
+    /// A log in `dir` (created empty).
+    pub fn new(dir: &Path) -> TryLog {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).expect("log dir");
+        TryLog {
+            path: dir.join("tries.log"),
+        }
+    }
+
+    /// The directives that write it, for an `http` block.
+    pub fn directives(&self) -> String {
+        format!(
+            "log_format tries '$http_x_req|$remote_port|$upstream_addr|$status';\n    access_log {} tries;\n",
+            self.path.display()
+        )
+    }
+
+    /// The lines of `requests` (number, client port), once all are written (asking the shards to hand them
+    /// over), by request number. A line without a number is the request sent from its port.
+    pub fn read(&self, shared: &Shared, requests: &[(u64, u16)]) -> HashMap<u64, Logged> {
+        let end = Instant::now() + PATIENCE;
+        loop {
+            shared.flush_access_logs(Duration::from_secs(5), true);
+            let text = std::fs::read_to_string(&self.path).unwrap_or_default();
+            let lines: Vec<Line> = text.lines().filter_map(parse_line).collect();
+            let got: HashMap<u64, Logged> = requests
+                .iter()
+                .filter_map(|&(id, port)| {
+                    let line = lines
+                        .iter()
+                        .find(|l| l.id == Some(id))
+                        .or_else(|| lines.iter().find(|l| l.id.is_none() && l.port == port))?;
+                    Some((id, line.logged.clone()))
+                })
+                .collect();
+            if got.len() == requests.len() || Instant::now() > end {
+                return got;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn parse_line(line: &str) -> Option<Line> {
+    let mut parts = line.split('|');
+    let id = parts.next()?.parse().ok();
+    let port = parts.next()?.parse().ok()?;
+    let upstream = parts.next()?.split(", ").map(str::to_string).collect();
+    let status = parts.next()?.parse().ok()?;
+    Some(Line {
+        id,
+        port,
+        logged: Logged { upstream, status },
+    })
+}
+
+/// Every peer of `plan`, primary ones first.
+pub fn peers(plan: &UpstreamPlan) -> impl Iterator<Item = &corelb_engine::balance::Peer> {
+    plan.primary.peers.iter().chain(&plan.backup.peers)
+}
+
+/// Waits until the peers of `plan` hold `held` connections in all (the previous request has reported its
+/// outcome); whether they did within [`PATIENCE`].
+pub fn settle(plan: &UpstreamPlan, held: u32) -> bool {
+    let end = Instant::now() + PATIENCE;
+    loop {
+        let conns: u32 = peers(plan).map(|p| p.slot.conns()).sum();
+        if conns == held {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+}
