@@ -219,9 +219,8 @@ fn replay_http(g: &Golden, m: &Moved, proxy: &Proxy, log: &TryLog) -> Result<(),
     }
 }
 
-/// Stream sessions have no access log in corelb: a session's peers are the ones whose failure count rose (refused
-/// connects, before the session could start) followed by the backend that accepted it; its `$status` is 200 when
-/// a backend accepted it, 502 when none did.
+/// Stream sessions: the peers are the refused ones, then the one that accepted (see [`scripted::Session`]); the
+/// `$status` is 200 when a backend accepted the session, 502 when none did.
 fn replay_stream(g: &Golden, m: &Moved, proxy: &Proxy) -> Result<(), String> {
     let snap = proxy.shared.snapshot.load_full();
     let plan = snap
@@ -229,36 +228,26 @@ fn replay_stream(g: &Golden, m: &Moved, proxy: &Proxy) -> Result<(), String> {
         .iter()
         .find(|p| p.name == m.upstream)
         .ok_or("no plan")?;
-    let failures = || -> Vec<(SocketAddr, u64)> {
-        scripted::peers(plan)
-            .map(|p| (p.addr, p.slot.stats().failures))
-            .collect()
-    };
     let mut diffs = Vec::new();
     for (i, (t, want)) in g.trace.iter().zip(&g.expected).enumerate() {
-        if !scripted::settle(plan, 0) {
-            return Err(format!("session {}: the peers never went back to 0 connections", i + 1));
-        }
-        let (before, seen) = (failures(), m.farm.arrival_count());
-        let got = scripted::stream_from(m.front, t.request.remote);
-        let mut hops: Vec<String> = failures()
-            .iter()
-            .zip(&before)
-            .filter(|((_, after), (_, was))| after > was)
-            .map(|((a, _), _)| m.recorded_hop(&a.to_string()))
-            .collect();
-        let accepted: Vec<usize> = m.farm.arrivals_since(seen).iter().map(|a| a.backend).collect();
-        hops.extend(accepted.iter().map(|&b| m.recorded_backend(b)));
-        let status = if accepted.is_empty() { 502 } else { 200 };
-        let got_outcome = Outcome { status, upstream: hops };
         let what = format!("session {} ({})", i + 1, t.request.remote);
-        if &got_outcome != want {
-            diffs.push(format!("  {what}: nginx {want:?}, the proxy {got_outcome:?}"));
+        let s = scripted::stream_session(&m.farm, plan, m.front, t.request.remote)
+            .ok_or_else(|| format!("{what}: the peers never went back to 0 connections"))?;
+        let mut hops: Vec<String> = s.failed.iter().map(|a| m.recorded_hop(&a.to_string())).collect();
+        hops.extend(s.accepted.iter().map(|&b| m.recorded_backend(b)));
+        let got = Outcome {
+            status: if s.accepted.is_empty() { 502 } else { 200 },
+            upstream: hops,
+        };
+        if &got != want {
+            diffs.push(format!("  {what}: nginx {want:?}, the proxy {got:?}"));
         }
-        if let [b] = accepted[..] {
-            let data = m.farm.addr(b).to_string().into_bytes();
-            if m.farm.mode(b) == BackendMode::Ok && got != data {
-                diffs.push(format!("  {what}: the client got {:?}", String::from_utf8_lossy(&got)));
+        if let [b] = s.accepted[..] {
+            if m.farm.mode(b) == BackendMode::Ok && s.data != m.farm.addr(b).to_string().into_bytes() {
+                diffs.push(format!(
+                    "  {what}: the client got {:?}",
+                    String::from_utf8_lossy(&s.data)
+                ));
             }
         }
     }

@@ -25,7 +25,8 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 pub enum Proto {
     /// Reads a request head (and a Content-Length body), then acts on its mode.
     Http,
-    /// Writes its address and closes; `reset` aborts at once (any other mode is a connected session).
+    /// Reads the client's first byte, then writes its address and closes; `reset` resets instead (any other mode
+    /// is a connected session).
     Stream,
 }
 
@@ -294,12 +295,13 @@ fn serve_stream(mut conn: TcpStream, index: usize, addr: SocketAddr, mode: Backe
         backend: index,
         request: None,
     });
+    // The client's first byte first: the proxy's connect has completed once it comes through, so a reset cannot
+    // race the proxy's connect check (it would make it a refused connect), and no unread byte turns a close into
+    // a reset.
+    let _ = conn.set_read_timeout(Some(PATIENCE));
+    let mut one = [0u8; 1];
+    let _ = super::read_retrying(&mut conn, &mut one);
     if mode == BackendMode::Reset {
-        // Resets once the client's first byte came through: the proxy's connect has completed by then, so the
-        // session started (a reset racing the proxy's connect check would make it a refused connect).
-        let _ = conn.set_read_timeout(Some(PATIENCE));
-        let mut one = [0u8; 1];
-        let _ = super::read_retrying(&mut conn, &mut one);
         let _ = reset(&conn);
         return;
     }
@@ -481,4 +483,36 @@ pub fn settle(plan: &UpstreamPlan, held: u32) -> bool {
         }
         thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// One stream session as the live proxy ran it. corelb has no stream access log, so its peers are read from the
+/// zone and the backends: the ones whose failure count rose (refused connects, before the session could start;
+/// their order is not observable) and the backend that accepted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// Peers whose connect failed, in config order.
+    pub failed: Vec<SocketAddr>,
+    /// The backends that accepted it (one, or none when it failed: nginx's `$status` 502).
+    pub accepted: Vec<usize>,
+    /// What the client received.
+    pub data: Vec<u8>,
+}
+
+/// Runs one stream session from `src` through `front` once the peers of `plan` are idle (`None` if they never
+/// were).
+pub fn stream_session(farm: &Farm, plan: &UpstreamPlan, front: SocketAddr, src: IpAddr) -> Option<Session> {
+    let failures = || -> Vec<(SocketAddr, u64)> { peers(plan).map(|p| (p.addr, p.slot.stats().failures)).collect() };
+    if !settle(plan, 0) {
+        return None;
+    }
+    let (before, seen) = (failures(), farm.arrival_count());
+    let data = stream_from(front, src);
+    let failed = failures()
+        .iter()
+        .zip(&before)
+        .filter(|((_, after), (_, was))| after > was)
+        .map(|((a, _), _)| *a)
+        .collect();
+    let accepted = farm.arrivals_since(seen).iter().map(|a| a.backend).collect();
+    Some(Session { failed, accepted, data })
 }
