@@ -284,6 +284,16 @@ fn check<R: Runtime>(case: &Case, tag: &str, tally: &Tally) -> Result<(), TestCa
     check_believing::<R>(case, &modes, tag, tally)
 }
 
+/// How many times a case runs again when the machine was too busy for a backend to answer in time.
+const BUSY_RUNS: usize = 3;
+
+/// How one run of a case ended, when nothing differed.
+enum Verdict {
+    Alike,
+    /// A backend scripted to answer timed out: the run says nothing (see [`scripted::Logged::timed_out_unscripted`]).
+    Busy,
+}
+
 /// As [`check`], with the simulator told that the peers fail in `modes` (the live backends fail as the case says).
 fn check_believing<R: Runtime>(
     case: &Case,
@@ -291,6 +301,23 @@ fn check_believing<R: Runtime>(
     tag: &str,
     tally: &Tally,
 ) -> Result<(), TestCaseError> {
+    for run in 1..=BUSY_RUNS {
+        match run_once::<R>(case, modes, tag, tally)? {
+            Verdict::Alike => return Ok(()),
+            Verdict::Busy => eprintln!("RERUN {tag} ({run} of {BUSY_RUNS}): a scripted backend did not answer in time"),
+        }
+    }
+    Err(TestCaseError::fail(format!(
+        "{tag}: the machine was too busy {BUSY_RUNS} times for backends to answer within {READ_TIMEOUT}:\n{case:#?}"
+    )))
+}
+
+fn run_once<R: Runtime>(
+    case: &Case,
+    modes: &[BackendMode],
+    tag: &str,
+    tally: &Tally,
+) -> Result<Verdict, TestCaseError> {
     let live_modes: Vec<BackendMode> = case.peers.iter().map(|p| p.mode).collect();
     let farm = Farm::start(&live_modes, Proto::Http);
     let front = free_addr();
@@ -342,6 +369,9 @@ fn check_believing<R: Runtime>(
     let logged = log.read(&proxy.shared, &sent);
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
+    if logged.values().any(|l| l.timed_out_unscripted(&farm)) {
+        return Ok(Verdict::Busy);
+    }
 
     for (i, (r, s)) in case.requests.iter().zip(&sims).enumerate() {
         let id = i as u64 + 1;
@@ -387,14 +417,14 @@ fn check_believing<R: Runtime>(
                 let (name, _) = KNOWN_DISAGREEMENTS[0];
                 tally.known.fetch_add(1, Ordering::Relaxed);
                 eprintln!("KNOWN DISAGREEMENT {name}: live = nginx {nginx:?}\n{story}\n");
-                return Ok(());
+                return Ok(Verdict::Alike);
             }
         }
         return Err(TestCaseError::fail(format!(
             "the simulator and the live proxy differ\n{story}"
         )));
     }
-    Ok(())
+    Ok(Verdict::Alike)
 }
 
 /// A stream upstream under a failure script: sessions from client addresses.
@@ -710,8 +740,9 @@ fn fixed_failure_scripts_agree() {
     let n = |a: &AtomicUsize| a.load(Ordering::Relaxed);
     assert_eq!(n(&tally.known), 0, "no POST here is resent without non_idempotent");
     assert_eq!(n(&tally.agreed), 32, "every request compared");
-    assert!(n(&tally.retried) >= 8, "{tally:?}");
-    assert!(n(&tally.not_200) >= 4, "{tally:?}");
+    // What the cases whose picks do not hang on ports come to (the consistent hash one adds to it).
+    assert!(n(&tally.retried) >= 19, "{tally:?}");
+    assert!(n(&tally.not_200) >= 7, "{tally:?}");
     let streams = [
         StreamCase {
             balance: Balance::RoundRobin,
@@ -742,7 +773,8 @@ fn fixed_failure_scripts_agree() {
         }
     }
     assert_eq!(n(&tally.agreed), 14, "every session compared");
-    assert!(n(&tally.retried) >= 2 && n(&tally.not_200) >= 2, "{tally:?}");
+    // (The consistent hash case's picks hang on its ports: only the other two count here.)
+    assert!(n(&tally.retried) >= 1 && n(&tally.not_200) >= 1, "{tally:?}");
 }
 
 #[test]
@@ -784,4 +816,23 @@ fn a_difference_is_reported() {
     let err = err.to_string();
     assert!(err.contains("the simulator and the live proxy differ"), "{err}");
     assert!(err.contains("request 1 (GET /?k=k1 from 127.0.0.1)"), "{err}");
+}
+
+#[test]
+fn a_timeout_on_an_answering_backend_is_told_apart() {
+    // A run where a backend scripted to answer timed out (a machine too busy) is run again, not compared.
+    let farm = Farm::start(
+        &[BackendMode::Ok, BackendMode::Timeout, BackendMode::Status(504)],
+        Proto::Http,
+    );
+    let logged = |hops: &[usize], statuses: &[&str]| scripted::Logged {
+        upstream: hops.iter().map(|&i| farm.addr(i).to_string()).collect(),
+        status: 200,
+        upstream_status: statuses.iter().map(|s| s.to_string()).collect(),
+    };
+    assert!(logged(&[0], &["504"]).timed_out_unscripted(&farm));
+    assert!(logged(&[1, 0], &["504", "504"]).timed_out_unscripted(&farm));
+    assert!(!logged(&[1, 0], &["504", "200"]).timed_out_unscripted(&farm));
+    assert!(!logged(&[2, 0], &["504", "200"]).timed_out_unscripted(&farm));
+    assert!(!logged(&[0], &["502"]).timed_out_unscripted(&farm));
 }

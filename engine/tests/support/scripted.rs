@@ -3,8 +3,8 @@
 //! chosen 127.x.y.z address; and the proxy's own account of each request read back from an access log.
 
 use corelb_engine::balance::UpstreamPlan;
-use corelb_engine::shard::Shared;
 use corelb_engine::simulate::BackendMode;
+use corelb_engine::state::Shared;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -387,7 +387,7 @@ pub fn stream_from(front: SocketAddr, src: IpAddr) -> Vec<u8> {
 }
 
 /// The access log the replays read: per request its number (`-` when the proxy refused it before reading its
-/// headers), the client's port, nginx's `$upstream_addr` and `$status`.
+/// headers), the client's port, nginx's `$upstream_addr`, `$status` and `$upstream_status`.
 pub struct TryLog {
     pub path: PathBuf,
 }
@@ -398,6 +398,19 @@ pub struct Logged {
     /// `$upstream_addr` split at `, `: addresses, the upstream's name for "no live upstreams", `-` for none.
     pub upstream: Vec<String>,
     pub status: u16,
+    /// `$upstream_status` split at `, `: each try's status (502 for an error, 504 for a timeout).
+    pub upstream_status: Vec<String>,
+}
+
+impl Logged {
+    /// Whether a try timed out on a backend of `farm` scripted to answer: on a machine so busy that a backend
+    /// thread did not answer within `proxy_read_timeout`, the run says nothing about the retry rules.
+    pub fn timed_out_unscripted(&self, farm: &Farm) -> bool {
+        self.upstream.iter().zip(&self.upstream_status).any(|(hop, st)| {
+            let mode = hop.parse().ok().and_then(|a| farm.index_of(a)).map(|i| farm.mode(i));
+            st == "504" && !matches!(mode, Some(BackendMode::Timeout | BackendMode::Status(504)) | None)
+        })
+    }
 }
 
 /// One line of the tries log.
@@ -420,7 +433,7 @@ impl TryLog {
     /// The directives that write it, for an `http` block.
     pub fn directives(&self) -> String {
         format!(
-            "log_format tries '$http_x_req|$remote_port|$upstream_addr|$status';\n    access_log {} tries;\n",
+            "log_format tries '$http_x_req|$remote_port|$upstream_addr|$status|$upstream_status';\n    access_log {} tries;\n",
             self.path.display()
         )
     }
@@ -457,10 +470,15 @@ fn parse_line(line: &str) -> Option<Line> {
     let port = parts.next()?.parse().ok()?;
     let upstream = parts.next()?.split(", ").map(str::to_string).collect();
     let status = parts.next()?.parse().ok()?;
+    let upstream_status = parts.next()?.split(", ").map(str::to_string).collect();
     Some(Line {
         id,
         port,
-        logged: Logged { upstream, status },
+        logged: Logged {
+            upstream,
+            status,
+            upstream_status,
+        },
     })
 }
 
