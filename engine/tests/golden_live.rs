@@ -345,3 +345,20 @@ fn a_wrong_expectation_is_reported_live() {
     );
     assert_eq!(err.lines().count(), 2, "{err}");
 }
+
+#[test]
+fn a_wrong_stream_expectation_is_reported_live() {
+    // The same for stream: the session nginx passed from the dead peer to the next one, expected without the retry.
+    let mut g = goldens::all()
+        .into_iter()
+        .find(|g| g.name == "stream-rr-dead-peer")
+        .expect("stream-rr-dead-peer is recorded");
+    assert_eq!(g.expected[2].upstream, ["127.0.0.1:18089", "127.0.0.1:18083"]);
+    g.expected[2].upstream = vec!["127.0.0.1:18083".into()];
+    let err = replay::<Tokio>(&g, "wrong-stream").expect_err("a changed expectation must not match");
+    assert_eq!(
+        err,
+        "  session 3 (127.0.0.1): nginx Outcome { status: 200, upstream: [\"127.0.0.1:18083\"] }, the proxy \
+         Outcome { status: 200, upstream: [\"127.0.0.1:18089\", \"127.0.0.1:18083\"] }"
+    );
+}
