@@ -73,7 +73,7 @@ impl Board {
 struct Scripted {
     addr: SocketAddr,
     mode: BackendMode,
-    _reserved: Option<socket2::Socket>,
+    dead_socket: Option<socket2::Socket>,
 }
 
 /// Backends in a fixed order, each with its mode; stops them when dropped.
@@ -169,7 +169,7 @@ impl Drop for Farm {
         self.board.stop.store(true, Ordering::Relaxed);
         self.release();
         for b in &self.backends {
-            if b._reserved.is_none() {
+            if b.dead_socket.is_none() {
                 let _ = TcpStream::connect_timeout(&b.addr, Duration::from_millis(200));
             }
         }
@@ -189,7 +189,7 @@ fn start_one(index: usize, mode: BackendMode, proto: Proto, board: &Arc<Board>) 
         return Scripted {
             addr,
             mode,
-            _reserved: Some(sock),
+            dead_socket: Some(sock),
         };
     }
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a backend");
@@ -211,7 +211,7 @@ fn start_one(index: usize, mode: BackendMode, proto: Proto, board: &Arc<Board>) 
     Scripted {
         addr,
         mode,
-        _reserved: None,
+        dead_socket: None,
     }
 }
 
