@@ -35,6 +35,9 @@ pub struct PickArgs {
     /// The request URI.
     #[arg(long, value_name = "URI", default_value = "/", conflicts_with = "trace")]
     uri: String,
+    /// The request method (a POST, LOCK or PATCH is not resent once a peer got it, unless non_idempotent).
+    #[arg(long, value_name = "METHOD", default_value = "GET", conflicts_with = "trace")]
+    method: String,
     /// The hash key, instead of evaluating the upstream's key (repeatable, cycles); for ip_hash, a client address.
     #[arg(long = "key", value_name = "K")]
     key: Vec<String>,
@@ -128,12 +131,24 @@ pub fn run(args: &PickArgs, out: &mut dyn Write) -> Result<(), PickError> {
         }
         let r = &t.request;
         let (label, result) = match keys.get(i % keys.len().max(1)) {
-            Some((text, bytes)) => (format!("key={text}"), sim.run_with_key(bytes, t.hold, now)),
+            Some((text, bytes)) => (
+                format!("key={text}"),
+                sim.run_with_key(bytes, r.non_idempotent(), t.hold, now),
+            ),
             None => (r.uri.clone(), sim.run(r, t.hold, now)),
         };
         let host = r.host.as_deref().map(|h| format!(" host={h}")).unwrap_or_default();
+        let method = if r.method == "GET" {
+            String::new()
+        } else {
+            format!(" method={}", r.method)
+        };
         let hold = if t.hold { " hold" } else { "" };
-        let line = format!("{} {label}{host}{hold} -> {}", r.remote, describe(&result, &plan.name));
+        let line = format!(
+            "{} {label}{host}{method}{hold} -> {}",
+            r.remote,
+            describe(&result, &plan.name)
+        );
         writeln!(out, "{line}").map_err(PickError::Output)?;
     }
     sim.release_held(now);
@@ -172,7 +187,10 @@ fn requests(args: &PickArgs) -> Result<Vec<TraceLine>, PickError> {
     };
     let count = args.count.map_or(addrs.len().max(args.key.len()), |n| n as usize);
     let requests = addrs.iter().cycle().take(count).map(|&ip| TraceLine {
-        request: Request::new(ip, args.uri.clone()),
+        request: Request {
+            method: args.method.to_ascii_uppercase(),
+            ..Request::new(ip, args.uri.clone())
+        },
         at: None,
         hold: false,
         line: 0,

@@ -203,13 +203,13 @@ impl<'p> Simulator<'p> {
         }
         let mut key = std::mem::take(&mut self.key);
         self.plan.key.eval_into(req, req.remote, &mut key);
-        let out = self.run_with_key(&key, hold, now);
+        let out = self.run_with_key(&key, req.non_idempotent(), hold, now);
         self.key = key;
         out
     }
 
-    /// Runs one request whose key bytes are given directly.
-    pub fn run_with_key(&mut self, key: &[u8], hold: bool, now: u64) -> SimResult {
+    /// Runs one request whose key bytes are given directly (`non_idempotent`: a POST, LOCK or PATCH).
+    pub fn run_with_key(&mut self, key: &[u8], non_idempotent: bool, hold: bool, now: u64) -> SimResult {
         let mut attempt = Attempt::new(self.plan, self.policy.tries, key);
         let mut hops = Vec::new();
         loop {
@@ -226,7 +226,7 @@ impl<'p> Simulator<'p> {
                 },
                 tries_left: attempt.tries_left(),
                 replayable: true,
-                non_idempotent: false,
+                non_idempotent,
                 in_time: true,
             };
             let step = next::decide(&self.policy.next_upstream, end, cx);
@@ -283,7 +283,11 @@ impl<'p> Simulator<'p> {
     fn answer(&self, mode: BackendMode) -> TryEnd {
         let failed = |cause| TryEnd::Failed { cause, sent: true };
         match (self.policy.context, mode) {
-            (_, BackendMode::Dead) => failed(FailCause::Error),
+            // A refused connect: nothing of the request reached the peer.
+            (_, BackendMode::Dead) => TryEnd::Failed {
+                cause: FailCause::Error,
+                sent: false,
+            },
             (Context::Stream, _) => TryEnd::Status(200),
             (Context::Http, BackendMode::Ok) => TryEnd::Status(200),
             (Context::Http, BackendMode::Reset) => failed(FailCause::Error),

@@ -28,16 +28,6 @@ const NOW: u64 = 1_000_000;
 /// `proxy_read_timeout` when a peer never answers (else nginx's 60 s stands).
 const READ_TIMEOUT: &str = "300ms";
 
-/// Where the simulator and the live proxy are known to part, for the lead to decide. Each is recognised exactly
-/// (the live answer must then be the one nginx gives), reported with its case, and ends the comparison of that
-/// case (the two balancers' states differ from there on).
-const KNOWN_DISAGREEMENTS: &[(&str, &str)] = &[(
-    "simulator-resends-post",
-    "the simulator has no request method: a POST whose request reached a peer that then reset, timed out or \
-     answered a retried status is passed to the next peer by the simulator, while the live proxy (and nginx's \
-     ngx_http_upstream_next / ngx_http_upstream_test_next, without `non_idempotent`) ends it there",
-)];
-
 /// What one run compared.
 #[derive(Debug, Default)]
 struct Tally {
@@ -47,8 +37,6 @@ struct Tally {
     retried: AtomicUsize,
     /// Of them, those not answered 200.
     not_200: AtomicUsize,
-    /// Cases ended by the known disagreement.
-    known: AtomicUsize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,10 +91,6 @@ struct Case {
 }
 
 impl Case {
-    fn non_idempotent(&self) -> bool {
-        self.next.contains(&"non_idempotent")
-    }
-
     /// The config, with the peers at `addrs`, the proxy at `front` and the tries log `log`.
     fn config_text(&self, addrs: &[SocketAddr], front: SocketAddr, log: &TryLog) -> String {
         let mut servers = String::new();
@@ -255,24 +239,6 @@ fn simulated(r: &SimResult) -> Seen {
     }
 }
 
-/// What nginx does where the simulator resends a POST: the request ends at the first peer it reached that failed
-/// (reset → 502, timeout → 504, a retried status → that status).
-fn post_not_resent(sim: &SimResult, modes: &Backends) -> Option<Seen> {
-    let mut upstream = Vec::new();
-    for hop in &sim.hops {
-        let Hop::Peer { addr, failure } = hop else { return None };
-        upstream.push(addr.to_string());
-        let status = match (failure, modes.mode(*addr)) {
-            (Some(_), BackendMode::Reset) => 502,
-            (Some(_), BackendMode::Timeout) => 504,
-            (Some(_), BackendMode::Status(code)) => code,
-            _ => continue,
-        };
-        return Some(Seen { upstream, status });
-    }
-    None
-}
-
 fn parse(text: &str) -> Result<Config, TestCaseError> {
     config::parse_str(text, std::path::Path::new("/nonexistent-corelb-dir/corelb.conf"))
         .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))
@@ -338,7 +304,14 @@ fn run_once<R: Runtime>(
     let sims: Vec<SimResult> = case
         .requests
         .iter()
-        .map(|r| sim.run(&Request::new(r.src, format!("/?k=k{}", r.key)), false, NOW))
+        .map(|r| {
+            let method = if r.post { "POST" } else { "GET" };
+            let req = Request {
+                method: method.into(),
+                ..Request::new(r.src, format!("/?k=k{}", r.key))
+            };
+            sim.run(&req, false, NOW)
+        })
         .collect();
 
     // The live proxy.
@@ -412,14 +385,6 @@ fn run_once<R: Runtime>(
             r.src,
             s.hops,
         );
-        if r.post && !case.non_idempotent() {
-            if let Some(nginx) = post_not_resent(s, &backends).filter(|n| agree_with(n)) {
-                let (name, _) = KNOWN_DISAGREEMENTS[0];
-                tally.known.fetch_add(1, Ordering::Relaxed);
-                eprintln!("KNOWN DISAGREEMENT {name}: live = nginx {nginx:?}\n{story}\n");
-                return Ok(Verdict::Alike);
-            }
-        }
         return Err(TestCaseError::fail(format!(
             "the simulator and the live proxy differ\n{story}"
         )));
@@ -626,10 +591,7 @@ fn report(tag: &str, what: &str, cases: u32, tally: &Tally) {
     let n = |a: &AtomicUsize| a.load(Ordering::Relaxed);
     let (agreed, retried, not_200) = (n(&tally.agreed), n(&tally.retried), n(&tally.not_200));
     eprintln!(
-        "{tag} {what}: {cases} cases, {agreed} requests alike ({retried} passed to a next peer, {not_200} not 200), \
-         {} cases ended by {}",
-        n(&tally.known),
-        KNOWN_DISAGREEMENTS[0].0
+        "{tag} {what}: {cases} cases, {agreed} requests alike ({retried} passed to a next peer, {not_200} not 200)"
     );
     assert!(agreed >= cases as usize, "{agreed} requests compared in {cases} cases");
 }
@@ -738,7 +700,6 @@ fn fixed_failure_scripts_agree() {
         }
     }
     let n = |a: &AtomicUsize| a.load(Ordering::Relaxed);
-    assert_eq!(n(&tally.known), 0, "no POST here is resent without non_idempotent");
     assert_eq!(n(&tally.agreed), 32, "every request compared");
     // What the cases whose picks do not hang on ports come to (the consistent hash one adds to it).
     assert!(n(&tally.retried) >= 19, "{tally:?}");
@@ -778,10 +739,10 @@ fn fixed_failure_scripts_agree() {
 }
 
 #[test]
-fn known_disagreement_post_is_resent_by_the_simulator_only() {
-    // KNOWN_DISAGREEMENTS[0], exactly: a POST reaches a peer that resets (then one that answers 502, with
-    // `http_502`); nginx and the live proxy answer 502 from that peer, the simulator passes it on to the next one.
-    // When the simulator learns the request method this test fails: move the case to fixed_failure_scripts_agree.
+fn a_post_is_not_resent_once_a_peer_got_it() {
+    // nginx's ngx_http_upstream_next / ngx_http_upstream_test_next without `non_idempotent`: a POST reaches a peer
+    // that resets (or answers 502, with `http_502`) and ends there with 502; the simulator, which knows the method,
+    // agrees with the live proxy (the simulator once resent it).
     use BackendMode::*;
     for (first, next) in [(Reset, vec!["error"]), (Status(502), vec!["error", "http_502"])] {
         let case = Case {
@@ -792,10 +753,15 @@ fn known_disagreement_post_is_resent_by_the_simulator_only() {
             requests: requests("P0"),
         };
         let tally = Tally::default();
-        if let Err(e) = check::<Tokio>(&case, "known", &tally) {
+        if let Err(e) = check::<Tokio>(&case, "post", &tally) {
             panic!("{e}");
         }
-        assert_eq!(tally.known.load(Ordering::Relaxed), 1, "{first:?}: {tally:?}");
+        let n = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        assert_eq!(
+            (n(&tally.agreed), n(&tally.retried), n(&tally.not_200)),
+            (1, 0, 1),
+            "{first:?}: one peer, a 502"
+        );
     }
 }
 

@@ -146,11 +146,20 @@ fn parse_line(n: usize, line: &str) -> Result<TraceLine, TraceError> {
             );
         } else if let Some(h) = field.strip_prefix("host=").filter(|h| !h.is_empty()) {
             out.request.host = Some(h.into());
+        } else if let Some(m) = field.strip_prefix("method=").filter(|m| is_token(m)) {
+            out.request.method = m.into();
         } else {
             return Err(bad(format!("unknown field \"{field}\"")));
         }
     }
     Ok(out)
+}
+
+/// Whether `m` is a method token as the request line carries it (upper-case letters, digits, `-`, `_`).
+fn is_token(m: &str) -> bool {
+    !m.is_empty()
+        && m.bytes()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
 }
 
 /// Non-blank, non-comment lines with their numbers (from 1), trimmed.

@@ -4,10 +4,13 @@ use crate::config::key::{Var, VarSource};
 use std::io::Write;
 use std::net::IpAddr;
 
-/// What a simulated request carries: the client address, the request URI (path and query) and the Host header.
+/// What a simulated request carries: the client address, the method, the request URI (path and query) and the Host
+/// header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub remote: IpAddr,
+    /// The request method (`GET` unless a trace line says `method=`).
+    pub method: String,
     /// As sent on the request line: `/path?query`.
     pub uri: String,
     /// The `Host` header as sent, if any.
@@ -19,9 +22,16 @@ impl Request {
     pub fn new(remote: IpAddr, uri: impl Into<String>) -> Self {
         Request {
             remote,
+            method: "GET".into(),
             uri: uri.into(),
             host: None,
         }
+    }
+
+    /// POST, LOCK or PATCH: nginx does not send such a request to a next peer once a peer got it, unless
+    /// `proxy_next_upstream non_idempotent`.
+    pub fn non_idempotent(&self) -> bool {
+        matches!(self.method.as_str(), "POST" | "LOCK" | "PATCH")
     }
 
     /// The path part of the URI as sent.
@@ -111,6 +121,7 @@ mod tests {
     fn req(uri: &str, host: Option<&str>) -> Request {
         Request {
             remote: "127.0.3.4".parse().unwrap(),
+            method: "GET".into(),
             uri: uri.into(),
             host: host.map(String::from),
         }
