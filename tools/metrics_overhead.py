@@ -45,12 +45,13 @@ def one_round(conf, scrape, interval):
         t = threading.Thread(target=scraper, args=(stop, interval, count, path))
         t.start()
         before = cpu_seconds(proc.pid)
-        out = subprocess.run([BIN, "bench", "--cores", "1", "-c50", "-d3s", "--json", "/tmp/mo.json",
+        report = os.path.join(os.path.dirname(conf), "bench.json")
+        out = subprocess.run([BIN, "bench", "--cores", "1", "-c50", "-d3s", "--json", report,
                               "http://127.0.0.1:18390/"], capture_output=True, text=True, check=True)
         used = cpu_seconds(proc.pid) - before
         stop.set()
         t.join()
-        rep = json.load(open("/tmp/mo.json"))
+        rep = json.load(open(report))
         reqs = rep["requests"]
         return reqs / rep["duration_s"], used * 1e6 / reqs, count[0]
     finally:
