@@ -98,16 +98,21 @@ def ask(listen, src, path, timeout=10.0):
         return f"error:{type(e).__name__}"
 
 
+class PortsTaken(Exception):
+    """The backends could not listen on the ports chosen (another process took one in between): pick new ones."""
+
+
 class Backends:
     """backends.py for a scenario's live servers; `seen` gets the PATH of every request head they read."""
 
     def __init__(self, sc, ports):
         live = [f"{name}={port}:{mode}" for (name, _, mode), port in zip(sc["servers"], ports) if mode != "dead"]
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "backends.py"), *live],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.seen = queue.Queue()
         if self.proc.stdout.readline().strip() != "ready":
-            raise RuntimeError("the backends did not start")
+            self.proc.wait()
+            raise PortsTaken(self.proc.stderr.read().strip().splitlines()[-1:])
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -175,16 +180,30 @@ def nginx_command(binary):
     return f"{binary} -c {{conf}} -g 'daemon off; pid {{dir}}/nginx.pid; error_log {{dir}}/nginx.err;{load}'"
 
 
+def both_fronts(sc, candidate, nginx):
+    """(nginx's answers, the candidate's answers, why one did not start) over the same ports for both: consistent
+    hashing hashes "host:port". Ports another process takes in between are chosen again (up to 3 times)."""
+    for attempt in range(3):
+        ports = [free_port() for _ in sc["servers"]]
+        listen = free_port()
+        try:
+            with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
+                want, why = run_front(sc, nginx_command(nginx), d1, ports, listen)
+                if want is None:
+                    return None, None, f"nginx did not start: {why.strip()}"
+                got, why = run_front(sc, candidate, d2, ports, listen)
+                return want, got, why
+        except PortsTaken as e:
+            print(f"{sc['name']}: the backends could not listen ({e}), new ports", flush=True)
+    return None, None, "the backends could not listen three times"
+
+
 def compare(sc, candidate, nginx, show):
     """True when the candidate answers the scenario as nginx does; prints one line (and both traces with --show)."""
-    ports = [free_port() for _ in sc["servers"]]  # the same for both: consistent hashing hashes "host:port"
-    listen = free_port()
-    with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
-        want, why = run_front(sc, nginx_command(nginx), d1, ports, listen)
-        if want is None:
-            print(f"{sc['name']}: nginx did not start: {why.strip()}")
-            return False
-        got, why = run_front(sc, candidate, d2, ports, listen)
+    want, got, why = both_fronts(sc, candidate, nginx)
+    if want is None:
+        print(f"{sc['name']}: {why}")
+        return False
     if got is None:
         print(f"{sc['name']}: the candidate did not start: {why.strip()[-300:]}")
         return False
