@@ -1,15 +1,14 @@
 #!/usr/bin/env python3
-"""Checks the recorded goldens against the spec's executable model (shared/spec/vectors.py), driven by the retry
-rules of spec section 11: a golden that disagrees with the model points at the spec or the recording, not at
-corelb. Usage: python3 tools/golden_vs_model.py [SPEC_DIR] (default: ../shared/spec beside the repository)."""
+"""Checks the recorded goldens (engine/tests/golden/) against the executable model of nginx's balancers
+(tools/model/nginx_model.py), driven by the retry rules of docs/algorithms.md §12: a golden that disagrees with the
+model points at the model, its notes or the recording, not at corelb. Usage: python3 tools/golden_vs_model.py"""
 import os
 import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "shared", "spec")
-sys.path.insert(0, SPEC)
-import vectors as v  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "model"))
+import nginx_model as m  # noqa: E402
 
 G = os.path.join(HERE, "..", "engine", "tests", "golden")
 def parse_conf(text):
@@ -39,8 +38,8 @@ def build(servers):
             else:
                 k, val = p.split("=")
                 kw[k] = int(val.rstrip("s"))
-        (back if b else prim).append(v.Peer(s, **kw))
-    return v.Upstream(prim, back)
+        (back if b else prim).append(m.Peer(s, **kw))
+    return m.Upstream(prim, back)
 def normalized_path(uri):
     """nginx's $uri: %XX decoded, slashes merged, dot segments resolved; None for a path above the root (400)."""
     path = re.sub(rb"%([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]), uri.partition("?")[0].encode())
@@ -73,7 +72,7 @@ def run(name):
     method, servers, nu, tries, stream = parse_conf(open(d + "/corelb.conf").read())
     modes = dict(l.split() for l in open(d + "/backends").read().splitlines())
     ups = build(servers)
-    pts = v.chash_build(ups.primary) if method and "consistent" in method else None
+    ring = m.Ring(ups.primary) if method and "consistent" in method else None
     out = []
     now = 1000000; held = []
     for line in open(d + "/requests").read().splitlines():
@@ -84,35 +83,35 @@ def run(name):
         hold = "hold" in f
         if not stream and normalized_path(uri) is None:
             out.append("400 -"); continue
-        r = v.Req(ups, tries)
-        if method and method.startswith("hash") and pts is not None:
-            k = key_for(method, src, uri, host); v.chash_init(r, pts, k)
-            get = lambda: v.chash_get(r, pts, k, now)
+        r = m.Request(ups, tries)
+        if method and method.startswith("hash") and ring is not None:
+            k = key_for(method, src, uri, host); m.consistent_start(r, ring, k)
+            get = lambda: m.consistent_hash(r, ring, k, now)
         elif method and method.startswith("hash"):
-            k = key_for(method, src, uri, host); get = lambda: v.hash_get(r, k, now)
+            k = key_for(method, src, uri, host); get = lambda: m.hash_key(r, k, now)
         elif method == "ip_hash":
-            k = v.ip_hash_key_bytes(src); get = lambda: v.ip_hash_get(r, k, now)
+            k = m.ip_hash_bytes(src); get = lambda: m.ip_hash(r, k, now)
         elif method == "least_conn":
-            get = lambda: v.least_conn_get(r, now)
+            get = lambda: m.least_conn(r, now)
         else:
-            get = lambda: v.rr_get(r, now)
+            get = lambda: m.round_robin(r, now)
         names = []; status = None
         while True:
             p = get()
             if p is None: names.append("backend"); status = 502; break
-            names.append(p.name); m = modes.get(p.name, "ok")
-            if m == "dead" or (not stream and m in ("reset", "timeout")):
-                v.rr_free(r, True, now)
-                cond = "timeout" if m == "timeout" else "error"
+            names.append(p.name); mode = modes.get(p.name, "ok")
+            if mode == "dead" or (not stream and mode in ("reset", "timeout")):
+                r.free(True, now)
+                cond = "timeout" if mode == "timeout" else "error"
                 if r.tries == 0 or cond not in nu:
-                    status = 504 if (m == "timeout" and not stream) else 502; break
+                    status = 504 if (mode == "timeout" and not stream) else 502; break
                 continue
-            code = int(m[1:]) if (m.startswith("e") and not stream) else 200
+            code = int(mode[1:]) if (mode.startswith("e") and not stream) else 200
             if code != 200 and ("http_%d" % code) in nu and r.tries > 1:
-                v.rr_free(r, code not in (403, 404), now); continue
+                r.free(code not in (403, 404), now); continue
             status = code
             if hold: held.append(r)
-            else: v.rr_free(r, False, now)
+            else: r.free(False, now)
             break
         out.append("%d %s" % (status, ", ".join(names)))
     exp = open(d + "/expected").read().splitlines()

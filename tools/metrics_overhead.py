@@ -28,6 +28,21 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def listening(port):
+    """Whether 127.0.0.1:port listens (/proc/net/tcp, state 0A)."""
+    want = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp") as f:
+        return any(c[1] == want and c[3] == "0A" for c in (line.split() for line in f) if len(c) > 3)
+
+
+def wait_listening(ports, proc, timeout=10.0):
+    end = time.monotonic() + timeout
+    while not all(map(listening, ports)):
+        if proc.poll() is not None or time.monotonic() > end:
+            sys.exit(f"{BIN} did not start listening on {ports}")
+        time.sleep(0.02)
+
+
 def scraper(stop, interval, count, path):
     while not stop.is_set():
         with urllib.request.urlopen("http://127.0.0.1:18393" + path, timeout=5) as r:
@@ -39,18 +54,19 @@ def scraper(stop, interval, count, path):
 def one_round(conf, scrape, interval):
     proc = subprocess.Popen(["taskset", "-c", "0", BIN, "-c", conf])
     try:
-        time.sleep(0.5)
+        wait_listening([18390, 18391, 18392, 18393], proc)
         stop, count = threading.Event(), [0]
         path = "/metrics" if scrape else "/plain"
         t = threading.Thread(target=scraper, args=(stop, interval, count, path))
         t.start()
         before = cpu_seconds(proc.pid)
-        out = subprocess.run([BIN, "bench", "--cores", "1", "-c50", "-d3s", "--json", "/tmp/mo.json",
+        report = os.path.join(os.path.dirname(conf), "bench.json")
+        out = subprocess.run([BIN, "bench", "--cores", "1", "-c50", "-d3s", "--json", report,
                               "http://127.0.0.1:18390/"], capture_output=True, text=True, check=True)
         used = cpu_seconds(proc.pid) - before
         stop.set()
         t.join()
-        rep = json.load(open("/tmp/mo.json"))
+        rep = json.load(open(report))
         reqs = rep["requests"]
         return reqs / rep["duration_s"], used * 1e6 / reqs, count[0]
     finally:

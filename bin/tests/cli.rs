@@ -196,7 +196,7 @@ fn pick_shows_failed_peers_and_the_retry() {
 
 #[test]
 fn pick_ip_hash_over_a_trace() {
-    // spec §4 vector IPH, equal weights (verified on nginx)
+    // docs/algorithms.md §6 vector IPH, equal weights (verified on nginx)
     let s = Scratch::new();
     let conf = s.file("iph.conf", &http_conf(&upstream("ip_hash;")));
     let trace = s.file(
@@ -231,7 +231,7 @@ fn pick_ip_hash_over_a_trace() {
 
 #[test]
 fn pick_with_keys_follows_the_hash_vectors() {
-    // spec §5 vector H and §6 vector CH (verified on nginx)
+    // docs/algorithms.md §7 vector H and §8 vector CH (verified on nginx)
     let s = Scratch::new();
     let conf = s.file("h.conf", &http_conf(&upstream("hash $arg_k;")));
     let out = pick(&conf, &["--key", "a", "--key", "b", "--key", "c"]);

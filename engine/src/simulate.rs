@@ -1,4 +1,4 @@
-//! The request simulator: runs requests through a plan, a shard state and attempts as the proxy does (docs/algorithms.md),
+//! The request simulator: runs requests through a plan, a shard state and attempts as nginx (docs/algorithms.md §12),
 //! against backends that answer by mode, with a clock passed in. `corelb pick` and the golden tests use it.
 
 pub mod trace;

@@ -1,5 +1,5 @@
-//! Every balancing method through the network: keys evaluated per request, picks as nginx makes them (spec
-//! vectors where they do not depend on ports), all on real loopback sockets.
+//! Every balancing method through the network: keys evaluated per request, picks as nginx makes them (the
+//! vectors of docs/algorithms.md where they do not depend on ports), all on real loopback sockets.
 
 mod support;
 
@@ -41,7 +41,7 @@ fn get_from(listen: SocketAddr, src: [u8; 4], path: &str) -> String {
 
 #[test]
 fn hash_follows_the_memcached_vectors() {
-    // spec §5 vector H: 3 equal servers, key = the URI: a -> s3, b -> s1, c -> s3, /index.html -> s3
+    // docs/algorithms.md §7 vector H: 3 equal servers, key = the URI: a -> s3, b -> s1, c -> s3, /index.html -> s3
     let (_b, listen, _p) = three(hash("$uri", false));
     assert_eq!(get(listen, "/index.html").expect("response").text(), "s3");
     let (_b, listen, _p) = three(hash("$arg_k", false));
@@ -58,7 +58,7 @@ fn hash_follows_the_memcached_vectors() {
 
 #[test]
 fn ip_hash_follows_the_address_vectors() {
-    // spec §4 vector IPH, 3 equal servers: 127.0.0.1 -> s3, 127.0.1.1 -> s1, 127.1.0.1 -> s2
+    // docs/algorithms.md §6 vector IPH, 3 equal servers: 127.0.0.1 -> s3, 127.0.1.1 -> s1, 127.1.0.1 -> s2
     let (_b, listen, _p) = three(Method::IpHash);
     for (src, want) in [
         ([127, 0, 0, 1], "s3"),

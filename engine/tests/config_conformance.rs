@@ -1,32 +1,30 @@
-//! The configs the shared tools feed corelb parse into the model they describe: every scenario the conformance
-//! oracle renders, the spec's vector config (whose directives outside corelb's subset are refused by name), and the
-//! benchmark's front and backend configs. The tools live in `../shared` beside the project (set `CORELB_SHARED` to
-//! point elsewhere) and are run with python3.
+//! The configs the repository's tools feed corelb parse into the model they describe: every scenario the nginx
+//! oracle renders (`tools/conformance/oracle.py --render`), the vector config of the balancer model
+//! (`tools/model/nginx_model.py --write-conf`; its directives outside corelb's subset are refused by name), and the
+//! side-by-side benchmark's front and backend configs (`tools/bench/side_by_side.py --write-configs`). The tools
+//! are run with python3 from the repository root; nothing outside the repository is read.
 
 use corelb_engine::config::model::{Config, LocationMatch, Method};
 use corelb_engine::config::{parse_str, ConfigError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn shared() -> PathBuf {
-    std::env::var_os("CORELB_SHARED").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-        PathBuf::from,
-    )
+/// The repository root (the engine crate's parent).
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Runs a python3 snippet with `shared()` as its first argument; returns its stdout.
-fn python(code: &str, args: &[&str]) -> String {
+/// Runs one of the repository's python tools (a path from the root) with `args`; returns its stdout.
+fn tool(script: &str, args: &[&str]) -> String {
     let out = Command::new("python3")
-        .arg("-c")
-        .arg(code)
-        .arg(shared())
+        .arg(script)
         .args(args)
+        .current_dir(repo())
         .output()
         .expect("python3 runs");
     assert!(
         out.status.success(),
-        "python3 failed: {}",
+        "{script} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf-8")
@@ -39,19 +37,9 @@ fn scratch(tag: &str) -> PathBuf {
     dir
 }
 
-/// Each oracle scenario rendered with fixed ports, as `NAME\tPORTS\tCONFIG-as-JSON` lines.
-const RENDER: &str = r#"
-import json, os, sys
-sys.path.insert(0, os.path.join(sys.argv[1], "conformance"))
-import oracle
-for sc in oracle.load_scenarios(os.path.join(sys.argv[1], "conformance", "scenarios.py")):
-    ports = [20001 + i for i in range(len(sc["servers"]))]
-    print(json.dumps({"sc": sc, "ports": ports, "conf": oracle.render(sc, ports, 20000)}))
-"#;
-
 #[test]
 fn config_every_oracle_scenario_parses_to_its_upstream() {
-    let out = python(RENDER, &[]);
+    let out = tool("tools/conformance/oracle.py", &["--render", "20000"]);
     let mut count = 0;
     for line in out.lines() {
         count += 1;
@@ -83,14 +71,19 @@ fn config_every_oracle_scenario_parses_to_its_upstream() {
         }
         let method_ok = match &u.method {
             Method::IpHash => conf.contains("ip_hash;"),
-            Method::Hash { consistent, .. } => conf.contains("hash $") && *consistent == conf.contains(" consistent;"),
+            Method::Hash { key, consistent } => {
+                let raw = key.raw();
+                (conf.contains(&format!("hash {raw}")) || conf.contains(&format!("hash \"{raw}\"")))
+                    && *consistent == conf.contains(" consistent;")
+            }
             Method::LeastConn => conf.contains("least_conn;"),
             Method::Random { .. } => conf.contains("random"),
             Method::RoundRobin => !conf.contains("hash") && !conf.contains("least_conn") && !conf.contains("random"),
         };
         assert!(method_ok, "{:?} for\n{conf}", u.method);
     }
-    assert!(count >= 8, "only {count} scenarios rendered");
+    // The basic scenarios (tools/conformance/basic.py) and corelb's own (tools/conformance/scenarios.py).
+    assert!(count >= 25, "only {count} scenarios rendered");
 }
 
 /// The value of a top-level string field of a one-line JSON object (enough for python's json.dumps output).
@@ -151,18 +144,10 @@ fn without(text: &str, drop: &[&str]) -> String {
     out
 }
 
-/// Writes the spec's vector config into the directory given (`vectors.py --write-conf DIR`).
-const VECTORS: &str = r#"
-import os, runpy, sys
-shared, out = sys.argv[1], sys.argv[2]
-sys.argv = ["vectors.py", "--write-conf", out]
-runpy.run_path(os.path.join(shared, "spec", "vectors.py"), run_name="__main__")
-"#;
-
 #[test]
 fn config_the_vector_config_is_refused_by_name_then_parses_without_those_directives() {
     let dir = scratch("vectors");
-    python(VECTORS, &[dir.to_str().unwrap()]);
+    tool("tools/model/nginx_model.py", &["--write-conf", dir.to_str().unwrap()]);
     let path = dir.join("nginx.conf");
     let text = std::fs::read_to_string(&path).expect("vector config written");
     // Each directive outside the subset is refused by name, on its line.
@@ -222,25 +207,6 @@ fn check_vector_model(c: &Config) {
     assert_eq!(h.servers[0].ret.as_ref().and_then(|r| r.text.as_deref()), Some("s1"));
 }
 
-/// Runs the benchmark's `main()` until it has written its configs (it then tries to start processes: stopped there).
-const PERF: &str = r#"
-import os, sys, tempfile
-out = sys.argv[2]
-sys.path.insert(0, os.path.join(sys.argv[1], "bench"))
-tempfile.mkdtemp = lambda *a, **k: out
-import perf
-class Written(Exception):
-    pass
-def stop_here(*a, **k):
-    raise Written()
-perf.start = stop_here
-sys.argv = ["perf.py", "--workers", sys.argv[3], "--algo", sys.argv[4], "corelb -c {conf}"]
-try:
-    perf.main()
-except Written:
-    pass
-"#;
-
 #[test]
 fn config_the_benchmark_configs_parse() {
     for (workers, algo) in [
@@ -250,8 +216,16 @@ fn config_the_benchmark_configs_parse() {
         ("1", "random two least_conn;"),
         ("1", "ip_hash;"),
     ] {
-        let dir = scratch("perf");
-        python(PERF, &[dir.to_str().unwrap(), workers, algo]);
+        let dir = scratch("bench");
+        let args = [
+            "--write-configs",
+            dir.to_str().unwrap(),
+            "--workers",
+            workers,
+            "--algo",
+            algo,
+        ];
+        tool("tools/bench/side_by_side.py", &args);
         let front = dir.join("front.conf");
         let c = corelb_engine::config::load(&front).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.main.worker_connections, 4096);

@@ -120,7 +120,7 @@ fn status_retry_passes_the_last_answer_through() {
     };
     let ups = vec![upstream("u", vec![server_line(a.addr), server_line(b.addr)])];
     let _p = Proxy::tokio(http_config(listen, ups, vec![proxy_location("/", 0, proxy)]));
-    // spec §11: "A,B" -> "B, upstream-name" -> "upstream-name"
+    // docs/algorithms.md §12: "A,B" -> "B, upstream-name" -> "upstream-name"
     let r = get(listen, "/").expect("response");
     assert_eq!((r.status, r.text().as_str()), (502, "B"));
     assert_eq!((a.requests(), b.requests()), (1, 1));

@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn fails_window_is_not_sliding() {
-        // spec §2: a failure at t=0 and another at t=100 with no successful selection between them give fails=2.
+        // docs/algorithms.md §3: failures at t=0 and t=100 with no successful selection between them give fails=2.
         let s = PeerSlot::new();
         assert_eq!(s.record_failure(1000), 1);
         assert!(s.is_failed(1005, 1, 10));

@@ -1,6 +1,6 @@
-"""corelb's own conformance scenarios for ../shared/conformance/oracle.py (same format as its scenarios.py):
+"""corelb's own conformance scenarios, beyond the basic ones (format in tools/conformance/basic.py):
 
-  python3 ../shared/conformance/oracle.py --scenarios tools/conformance/scenarios.py "target/release/corelb -c {conf}"
+  python3 tools/conformance/oracle.py --scenarios tools/conformance/scenarios.py "target/release/corelb -c {conf}"
 
 Each runs through real nginx and through corelb; the backend that served each request must be the same."""
 import random

@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn ch_table_lookups() {
-        // (key, crc32, idx, point hash (0 = not given), server, next points, s2 down →), spec §6.
+        // (key, crc32, idx, point hash (0 = not given), server, next points, s2 down →), docs/algorithms.md §8.
         type Row = (
             &'static str,
             u32,
@@ -351,7 +351,7 @@ mod tests {
 
     #[test]
     fn retries_walk_clockwise_and_persist() {
-        // (key, picks while every attempt fails, final pos, misses), from vectors.py's model.
+        // (key, picks while every attempt fails, final pos, misses), from tools/model/nginx_model.py.
         type Row = (&'static str, &'static [&'static str], u64, u32);
         let equal: [Row; 6] = [
             ("a", &["s2", "s3", "s1"], 447, 4),

@@ -110,7 +110,7 @@ mod tests {
 
     #[test]
     fn h_table_rounds() {
-        // (key, crc32 of the first round, its 15-bit value, then (data, value, acc, idx) of the retries), spec §5.
+        // (key, crc32 of round 1, its 15-bit value, then (data, value, acc, idx) of retries), docs/algorithms.md §7.
         assert_eq!(crc32fast::hash(b"a"), 0xe8b7be43);
         assert_eq!(crc32fast::hash(b"/index.html"), 0xea224b42);
         type Retries = &'static [(u32, u32)];
@@ -135,7 +135,7 @@ mod tests {
 
     #[test]
     fn h_table_results_with_and_without_s2_down() {
-        // (key, equal weights, s2 down), spec §5 (user42 from vectors.py's verifier keys).
+        // (key, equal weights, s2 down), docs/algorithms.md §7 (user42 from the vector config's keys, §15).
         let rows = [
             ("a", "s3", "s3"),
             ("b", "s1", "s1"),
@@ -163,7 +163,7 @@ mod tests {
 
     #[test]
     fn retry_sequences_continue_the_accumulator() {
-        // (key, picks while every attempt fails, acc, rehash, misses), equal weights then s2 down; vectors.py.
+        // (key, picks while every attempt fails, acc, rehash, misses), equal weights then s2 down; nginx_model.py.
         let equal = [
             ("a", ["s3", "s2", "s1"], 48132, 3, 0),
             ("b", ["s1", "s3", "s2"], 233137, 13, 10),

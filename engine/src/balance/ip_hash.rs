@@ -103,7 +103,7 @@ mod tests {
     use crate::balance::{Attempt, Outcome};
     use crate::config::model::{Method, ServerLine};
 
-    /// (client, hash, equal →, first 5 candidates, weights 2,1,1 →, s2 down →), spec §4.
+    /// (client, hash, equal →, first 5 candidates, weights 2,1,1 →, s2 down →), docs/algorithms.md §6.
     type IphRow = (&'static str, u32, &'static str, [usize; 5], &'static str, &'static str);
     const IPH: [IphRow; 10] = [
         ("127.0.0.1", 4040, "s3", [2, 2, 1, 0, 0], "s1", "s3"),
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn retries_rehash_from_the_stored_hash() {
-        // (client, picks while every attempt fails, misses, stored hash at the end): from vectors.py's model.
+        // (client, picks while every attempt fails, misses, stored hash at the end): tools/model/nginx_model.py.
         let cases = [
             ("127.0.0.1", ["s3", "s2", "s1"], 1, 4956),
             ("127.0.1.1", ["s1", "s2", "s3"], 4, 65),

@@ -1,7 +1,7 @@
 //! After one try: nginx's `proxy_next_upstream` decision (`ngx_http_upstream_test_next` and
 //! `ngx_http_upstream_next` in `ngx_http_upstream.c`, `ngx_stream_proxy_next_upstream` in
 //! `ngx_stream_proxy_module.c`). One pure function that the HTTP proxy, the stream proxy and the simulator call,
-//! so that `corelb pick` follows the proxy's rules by construction. See docs/algorithms.md.
+//! so that `corelb pick` follows the proxy's rules by construction. See docs/algorithms.md §12 and §13 (stream).
 
 use super::Outcome;
 use crate::config::model::NextUpstream;

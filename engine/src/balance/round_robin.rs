@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn max_fails_window_scenario_from_the_verifier() {
-        // vectors.py verify(): a dead peer with max_fails=2 fail_timeout=1s and a live one; requests at t=0, then
+        // docs/algorithms.md §3, verified: a dead peer with max_fails=2 fail_timeout=1s and a live one; t=0, then
         // four at t=3. The failures 3 s apart still add up (no sliding window).
         let dead = ServerLine {
             max_fails: 2,

@@ -21,10 +21,10 @@ pub fn weighted(text: &str, weight: u32) -> ServerLine {
     ServerLine { weight, ..line(text) }
 }
 
-/// The three test servers of the spec's tables, s1..s3.
+/// The three test servers of docs/algorithms.md's tables, s1..s3.
 pub const S: [&str; 3] = ["127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"];
 
-/// The spec's name (`s1`..`s3`) of a test server's text.
+/// The tables' name (`s1`..`s3`) of a test server's text.
 pub fn short(text: &str) -> &str {
     match text {
         "127.0.0.1:8081" => "s1",

@@ -155,7 +155,7 @@ fn timeout_gives_504_when_it_ends_the_request() {
 
 #[test]
 fn http_502_retries_only_with_a_try_left_and_then_passes_through() {
-    // spec §11, verified on nginx: "A, B" -> "B, upstream-name" -> "upstream-name"
+    // docs/algorithms.md §12, verified on nginx: "A, B" -> "B, upstream-name" -> "upstream-name"
     let p = plan(vec![line(1, ""), line(2, "")], KeySpec::None);
     let nu = NextUpstream {
         http_502: true,
