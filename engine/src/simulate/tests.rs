@@ -380,3 +380,44 @@ impl RetryPolicy {
         self
     }
 }
+
+#[test]
+fn a_post_goes_on_only_from_a_peer_it_never_reached() {
+    let post = Request {
+        method: "POST".into(),
+        ..req()
+    };
+    let p = plan(vec![line(1, ""), line(2, ""), line(3, "")], KeySpec::None);
+    let modes = [(1, BackendMode::Dead), (2, BackendMode::Reset)];
+    let mut sim = Simulator::new(&p, RetryPolicy::default_for(Context::Http), backends(&modes));
+    // refused by 1 (nothing sent: on to 2), reset by 2 after it got the request: a 502, 3 never asked
+    let r = sim.run(&post, false, NOW);
+    assert_eq!(r.golden_line("backend"), "502 127.0.0.1:1, 127.0.0.1:2");
+    let resend = NextUpstream {
+        non_idempotent: true,
+        ..NextUpstream::default()
+    };
+    let p = plan(vec![line(1, ""), line(2, ""), line(3, "")], KeySpec::None);
+    let mut sim = Simulator::new(&p, http(resend, 0), backends(&modes));
+    let r = sim.run(&post, false, NOW);
+    assert_eq!(r.golden_line("backend"), "200 127.0.0.1:1, 127.0.0.1:2, 127.0.0.1:3");
+    // a GET was never held back
+    let p = plan(vec![line(1, ""), line(2, ""), line(3, "")], KeySpec::None);
+    let mut sim = Simulator::new(&p, RetryPolicy::default_for(Context::Http), backends(&modes));
+    assert_eq!(run_n(&mut sim, 1, NOW), ["200 127.0.0.1:1, 127.0.0.1:2, 127.0.0.1:3"]);
+}
+
+#[test]
+fn a_trace_line_names_its_method() {
+    let lines = parse_trace("127.0.0.1 / method=POST\n127.0.0.2 /a\n").unwrap();
+    assert_eq!(
+        (lines[0].request.method.as_str(), lines[0].request.non_idempotent()),
+        ("POST", true)
+    );
+    assert_eq!(
+        (lines[1].request.method.as_str(), lines[1].request.non_idempotent()),
+        ("GET", false)
+    );
+    let err = parse_trace("127.0.0.1 / method=post").unwrap_err().to_string();
+    assert!(err.contains("unknown field \"method=post\""), "{err}");
+}
