@@ -1,37 +1,32 @@
-//! The `corelb` command: `-c` runs the proxy, `-t` tests a config, `-s` signals the running proxy, `pick` shows
-//! which peers requests would reach, `bench` runs the load generator.
+//! The `corelb` command: nginx's command line (`-c` runs the proxy, `-t`/`-T` test a config, `-s` signals the
+//! running proxy, `-v`/`-V`/`-h`, with `-p`, `-e`, `-g`, `-q`), and the subcommands `pick` (which peers requests
+//! would reach) and `bench` (the load generator).
 
 mod bench;
 mod check;
+mod options;
 mod pick;
 mod run;
 mod signal;
+mod startup;
+mod version;
 
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use options::{Command as Line, Options};
 use std::process::ExitCode;
 
 /// corelb: a load balancer that reads nginx's config syntax and picks exactly the peers nginx 1.22 picks.
 #[derive(Debug, Parser)]
-#[command(name = "corelb", disable_version_flag = true, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "corelb",
+    disable_version_flag = true,
+    subcommand_required = true,
+    after_help = "nginx's options: corelb [-?hvVtTq] [-s signal] [-p prefix] [-e filename] [-c filename] \
+                  [-g directives] [--runtime tokio|glommio] (see corelb -h)"
+)]
 struct Cli {
-    /// Test the configuration file and exit (like `nginx -t`).
-    #[arg(short = 't')]
-    test: bool,
-    /// Send a signal to the running proxy (found through the config's `pid` file), like `nginx -s`.
-    #[arg(short = 's', value_name = "SIGNAL", value_parser = signal::ACTIONS)]
-    signal: Option<String>,
-    /// The configuration file.
-    #[arg(short = 'c', value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// The shard runtime of the proxy.
-    #[arg(long, value_name = "RUNTIME", value_parser = ["tokio", "glommio"])]
-    runtime: Option<String>,
-    /// Print the version and exit.
-    #[arg(short = 'v', long = "version")]
-    version: bool,
     #[command(subcommand)]
-    command: Option<Command>,
+    command: Command,
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,25 +38,48 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if cli.version {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    match options::parse(&args) {
+        Ok(Line::Nginx(o)) => nginx(&o),
+        Ok(Line::Clap) => subcommand(),
+        Err(e) => {
+            eprintln!("corelb: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn subcommand() -> ExitCode {
+    match &Cli::parse().command {
+        Command::Pick(args) => pick::main(args),
+        Command::Bench(args) => bench::main(args),
+    }
+}
+
+/// nginx's order: the version (and exit unless testing), then test, signal, or run.
+fn nginx(o: &Options) -> ExitCode {
+    if o.long_version {
         println!("corelb version {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    match &cli.command {
-        Some(Command::Pick(args)) => return pick::main(args),
-        Some(Command::Bench(args)) => return bench::main(args),
-        None => {}
+    if o.version {
+        eprint!("{}", version::text(o.help, o.configure));
+        if !o.test {
+            return ExitCode::SUCCESS;
+        }
     }
-    let Some(config) = cli.config else {
-        eprintln!("corelb: [emerg] no configuration file given: use -c FILE (see --help)");
-        return ExitCode::from(1);
+    let startup = match startup::resolve(o) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("corelb: {e}");
+            return ExitCode::from(1);
+        }
     };
-    if let Some(action) = &cli.signal {
-        signal::main(&config, action)
-    } else if cli.test {
-        check::test_config(&config)
+    if o.test {
+        check::test_config(&startup, o)
+    } else if let Some(action) = &o.signal {
+        signal::main(&startup, action)
     } else {
-        run::run(&config, cli.runtime)
+        run::run(&startup, o.runtime.as_deref())
     }
 }

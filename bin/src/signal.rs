@@ -1,13 +1,12 @@
 //! `corelb -s reload|stop|quit|reopen`, as `nginx -s`: the running process is found through the `pid` file the
-//! config names, and sent SIGHUP (reload), SIGTERM (stop), SIGQUIT (graceful quit) or SIGUSR1 (reopen the log).
+//! config (with `-p` and `-g`) names, and sent SIGHUP (reload), SIGTERM (stop), SIGQUIT (graceful quit) or SIGUSR1
+//! (reopen the log).
 
 use corelb_engine::config;
 use corelb_engine::config::error::errno_text;
+use corelb_engine::server::Startup;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// The `-s` names, with their signals.
-pub const ACTIONS: [&str; 4] = ["reload", "stop", "quit", "reopen"];
 
 /// Why the signal was not sent; displayed as nginx words it (after `corelb: `).
 #[derive(Debug, thiserror::Error)]
@@ -54,14 +53,15 @@ fn parse_pid(text: &str, path: &Path) -> Result<i32, SignalError> {
     trimmed.parse::<i32>().ok().filter(|p| *p > 0).ok_or_else(invalid)
 }
 
-/// Sends the `-s` signal `action` to the process whose pid file `conf` names.
-pub fn send(conf: &Path, action: &str) -> Result<(), SignalError> {
+/// Sends the `-s` signal `action` to the process whose pid file the config of `startup` names.
+pub fn send(startup: &Startup, action: &str) -> Result<(), SignalError> {
     let signal = signal_of(action)?;
-    let loaded = config::load(conf)?;
+    let loaded = config::load_with(&startup.conf_file, &startup.load)?;
     let pid_file = loaded
+        .config
         .main
         .pid
-        .ok_or_else(|| SignalError::NoPidFile(conf.to_path_buf()))?;
+        .ok_or_else(|| SignalError::NoPidFile(startup.conf_file.clone()))?;
     let text = std::fs::read_to_string(&pid_file).map_err(|source| SignalError::Open {
         path: pid_file.clone(),
         source,
@@ -79,8 +79,8 @@ pub fn send(conf: &Path, action: &str) -> Result<(), SignalError> {
 }
 
 /// `corelb -s ACTION -c FILE`: exit 0 once the signal is sent, 1 on any failure.
-pub fn main(conf: &Path, action: &str) -> ExitCode {
-    match send(conf, action) {
+pub fn main(startup: &Startup, action: &str) -> ExitCode {
+    match send(startup, action) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("corelb: {e}");
@@ -113,8 +113,8 @@ mod tests {
 
     #[test]
     fn actions_map_to_nginx_signals() {
-        let got: Vec<i32> = ACTIONS.iter().map(|a| signal_of(a).unwrap()).collect();
-        assert_eq!(got, [libc::SIGHUP, libc::SIGTERM, libc::SIGQUIT, libc::SIGUSR1]);
+        let got: Vec<i32> = crate::options::SIGNALS.iter().map(|a| signal_of(a).unwrap()).collect();
+        assert_eq!(got, [libc::SIGTERM, libc::SIGQUIT, libc::SIGUSR1, libc::SIGHUP]);
         assert!(matches!(signal_of("restart"), Err(SignalError::UnknownAction(_))));
     }
 
@@ -125,7 +125,7 @@ mod tests {
         let conf = dir.join("c.conf");
         let pid = dir.join("none.pid");
         std::fs::write(&conf, format!("pid {};\nevents {{}}\n", pid.display())).unwrap();
-        let e = send(&conf, "reload").unwrap_err();
+        let e = send(&Startup::of_file(&conf), "reload").unwrap_err();
         assert_eq!(
             e.to_string(),
             format!(
@@ -134,7 +134,10 @@ mod tests {
             )
         );
         std::fs::write(&conf, "events {}\n").unwrap();
-        assert!(matches!(send(&conf, "stop"), Err(SignalError::NoPidFile(_))));
+        assert!(matches!(
+            send(&Startup::of_file(&conf), "stop"),
+            Err(SignalError::NoPidFile(_))
+        ));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

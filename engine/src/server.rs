@@ -3,7 +3,8 @@
 //! log) and the pid file.
 
 use crate::config::model::{Config, RuntimeKind};
-use crate::control::{reload_from, ChangeKind};
+use crate::config::LoadOptions;
+use crate::control::{keep_restart_only, ApplyError, ChangeKind};
 use crate::log::Level;
 use crate::preflight::{ensure_memlock, plan_cpus, probe_io_uring, PreflightError};
 use crate::runtime::glommio_rt::{Glommio, IO_MEMORY};
@@ -46,6 +47,27 @@ impl ServeError {
             ServeError::Start(_) | ServeError::PidFile { .. } | ServeError::ErrorLog { .. } | ServeError::Health(_) => {
                 3
             }
+        }
+    }
+}
+
+/// What the command line gives the process besides the parsed config (nginx's `-c`, `-p`, `-g`, `-e`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Startup {
+    /// The config file, as resolved against the prefix: what SIGHUP reads again.
+    pub conf_file: PathBuf,
+    /// The prefix and the `-g` directives, applied again on every reload.
+    pub load: LoadOptions,
+    /// `-e FILE`: the error log while the config names none (`None`: stderr).
+    pub error_log: Option<PathBuf>,
+}
+
+impl Startup {
+    /// A start-up with the file `conf_file` and nothing else (paths as written, stderr).
+    pub fn of_file(conf_file: &Path) -> Startup {
+        Startup {
+            conf_file: conf_file.to_path_buf(),
+            ..Startup::default()
         }
     }
 }
@@ -196,10 +218,11 @@ pub fn next_signal(timeout: Duration) -> Option<Signal> {
     }
 }
 
-/// Runs `config`, read from the file `source`, until a stop signal: the whole life of `corelb -c FILE`. SIGHUP
-/// reads `source` again and applies it (on any error the running config keeps serving). Returns the exit code.
-pub fn run(config: Config, runtime: RuntimeKind, source: &Path) -> Result<u8, ServeError> {
-    let mut files = ProcessFiles::of(&config);
+/// Runs `config`, read as `startup` says, until a stop signal: the whole life of `corelb -c FILE`. SIGHUP reads
+/// the file again (with the same prefix and `-g` directives) and applies it (on any error the running config
+/// keeps serving). Returns the exit code.
+pub fn run(config: Config, runtime: RuntimeKind, startup: &Startup) -> Result<u8, ServeError> {
+    let mut files = ProcessFiles::of(&config, startup);
     if let Some(log) = &files.error_log {
         redirect_stderr(Path::new(log))?;
     }
@@ -216,7 +239,7 @@ pub fn run(config: Config, runtime: RuntimeKind, source: &Path) -> Result<u8, Se
     let stop = loop {
         match next_signal(Duration::from_secs(1)) {
             Some(Signal::Stop(s)) => break s,
-            Some(Signal::Reload) => reload(&running.shared, source, &mut files),
+            Some(Signal::Reload) => reload(&running.shared, startup, &mut files),
             Some(Signal::Reopen) => {
                 // The access logs first: the error log's notice then says the whole reopen is done.
                 reopen_access_logs(&running.shared);
@@ -238,13 +261,15 @@ pub fn run(config: Config, runtime: RuntimeKind, source: &Path) -> Result<u8, Se
     Ok(0)
 }
 
-/// SIGHUP: `source` read again and applied through the control plane; the outcome is logged as nginx logs it.
-fn reload(shared: &Shared, source: &Path, files: &mut ProcessFiles) {
+/// SIGHUP: the config file read again and applied through the control plane; the outcome is logged as nginx logs
+/// it.
+fn reload(shared: &Shared, startup: &Startup, files: &mut ProcessFiles) {
     crate::log_notice!("signal 1 (SIGHUP) received, reconfiguring");
-    match shared.apply(ChangeKind::Reload, reload_from(source)) {
+    let source = &startup.conf_file;
+    match shared.apply(ChangeKind::Reload, reload_with(startup)) {
         Ok(generation) => {
             let config = &shared.snapshot.load().config;
-            files.follow(&ProcessFiles::of(config));
+            files.follow(&ProcessFiles::of(config, startup));
             crate::log::set_level(error_log_level(config).unwrap_or(Level::Error));
             crate::log_notice!("reloaded {}: generation {generation} serves", source.display());
         }
@@ -256,6 +281,23 @@ fn reload(shared: &Shared, source: &Path, files: &mut ProcessFiles) {
                 shared.snapshot.load().generation
             );
         }
+    }
+}
+
+/// Reads the config again as `startup` says and keeps what only a restart changes (as `control::reload_from`,
+/// with the command line's prefix and `-g` directives).
+fn reload_with(startup: &Startup) -> impl FnOnce(&Config) -> Result<Config, ApplyError> + '_ {
+    move |running| {
+        let loaded = crate::config::load_with(&startup.conf_file, &startup.load);
+        let mut next = loaded.map_err(|e| ApplyError::Refused(e.to_string()))?.config;
+        let kept = keep_restart_only(running, &mut next);
+        for w in &next.warnings {
+            crate::log_warn!("{}", w.strip_prefix("[warn] ").unwrap_or(w));
+        }
+        for w in &kept {
+            crate::log_warn!("{w}");
+        }
+        Ok(next)
     }
 }
 
@@ -281,15 +323,21 @@ fn reopen_access_logs(shared: &Shared) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ProcessFiles {
     pid: Option<PathBuf>,
-    /// `error_log` (`stderr` or a file); `None` keeps the terminal.
+    /// `error_log` (`stderr` or a file), else `-e FILE`; `None` keeps the terminal.
     error_log: Option<String>,
 }
 
 impl ProcessFiles {
-    fn of(config: &Config) -> Self {
+    fn of(config: &Config, startup: &Startup) -> Self {
+        let default_log = startup.error_log.as_ref().map(|p| p.to_string_lossy().into_owned());
         ProcessFiles {
             pid: config.main.pid.clone(),
-            error_log: config.main.error_log.as_ref().map(|(path, _)| path.clone()),
+            error_log: config
+                .main
+                .error_log
+                .as_ref()
+                .map(|(path, _)| path.clone())
+                .or(default_log),
         }
     }
 

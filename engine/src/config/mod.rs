@@ -16,18 +16,45 @@ pub mod value;
 
 pub use error::ConfigError;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// What the command line adds to a config file (`nginx -p PREFIX -g DIRECTIVES`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// nginx's prefix: relative `pid`, `error_log`, `access_log` and `*_temp_path` paths resolve against it
+    /// (`include` resolves against the main file's directory, nginx's conf prefix). Empty: paths stay as written,
+    /// relative to the working directory.
+    pub prefix: PathBuf,
+    /// `-g`: main-context directives read before the file, placed `in command line`.
+    pub params: Option<String>,
+}
+
+/// A config and the files it was read from (the main one first, each include once, with its text: `-T`).
+#[derive(Debug)]
+pub struct Loaded {
+    pub config: model::Config,
+    pub files: Vec<(PathBuf, Vec<u8>)>,
+}
 
 /// Reads the config file at `path` and its includes. Relative include paths resolve against the directory of
 /// `path`, as nginx resolves them against its conf prefix.
 pub fn load(path: &Path) -> Result<model::Config, ConfigError> {
-    let tree = parser::parse_file(path)?;
-    build::build(&tree)
+    load_with(path, &LoadOptions::default()).map(|l| l.config)
+}
+
+/// [`load`] with the command line's prefix and `-g` directives.
+pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, ConfigError> {
+    let parsed = parser::parse_with(path, options.params.as_deref())?;
+    let config = build::build(&parsed.tree, &options.prefix)?;
+    Ok(Loaded {
+        config,
+        files: parsed.files,
+    })
 }
 
 /// Reads `text` as the content of the config file `path` (which need not exist; includes are still read from disk,
 /// relative to `path`'s directory).
 pub fn parse_str(text: &str, path: &Path) -> Result<model::Config, ConfigError> {
     let tree = parser::parse_text(text.as_bytes(), path);
-    build::build(&tree)
+    build::build(&tree, Path::new(""))
 }

@@ -40,8 +40,30 @@ pub struct Span {
     pub line: usize,
 }
 
+/// The stand-in file name of [`Span::command_line`].
+const COMMAND_LINE: &str = "\0command line";
+
+impl Span {
+    /// The place of a directive given with `-g`: nginx says `in command line`. (A file name cannot hold a NUL
+    /// byte, so no file is mistaken for it.)
+    pub fn command_line() -> Span {
+        Span {
+            file: PathBuf::from(COMMAND_LINE),
+            line: 0,
+        }
+    }
+
+    /// Whether this is [`Span::command_line`].
+    pub fn is_command_line(&self) -> bool {
+        self.file.as_os_str() == COMMAND_LINE
+    }
+}
+
 impl std::fmt::Display for Span {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_command_line() {
+            return f.write_str("command line");
+        }
         write!(f, "{}:{}", self.file.display(), self.line)
     }
 }

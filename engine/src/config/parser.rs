@@ -1,6 +1,7 @@
 //! The generic directive tree (name, arguments, place, optional block), with `include` expanded in place as nginx
 //! does: relative paths resolve against the main file's directory, and patterns with `*?[` are globbed (sorted,
-//! leading dots literal, no match is no error).
+//! leading dots literal, no match is no error). Directives given with `-g` come first, as nginx reads them before
+//! the file.
 //!
 //! A syntax error does not throw the tree away: the directives read before it stay, and the block it cut short
 //! carries the error as its `close`. The builder walks the tree in document order, so it reports whichever comes
@@ -9,6 +10,7 @@
 use super::error::ConfigError;
 use super::lexer::{Lexer, Terminator, Token};
 use super::model::Span;
+use std::cell::RefCell;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -48,19 +50,44 @@ enum Kind {
 struct Parser {
     /// The directory of the main file: nginx's conf prefix.
     prefix: PathBuf,
+    /// Every file read, once each, in the order first read, with its text.
+    files: RefCell<Vec<(PathBuf, Vec<u8>)>>,
+}
+
+/// A parsed config: the tree, and the files it was read from (the main one first, then each included file once,
+/// in the order first read, with its text: what `nginx -T` dumps).
+#[derive(Debug)]
+pub struct Parsed {
+    pub tree: Block,
+    pub files: Vec<(PathBuf, Vec<u8>)>,
 }
 
 /// Parses the file at `path` and its includes.
 pub fn parse_file(path: &Path) -> Result<Block, ConfigError> {
+    parse_with(path, None).map(|p| p.tree)
+}
+
+/// Parses `params` (the `-g` directives, if any: main-context directives without blocks, placed `in command
+/// line`), then the file at `path` and its includes, into one tree, as nginx reads `-g` before the file.
+pub fn parse_with(path: &Path, params: Option<&str>) -> Result<Parsed, ConfigError> {
+    let parser = Parser::of(path);
+    let mut items = Vec::new();
+    if let Some(params) = params {
+        if let Err(e) = parser.parse_params(params.as_bytes(), &mut items) {
+            let tree = Block { items, close: Err(e) };
+            return Ok(parser.parsed(tree));
+        }
+    }
     let text = read_file(path, None)?;
-    Ok(parse_text(&text, path))
+    parser.note_file(path, &text);
+    let mut lexer = Lexer::new(&text);
+    let close = parser.parse_into(&mut lexer, path, Kind::File, 0, 0, &mut items);
+    Ok(parser.parsed(Block { items, close }))
 }
 
 /// Parses `text` as the content of the file `path` (includes are read from disk, relative to `path`'s directory).
 pub fn parse_text(text: &[u8], path: &Path) -> Block {
-    let parser = Parser {
-        prefix: path.parent().map(Path::to_path_buf).unwrap_or_default(),
-    };
+    let parser = Parser::of(path);
     let mut items = Vec::new();
     let mut lexer = Lexer::new(text);
     let close = parser.parse_into(&mut lexer, path, Kind::File, 0, 0, &mut items);
@@ -77,6 +104,71 @@ fn read_file(path: &Path, at: Option<&Span>) -> Result<Vec<u8>, ConfigError> {
 }
 
 impl Parser {
+    fn of(main: &Path) -> Parser {
+        Parser {
+            prefix: main.parent().map(Path::to_path_buf).unwrap_or_default(),
+            files: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn parsed(self, tree: Block) -> Parsed {
+        Parsed {
+            tree,
+            files: self.files.into_inner(),
+        }
+    }
+
+    /// Records a file read (nginx dumps each file once, under the name it was first read by).
+    fn note_file(&self, path: &Path, text: &[u8]) {
+        let mut files = self.files.borrow_mut();
+        if !files.iter().any(|(p, _)| p == path) {
+            files.push((path.to_path_buf(), text.to_vec()));
+        }
+    }
+
+    /// The `-g` text, as nginx's `ngx_conf_param` reads it: directives end with `;`, blocks are refused, and the
+    /// end of the text inside a directive is `unexpected end of parameter`.
+    fn parse_params(&self, text: &[u8], items: &mut Vec<Directive>) -> Result<(), ConfigError> {
+        let at = Span::command_line();
+        let mut lexer = Lexer::new(text);
+        loop {
+            let token = lexer.next_token().map_err(|e| {
+                let msg = if e.msg.starts_with("unexpected end of file") {
+                    "unexpected end of parameter, expecting \";\"".to_string()
+                } else {
+                    e.msg
+                };
+                ConfigError::syntax(msg, at.clone())
+            })?;
+            let (mut words, end) = match token {
+                Token::Eof { .. } => return Ok(()),
+                Token::BlockEnd { .. } => return Err(ConfigError::syntax("unexpected \"}\"", at)),
+                Token::Directive { words, end, .. } => (words, end),
+            };
+            if end == Terminator::BlockStart {
+                return Err(ConfigError::syntax(
+                    "block directives are not supported in -g option",
+                    at,
+                ));
+            }
+            let name = if words.is_empty() {
+                String::new()
+            } else {
+                words.remove(0)
+            };
+            if name == "include" {
+                self.include(&words, end, &at, 0, 0, items)?;
+                continue;
+            }
+            items.push(Directive {
+                name,
+                args: words,
+                span: at.clone(),
+                block: None,
+            });
+        }
+    }
+
     /// Reads directives into `items` until the end of the file (`Kind::File`) or the `}` (`Kind::Block`).
     fn parse_into(
         &self,
@@ -183,6 +275,7 @@ impl Parser {
         items: &mut Vec<Directive>,
     ) -> Result<(), ConfigError> {
         let text = read_file(path, Some(span))?;
+        self.note_file(path, &text);
         let mut lexer = Lexer::new(&text);
         self.parse_into(&mut lexer, path, Kind::File, depth, includes + 1, items)
             .map(|_| ())

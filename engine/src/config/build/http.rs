@@ -66,7 +66,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         http_header_error: None,
         listens: HttpListens::default(),
         matches: Vec::new(),
-        logs: LogState::default(),
+        logs: LogState::with_prefix(b.prefix.clone()),
     };
     let close = walk(block_of(d)?, Ctx::HTTP, |hd| match hd.name.as_str() {
         "upstream" => h.upstreams.block(b, &mut h.vars, hd),

@@ -2,6 +2,7 @@
 //! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
 
 use super::logs::{LevelLogs, LogState};
+use super::temp_path::{self, TempPaths};
 use super::vars::{Module, Vars};
 use super::{arg, directive_err, msec_slot, num_slot, unset, value, Build};
 use crate::config::error::ConfigError;
@@ -59,6 +60,8 @@ pub struct ClientLayer {
 pub struct Layers {
     pub proxy: ProxyLayer,
     pub client: ClientLayer,
+    /// The `*_temp_path` lines of this level (checked, without effect).
+    pub temp_paths: TempPaths,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -125,6 +128,7 @@ impl Layers {
                 c.header_buffers = Some(header_buffers(d)?);
             }
             "access_log" => cx.logs.access_log(&mut c.access_log, d, cx.vars)?,
+            name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -164,6 +168,7 @@ impl Layers {
                 header_buffers: c.header_buffers.or(pc.header_buffers),
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
             },
+            temp_paths: TempPaths::default(),
         }
     }
 

@@ -17,6 +17,8 @@ use std::time::Duration;
 pub struct LogState {
     formats: Vec<Arc<LogFormat>>,
     buffered: Vec<(PathBuf, usize, Option<Duration>)>,
+    /// What relative log paths resolve against (nginx's prefix).
+    prefix: PathBuf,
 }
 
 impl Default for LogState {
@@ -24,6 +26,7 @@ impl Default for LogState {
         LogState {
             formats: vec![Arc::new(LogFormat::combined())],
             buffered: Vec::new(),
+            prefix: PathBuf::new(),
         }
     }
 }
@@ -65,6 +68,14 @@ fn format_result(
 }
 
 impl LogState {
+    /// The state of an http block whose relative log paths resolve against `prefix`.
+    pub fn with_prefix(prefix: PathBuf) -> Self {
+        LogState {
+            prefix,
+            ..LogState::default()
+        }
+    }
+
     /// `log_format NAME [escape=default|json|none] STRING ...`.
     pub fn log_format(&mut self, d: &Directive, vars: &mut Vars) -> Result<(), ConfigError> {
         let name = arg(d, 0);
@@ -103,7 +114,7 @@ impl LogState {
             return Err(ConfigError::invalid(format!("unknown log format \"{name}\""), &d.span));
         };
         let mut conf = AccessLogConf {
-            path: PathBuf::from(path),
+            path: self.prefix.join(path),
             format: Arc::clone(format),
             buffer: None,
             flush: None,

@@ -5,7 +5,7 @@ use super::{arg, block_of, directive_err, flag_slot, set_once, unset, value, wal
 use crate::config::error::ConfigError;
 use crate::config::model::{Config, MainConf, RuntimeKind, Workers};
 use crate::config::parser::{Block, Directive};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// nginx's error log levels.
 const LOG_LEVELS: &[&str] = &["emerg", "alert", "crit", "error", "warn", "notice", "info", "debug"];
@@ -35,8 +35,11 @@ struct MainSlots {
 }
 
 /// Builds the whole config from the root block.
-pub fn build(root: &Block) -> Result<Config, ConfigError> {
-    let mut b = Build::default();
+pub fn build(root: &Block, prefix: &Path) -> Result<Config, ConfigError> {
+    let mut b = Build {
+        prefix: prefix.to_path_buf(),
+        ..Build::default()
+    };
     let mut slots = MainSlots::default();
     let mut config = Config::default();
     let end = walk(root, Ctx::MAIN, |d| match d.name.as_str() {
@@ -64,7 +67,7 @@ pub fn build(root: &Block) -> Result<Config, ConfigError> {
             config.stream = Some(super::stream::build(&mut b, d)?);
             Ok(())
         }
-        _ => main_directive(d, &mut slots),
+        _ => main_directive(d, &mut slots, &b.prefix),
     })?;
     if !slots.events {
         return Err(ConfigError::invalid("no \"events\" section in configuration", &end));
@@ -83,7 +86,7 @@ pub fn build(root: &Block) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-fn main_directive(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigError> {
+fn main_directive(d: &Directive, slots: &mut MainSlots, prefix: &Path) -> Result<(), ConfigError> {
     match d.name.as_str() {
         "worker_processes" => {
             unset(&slots.workers, d)?;
@@ -96,8 +99,8 @@ fn main_directive(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigErro
             };
             set_once(&mut slots.workers, d, workers)
         }
-        "error_log" => error_log(d, slots),
-        "pid" => set_once(&mut slots.pid, d, PathBuf::from(arg(d, 0))),
+        "error_log" => error_log(d, slots, prefix),
+        "pid" => set_once(&mut slots.pid, d, prefix.join(arg(d, 0))),
         "daemon" => flag_slot(&mut slots.daemon, d),
         "load_module" => {
             if slots.modules_used {
@@ -128,7 +131,7 @@ fn main_directive(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigErro
 }
 
 /// `error_log FILE [LEVEL]` (nginx's `ngx_log_set_levels` checks; corelb keeps one log with one level).
-fn error_log(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigError> {
+fn error_log(d: &Directive, slots: &mut MainSlots, prefix: &Path) -> Result<(), ConfigError> {
     if slots.error_log.is_some() {
         let msg = "several \"error_log\" directives are not supported by corelb";
         return Err(ConfigError::invalid(msg, &d.span));
@@ -153,7 +156,12 @@ fn error_log(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigError> {
             return Err(ConfigError::invalid(format!("invalid log level \"{v}\""), &d.span));
         }
     }
-    slots.error_log = Some((file.to_string(), level.map(str::to_string)));
+    let file = if file == "stderr" {
+        file.to_string()
+    } else {
+        prefix.join(file).to_string_lossy().into_owned()
+    };
+    slots.error_log = Some((file, level.map(str::to_string)));
     Ok(())
 }
 

@@ -15,6 +15,7 @@ mod server_line;
 mod spec;
 mod state;
 mod stream;
+mod temp_path;
 mod upstream;
 mod vars;
 
@@ -22,6 +23,7 @@ use super::error::ConfigError;
 use super::model::{Config, Span};
 use super::parser::{Block, Directive};
 use super::value;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Where a directive appears: nginx's `cmd_type` bits, one per context.
@@ -53,15 +55,17 @@ impl Ctx {
     }
 }
 
-/// Builds the typed config from a parsed tree.
-pub fn build(root: &Block) -> Result<Config, ConfigError> {
-    main_ctx::build(root)
+/// Builds the typed config from a parsed tree; relative file paths resolve against `prefix` (nginx's `-p`).
+pub fn build(root: &Block, prefix: &Path) -> Result<Config, ConfigError> {
+    main_ctx::build(root, prefix)
 }
 
 /// State of the whole build: warnings, and the shared memory zones (global across http and stream, as in nginx).
 #[derive(Debug, Default)]
 pub struct Build {
     pub warnings: Vec<String>,
+    /// nginx's prefix, for `ngx_conf_full_name(cycle, name, 0)` (empty: paths as written).
+    pub prefix: PathBuf,
     zones: Vec<ShmZone>,
 }
 

@@ -19,6 +19,7 @@ const TAKE2: Args = Args { min: 2, max: 2 };
 const TAKE12: Args = Args { min: 1, max: 2 };
 const NOARGS_TAKE1: Args = Args { min: 0, max: 1 };
 const NOARGS_TAKE12: Args = Args { min: 0, max: 2 };
+const TAKE1234: Args = Args { min: 1, max: 4 };
 const ANY: Args = Args {
     min: 0,
     max: usize::MAX,
@@ -131,6 +132,12 @@ pub const SPECS: &[Spec] = &[
     both("large_client_header_buffers", Ctx::HTTP.or(Ctx::HTTP_SRV), TAKE2),
     both("access_log", HTTP_MSL, MORE1),
     both("log_format", Ctx::HTTP, MORE2),
+    // Checked, without effect: corelb writes no temporary files.
+    both("client_body_temp_path", HTTP_MSL, TAKE1234),
+    both("proxy_temp_path", HTTP_MSL, TAKE1234),
+    both("fastcgi_temp_path", HTTP_MSL, TAKE1234),
+    both("uwsgi_temp_path", HTTP_MSL, TAKE1234),
+    both("scgi_temp_path", HTTP_MSL, TAKE1234),
     spec("access_log", STREAM_MS, Ctx::NONE, MORE1, false),
     both("least_conn", UPS, NOARGS),
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
@@ -194,7 +201,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "keepalive_time",
     "keepalive_disable",
     "client_body_buffer_size",
-    "client_body_temp_path",
     "client_body_in_file_only",
     "client_header_buffer_size",
     "lingering_close",
@@ -315,7 +321,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "proxy_set_body",
     "proxy_method",
     "proxy_bind",
-    "proxy_temp_path",
     "proxy_max_temp_file_size",
     "proxy_temp_file_write_size",
     "proxy_cookie_domain",
@@ -345,13 +350,10 @@ pub const UNSUPPORTED: &[&str] = &[
     "fastcgi_pass",
     "fastcgi_param",
     "fastcgi_index",
-    "fastcgi_temp_path",
     "uwsgi_pass",
     "uwsgi_param",
-    "uwsgi_temp_path",
     "scgi_pass",
     "scgi_param",
-    "scgi_temp_path",
     "grpc_pass",
     "memcached_pass",
     // upstream extras (newer or commercial nginx)
