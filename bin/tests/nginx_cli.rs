@@ -277,7 +277,7 @@ fn global_directives_come_first_and_errors_cite_the_command_line() {
             assert!(got.is_empty(), "{got:?}");
         } else {
             assert_eq!(out.status.code(), Some(1), "-g {params:?}");
-            assert_eq!(got, [want.clone()], "-g {params:?}");
+            assert_eq!(got, std::slice::from_ref(want), "-g {params:?}");
             assert!(text(&out.stderr).ends_with(&format!(
                 "corelb: configuration file {} test failed\n",
                 prefix.join(conf).display()
