@@ -96,15 +96,19 @@ fn lossy(bytes: &[u8]) -> String {
 
 /// Reads `args` (without the program name).
 pub fn parse(args: &[OsString]) -> Result<Command, OptionError> {
-    if let Some(first) = args.first() {
-        if SUBCOMMANDS.iter().any(|s| first == *s) || args.iter().any(|a| a == "--help") {
-            return Ok(Command::Clap);
-        }
+    if args
+        .first()
+        .is_some_and(|first| SUBCOMMANDS.iter().any(|s| first == *s))
+    {
+        return Ok(Command::Clap);
     }
     let mut o = Options::default();
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].as_bytes();
+        if arg == b"--help" {
+            return Ok(Command::Clap);
+        }
         if arg.len() > 2 && arg.starts_with(b"--") {
             long_option(&mut o, args, &mut i)?;
             i += 1;
@@ -286,6 +290,8 @@ mod tests {
         assert_eq!(o.runtime.as_deref(), Some("glommio"));
         assert_eq!(options(&["--runtime=tokio"]).runtime.as_deref(), Some("tokio"));
         assert!(options(&["--version"]).long_version);
+        // A value is taken before any long option is looked at, as nginx takes it.
+        assert_eq!(options(&["-c", "--help"]).conf_file, Some(PathBuf::from("--help")));
         let e = parse_str(&["--runtime", "uv"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert_eq!(parse_str(&["--runtime"]).unwrap_err(), OptionError::NoRuntime);
