@@ -111,18 +111,9 @@ fn json_string_field(line: &str, field: &str) -> String {
     panic!("unterminated string field {field}");
 }
 
-/// The directives of the vector config that are outside corelb's subset.
-const OUTSIDE: &[&str] = &[
-    "user",
-    "client_body_temp_path",
-    "proxy_temp_path",
-    "fastcgi_temp_path",
-    "uwsgi_temp_path",
-    "scgi_temp_path",
-    "set_real_ip_from",
-    "real_ip_header",
-    "add_header",
-];
+/// The directives of the vector config that are outside corelb's subset (its `*_temp_path` lines are accepted:
+/// corelb writes no temporary files).
+const OUTSIDE: &[&str] = &["user", "set_real_ip_from", "real_ip_header", "add_header"];
 
 /// `text` without the statements of the directives in `drop`.
 fn without(text: &str, drop: &[&str]) -> String {
