@@ -78,12 +78,13 @@ pub fn send(startup: &Startup, action: &str) -> Result<(), SignalError> {
     Ok(())
 }
 
-/// `corelb -s ACTION -c FILE`: exit 0 once the signal is sent, 1 on any failure.
+/// `corelb -s ACTION -c FILE`: exit 0 once the signal is sent, 1 on any failure (said on stderr and in the `-e`
+/// file, as nginx says it).
 pub fn main(startup: &Startup, action: &str) -> ExitCode {
     match send(startup, action) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("corelb: {e}");
+            crate::startup::EarlyLog::open(startup).emit(&e.to_string());
             ExitCode::from(1)
         }
     }

@@ -221,14 +221,24 @@ fn global_directives_come_first_and_errors_cite_the_command_line() {
     fs::write(prefix.join("nginx.conf"), "events {}\n").expect("write");
     fs::write(prefix.join("pid.conf"), "events {}\npid a.pid;\n").expect("write");
     // -g applies: a pid given there is where `-s` looks (relative to the prefix).
-    let out = corelb(&["-p", p, "-c", "nginx.conf", "-g", "pid g.pid;", "-s", "stop"]);
-    assert_eq!(
-        text(&out.stderr),
-        format!(
-            "corelb: [error] open() \"{}\" failed (2: No such file or directory)\n",
-            prefix.join("g.pid").display()
-        )
+    let out = corelb(&[
+        "-p",
+        p,
+        "-c",
+        "nginx.conf",
+        "-g",
+        "pid g.pid;",
+        "-s",
+        "stop",
+        "-e",
+        "s.log",
+    ]);
+    let want = format!(
+        "corelb: [error] open() \"{}\" failed (2: No such file or directory)\n",
+        prefix.join("g.pid").display()
     );
+    assert_eq!(text(&out.stderr), want);
+    assert_eq!(fs::read_to_string(prefix.join("s.log")).expect("-e file"), want);
     let file = prefix.join("pid.conf");
     let cases: &[(&str, &str, String)] = &[
         ("nginx.conf", "pid g.pid; worker_processes 1;", String::new()),
