@@ -7,6 +7,7 @@ pub mod goldens;
 pub mod killable;
 pub mod recorder;
 pub mod scripted;
+pub mod skip;
 
 use corelb_engine::config::key::KeyTemplate;
 use corelb_engine::config::model::*;
@@ -245,19 +246,31 @@ pub fn read_retrying(conn: &mut impl Read, buf: &mut [u8]) -> std::io::Result<us
     }
 }
 
-/// Whether glommio can run here (io_uring allowed, enough locked memory); a refusal must carry its exit code.
+/// Whether glommio can run here (io_uring allowed, enough locked memory); a refusal must carry its exit code. When
+/// it cannot, the caller drops its glommio variant: a `SKIP` line says so (a failure under `CORELB_REQUIRE=io_uring`).
 pub fn glommio_usable() -> bool {
     use corelb_engine::preflight::{ensure_memlock, probe_io_uring};
-    if let Err(e) = probe_io_uring() {
-        assert_eq!(e.exit_code(), 4, "{e}");
-        return false;
-    }
     let need = 4 * corelb_engine::runtime::glommio_rt::IO_MEMORY as u64;
-    if let Err(e) = ensure_memlock(need, 2) {
-        assert_eq!(e.exit_code(), 5, "{e}");
-        return false;
-    }
-    true
+    let refused = match probe_io_uring() {
+        Err(e) => {
+            assert_eq!(e.exit_code(), 4, "{e}");
+            e
+        }
+        Ok(()) => match ensure_memlock(need, 2) {
+            Err(e) => {
+                assert_eq!(e.exit_code(), 5, "{e}");
+                e
+            }
+            Ok(()) => return true,
+        },
+    };
+    skip::skip(skip::Skip {
+        need: skip::Need::IoUring,
+        cases: 1,
+        what: "glommio variant",
+        why: &refused.to_string(),
+    });
+    false
 }
 
 /// One request on a fresh connection.
