@@ -18,7 +18,7 @@ use corelb_engine::state::Shared;
 use corelb_shared_state::Zone;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// A free loopback port (bound and released; SO_REUSEPORT shards all bind it).
@@ -27,9 +27,25 @@ pub fn free_addr() -> SocketAddr {
     l.local_addr().expect("address")
 }
 
-/// A loopback address nothing listens on.
+/// The sockets that hold the ports of [`dead_addr`], for the life of the test process.
+static DEAD: Mutex<Vec<socket2::Socket>> = Mutex::new(Vec::new());
+
+/// A loopback address that refuses connections (ECONNREFUSED) for the life of the test process: its port is held
+/// by a TCP socket bound without SO_REUSEADDR or SO_REUSEPORT that never listens, so no socket of this or any
+/// other process (a backend or proxy of a test running at the same time) can be given it.
 pub fn dead_addr() -> SocketAddr {
-    free_addr()
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).expect("socket");
+    sock.set_reuse_address(false).expect("SO_REUSEADDR off");
+    sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .expect("bind a dead address");
+    let addr = sock
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .expect("bound address");
+    DEAD.lock().unwrap_or_else(PoisonError::into_inner).push(sock);
+    addr
 }
 
 pub fn server_line(addr: SocketAddr) -> ServerLine {
