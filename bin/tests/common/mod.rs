@@ -1,10 +1,14 @@
-//! What the process tests share: free ports, temp dirs, bounded waits, signals and one-shot GETs.
+//! What the process tests share: free ports, temp dirs, bounded waits, the pid file, signals and one-shot GETs.
 #![allow(dead_code)] // each test file uses its own part
+
+#[path = "../../../engine/tests/support/skip.rs"]
+pub mod skip;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 pub fn free_port() -> u16 {
@@ -12,6 +16,36 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free port")
+}
+
+/// A loopback port that refuses connections (ECONNREFUSED) for the life of the test process: a TCP socket bound
+/// to it without SO_REUSEADDR or SO_REUSEPORT never listens, so no listener of this or any other process (a test
+/// running at the same time) can be given it, as a port bound and released could be.
+pub fn dead_port() -> u16 {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    static HELD: Mutex<Vec<OwnedFd>> = Mutex::new(Vec::new());
+    // SAFETY: socket() takes no pointer; it returns a new descriptor or -1.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(raw >= 0, "socket: {}", std::io::Error::last_os_error());
+    // SAFETY: `raw` is a descriptor this call just opened and nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+        },
+        sin_zero: [0; 8],
+    };
+    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: bind reads `len` bytes of `addr`, a sockaddr_in of that size.
+    let bound = unsafe { libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_in).cast(), len) };
+    assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
+    // SAFETY: getsockname writes at most `len` bytes into `addr` and the length it wrote into `len`.
+    let named = unsafe { libc::getsockname(fd.as_raw_fd(), (&mut addr as *mut libc::sockaddr_in).cast(), &mut len) };
+    assert_eq!(named, 0, "getsockname: {}", std::io::Error::last_os_error());
+    HELD.lock().unwrap_or_else(PoisonError::into_inner).push(fd);
+    u16::from_be(addr.sin_port)
 }
 
 /// An empty directory of its own for the test `name` of the suite `suite`.
@@ -32,6 +66,37 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+/// How long a started `corelb` may take to bind its listeners and write its pid file on a loaded machine.
+pub const START_LIMIT: Duration = Duration::from_secs(30);
+
+/// Waits until `port` on 127.0.0.1 accepts a connection (within [`START_LIMIT`]) or `child` has exited; whether it
+/// accepts.
+pub fn wait_listening(port: u16, child: &mut Child) -> bool {
+    wait_until(START_LIMIT, || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok() || child.try_wait().ok().flatten().is_some()
+    }) && matches!(child.try_wait(), Ok(None))
+}
+
+/// The pid that `pid_file` holds once it is written whole (`PID` and a newline) and names `child`, within
+/// [`START_LIMIT`]: `corelb` binds its listeners before it writes the pid file, as nginx does (`ngx_init_cycle`
+/// before `ngx_create_pidfile`), so a port that accepts does not mean that `-s` can find the process yet.
+pub fn wait_pid_file(pid_file: &Path, child: &mut Child) -> u32 {
+    let want = child.id();
+    let mut seen = String::new();
+    let written = wait_until(START_LIMIT, || {
+        seen = std::fs::read_to_string(pid_file).unwrap_or_default();
+        let whole = seen.strip_suffix('\n').and_then(|p| p.parse::<u32>().ok());
+        whole == Some(want) || child.try_wait().ok().flatten().is_some()
+    });
+    assert!(
+        written && matches!(child.try_wait(), Ok(None)),
+        "no pid file {} naming {want}: {seen:?} (child: {:?})",
+        pid_file.display(),
+        child.try_wait()
+    );
+    want
 }
 
 /// The child's exit status within `limit`; killed (and `None`) if it has not ended by then.
