@@ -72,18 +72,6 @@ fn max_conns_holds_across_two_shards_under_200_concurrent_requests() {
     }
 }
 
-/// Polls `cond` every 10 ms until it holds (true) or `limit` passes (false).
-fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < end {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
-}
-
 #[test]
 fn glommio_runtime_proxies_when_io_uring_is_available() {
     if !support::glommio_usable() {
@@ -155,8 +143,9 @@ fn stream_round_trip(listen: std::net::SocketAddr, payload: &[u8]) -> Vec<u8> {
 #[test]
 fn stream_proxy_retries_a_dead_peer_and_passes_half_close() {
     let (echo, stats) = tcp_echo();
-    let listen = free_addr();
     for rt in 0..2 {
+        // an address of its own per runtime: the drained proxy may still hold the last one
+        let listen = free_addr();
         let config = stream_config(listen, vec![server_line(dead_addr()), server_line(echo)]);
         let p = if rt == 0 || !support::glommio_usable() {
             Proxy::start::<Tokio>(config, 1)
@@ -168,7 +157,6 @@ fn stream_proxy_retries_a_dead_peer_and_passes_half_close() {
             assert!(stream_round_trip(listen, &payload) == payload);
         }
         drop(p);
-        std::thread::sleep(Duration::from_millis(300));
     }
     assert_eq!(stats.accepts.load(std::sync::atomic::Ordering::Relaxed), 6);
 }
@@ -183,13 +171,16 @@ fn graceful_drain_finishes_in_flight_requests() {
         vec![proxy_location("/", 0, HttpProxyConf::default())],
     ));
     let in_flight = std::thread::spawn(move || get(listen, "/").map(|r| r.text()));
-    std::thread::sleep(Duration::from_millis(100));
+    // drain once the request is at the backend (in flight), not after a guessed delay
+    assert!(
+        wait_until(Duration::from_secs(30), || slow.requests() == 1),
+        "the request never reached the backend"
+    );
     p.shared.drain();
     assert_eq!(in_flight.join().ok().flatten().as_deref(), Some("slow"));
-    std::thread::sleep(Duration::from_millis(300));
     assert!(
-        TcpStream::connect(listen).is_err(),
-        "no longer accepting after the drain"
+        wait_until(Duration::from_secs(30), || TcpStream::connect(listen).is_err()),
+        "still accepting after the drain"
     );
 }
 

@@ -289,6 +289,21 @@ pub fn glommio_usable() -> bool {
     false
 }
 
+/// Polls `cond` every 10 ms until it holds (true) or `limit` passes (false): a bound on a wait for an event, never
+/// a timing check.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// One request on a fresh connection.
 pub fn get(addr: SocketAddr, path: &str) -> Option<Response> {
     let mut c = Client::connect(addr);
