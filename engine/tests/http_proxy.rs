@@ -233,3 +233,18 @@ fn a_dead_address_refuses_connections_and_no_listener_can_take_it() {
         "still dead"
     );
 }
+
+#[test]
+fn a_free_address_takes_a_shard_listener_and_no_other() {
+    let free = free_addr();
+    let kind = |r: std::io::Result<()>| r.map_err(|e| e.kind());
+    assert_eq!(kind(TcpListener::bind(free).map(drop)), Err(ErrorKind::AddrInUse));
+    let shard = corelb_engine::runtime::tokio_rt::reuseport_socket(free, 16).expect("a shard binds beside the holder");
+    assert_eq!(shard.local_addr().ok(), Some(free));
+    drop(shard);
+    assert_eq!(
+        kind(TcpStream::connect(free).map(drop)),
+        Err(ErrorKind::ConnectionRefused),
+        "the holder does not listen"
+    );
+}

@@ -17,35 +17,44 @@ use corelb_engine::snapshot::Snapshot;
 use corelb_engine::state::Shared;
 use corelb_shared_state::Zone;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-/// A free loopback port (bound and released; SO_REUSEPORT shards all bind it).
-pub fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("free port");
-    l.local_addr().expect("address")
-}
+/// The sockets that hold the ports of [`free_addr`] and [`dead_addr`], for the life of the test process.
+static HELD: Mutex<Vec<socket2::Socket>> = Mutex::new(Vec::new());
 
-/// The sockets that hold the ports of [`dead_addr`], for the life of the test process.
-static DEAD: Mutex<Vec<socket2::Socket>> = Mutex::new(Vec::new());
-
-/// A loopback address that refuses connections (ECONNREFUSED) for the life of the test process: its port is held
-/// by a TCP socket bound without SO_REUSEADDR or SO_REUSEPORT that never listens, so no socket of this or any
-/// other process (a backend or proxy of a test running at the same time) can be given it.
-pub fn dead_addr() -> SocketAddr {
+/// A loopback port held for the life of the test process by a TCP socket bound to it that never listens, with
+/// SO_REUSEADDR off and SO_REUSEPORT as given. A port that was bound and released could be given to another test
+/// running at the same time (its backend, or its proxy, which would then share the port by SO_REUSEPORT).
+fn held_port(reuse_port: bool) -> SocketAddr {
     use socket2::{Domain, Protocol, Socket, Type};
     let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).expect("socket");
     sock.set_reuse_address(false).expect("SO_REUSEADDR off");
+    sock.set_reuse_port(reuse_port).expect("SO_REUSEPORT");
     sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
-        .expect("bind a dead address");
+        .expect("bind a test port");
     let addr = sock
         .local_addr()
         .ok()
         .and_then(|a| a.as_socket())
         .expect("bound address");
-    DEAD.lock().unwrap_or_else(PoisonError::into_inner).push(sock);
+    HELD.lock().unwrap_or_else(PoisonError::into_inner).push(sock);
     addr
+}
+
+/// A loopback address for a proxy to listen on, for the life of the test process: its holder has SO_REUSEPORT, so
+/// the shards' listeners (SO_REUSEPORT, same user) bind beside it, while no socket without SO_REUSEPORT can have the
+/// port, and no port chosen by the kernel (`:0`, with SO_REUSEPORT or not) is ever this one.
+pub fn free_addr() -> SocketAddr {
+    held_port(true)
+}
+
+/// A loopback address that refuses connections (ECONNREFUSED) for the life of the test process: its holder has
+/// neither SO_REUSEADDR nor SO_REUSEPORT, so no socket of this or any other process (a backend or proxy of a test
+/// running at the same time) can listen on it.
+pub fn dead_addr() -> SocketAddr {
+    held_port(false)
 }
 
 pub fn server_line(addr: SocketAddr) -> ServerLine {
