@@ -199,7 +199,13 @@ fn all_backends_restarted_under_pooled_keepalive<R: Runtime>() {
             .map(|_| s.spawn(|| keepalive_load(listen, 30, &fill)))
             .collect();
         for c in clients {
-            assert!(c.join().expect("client").iter().all(|r| r.status == 200));
+            let seen = c.join().expect("client");
+            let bad: Vec<(u16, &str)> = seen
+                .iter()
+                .filter(|r| r.status != 200)
+                .map(|r| (r.status, r.body.as_str()))
+                .collect();
+            assert!(bad.is_empty(), "before the restart: {bad:?}");
         }
     });
     let pooled: usize = backends.iter().map(Killable::accepts).sum();
