@@ -2,31 +2,24 @@
 //! not written at `error`, is at `notice`), and the access log buffers are written out on SIGQUIT and SIGTERM.
 //! Loopback only, free ports, bounded waits.
 
+mod common;
+
+use common::{free_port, wait_exit, wait_listening};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use std::time::Duration;
 
 fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("corelb-logs-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    common::temp_dir("logs", name)
 }
 
 /// Starts corelb on `conf` (text written into `dir`) and waits until `port` accepts.
 fn start(dir: &Path, conf: &str, port: u16) -> Child {
     let path = dir.join("corelb.conf");
     std::fs::write(&path, conf).expect("write config");
-    let child = Command::new(env!("CARGO_BIN_EXE_corelb"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corelb"))
         .arg("-c")
         .arg(&path)
         .env_remove("CORELB_RUNTIME")
@@ -34,11 +27,7 @@ fn start(dir: &Path, conf: &str, port: u16) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("start corelb");
-    let end = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < end, "port {port} never opened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(wait_listening(port, &mut child), "port {port} never opened");
     child
 }
 
@@ -48,17 +37,11 @@ fn stop(mut child: Child, sig: &str) {
         .arg(child.id().to_string())
         .status();
     assert!(ok.is_ok_and(|s| s.success()), "kill -{sig}");
-    let end = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < end {
-        if let Ok(Some(st)) = child.try_wait() {
-            assert!(st.success(), "{st:?}");
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("corelb did not stop on SIG{sig}");
+    let st = wait_exit(&mut child, Duration::from_secs(15));
+    assert!(
+        st.is_some_and(|s| s.success()),
+        "corelb did not stop on SIG{sig}: {st:?}"
+    );
 }
 
 /// One GET with `Connection: close`; the status line.
@@ -86,7 +69,7 @@ fn error_log_conf(dir: &Path, level: &str, front: u16) -> String {
         "error_log {dir}/error.log {level};\nevents {{}}\nhttp {{ access_log off;\n\
          server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://127.0.0.1:{dead}; }} }} }}\n",
         dir = dir.display(),
-        dead = free_port()
+        dead = common::dead_port()
     )
 }
 

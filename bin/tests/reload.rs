@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{free_port, signal, wait_exit, wait_until};
-use std::net::TcpStream;
+use common::{free_port, signal, skip, wait_exit, wait_listening, wait_pid_file, wait_until, START_LIMIT};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -34,19 +33,12 @@ fn spawn(conf: &Path, stderr: Stdio) -> common::KillOnDrop {
     )
 }
 
-/// Whether `port` accepts within 10 s.
-fn listens(port: u16) -> bool {
-    wait_until(Duration::from_secs(10), || {
-        TcpStream::connect(("127.0.0.1", port)).is_ok()
-    })
-}
-
 fn stderr_of(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn log_has(log: &Path, text: &str) -> bool {
-    wait_until(Duration::from_secs(10), || {
+    wait_until(START_LIMIT, || {
         std::fs::read_to_string(log).is_ok_and(|l| l.contains(text))
     })
 }
@@ -77,21 +69,26 @@ fn reload_by_signals(runtime: &str) {
     let (front, backs) = (free_port(), [free_port(), free_port()]);
     write_conf(&conf, &main, front, backs, 0, "");
     let mut child = spawn(&conf, Stdio::null());
-    let listening = wait_until(Duration::from_secs(10), || {
-        TcpStream::connect(("127.0.0.1", front)).is_ok() || child.try_wait().ok().flatten().is_some()
-    });
+    let listening = wait_listening(front, &mut child);
     if let Ok(Some(st)) = child.try_wait() {
         // glommio refused here (io_uring or locked memory): exit 4 or 5, explained in the log
         assert!(
             runtime == "glommio" && matches!(st.code(), Some(4 | 5)),
             "{runtime}: {st:?}"
         );
-        eprintln!("{runtime} cannot run here ({st:?}): skipped");
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        let why = format!("corelb {st}: {}", logged.lines().last().unwrap_or(""));
+        skip::skip(skip::Skip {
+            need: skip::Need::IoUring,
+            cases: 1,
+            what: "glommio run",
+            why: &why,
+        });
         return;
     }
     assert!(listening, "{runtime}: never listened");
     assert_eq!(common::get(front, "/"), "a");
-    assert!(wait_until(Duration::from_secs(5), || pid_file.exists()));
+    wait_pid_file(&pid_file, &mut child);
 
     // A broken file: SIGHUP logs the error with its place, and the old config keeps serving.
     std::fs::write(&conf, std::fs::read_to_string(&conf).expect("read") + "bogus on;\n").expect("break");
@@ -193,7 +190,8 @@ fn a_reload_adds_an_access_log_and_reopen_follows_its_rotation() {
     };
     write("");
     let mut child = spawn(&conf, Stdio::null());
-    assert!(listens(port), "never listened on {port}");
+    assert!(wait_listening(port, &mut child), "never listened on {port}");
+    wait_pid_file(&pid_file, &mut child);
     assert_eq!(common::get(port, "/before"), "ok");
 
     write(&format!("access_log {} combined;", access.display()));
@@ -244,7 +242,8 @@ fn a_reload_can_move_the_error_log_back_to_stderr() {
     };
     write(&log.display().to_string());
     let mut child = spawn(&conf, Stdio::piped());
-    assert!(listens(port), "never listened on {port}");
+    assert!(wait_listening(port, &mut child), "never listened on {port}");
+    wait_pid_file(&pid_file, &mut child);
     write("stderr");
     assert!(corelb(&["-s", "reload"], &conf).status.success());
     assert!(

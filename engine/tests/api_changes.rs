@@ -114,15 +114,23 @@ fn ids_and_zone_state_survive_a_reload_of_unchanged_peers() {
         "api write=on;",
     );
     let p = start(0, &text);
+    let dead = dead_addr();
     let (_, added) = api(
         listen,
         "POST",
         "/api/9/http/upstreams/b/servers",
-        &format!("{{\"server\":\"{}\"}}", dead_addr()),
+        &format!("{{\"server\":\"{dead}\"}}"),
     );
     assert_eq!(added["id"], 2);
-    picks(listen, 4);
+    // SWRR over a, b and the added dead peer, worked as nginx does: a, b, then the dead peer, which fails over to
+    // a (the one try left by weight) and is then out for fail_timeout, so b; b has served 2.
+    assert_eq!(picks(listen, 4), ["a", "b", "a", "b"]);
     let requests_b = peer_of(listen, b.addr)["requests"].clone();
+    assert_eq!(requests_b, json!(2));
+    assert_eq!(
+        (&peer_of(listen, dead)["state"], &peer_of(listen, dead)["fails"]),
+        (&json!("unavail"), &json!(1))
+    );
     // the file again: the API's server leaves, a and b keep ids and counters
     p.shared
         .apply(ChangeKind::Reload, |_| Ok(config(&text)))

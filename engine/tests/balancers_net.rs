@@ -108,14 +108,39 @@ fn least_conn_without_concurrency_is_swrr() {
 
 #[test]
 fn random_reaches_only_live_peers_by_weight() {
-    let (backends, listen, _p) = three(Method::Random { two: None });
-    for _ in 0..60 {
-        assert_eq!(get(listen, "/").expect("response").status, 200);
+    // Two live peers of weights 4 and 1, a `down` one and a dead one (connection refused): every request is
+    // answered by a live peer, the down peer is never connected to, and the live peers share by weight.
+    let names = ["heavy", "light", "down"];
+    let backends: Vec<Backend> = names.iter().map(|n| Backend::start(n, Mode::Ok)).collect();
+    let mut lines: Vec<ServerLine> = backends.iter().map(|b| server_line(b.addr)).collect();
+    lines[0].weight = 4;
+    lines[2].down = true;
+    lines.push(server_line(dead_addr()));
+    let mut up = upstream("u", lines);
+    up.method = Method::Random { two: None };
+    let listen = free_addr();
+    let p = Proxy::tokio(http_config(
+        listen,
+        vec![up],
+        vec![proxy_location("/", 0, HttpProxyConf::default())],
+    ));
+    const N: usize = 300;
+    for _ in 0..N {
+        let r = get(listen, "/").expect("response");
+        assert!(
+            r.status == 200 && ["heavy", "light"].contains(&r.text().as_str()),
+            "{r:?}"
+        );
     }
+    let [heavy, light, down] = [0, 1, 2].map(|i| backends[i].accepts());
+    assert_eq!(down, 0, "the down peer was connected to");
+    assert_eq!(heavy + light, N, "one connection per request, all to live peers");
+    // heavy's count is binomial(300, 4/5): 240, standard deviation 6.9; six of them either side.
     assert!(
-        backends.iter().all(|b| b.requests() > 3),
-        "every peer drew some of 60 requests"
+        (199..=281).contains(&heavy),
+        "heavy drew {heavy} of {N} (4:1 gives 240)"
     );
+    drop(p);
     let (backends, listen, _p) = three(Method::Random {
         two: Some(RandomTwo::LeastConn),
     });

@@ -2,7 +2,11 @@
 //! nginx 1.22 is installed, every case is also run through `nginx -t` and the messages compared (the cases marked
 //! `Differs` are corelb's deliberate differences, listed in docs/directives.md).
 
+#[path = "support/skip.rs"]
+mod skip;
+
 use corelb_engine::config;
+use skip::{Need, Skip};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -2065,17 +2069,31 @@ fn config_refusals_have_nginx_messages_and_lines() {
 
 #[test]
 fn config_nginx_gives_the_same_messages() {
+    let comparable: Vec<Case> = cases().into_iter().filter(|c| c.nginx != Differs).collect();
     let Some(nginx) = nginx_binary() else {
-        eprintln!("nginx is not installed: the differential check against nginx -t did not run");
+        skip::skip(Skip {
+            need: Need::Nginx,
+            cases: comparable.len(),
+            what: "nginx -t comparisons",
+            why: "nginx not installed",
+        });
         return;
     };
+    let (stream, comparable): (Vec<Case>, Vec<Case>) = comparable
+        .into_iter()
+        .partition(|c| c.text.contains(STREAM) && !nginx_has_stream());
+    if !stream.is_empty() {
+        skip::skip(Skip {
+            need: Need::NginxStream,
+            cases: stream.len(),
+            what: "stream cases",
+            why: "nginx stream module not installed",
+        });
+    }
     let dir = scratch_dir("nginx-errors");
     let mut failures = Vec::new();
     let mut compared = 0;
-    for c in cases() {
-        if c.nginx == Differs || (c.text.contains(STREAM) && !nginx_has_stream()) {
-            continue;
-        }
+    for c in comparable {
         let path = dir.join(format!("{}.conf", c.name));
         std::fs::write(&path, &c.text).expect("write");
         let want = match c.nginx {
@@ -2146,6 +2164,14 @@ fn warning_cases(dir: &Path) -> Vec<(&'static str, String, Vec<String>)> {
 fn config_warnings_as_nginx_gives_them() {
     let dir = scratch_dir("warnings");
     let nginx = nginx_binary();
+    if nginx.is_none() {
+        skip::skip(Skip {
+            need: Need::Nginx,
+            cases: warning_cases(&dir).len(),
+            what: "nginx -t comparisons",
+            why: "nginx not installed",
+        });
+    }
     for (name, text, want) in warning_cases(&dir) {
         let path = dir.join(format!("{name}.conf"));
         std::fs::write(&path, &text).expect("write");
@@ -2197,6 +2223,22 @@ fn accepted_cases() -> Vec<(&'static str, &'static str)> {
 fn config_accepted_like_nginx() {
     let dir = scratch_dir("accepted");
     let nginx = nginx_binary();
+    let stream = accepted_cases().iter().filter(|(_, t)| t.contains(STREAM)).count();
+    if nginx.is_none() {
+        skip::skip(Skip {
+            need: Need::Nginx,
+            cases: accepted_cases().len(),
+            what: "nginx -t comparisons",
+            why: "nginx not installed",
+        });
+    } else if !nginx_has_stream() {
+        skip::skip(Skip {
+            need: Need::NginxStream,
+            cases: stream,
+            what: "stream cases",
+            why: "nginx stream module not installed",
+        });
+    }
     for (name, text) in accepted_cases() {
         let path = dir.join(format!("{name}.conf"));
         std::fs::write(&path, text).expect("write");

@@ -199,7 +199,13 @@ fn all_backends_restarted_under_pooled_keepalive<R: Runtime>() {
             .map(|_| s.spawn(|| keepalive_load(listen, 30, &fill)))
             .collect();
         for c in clients {
-            assert!(c.join().expect("client").iter().all(|r| r.status == 200));
+            let seen = c.join().expect("client");
+            let bad: Vec<(u16, &str)> = seen
+                .iter()
+                .filter(|r| r.status != 200)
+                .map(|r| (r.status, r.body.as_str()))
+                .collect();
+            assert!(bad.is_empty(), "before the restart: {bad:?}");
         }
     });
     let pooled: usize = backends.iter().map(Killable::accepts).sum();
@@ -256,10 +262,7 @@ fn hanging_backend<R: Runtime>() {
     let (status, body, took) = timed_get(listen);
     eprintln!("hung peer then ok: {status} {body} after {took:?}");
     assert_eq!((status, body.as_str()), (200, "ok"));
-    assert!(
-        took >= Duration::from_millis(950) && took < Duration::from_millis(2500),
-        "{took:?}"
-    );
+    assert!(cut_at_the_read_timeout(took), "{took:?}");
     assert_eq!((hung.requests(), ok.requests()), (1, 1));
     let hung_slot = slot(&proxy, false, 0).stats();
     assert_eq!(
@@ -268,9 +271,8 @@ fn hanging_backend<R: Runtime>() {
         "the timeout counts as a fail"
     );
     for _ in 0..6 {
-        let (status, body, took) = timed_get(listen);
+        let (status, body, _) = timed_get(listen);
         assert_eq!((status, body.as_str()), (200, "ok"));
-        assert!(took < Duration::from_millis(500), "the hung peer is avoided: {took:?}");
     }
     assert_eq!(
         hung.requests(),
@@ -285,13 +287,20 @@ fn hanging_backend<R: Runtime>() {
         let (status, _, took) = timed_get(listen);
         eprintln!("hung peer alone: {status} after {took:?}");
         assert_eq!(status, 504);
-        assert!(
-            took >= Duration::from_millis(950) && took < Duration::from_millis(2500),
-            "{took:?}"
-        );
+        assert!(cut_at_the_read_timeout(took), "{took:?}");
         assert_eq!(hung.requests(), 1 + round, "a single peer is never marked failed");
     }
 }
+
+/// Whether a request took `proxy_read_timeout 1s`: never less, and far less than the 60 s default (the margin is
+/// for a loaded machine; how long it takes exactly is no claim of these tests).
+fn cut_at_the_read_timeout(took: Duration) -> bool {
+    took >= Duration::from_millis(950) && took < Duration::from_secs(20)
+}
+
+/// A bound on what must come "at once" (a refused connect, a skipped peer): far below the 60 s connect and read
+/// timeouts that a wrong path would wait for, far above what a loaded machine adds.
+const AT_ONCE: Duration = Duration::from_secs(10);
 
 #[test]
 fn tokio_hanging_backend() {
@@ -318,24 +327,24 @@ fn all_backends_down_then_back<R: Runtime>() {
     let (status, _, took) = timed_get(listen);
     eprintln!("all down: {status} after {took:?}");
     assert_eq!(status, 502);
-    assert!(took < Duration::from_millis(500), "{took:?}");
+    assert!(took < AT_ONCE, "{took:?}");
     assert_eq!((slot(&proxy, false, 0).fails(), slot(&proxy, false, 1).fails()), (1, 1));
     a.restart();
     b.restart();
     let mut answers = Vec::new();
     let recovered = loop {
         let (status, body, took) = timed_get(listen);
-        assert!(
-            took < Duration::from_millis(500),
-            "every answer is fast: {status} after {took:?}"
-        );
+        assert!(took < AT_ONCE, "every answer is fast: {status} after {took:?}");
         answers.push(status);
         if status == 200 {
             assert!(body == "a" || body == "b", "{body}");
             break failed_at.elapsed();
         }
         assert_eq!(status, 502);
-        assert!(failed_at.elapsed() < Duration::from_secs(5), "no recovery: {answers:?}");
+        assert!(
+            failed_at.elapsed() < Duration::from_secs(30),
+            "no recovery: {answers:?}"
+        );
         thread::sleep(Duration::from_millis(20));
     };
     eprintln!(
@@ -346,8 +355,8 @@ fn all_backends_down_then_back<R: Runtime>() {
         recovered >= Duration::from_millis(950),
         "peers skipped for fail_timeout: {recovered:?}"
     );
-    assert!(recovered < Duration::from_millis(3500), "{recovered:?}");
-    wait_for(Duration::from_secs(4), "both backends serve again", || {
+    assert!(recovered < Duration::from_secs(1) + AT_ONCE, "{recovered:?}");
+    wait_for(Duration::from_secs(30), "both backends serve again", || {
         let (status, _, _) = timed_get(listen);
         assert_eq!(status, 200);
         a.requests() > 0 && b.requests() > 0
@@ -403,15 +412,16 @@ fn health_check_timing<R: Runtime>() {
     );
     let _checkers = HealthCheckers::start(proxy.shared.snapshot.load_full()).expect("checkers start");
     let interval = Duration::from_millis(500);
-    let slack = Duration::from_millis(1500);
+    // for a loaded machine: probes and requests run late there, never early
+    let slack = Duration::from_secs(5);
     let a_slot = slot(&proxy, false, 0);
-    wait_for(Duration::from_secs(3), "first probes", || {
+    wait_for(Duration::from_secs(30), "first probes", || {
         a.probes() >= 1 && b.probes() >= 1
     });
     let stop = AtomicUsize::new(0);
     let (seen, sick_at, out_after, healed_at, back_after) = thread::scope(|s| {
         let load = s.spawn(|| steady_load(listen, &stop));
-        wait_for(Duration::from_secs(3), "a serves clients", || a.requests() >= 3);
+        wait_for(Duration::from_secs(30), "a serves clients", || a.requests() >= 3);
         a.set_sick(true);
         let sick_at = Instant::now();
         let out_after = wait_for(interval * 2 + slack, "a out of rotation", || a_slot.is_blocked());
@@ -432,7 +442,7 @@ fn health_check_timing<R: Runtime>() {
             a_slot.health().consecutive_passes >= 2,
             "back only after 2 passed probes"
         );
-        wait_for(Duration::from_secs(2), "a serves clients again", || {
+        wait_for(Duration::from_secs(30), "a serves clients again", || {
             a.requests() > requests_while_out
         });
         stop.store(1, Ordering::SeqCst);

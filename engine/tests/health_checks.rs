@@ -149,6 +149,9 @@ impl Running {
     }
 }
 
+/// The bound on a wait for a probe's effect: far above what it takes, so that a loaded machine cannot break it.
+const WAIT: Duration = Duration::from_secs(30);
+
 /// Waits (bounded) until `cond` holds; returns how long it took.
 fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
     let t0 = Instant::now();
@@ -186,18 +189,16 @@ fn a_failing_peer_is_taken_out_and_ramps_back_in_with_slow_start() {
         a.addr, b.addr
     ));
     let interval = Duration::from_millis(200);
-    wait_for(Duration::from_secs(3), "first probes", || {
-        a.probes() >= 1 && b.probes() >= 1
-    });
+    wait_for(WAIT, "first probes", || a.probes() >= 1 && b.probes() >= 1);
     let picks = spread(listen, 20);
     assert_eq!((count(&picks, "a"), count(&picks, "b")), (10, 10), "{picks:?}");
 
     // a starts failing: out within interval × fails (plus one interval of phase and some slack)
     a.set(Answer::status(500, "a"));
-    let took = wait_for(Duration::from_secs(3), "a unhealthy", || {
+    let took = wait_for(WAIT, "a unhealthy", || {
         r.slot(false, 0).flags().intersects(PeerFlags::UNHEALTHY)
     });
-    assert!(took <= interval * 3 + Duration::from_secs(1), "{took:?}");
+    assert!(took <= interval * 3 + Duration::from_secs(10), "{took:?}");
     let before = a.clients();
     let picks = spread(listen, 20);
     assert_eq!(count(&picks, "b"), 20, "{picks:?}");
@@ -205,8 +206,8 @@ fn a_failing_peer_is_taken_out_and_ramps_back_in_with_slow_start() {
 
     // a recovers: back within interval × passes, and slow start keeps its share low at first
     a.set(Answer::status(200, "a"));
-    let took = wait_for(Duration::from_secs(3), "a healthy", || !r.slot(false, 0).is_blocked());
-    assert!(took <= interval * 3 + Duration::from_secs(1), "{took:?}");
+    let took = wait_for(WAIT, "a healthy", || !r.slot(false, 0).is_blocked());
+    assert!(took <= interval * 3 + Duration::from_secs(10), "{took:?}");
     assert!(r.slot(false, 0).recovered_at() > 0);
     let picks = spread(listen, 22);
     // within the first seconds of a 20 s ramp a's weight is max(1, 10·t/20) ≤ 2 against b's 10
@@ -216,6 +217,9 @@ fn a_failing_peer_is_taken_out_and_ramps_back_in_with_slow_start() {
     drop(r.health);
 }
 
+// Where a test needs a healthy peer to stay in, its check has fails=3: one probe late on a loaded machine (the
+// probe's timeout is the interval) does not take the peer out.
+
 #[test]
 fn a_peer_that_closes_is_taken_out() {
     let a = Switchable::start(Answer::status(0, "a"));
@@ -223,10 +227,10 @@ fn a_peer_that_closes_is_taken_out() {
     let listen = free_addr();
     let r = run(&format!(
         "events {{}}\nhttp {{\n upstream u {{ zone u 64k; server {}; server {}; }}\n server {{ listen {listen};\n  \
-         location / {{ proxy_pass http://u; proxy_next_upstream off; health_check interval=200ms; }} }}\n}}\n",
+         location / {{ proxy_pass http://u; proxy_next_upstream off; health_check interval=200ms fails=3; }} }}\n}}\n",
         a.addr, b.addr
     ));
-    wait_for(Duration::from_secs(3), "a unhealthy", || r.slot(false, 0).is_blocked());
+    wait_for(WAIT, "a unhealthy", || r.slot(false, 0).is_blocked());
     let picks = spread(listen, 10);
     assert_eq!(count(&picks, "b"), 10, "{picks:?}");
     assert_eq!(a.clients(), 0);
@@ -250,7 +254,7 @@ fn mandatory_peers_get_no_traffic_before_their_first_passing_check() {
     // the first round lasts as long as a's slow probe: everyone is still checking
     assert!(r.slot(false, 1).flags().intersects(PeerFlags::CHECKING));
     assert_eq!(spread(listen, 3), ["502", "502", "502"]);
-    wait_for(Duration::from_secs(3), "b checked", || !r.slot(false, 1).is_blocked());
+    wait_for(WAIT, "b checked", || !r.slot(false, 1).is_blocked());
     let picks = spread(listen, 10);
     assert_eq!(count(&picks, "b"), 10, "{picks:?}");
     assert_eq!(a.clients(), 0, "a failed its first check: no traffic ever");
@@ -271,14 +275,12 @@ fn match_tests_status_headers_and_body() {
     let r = run(&format!(
         "events {{}}\nhttp {{\n match ready {{ status 200-299 304; header X-Ready = yes; header ! X-Broken; \
          body ~ \"ready$\"; }}\n upstream u {{ zone u 64k; server {}; server {}; server {}; server {}; }}\n \
-         server {{ listen {listen};\n  location / {{ proxy_pass http://u; health_check interval=300ms match=ready; }} \
+         server {{ listen {listen};\n  location / {{ proxy_pass http://u; health_check interval=300ms fails=3 match=ready; }} \
          }}\n}}\n",
         good.addr, no_header.addr, bad_body.addr, bad_status.addr
     ));
     for (i, b) in [&good, &no_header, &bad_body, &bad_status].iter().enumerate() {
-        wait_for(Duration::from_secs(3), "probed", || {
-            r.slot(false, i).stats().health.checks >= 1
-        });
+        wait_for(WAIT, "probed", || r.slot(false, i).stats().health.checks >= 3);
         assert!(b.probes() >= 1);
     }
     let blocked: Vec<bool> = (0..4).map(|i| r.slot(false, i).is_blocked()).collect();
@@ -296,9 +298,7 @@ fn stream_tcp_checks_take_out_a_dead_port() {
         "events {{}}\nstream {{\n upstream s {{ zone s 64k; server {live}; server {dead}; }}\n server {{ listen \
          {listen}; proxy_pass s; health_check interval=200ms fails=1; }}\n}}\n"
     ));
-    wait_for(Duration::from_secs(3), "dead port unhealthy", || {
-        r.slot(true, 1).is_blocked()
-    });
+    wait_for(WAIT, "dead port unhealthy", || r.slot(true, 1).is_blocked());
     assert!(!r.slot(true, 0).is_blocked());
     let selected = r.slot(true, 1).stats().selected;
     for i in 0..6u8 {
@@ -370,14 +370,14 @@ fn server_start_runs_the_checkers_and_stops_them() {
     let listen = free_addr();
     let conf = config(&format!(
         "events {{}}\nhttp {{\n upstream u {{ zone u 64k; server {}; server {}; }}\n server {{ listen {listen};\n  \
-         location / {{ proxy_pass http://u; health_check interval=200ms; }} }}\n}}\n",
+         location / {{ proxy_pass http://u; health_check interval=200ms fails=3; }} }}\n}}\n",
         a.addr, b.addr
     ));
     let running = corelb_engine::server::start(conf, corelb_engine::config::model::RuntimeKind::Tokio).expect("start");
     let slot = running.shared.snapshot.load().http_plans[0].primary.peers[0]
         .slot
         .clone();
-    wait_for(Duration::from_secs(3), "a unhealthy", || slot.is_blocked());
+    wait_for(WAIT, "a unhealthy", || slot.is_blocked());
     assert_eq!(count(&spread(listen, 4), "b"), 4);
     running.drain_and_join();
     // stopped: no more probes
@@ -394,19 +394,18 @@ fn port_sends_the_probes_elsewhere() {
     let listen = free_addr();
     let r = run(&format!(
         "events {{}}\nhttp {{\n upstream u {{ zone u 64k; server {}; server {}; }}\n server {{ listen {listen};\n  \
-         location / {{ proxy_pass http://u; health_check interval=200ms port={}; }} }}\n}}\n",
+         location / {{ proxy_pass http://u; health_check interval=200ms fails=3 port={}; }} }}\n}}\n",
         a.addr,
         b.addr,
         status_page.addr.port()
     ));
-    wait_for(Duration::from_secs(3), "probes on the port", || {
-        status_page.probes() >= 2
-    });
+    wait_for(WAIT, "probes on the port", || status_page.probes() >= 2);
     assert_eq!((a.probes(), b.probes()), (0, 0));
+    // fails=3: one probe late on a loaded machine (its timeout is the 200 ms interval) does not take a peer out
     let picks = spread(listen, 4);
     assert_eq!((count(&picks, "a"), count(&picks, "b")), (2, 2), "{picks:?}");
     status_page.set(Answer::status(500, "down"));
-    wait_for(Duration::from_secs(3), "both unhealthy", || {
+    wait_for(WAIT, "both unhealthy", || {
         r.slot(false, 0).is_blocked() && r.slot(false, 1).is_blocked()
     });
     assert_eq!(spread(listen, 2), ["502", "502"]);

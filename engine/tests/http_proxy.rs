@@ -3,6 +3,8 @@
 mod support;
 
 use corelb_engine::config::model::*;
+use std::io::ErrorKind;
+use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 use support::backend::{Backend, Mode};
 use support::*;
@@ -203,4 +205,46 @@ fn next_upstream_timeout_and_off_stop_the_retries() {
     // the failure still counted (max_fails 1): the dead peer is skipped now
     assert_eq!(get(listen, "/").expect("response").text(), "ok2");
     assert_eq!(get(listen, "/").expect("response").text(), "ok2");
+}
+
+#[test]
+fn a_dead_address_refuses_connections_and_no_listener_can_take_it() {
+    let dead = dead_addr();
+    let kind = |r: std::io::Result<()>| r.map_err(|e| e.kind());
+    assert_eq!(
+        kind(TcpStream::connect(dead).map(drop)),
+        Err(ErrorKind::ConnectionRefused)
+    );
+    // A std listener (SO_REUSEADDR, as the test backends bind) and a shard's listener (SO_REUSEADDR and
+    // SO_REUSEPORT) are both refused the port.
+    assert_eq!(kind(TcpListener::bind(dead).map(drop)), Err(ErrorKind::AddrInUse));
+    let shard_like = || -> std::io::Result<()> {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+        s.set_reuse_address(true)?;
+        s.set_reuse_port(true)?;
+        s.bind(&dead.into())?;
+        s.listen(16)
+    };
+    assert_eq!(kind(shard_like()), Err(ErrorKind::AddrInUse));
+    assert_ne!(dead_addr(), dead, "each call holds a port of its own");
+    assert_eq!(
+        kind(TcpStream::connect(dead).map(drop)),
+        Err(ErrorKind::ConnectionRefused),
+        "still dead"
+    );
+}
+
+#[test]
+fn a_free_address_takes_a_shard_listener_and_no_other() {
+    let free = free_addr();
+    let kind = |r: std::io::Result<()>| r.map_err(|e| e.kind());
+    assert_eq!(kind(TcpListener::bind(free).map(drop)), Err(ErrorKind::AddrInUse));
+    let shard = corelb_engine::runtime::tokio_rt::reuseport_socket(free, 16).expect("a shard binds beside the holder");
+    assert_eq!(shard.local_addr().ok(), Some(free));
+    drop(shard);
+    assert_eq!(
+        kind(TcpStream::connect(free).map(drop)),
+        Err(ErrorKind::ConnectionRefused),
+        "the holder does not listen"
+    );
 }

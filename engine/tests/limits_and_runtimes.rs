@@ -7,17 +7,24 @@ use corelb_engine::runtime::glommio_rt::Glommio;
 use corelb_engine::runtime::tokio_rt::Tokio;
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
-use support::backend::{tcp_echo, Backend, Mode};
+use support::backend::{tcp_echo, Backend, Gate, Mode};
 use support::*;
 
 #[test]
 fn max_conns_holds_across_two_shards_under_200_concurrent_requests() {
-    let slow: Vec<Backend> = (0..2)
-        .map(|i| Backend::start(&format!("s{i}"), Mode::Slow(Duration::from_millis(50))))
+    // Both backends hold every request until the test opens their gate: the proxy's two shards fill the 4 + 4
+    // connections that max_conns allows, answer every other request 502 at once, and the 8 held ones get 200 once
+    // the gate opens.
+    const CLIENTS: usize = 200;
+    let gate = Arc::new(Gate::default());
+    let held: Vec<Backend> = (0..2)
+        .map(|i| Backend::start(&format!("s{i}"), Mode::Held(gate.clone())))
         .collect();
     let listen = free_addr();
-    let lines = slow
+    let lines = held
         .iter()
         .map(|b| ServerLine {
             max_conns: 4,
@@ -32,24 +39,36 @@ fn max_conns_holds_across_two_shards_under_200_concurrent_requests() {
         ),
         2,
     );
-    let clients: Vec<_> = (0..200)
-        .map(|_| std::thread::spawn(move || get(listen, "/").map(|r| r.status)))
+    let answered = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let answered = answered.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(listen);
+                c.conn
+                    .set_read_timeout(Some(Duration::from_secs(120)))
+                    .expect("timeout");
+                c.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+                let status = c.read_response().map_or(0, |r| r.status);
+                answered.fetch_add(1, Ordering::SeqCst);
+                status
+            })
+        })
         .collect();
-    let statuses: Vec<u16> = clients
-        .into_iter()
-        .map(|h| h.join().ok().flatten().unwrap_or(0))
-        .collect();
-    let ok = statuses.iter().filter(|&&s| s == 200).count();
-    let busy = statuses.iter().filter(|&&s| s == 502).count();
-    assert_eq!(ok + busy, 200, "every request answered 200 or 502: {statuses:?}");
-    assert!(ok >= 8, "some requests got through: {ok}");
-    for b in &slow {
-        assert!(
-            b.max_active() <= 4,
-            "max_conns 4 exceeded at {}: {}",
-            b.name,
-            b.max_active()
-        );
+    // Every request is either answered or held at a backend (bounded: a failing proxy fails the test here).
+    let settled = wait_until(Duration::from_secs(60), || {
+        answered.load(Ordering::SeqCst) + held.iter().map(Backend::active).sum::<usize>() == CLIENTS
+    });
+    let active: Vec<usize> = held.iter().map(Backend::active).collect();
+    gate.open();
+    assert!(settled, "requests neither answered nor held: {active:?}");
+    assert_eq!(active, [4, 4], "the held requests fill max_conns on both peers");
+    let statuses: Vec<u16> = clients.into_iter().map(|h| h.join().unwrap_or(0)).collect();
+    let count = |want: u16| statuses.iter().filter(|&&s| s == want).count();
+    assert_eq!((count(200), count(502)), (8, CLIENTS - 8), "{statuses:?}");
+    for b in &held {
+        assert_eq!(b.max_active(), 4, "max_conns 4 at {}", b.name);
+        assert_eq!(b.requests(), 4, "{}", b.name);
     }
 }
 
@@ -124,8 +143,9 @@ fn stream_round_trip(listen: std::net::SocketAddr, payload: &[u8]) -> Vec<u8> {
 #[test]
 fn stream_proxy_retries_a_dead_peer_and_passes_half_close() {
     let (echo, stats) = tcp_echo();
-    let listen = free_addr();
     for rt in 0..2 {
+        // an address of its own per runtime: the drained proxy may still hold the last one
+        let listen = free_addr();
         let config = stream_config(listen, vec![server_line(dead_addr()), server_line(echo)]);
         let p = if rt == 0 || !support::glommio_usable() {
             Proxy::start::<Tokio>(config, 1)
@@ -137,7 +157,6 @@ fn stream_proxy_retries_a_dead_peer_and_passes_half_close() {
             assert!(stream_round_trip(listen, &payload) == payload);
         }
         drop(p);
-        std::thread::sleep(Duration::from_millis(300));
     }
     assert_eq!(stats.accepts.load(std::sync::atomic::Ordering::Relaxed), 6);
 }
@@ -152,13 +171,16 @@ fn graceful_drain_finishes_in_flight_requests() {
         vec![proxy_location("/", 0, HttpProxyConf::default())],
     ));
     let in_flight = std::thread::spawn(move || get(listen, "/").map(|r| r.text()));
-    std::thread::sleep(Duration::from_millis(100));
+    // drain once the request is at the backend (in flight), not after a guessed delay
+    assert!(
+        wait_until(Duration::from_secs(30), || slow.requests() == 1),
+        "the request never reached the backend"
+    );
     p.shared.drain();
     assert_eq!(in_flight.join().ok().flatten().as_deref(), Some("slow"));
-    std::thread::sleep(Duration::from_millis(300));
     assert!(
-        TcpStream::connect(listen).is_err(),
-        "no longer accepting after the drain"
+        wait_until(Duration::from_secs(30), || TcpStream::connect(listen).is_err()),
+        "still accepting after the drain"
     );
 }
 

@@ -74,12 +74,13 @@ struct Seen {
     names: BTreeSet<String>,
 }
 
-/// `n` requests on one keepalive connection; any error, other status or close is a failure.
-fn keepalive_run(c: &mut Client, n: usize, seen: &mut Seen) {
+/// `n` requests on one keepalive connection, counted in `served`; any error, other status or close is a failure.
+fn keepalive_run(c: &mut Client, n: usize, seen: &mut Seen, served: &AtomicUsize) {
     for _ in 0..n {
         match get_on(c) {
             Some((200, name)) => {
                 seen.names.insert(name);
+                served.fetch_add(1, Ordering::Relaxed);
             }
             other => {
                 seen.failures += 1;
@@ -113,18 +114,19 @@ fn reload_under_load<R: Runtime>() {
     let (clients, per_client) = (4, 600);
     let done_loading = Arc::new(Barrier::new(clients + 1));
     let final_applied = Arc::new(Barrier::new(clients + 1));
+    let served = Arc::new(AtomicUsize::new(0));
     let handles: Vec<_> = (0..clients)
         .map(|_| {
-            let (loaded, applied) = (done_loading.clone(), final_applied.clone());
+            let (loaded, applied, served) = (done_loading.clone(), final_applied.clone(), served.clone());
             thread::spawn(move || {
                 let mut c = Client::connect(listen);
                 let mut before = Seen::default();
-                keepalive_run(&mut c, per_client, &mut before);
+                keepalive_run(&mut c, per_client, &mut before, &served);
                 loaded.wait();
                 applied.wait();
                 // The same connection, after the last reload: the new config answers.
                 let mut after = Seen::default();
-                keepalive_run(&mut c, 30, &mut after);
+                keepalive_run(&mut c, 30, &mut after, &AtomicUsize::new(0));
                 (before, after)
             })
         })
@@ -147,9 +149,14 @@ fn reload_under_load<R: Runtime>() {
             (ok, failed)
         })
     };
+    // Each reload comes once the keepalive clients have made 40 more requests, not after a guessed delay: c, in
+    // the first three generations, is served before the fourth removes it.
     let mut generations = Vec::new();
     for step in &steps[1..steps.len() - 1] {
-        thread::sleep(Duration::from_millis(60));
+        let target = served.load(Ordering::Relaxed) + 40;
+        wait_for(Duration::from_secs(60), "40 more keepalive requests", || {
+            served.load(Ordering::Relaxed) >= target
+        });
         generations.push(reload(&proxy.shared, step));
     }
     done_loading.wait();

@@ -442,6 +442,38 @@ mod tests {
         assert_eq!(lab.peer(0).slot.fails(), 0);
     }
 
+    /// An independent, straightforward ketama ring to check the picks against (nginx's
+    /// `ngx_http_upstream_init_chash`): each `host:port` server, in config order, adds `weight × 160` points, each the
+    /// crc32 of `host`, a zero byte, `port` and the previous point as 4 little-endian bytes (0 before the first);
+    /// the points sorted by hash, the earlier server kept among equal hashes; a key goes to the first point at or
+    /// above crc32(key), past the last point to the first.
+    fn model_pick(servers: &[(String, u32)], key: &[u8]) -> Option<String> {
+        let mut points: Vec<(u32, usize)> = Vec::new();
+        for (i, (text, weight)) in servers.iter().enumerate() {
+            let (host, port) = text.rsplit_once(':')?;
+            let mut prev = 0u32;
+            for _ in 0..weight * 160 {
+                let bytes = [host.as_bytes(), &[0], port.as_bytes(), &prev.to_le_bytes()].concat();
+                prev = crc32fast::hash(&bytes);
+                points.push((prev, i));
+            }
+        }
+        points.sort();
+        points.dedup_by_key(|p| p.0);
+        let h = crc32fast::hash(key);
+        let at = points.iter().find(|p| p.0 >= h).or(points.first())?;
+        servers.get(at.1).map(|s| s.0.clone())
+    }
+
+    #[test]
+    fn the_model_ring_gives_the_spec_table() {
+        // spec §6 with three equal servers: a -> s2, b -> s3, c -> s3, x -> s1, user42 -> s2, k1025 wraps to s1.
+        let three: Vec<(String, u32)> = S.iter().map(|s| (s.to_string(), 1)).collect();
+        for (key, want) in [("a", 1), ("b", 2), ("c", 2), ("x", 0), ("user42", 1), ("k1025", 0)] {
+            assert_eq!(model_pick(&three, key.as_bytes()).as_deref(), Some(S[want]), "{key}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -453,20 +485,24 @@ mod tests {
             keys in proptest::collection::vec("[a-z0-9/]{1,12}", 40),
         ) {
             let removed = removed % n;
-            let servers = |skip: Option<usize>| -> Vec<ServerLine> {
+            let servers = |skip: Option<usize>| -> Vec<(String, u32)> {
                 (0..n)
                     .filter(|&i| Some(i) != skip)
-                    .map(|i| weighted(&format!("10.0.{i}.1:80"), weights[i]))
+                    .map(|i| (format!("10.0.{i}.1:80"), weights[i]))
                     .collect()
             };
-            let mut full = Lab::new(method(), servers(None));
-            let mut less = Lab::new(method(), servers(Some(removed)));
+            let lines = |list: &[(String, u32)]| -> Vec<ServerLine> {
+                list.iter().map(|(text, w)| weighted(text, *w)).collect()
+            };
+            let (all, rest) = (servers(None), servers(Some(removed)));
+            let mut full = Lab::new(method(), lines(&all));
+            let mut less = Lab::new(method(), lines(&rest));
             let gone = format!("10.0.{removed}.1:80");
             for key in &keys {
                 let before = full.serve(key.as_bytes(), NOW);
                 let after = less.serve(key.as_bytes(), NOW);
-                prop_assert!(after.is_some());
-                prop_assert_ne!(after.as_deref(), Some(gone.as_str()));
+                prop_assert_eq!(&before, &model_pick(&all, key.as_bytes()), "key {} on all servers", key);
+                prop_assert_eq!(&after, &model_pick(&rest, key.as_bytes()), "key {} without {}", key, gone);
                 if before.as_deref() != Some(gone.as_str()) {
                     prop_assert_eq!(before, after, "key {} moved", key);
                 }

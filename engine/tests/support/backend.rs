@@ -1,10 +1,10 @@
 //! Test backends: small blocking HTTP/1.1 and TCP servers on loopback threads (ok, failing, resetting, slow,
-//! echoing), counting what they see.
+//! held, echoing), counting what they see.
 
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
@@ -25,6 +25,30 @@ pub enum Mode {
     CloseAfter,
     /// Reads the request, then closes without answering.
     Hangup,
+    /// Answers like `Ok` once the gate is open (each request is active at the backend until then).
+    Held(Arc<Gate>),
+}
+
+/// A gate that held requests wait at until the test opens it.
+#[derive(Debug, Default)]
+pub struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    /// Lets every held request, and every later one, through.
+    pub fn open(&self) {
+        *self.open.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.opened.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*open {
+            open = self.opened.wait(open).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
 }
 
 /// What a backend has seen.
@@ -88,7 +112,12 @@ impl Backend {
     }
 
     pub fn max_active(&self) -> usize {
-        self.stats.max_active.load(Ordering::Relaxed)
+        self.stats.max_active.load(Ordering::SeqCst)
+    }
+
+    /// Requests read and not answered yet.
+    pub fn active(&self) -> usize {
+        self.stats.active.load(Ordering::SeqCst)
     }
 
     pub fn last_head(&self) -> String {
@@ -201,6 +230,10 @@ fn answer(name: &str, mode: &Mode, req: &Req) -> Vec<u8> {
         Mode::Status(s) => (*s, name.as_bytes().to_vec()),
         Mode::Slow(d) => {
             thread::sleep(*d);
+            (200, name.as_bytes().to_vec())
+        }
+        Mode::Held(gate) => {
+            gate.wait();
             (200, name.as_bytes().to_vec())
         }
         Mode::Echo if req.path == "/chunked" => {

@@ -59,6 +59,13 @@ impl Inner {
     }
 }
 
+/// A blocking listener on a port that [`super::free_addr`] holds (SO_REUSEPORT, beside its holder).
+fn bind_held(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let listener = corelb_engine::runtime::tokio_rt::reuseport_socket(addr, 1024)?;
+    listener.set_nonblocking(false)?;
+    Ok(listener)
+}
+
 /// A running listener: the socket (shared with its accept thread, so a kill can shut it) and that thread.
 struct Listening {
     listener: Arc<TcpListener>,
@@ -73,10 +80,11 @@ pub struct Killable {
 }
 
 impl Killable {
-    /// Starts a backend called `name` on a free loopback port.
+    /// Starts a backend called `name` on a loopback port held for the life of the test process ([`super::free_addr`]):
+    /// while it is dead, no other test can take its port.
     pub fn start(name: &str, proto: Proto) -> Killable {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a backend");
-        let addr = listener.local_addr().expect("backend address");
+        let addr = super::free_addr();
+        let listener = bind_held(addr).expect("bind a backend");
         let inner = Arc::new(Inner {
             name: name.to_string(),
             proto,
@@ -159,7 +167,7 @@ impl Killable {
     pub fn restart(&self) {
         let t0 = Instant::now();
         let listener = loop {
-            match TcpListener::bind(self.addr) {
+            match bind_held(self.addr) {
                 Ok(l) => break l,
                 Err(_) if t0.elapsed() < Duration::from_secs(2) => thread::sleep(Duration::from_millis(10)),
                 Err(e) => panic!("rebind {}: {e}", self.addr),

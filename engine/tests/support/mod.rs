@@ -7,6 +7,7 @@ pub mod goldens;
 pub mod killable;
 pub mod recorder;
 pub mod scripted;
+pub mod skip;
 
 use corelb_engine::config::key::KeyTemplate;
 use corelb_engine::config::model::*;
@@ -16,19 +17,44 @@ use corelb_engine::snapshot::Snapshot;
 use corelb_engine::state::Shared;
 use corelb_shared_state::Zone;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-/// A free loopback port (bound and released; SO_REUSEPORT shards all bind it).
-pub fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("free port");
-    l.local_addr().expect("address")
+/// The sockets that hold the ports of [`free_addr`] and [`dead_addr`], for the life of the test process.
+static HELD: Mutex<Vec<socket2::Socket>> = Mutex::new(Vec::new());
+
+/// A loopback port held for the life of the test process by a TCP socket bound to it that never listens, with
+/// SO_REUSEADDR off and SO_REUSEPORT as given. A port that was bound and released could be given to another test
+/// running at the same time (its backend, or its proxy, which would then share the port by SO_REUSEPORT).
+fn held_port(reuse_port: bool) -> SocketAddr {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).expect("socket");
+    sock.set_reuse_address(false).expect("SO_REUSEADDR off");
+    sock.set_reuse_port(reuse_port).expect("SO_REUSEPORT");
+    sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .expect("bind a test port");
+    let addr = sock
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .expect("bound address");
+    HELD.lock().unwrap_or_else(PoisonError::into_inner).push(sock);
+    addr
 }
 
-/// A loopback address nothing listens on.
+/// A loopback address for a proxy to listen on, for the life of the test process: its holder has SO_REUSEPORT, so
+/// the shards' listeners (SO_REUSEPORT, same user) bind beside it, while no socket without SO_REUSEPORT can have the
+/// port, and no port chosen by the kernel (`:0`, with SO_REUSEPORT or not) is ever this one.
+pub fn free_addr() -> SocketAddr {
+    held_port(true)
+}
+
+/// A loopback address that refuses connections (ECONNREFUSED) for the life of the test process: its holder has
+/// neither SO_REUSEADDR nor SO_REUSEPORT, so no socket of this or any other process (a backend or proxy of a test
+/// running at the same time) can listen on it.
 pub fn dead_addr() -> SocketAddr {
-    free_addr()
+    held_port(false)
 }
 
 pub fn server_line(addr: SocketAddr) -> ServerLine {
@@ -245,19 +271,46 @@ pub fn read_retrying(conn: &mut impl Read, buf: &mut [u8]) -> std::io::Result<us
     }
 }
 
-/// Whether glommio can run here (io_uring allowed, enough locked memory); a refusal must carry its exit code.
+/// Whether glommio can run here (io_uring allowed, enough locked memory); a refusal must carry its exit code. When
+/// it cannot, the caller drops its glommio variant: a `SKIP` line says so (a failure under `CORELB_REQUIRE=io_uring`).
 pub fn glommio_usable() -> bool {
     use corelb_engine::preflight::{ensure_memlock, probe_io_uring};
-    if let Err(e) = probe_io_uring() {
-        assert_eq!(e.exit_code(), 4, "{e}");
-        return false;
-    }
     let need = 4 * corelb_engine::runtime::glommio_rt::IO_MEMORY as u64;
-    if let Err(e) = ensure_memlock(need, 2) {
-        assert_eq!(e.exit_code(), 5, "{e}");
-        return false;
+    let refused = match probe_io_uring() {
+        Err(e) => {
+            assert_eq!(e.exit_code(), 4, "{e}");
+            e
+        }
+        Ok(()) => match ensure_memlock(need, 2) {
+            Err(e) => {
+                assert_eq!(e.exit_code(), 5, "{e}");
+                e
+            }
+            Ok(()) => return true,
+        },
+    };
+    skip::skip(skip::Skip {
+        need: skip::Need::IoUring,
+        cases: 1,
+        what: "glommio variant",
+        why: &refused.to_string(),
+    });
+    false
+}
+
+/// Polls `cond` every 10 ms until it holds (true) or `limit` passes (false): a bound on a wait for an event, never
+/// a timing check.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
-    true
 }
 
 /// One request on a fresh connection.
