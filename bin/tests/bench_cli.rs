@@ -132,10 +132,7 @@ fn a_short_run_prints_and_writes_its_reports() {
     let requests = json["requests"].as_u64().unwrap();
     // An open loop never sends more than its schedule (150 slots); how close one connection comes to it on a
     // starved machine is a benchmark figure (BENCHMARKS.md), not a test.
-    assert!(
-        (1..=160).contains(&requests),
-        "{requests} requests at 500/s for 0.3 s"
-    );
+    assert!((1..=160).contains(&requests), "{requests} requests at 500/s for 0.3 s");
     assert_eq!(json["status"]["200"].as_u64(), Some(requests));
     assert_eq!(json["latency_us"]["count"].as_u64(), Some(requests));
     let p99 = json["latency_us"]["p99"].as_u64().unwrap();
