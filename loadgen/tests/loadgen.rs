@@ -390,7 +390,9 @@ fn reconnects_after_close_delimited_responses() {
     let r = bench(format!("http://{}/", closing_server()), |o| {
         o.duration = Duration::from_millis(300)
     });
-    assert!(r.stats.requests > 10, "{} requests", r.stats.requests);
+    // Every answer closes its connection: a second request means the generator reconnected (how many fit in
+    // 0.3 s is the machine's business).
+    assert!(r.stats.requests >= 2, "{} requests", r.stats.requests);
     assert_eq!(r.stats.errors.total(), 0);
     assert_eq!(r.stats.status_counts(), vec![(200, r.stats.requests)]);
 }
@@ -406,7 +408,8 @@ fn a_request_without_answer_times_out_and_the_run_goes_on() {
     });
     assert_eq!(r.stats.errors.timeout, 1);
     assert_eq!(r.stats.errors.total(), 1);
-    assert!(r.stats.requests > 20, "{} requests", r.stats.requests);
+    // Three answered before the one that timed out, and the run went on after it.
+    assert!(r.stats.requests > 3, "{} requests", r.stats.requests);
     assert!(
         r.stats.corrected.max() < 200 * MS,
         "a timed-out request is not a latency sample"
@@ -435,7 +438,7 @@ fn echo_mode_and_shards() {
         o.threads = Some(2);
         o.body = Some(vec![b'z'; 3000]);
     });
-    assert!(r.stats.requests > 10);
+    assert!(r.stats.requests > 0);
     assert_eq!(r.stats.errors.total(), 0);
     assert_eq!(r.stats.bytes_read, r.stats.requests * 3000);
     assert!(r.stats.status_counts().is_empty());
@@ -463,7 +466,7 @@ fn glommio_runs_where_io_uring_does() {
     let result = run(Plan::build(&o).unwrap(), &mut |_| Flow::Go);
     match (result, refusal) {
         (Ok(r), None) => {
-            assert!(r.stats.requests > 10, "{} requests", r.stats.requests);
+            assert!(r.stats.requests > 0, "{} requests", r.stats.requests);
             assert_eq!((r.runtime, r.stats.errors.total()), ("glommio", 0));
             assert_eq!(r.stats.status_counts(), vec![(200, r.stats.requests)]);
         }
