@@ -137,6 +137,20 @@ fn bench(url: String, tweak: impl FnOnce(&mut Options)) -> Report {
 
 const MS: u64 = 1000;
 
+/// Runs `attempt` for `base`, then 4 and 16 times as long, until its result is `enough`: a test that needs some
+/// number of requests waits for them instead of assuming what a starved machine serves in a fixed time. Returns
+/// the last result.
+fn until_enough<T>(base: Duration, mut attempt: impl FnMut(Duration) -> T, enough: impl Fn(&T) -> bool) -> T {
+    let mut out = attempt(base);
+    for factor in [4, 16] {
+        if enough(&out) {
+            break;
+        }
+        out = attempt(base * factor);
+    }
+    out
+}
+
 /// Every sample in `h`, smallest first, each as the highest value its bucket stands for (at least the true one).
 fn samples_high(h: &Histogram<u64>) -> Vec<u64> {
     let mut all = Vec::new();
@@ -324,28 +338,36 @@ fn check_hgrm_matches(h: &Histogram<u64>) {
 #[test]
 fn hgrm_output_parses_back_to_the_histogram() {
     let server = TestServer::start(|n| Duration::from_micros(200 + (n % 7) * 300));
-    let r = bench(server.url("/"), |o| {
-        o.duration = Duration::from_millis(800);
-        o.connections = 2;
-    });
+    let run_for = |d| {
+        bench(server.url("/"), |o| {
+            o.duration = d;
+            o.connections = 2;
+        })
+    };
+    let r = until_enough(Duration::from_millis(800), run_for, |r| r.stats.corrected.len() > 50);
     assert!(r.stats.corrected.len() > 50);
     check_hgrm_matches(&r.stats.corrected);
 }
 
 #[test]
 fn replays_the_request_list_with_source_addresses() {
-    let server = TestServer::start(|_| Duration::ZERO);
     let dir = std::env::temp_dir().join(format!("corelb-loadgen-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let list = dir.join("requests.txt");
     let lines = "# replayed in order\n127.0.0.2 GET /a\n127.0.0.3 POST /b?x=1\nGET /c\n\n127.0.0.3 PUT /d\n";
     std::fs::write(&list, lines).unwrap();
-    let r = bench(server.url("/ignored"), |o| {
-        o.duration = Duration::from_millis(500);
-        o.request_file = Some(list.clone());
-        o.body = Some(b"hi".to_vec());
-        o.headers = vec!["X-Test: 1".into()];
-    });
+    // A fresh server per run: the list must replay in order from its first line, twice at least.
+    let run_for = |d| {
+        let server = TestServer::start(|_| Duration::ZERO);
+        let r = bench(server.url("/ignored"), |o| {
+            o.duration = d;
+            o.request_file = Some(list.clone());
+            o.body = Some(b"hi".to_vec());
+            o.headers = vec!["X-Test: 1".into()];
+        });
+        (r, server.seen())
+    };
+    let (r, seen) = until_enough(Duration::from_millis(500), run_for, |(_, seen)| seen.len() >= 8);
     std::fs::remove_dir_all(&dir).unwrap();
     let expected: Vec<(&str, &str, &str)> = vec![
         ("GET", "/a", "127.0.0.2"),
@@ -353,7 +375,6 @@ fn replays_the_request_list_with_source_addresses() {
         ("GET", "/c", "127.0.0.1"),
         ("PUT", "/d", "127.0.0.3"),
     ];
-    let seen = server.seen();
     assert!(seen.len() >= 8, "{} requests seen", seen.len());
     for (i, s) in seen.iter().enumerate() {
         let (method, uri, src) = expected[i % expected.len()];
@@ -461,15 +482,19 @@ fn glommio_runs_where_io_uring_does() {
         .err()
         .map(|e| e.to_string());
     let server = TestServer::start(|_| Duration::ZERO);
-    let o = Options {
-        url: server.url("/"),
-        connections: 2,
-        threads: Some(1),
-        duration: Duration::from_millis(300),
-        runtime: RuntimeKind::Glommio,
-        ..Options::default()
+    let run_for = |duration| {
+        let o = Options {
+            url: server.url("/"),
+            connections: 2,
+            threads: Some(1),
+            duration,
+            runtime: RuntimeKind::Glommio,
+            ..Options::default()
+        };
+        run(Plan::build(&o).unwrap(), &mut |_| Flow::Go)
     };
-    let result = run(Plan::build(&o).unwrap(), &mut |_| Flow::Go);
+    let served = |r: &Result<Report, _>| r.as_ref().map_or(true, |r| r.stats.requests > 0);
+    let result = until_enough(Duration::from_millis(300), run_for, served);
     match (result, refusal) {
         (Ok(r), None) => {
             assert!(r.stats.requests > 0, "{} requests", r.stats.requests);
