@@ -1898,6 +1898,19 @@ stream {
             Differs,
         ),
         case(
+            "stream_log_format",
+            r#"load_module modules/ngx_stream_module.so;
+events {}
+stream {
+ log_format basic '$remote_addr $status';
+}
+"#
+            .to_string(),
+            r#""log_format" directive is not supported by corelb"#,
+            4,
+            Differs,
+        ),
+        case(
             "stream_nu_timeout",
             r#"load_module modules/ngx_stream_module.so;
 events {}

@@ -139,6 +139,7 @@ pub const SPECS: &[Spec] = &[
     both("uwsgi_temp_path", HTTP_MSL, TAKE1234),
     both("scgi_temp_path", HTTP_MSL, TAKE1234),
     spec("access_log", STREAM_MS, Ctx::NONE, MORE1, false),
+    spec("log_format", Ctx::STREAM, Ctx::NONE, MORE2, false),
     both("least_conn", UPS, NOARGS),
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
     both("hash", UPS, TAKE12),
