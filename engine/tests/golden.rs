@@ -1,26 +1,17 @@
 //! Golden traces recorded from nginx 1.22.1 (`python3 tools/record_golden.py`): every scenario under
 //! `tests/golden/` is parsed, simulated and compared, request by request, with what nginx did. No nginx is needed.
 
+mod support;
+
 use corelb_engine::balance::UpstreamPlan;
 use corelb_engine::config;
 use corelb_engine::simulate::{self, parse_trace, Backends, Simulator};
 use corelb_shared_state::Zone;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The simulated clock at the start of every scenario; `t=` offsets are added to it.
 const BASE: u64 = 1_000_000;
-
-fn scenarios() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
-    let mut dirs: Vec<PathBuf> = fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("expected").is_file())
-        .collect();
-    dirs.sort();
-    dirs
-}
 
 fn read(dir: &Path, file: &str) -> Result<String, String> {
     fs::read_to_string(dir.join(file)).map_err(|e| format!("{file}: {e}"))
@@ -84,7 +75,7 @@ fn check(dir: &Path) -> Result<usize, String> {
 
 #[test]
 fn golden_traces_match_nginx() {
-    let dirs = scenarios();
+    let dirs = support::goldens::dirs();
     assert!(
         dirs.len() >= 30,
         "expected the recorded scenarios, found {}",
@@ -115,7 +106,7 @@ fn golden_traces_match_nginx() {
 #[test]
 fn a_wrong_expectation_is_reported() {
     // The comparison itself must be able to fail: a scenario with one expected line changed is reported.
-    let src = scenarios()
+    let src = support::goldens::dirs()
         .into_iter()
         .find(|d| d.ends_with("rr-5-1-1"))
         .expect("rr-5-1-1 is recorded");
