@@ -244,6 +244,24 @@ fn parse(text: &str) -> Result<Config, TestCaseError> {
         .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))
 }
 
+/// Upstream `u` of `config` as `corelb pick --fail ADDR=MODE` simulates it: the plan, the retry policy, and the
+/// farm's addresses in `modes`.
+fn simulated_upstream(
+    config: &Config,
+    context: Context,
+    farm: &Farm,
+    modes: &[BackendMode],
+) -> Result<(UpstreamPlan, simulate::RetryPolicy, Backends), TestCaseError> {
+    let fail = |e: String| TestCaseError::fail(e);
+    let located = simulate::locate(config, "u", Some(context)).map_err(|e| fail(e.to_string()))?;
+    let plan = UpstreamPlan::build(located.upstream, &Zone::new()).map_err(|e| fail(e.to_string()))?;
+    let mut backends = Backends::new();
+    for (i, m) in modes.iter().enumerate() {
+        backends.set(farm.addr(i), *m);
+    }
+    Ok((plan, located.policy, backends))
+}
+
 /// Runs `case` through the simulator and a live proxy on `R`, request by request.
 fn check<R: Runtime>(case: &Case, tag: &str, tally: &Tally) -> Result<(), TestCaseError> {
     let modes: Vec<BackendMode> = case.peers.iter().map(|p| p.mode).collect();
@@ -293,14 +311,8 @@ fn run_once<R: Runtime>(
     let config = parse(&text)?;
 
     // The simulator, as `corelb pick --fail ADDR=MODE` runs it.
-    let located =
-        simulate::locate(&config, "u", Some(Context::Http)).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let plan = UpstreamPlan::build(located.upstream, &Zone::new()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let mut backends = Backends::new();
-    for (i, m) in modes.iter().enumerate() {
-        backends.set(farm.addr(i), *m);
-    }
-    let mut sim = Simulator::new(&plan, located.policy, backends.clone());
+    let (plan, policy, backends) = simulated_upstream(&config, Context::Http, &farm, modes)?;
+    let mut sim = Simulator::new(&plan, policy, backends.clone());
     let sims: Vec<SimResult> = case
         .requests
         .iter()
@@ -490,14 +502,8 @@ fn check_stream<R: Runtime>(case: &StreamCase, tally: &Tally) -> Result<(), Test
     let front = free_addr();
     let text = case.config_text(&farm.addrs(), front);
     let config = parse(&text)?;
-    let located =
-        simulate::locate(&config, "u", Some(Context::Stream)).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let plan = UpstreamPlan::build(located.upstream, &Zone::new()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let mut backends = Backends::new();
-    for (i, m) in modes.iter().enumerate() {
-        backends.set(farm.addr(i), *m);
-    }
-    let mut sim = Simulator::new(&plan, located.policy, backends);
+    let (plan, policy, backends) = simulated_upstream(&config, Context::Stream, &farm, &modes)?;
+    let mut sim = Simulator::new(&plan, policy, backends);
     let sims: Vec<SimResult> = case
         .sources
         .iter()
