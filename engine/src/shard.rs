@@ -20,7 +20,8 @@ use crate::state::Shared;
 use corelb_shared_state::ShardSlot;
 use futures_lite::FutureExt;
 use listen::Listeners;
-use pool::Pool;
+pub use pool::ConnAge;
+use pool::{Pool, PoolLimits};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
@@ -64,7 +65,14 @@ impl<C> GenerationState<C> {
             .http
             .iter()
             .flat_map(|h| &h.upstreams)
-            .map(|u| Pool::new(u.keepalive.unwrap_or(0), u.keepalive_requests, u.keepalive_timeout))
+            .map(|u| {
+                Pool::new(PoolLimits {
+                    capacity: u.keepalive.unwrap_or(0),
+                    max_requests: u.keepalive_requests,
+                    idle_timeout: u.keepalive_timeout,
+                    max_time: u.keepalive_time,
+                })
+            })
             .collect();
         GenerationState {
             snap,
@@ -191,8 +199,8 @@ impl<R: Runtime> Shard<R> {
         plans.get(up).map(|p| f(&mut ShardState::seeded(p, self.index as u64)))
     }
 
-    /// An idle keepalive connection to `addr` of http upstream `up`, with the requests it has served.
-    pub fn pool_take(&self, snap: &Snapshot, up: usize, addr: SocketAddr) -> Option<(R::Conn, u64)> {
+    /// An idle keepalive connection to `addr` of http upstream `up`, with its use so far.
+    pub fn pool_take(&self, snap: &Snapshot, up: usize, addr: SocketAddr) -> Option<(R::Conn, ConnAge)> {
         let mut local = self.local.borrow_mut();
         if local.snap.generation != snap.generation {
             return None;
@@ -201,11 +209,11 @@ impl<R: Runtime> Shard<R> {
     }
 
     /// Keeps `conn` for reuse (or drops it when the pool is off or the limits say so).
-    pub fn pool_put(&self, snap: &Snapshot, up: usize, addr: SocketAddr, conn: R::Conn, requests: u64) {
+    pub fn pool_put(&self, snap: &Snapshot, up: usize, addr: SocketAddr, conn: R::Conn, age: ConnAge) {
         let mut local = self.local.borrow_mut();
         if local.snap.generation == snap.generation {
             if let Some(p) = local.pools.get_mut(up) {
-                p.put(addr, conn, requests, Instant::now());
+                p.put(addr, conn, age, Instant::now());
             }
         }
     }

@@ -1739,16 +1739,16 @@ http {
             Differs,
         ),
         case(
-            "keepalive_time",
+            "keepalive_disable_value",
             r#"events {}
-http { upstream u { server 127.0.0.1:1;
- keepalive_time 1h;
+http { server {
+ keepalive_disable msie6 msie7;
 } }
 "#
             .to_string(),
-            r#""keepalive_time" directive is not supported by corelb"#,
+            r#"invalid value "msie7""#,
             3,
-            Differs,
+            Same,
         ),
         case(
             "listen_rcvbuf",
@@ -1813,14 +1813,14 @@ http { server {
             Differs,
         ),
         case(
-            "proxy_buffering",
+            "proxy_max_temp_file_size",
             r#"events {}
 http {
- proxy_buffering off;
+ proxy_max_temp_file_size 0;
 }
 "#
             .to_string(),
-            r#""proxy_buffering" directive is not supported by corelb"#,
+            r#""proxy_max_temp_file_size" directive is not supported by corelb"#,
             3,
             Differs,
         ),

@@ -278,15 +278,7 @@ fn malformed_chunked_bodies_never_reach_the_backend() {
 fn header_syntax_is_checked() {
     let env = env();
     let get = |rest: &str| format!("GET / HTTP/1.1\r\nHost: a\r\n{rest}\r\n").into_bytes();
-    let cases: [(&str, Vec<u8>, u16); 15] = [
-        // nginx accepts a bare LF line ending; corelb does not (stricter than nginx)
-        ("bare LF head", b"GET / HTTP/1.1\nHost: a\n\n".to_vec(), 400),
-        (
-            "one bare LF",
-            b"GET / HTTP/1.1\r\nHost: a\nX-A: b\r\n\r\n".to_vec(),
-            400,
-        ),
-        ("bare LF final line", b"GET / HTTP/1.1\r\nHost: a\r\n\n".to_vec(), 400),
+    let cases: [(&str, Vec<u8>, u16); 12] = [
         ("bare CR in value", get("X-A: b\rc\r\n"), 400),
         ("obs-fold", get("X-A: b\r\n c\r\n"), 400),
         ("NUL in value", get("X-A: b\x00c\r\n"), 400),
@@ -306,6 +298,37 @@ fn header_syntax_is_checked() {
     }
     refused(&env, "bad Host", &b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"[..], 400);
     assert!(env.rec.requests().is_empty());
+    // A bare LF ends a head line as in nginx (RFC 9112 2.2 allows it): corelb writes the upstream head itself,
+    // with CRLF, so the backend cannot read it differently. (In chunk framing, which can be relayed, it stays a
+    // 400.)
+    for (name, raw, line, body) in [
+        (
+            "bare LF head",
+            &b"GET / HTTP/1.1\nHost: a\n\n"[..],
+            "GET / HTTP/1.1",
+            &b""[..],
+        ),
+        (
+            "one bare LF",
+            b"GET / HTTP/1.1\r\nHost: a\nX-A: b\r\n\r\n",
+            "GET / HTTP/1.1",
+            b"",
+        ),
+        (
+            "bare LF final line",
+            b"GET / HTTP/1.1\r\nHost: a\r\n\n",
+            "GET / HTTP/1.1",
+            b"",
+        ),
+        (
+            "bare LF before a body",
+            b"POST / HTTP/1.1\nHost: a\nContent-Length: 5\n\nhello",
+            "POST / HTTP/1.1",
+            b"hello",
+        ),
+    ] {
+        passed(&env, name, raw, &[(line, body)]);
+    }
     passed(
         &env,
         "obs-text in value",

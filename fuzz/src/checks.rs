@@ -28,10 +28,11 @@ pub fn config_parse(data: &[u8]) {
 /// of a head they accept whole, and a normalized path has no empty, `.` or `..` segment.
 pub fn request_head(data: &[u8]) {
     let small = HeaderBuffers { number: 2, size: 600 };
-    for limits in [HeaderBuffers::default(), small] {
-        if head_buffers::check(data, limits, |_| limits).is_ok() {
+    for (size, limits) in [(1024, HeaderBuffers::default()), (128, small)] {
+        let first = head_buffers::FirstBuffers { size, large: limits };
+        if head_buffers::check(data, first, |_| limits).is_ok() {
             let cut = data.len() * 2 / 3;
-            assert!(head_buffers::check(&data[..cut], limits, |_| limits).is_ok());
+            assert!(head_buffers::check(&data[..cut], first, |_| limits).is_ok());
         }
     }
     let mut uri = Vec::new();

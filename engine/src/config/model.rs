@@ -25,11 +25,10 @@ impl Default for HeaderBuffers {
 }
 
 impl HeaderBuffers {
-    /// The most head bytes nginx can hold with these buffers (the first buffer, then every large one full).
-    pub fn capacity(&self) -> usize {
-        self.number
-            .saturating_mul(self.size)
-            .saturating_add(CLIENT_HEADER_BUFFER)
+    /// The most head bytes nginx can hold with these buffers after a first buffer of `first` bytes
+    /// (`client_header_buffer_size`), every large one full.
+    pub fn capacity(&self, first: usize) -> usize {
+        self.number.saturating_mul(self.size).saturating_add(first)
     }
 }
 
@@ -207,6 +206,8 @@ pub struct UpstreamConf {
     pub keepalive_requests: u64,
     /// Default 60s.
     pub keepalive_timeout: Duration,
+    /// `keepalive_time` (nginx 1.19.10; default 1h): a connection open longer is not kept after a request.
+    pub keepalive_time: Duration,
     pub zone: Option<ZoneConf>,
     /// `state FILE` (nginx Plus): the servers live in FILE (resolved against the directory of the file that names
     /// it), which every API change rewrites; `None` = servers from the config.
@@ -226,6 +227,7 @@ impl UpstreamConf {
             keepalive: None,
             keepalive_requests: 1000,
             keepalive_timeout: Duration::from_secs(60),
+            keepalive_time: Duration::from_secs(3600),
             zone: None,
             state: None,
             implicit: false,
@@ -329,6 +331,15 @@ pub struct HttpProxyConf {
     pub next_upstream_tries: usize,
     /// Zero = off.
     pub next_upstream_timeout: Duration,
+    /// `proxy_pass_request_headers`, default on: the client's header lines go upstream.
+    pub pass_request_headers: bool,
+    /// `proxy_pass_request_body`, default on: the client's body goes upstream (off: read and dropped, while the
+    /// `Content-Length` line still goes, as nginx).
+    pub pass_request_body: bool,
+    /// `proxy_set_body VALUE`: sent as the body instead of the client's.
+    pub set_body: Option<KeyTemplate>,
+    /// `proxy_buffering`, default on. corelb relays a response as it arrives either way (docs/directives.md).
+    pub buffering: bool,
 }
 
 impl Default for HttpProxyConf {
@@ -342,9 +353,18 @@ impl Default for HttpProxyConf {
             next_upstream: NextUpstream::default(),
             next_upstream_tries: 0,
             next_upstream_timeout: Duration::ZERO,
+            pass_request_headers: true,
+            pass_request_body: true,
+            set_body: None,
+            buffering: true,
         }
     }
 }
+
+/// `keepalive_disable msie6`: no keepalive after a POST from MSIE 6 and older.
+pub const KEEPALIVE_DISABLE_MSIE6: u8 = 1;
+/// `keepalive_disable safari`: no keepalive for Safari on macOS.
+pub const KEEPALIVE_DISABLE_SAFARI: u8 = 2;
 
 /// Client-side settings that inherit from `http` to `server` to `location`.
 #[derive(Debug, Clone, PartialEq)]
@@ -353,6 +373,10 @@ pub struct ClientConf {
     pub keepalive_timeout: Duration,
     /// Default 1000.
     pub keepalive_requests: u64,
+    /// `keepalive_time`, default 1h: no request is kept alive after a connection has been open this long.
+    pub keepalive_time: Duration,
+    /// `keepalive_disable`: [`KEEPALIVE_DISABLE_MSIE6`] (the default) and [`KEEPALIVE_DISABLE_SAFARI`] bits.
+    pub keepalive_disable: u8,
     /// Default 60s.
     pub client_header_timeout: Duration,
     /// Default 1m (1 MiB); 0 = unlimited.
@@ -364,6 +388,12 @@ pub struct ClientConf {
     pub send_timeout: Duration,
     /// `large_client_header_buffers NUMBER SIZE` (http, server; default `4 8k`).
     pub large_client_header_buffers: HeaderBuffers,
+    /// `client_header_buffer_size` (http, server; default 1k): the first buffer of a head, the default server's
+    /// of the address (nginx reads into it before it knows the server).
+    pub client_header_buffer_size: usize,
+    /// `connection_pool_size` (http, server; default 512 on 64-bit hosts): checked against the large header
+    /// buffers as nginx does; corelb has no memory pools.
+    pub connection_pool_size: usize,
     /// The `access_log` lines in effect (those of the nearest level that has any); empty when the level says
     /// `access_log off` or no level has one.
     pub access_log: Vec<AccessLogConf>,
@@ -388,11 +418,15 @@ impl Default for ClientConf {
         ClientConf {
             keepalive_timeout: Duration::from_secs(75),
             keepalive_requests: 1000,
+            keepalive_time: Duration::from_secs(3600),
+            keepalive_disable: KEEPALIVE_DISABLE_MSIE6,
             client_header_timeout: Duration::from_secs(60),
             client_max_body_size: 1024 * 1024,
             client_body_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
             large_client_header_buffers: HeaderBuffers::default(),
+            client_header_buffer_size: CLIENT_HEADER_BUFFER,
+            connection_pool_size: 512,
             access_log: Vec::new(),
         }
     }

@@ -36,18 +36,35 @@ impl Reading {
     }
 }
 
+/// The buffers a head starts with: the first buffer's size (`client_header_buffer_size`) and the large buffers,
+/// both the port's default server's (for the request line and the headers before `Host`).
+#[derive(Debug, Clone, Copy)]
+pub struct FirstBuffers {
+    pub size: usize,
+    pub large: HeaderBuffers,
+}
+
+impl Default for FirstBuffers {
+    fn default() -> Self {
+        FirstBuffers {
+            size: CLIENT_HEADER_BUFFER,
+            large: HeaderBuffers::default(),
+        }
+    }
+}
+
 /// Checks the head at the start of `buf` (complete, or the part read so far) against nginx's buffers: `first`
-/// are the buffers of the port's default server (for the request line and the headers before `Host`),
-/// `for_host` those of the server a host names (the absolute-form target's, else the `Host` header's value).
-pub fn check(buf: &[u8], first: HeaderBuffers, for_host: impl Fn(&[u8]) -> HeaderBuffers) -> Result<(), Rejection> {
-    if buf.len() <= CLIENT_HEADER_BUFFER {
+/// those the head starts with, `for_host` the large buffers of the server a host names (the absolute-form
+/// target's, else the `Host` header's value).
+pub fn check(buf: &[u8], first: FirstBuffers, for_host: impl Fn(&[u8]) -> HeaderBuffers) -> Result<(), Rejection> {
+    if buf.len() <= first.size {
         return Ok(());
     }
-    let mut limits = first;
+    let mut limits = first.large;
     let mut host_known = false;
     let mut reading = Reading {
         start: 0,
-        size: CLIENT_HEADER_BUFFER,
+        size: first.size,
         taken: 0,
     };
     let mut line_start = 0;
@@ -113,7 +130,14 @@ mod tests {
     }
 
     fn status_with(head: &[u8], limits: HeaderBuffers) -> u16 {
-        check(head, limits, |_| limits).map_or_else(|r| r.status, |()| 200)
+        check(head, first(limits), |_| limits).map_or_else(|r| r.status, |()| 200)
+    }
+
+    fn first(large: HeaderBuffers) -> FirstBuffers {
+        FirstBuffers {
+            large,
+            ..FirstBuffers::default()
+        }
     }
 
     fn x(n: usize) -> Vec<u8> {
@@ -162,7 +186,7 @@ mod tests {
         assert_eq!(status(&[b"GET /".as_slice(), &x(3000)].concat()), 200);
         let small = HeaderBuffers { number: 2, size: 1024 };
         assert_eq!(status_with(&[b"GET /".as_slice(), &x(3000)].concat(), small), 414);
-        assert_eq!(small.capacity(), 3 * 1024);
+        assert_eq!(small.capacity(CLIENT_HEADER_BUFFER), 3 * 1024);
     }
 
     #[test]
@@ -177,21 +201,53 @@ mod tests {
             b"Host: big",
             &[b"X: ".as_slice(), &x(12_000)].concat(),
         ]);
-        assert!(check(&raw, HeaderBuffers::default(), by_host).is_ok());
+        assert!(check(&raw, FirstBuffers::default(), by_host).is_ok());
         let raw = head(&[
             b"GET / HTTP/1.1",
             &[b"X: ".as_slice(), &x(12_000)].concat(),
             b"Host: big",
         ]);
-        assert!(check(&raw, HeaderBuffers::default(), by_host).is_err(), "too late");
+        assert!(check(&raw, FirstBuffers::default(), by_host).is_err(), "too late");
         let raw = head(&[
             b"GET http://big/ HTTP/1.1",
             b"Host: small",
             &[b"X: ".as_slice(), &x(12_000)].concat(),
         ]);
         assert!(
-            check(&raw, HeaderBuffers::default(), by_host).is_ok(),
+            check(&raw, FirstBuffers::default(), by_host).is_ok(),
             "the target's host wins"
+        );
+    }
+
+    /// nginx-tests' `http_header_buffers.t` settings: `client_header_buffer_size 128`, `large_client_header_buffers
+    /// 1 256` (and `connection_pool_size 128`, which lets 256 pass).
+    #[test]
+    fn small_first_buffer() {
+        let first = FirstBuffers {
+            size: 128,
+            large: HeaderBuffers { number: 1, size: 256 },
+        };
+        let check_with = |raw: &[u8]| check(raw, first, |_| first.large).map_or_else(|r| r.status, |()| 200);
+        let mut one_line = b"GET / HTTP/1.1\r\nHost: a\r\nX-A: ".to_vec();
+        one_line.extend(x(200));
+        one_line.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(
+            check_with(&one_line),
+            200,
+            "the long line moves to the one large buffer"
+        );
+        let mut two = one_line[..one_line.len() - 2].to_vec();
+        two.extend_from_slice(b"X-B: ");
+        two.extend(x(200));
+        two.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(
+            check_with(&two),
+            HEADER_TOO_LARGE,
+            "a second one needs a second large buffer"
+        );
+        assert_eq!(
+            check_with(&[b"GET /".to_vec(), x(300), b" HTTP/1.1\r\n\r\n".to_vec()].concat()),
+            414
         );
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod chunked;
 pub mod head_buffers;
+pub mod keepalive;
 pub mod pages;
 pub mod request;
 pub mod response;

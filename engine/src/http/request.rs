@@ -1,6 +1,6 @@
 //! Client request heads: parsed with httparse over the connection's reused buffer, checked as nginx checks them
-//! (framing, duplicate or conflicting lengths, `Host`, method and version), plus the stricter line-ending rule of
-//! corelb (a bare LF is a 400), reduced to the facts the proxy needs. Line and head sizes are nginx's buffers'
+//! (framing, duplicate or conflicting lengths, `Host`, method and version; a bare LF ends a line, as in nginx),
+//! reduced to the facts the proxy needs. Line and head sizes are nginx's buffers'
 //! business ([`super::head_buffers`]); the path nginx matches locations against is [`RequestHead::uri`].
 
 use super::uri::{needs_normalizing, normalize};
@@ -114,13 +114,20 @@ pub fn parse_request<'h, 'b>(
     let (Some(method), Some(raw_target), Some(version)) = (req.method, req.path, req.version) else {
         return Err(Rejection::bad("incomplete request line"));
     };
-    check_line_endings(buf.get(..head_len).unwrap_or(buf))?;
     if !method.bytes().all(|c| c.is_ascii_uppercase() || c == b'_' || c == b'-') {
         return Err(Rejection::bad("invalid method"));
     }
     let headers: &'h [Header<'b>] = req.headers;
     let version_11 = version == 1;
-    let (target, target_host) = split_target(raw_target)?;
+    if method == "CONNECT" && !is_authority_form(raw_target) {
+        // nginx's request-line parser: CONNECT takes `host:port` only
+        return Err(Rejection::bad("invalid CONNECT target"));
+    }
+    let (target, target_host) = if method == "CONNECT" {
+        (raw_target, None)
+    } else {
+        split_target(raw_target)?
+    };
     let facts = header_facts(headers, version_11)?;
     let body = match (facts.length, facts.chunked) {
         (Some(_), true) => return Err(Rejection::bad("both Content-Length and Transfer-Encoding")),
@@ -136,6 +143,13 @@ pub fn parse_request<'h, 'b>(
         Some(h) => Some(strip_port(h)?),
         None => None,
     };
+    // nginx's `ngx_http_process_request_header`, once the head is read: no CONNECT tunnels, no TRACE
+    if method == "CONNECT" {
+        return Err(Rejection::new(405, "CONNECT method"));
+    }
+    if method == "TRACE" {
+        return Err(Rejection::new(405, "TRACE method"));
+    }
     Ok(Some(RequestHead {
         method,
         target,
@@ -187,17 +201,12 @@ fn header_facts<'b>(headers: &[Header<'b>], version_11: bool) -> Result<HeaderFa
     Ok(f)
 }
 
-/// Every line of the head must end in CRLF: a bare LF is refused (nginx accepts it; corelb does not, so that no
-/// server behind it can read the head differently).
-fn check_line_endings(head: &[u8]) -> Result<(), Rejection> {
-    let mut prev = 0u8;
-    for &c in head {
-        if c == b'\n' && prev != b'\r' {
-            return Err(Rejection::bad("bare LF in request head"));
-        }
-        prev = c;
-    }
-    Ok(())
+/// `host:port` with a non-empty host and a decimal port: the only CONNECT target nginx's parser takes.
+fn is_authority_form(target: &str) -> bool {
+    let Some((host, port)) = target.rsplit_once(':') else {
+        return false;
+    };
+    !host.is_empty() && !host.contains('/') && !port.is_empty() && port.bytes().all(|c| c.is_ascii_digit())
 }
 
 /// A request line httparse refused for its version: `HTTP/2.0` and later get nginx's 505, anything else 400.
@@ -429,12 +438,40 @@ mod tests {
         }
     }
 
+    /// nginx-tests' `http_method.t` (nginx 1.29.3 and later).
     #[test]
-    fn refuses_bare_lf_line_endings() {
-        let bad = |raw: &[u8]| parse(raw).unwrap_err().status;
-        assert_eq!(bad(b"GET / HTTP/1.1\nHost: a\n\n"), 400);
-        assert_eq!(bad(b"GET / HTTP/1.1\r\nHost: a\nX-A: b\r\n\r\n"), 400);
-        assert_eq!(bad(b"GET / HTTP/1.1\r\nHost: a\r\n\n"), 400);
+    fn trace_and_connect_are_not_allowed() {
+        let status = |raw: &[u8]| parse(raw).map(|_| 200).unwrap_or_else(|r| r.status);
+        assert_eq!(status(b"TRACE / HTTP/1.1\r\nHost: a\r\n\r\n"), 405);
+        assert_eq!(status(b"CONNECT a:8080 HTTP/1.1\r\nHost: a\r\n\r\n"), 405);
+        assert_eq!(status(b"CONNECT a:8080 HTTP/1.0\r\n\r\n"), 405);
+        assert_eq!(status(b"CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+        assert_eq!(status(b"CONNECT a HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+        assert_eq!(status(b"CONNECT a:80 HTTP/1.1\r\n\r\n"), 400, "no Host in HTTP/1.1");
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"), 200);
+    }
+
+    #[test]
+    fn a_bare_lf_ends_a_line_as_in_nginx() {
+        for raw in [
+            &b"GET / HTTP/1.1\nHost: a\n\n"[..],
+            b"GET / HTTP/1.1\r\nHost: a\nX-A: b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\r\n\n",
+        ] {
+            let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let r = parse_request(raw, &mut hs).unwrap().unwrap();
+            assert_eq!((r.host, r.head_len), (Some(&b"a"[..]), raw.len()), "{raw:?}");
+        }
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let h = parse_request(b"GET / HTTP/1.1\nHost: a\nX-A: b\n\n", &mut hs)
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.header("x-a"), Some(&b"b"[..]), "no CR left in the value");
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\rHost: a\r\r").map(|_| ()).unwrap_err().status,
+            400,
+            "bare CR"
+        );
     }
 
     #[test]

@@ -111,8 +111,8 @@ impl<R: Runtime> ClientConn<R> {
         send::<R>(&mut self.sock, &self.bufs.out, wait).await.is_ok() && keep
     }
 
-    /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
-    pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
+    /// Reads and drops the request body (counting a malformed one or a client that left).
+    pub(super) async fn drain_body(&mut self, req: &Routed) -> Result<(), BodyError> {
         let bufs = &mut self.bufs;
         let drained = discard_body::<R>(
             &mut self.sock,
@@ -127,6 +127,12 @@ impl<R: Runtime> ClientConn<R> {
             Err(BodyError::Read(_) | BodyError::Truncated) => self.shard.counters.count_client_abort(),
             _ => {}
         }
+        drained
+    }
+
+    /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
+    pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
+        let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();
         self.send_own(answer, keep, req.head_request, req.timeouts.send).await
     }

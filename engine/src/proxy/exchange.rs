@@ -10,12 +10,12 @@ use crate::http::response::{parse_response, MAX_HEADERS};
 use crate::http::BodyFraming;
 use crate::runtime::iobuf::IoBuf;
 use crate::runtime::{Conn, Runtime};
-use crate::shard::Shard;
+use crate::shard::{ConnAge, Shard};
 use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
 use std::io;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What went wrong with a try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -80,8 +80,8 @@ pub struct ResponseInfo {
     pub head_len: usize,
     pub body: BodyFraming,
     pub reusable: bool,
-    /// Requests the connection had served before this one.
-    pub requests: u64,
+    /// The connection's use before this request.
+    pub age: ConnAge,
     /// Bytes sent to the upstream: the head, and the body (buffered or streamed).
     pub sent: u64,
 }
@@ -135,11 +135,11 @@ impl TryIo<'_> {
     }
 }
 
-/// An upstream connection a try runs on: pooled (having served `requests` before) or fresh.
+/// An upstream connection a try runs on: pooled (used as `age` says) or fresh.
 #[derive(Debug, Clone, Copy)]
 struct UpstreamConn {
     pooled: bool,
-    requests: u64,
+    age: ConnAge,
 }
 
 /// Runs one try against `to.addr`, noting in the log record when it connected and read the head. `body` is the
@@ -150,9 +150,9 @@ pub async fn exchange<R: Runtime>(
     mut io: TryIo<'_>,
 ) -> Result<(R::Conn, ResponseInfo), Failure> {
     let conf = &to.plan.conf;
-    if let Some((conn, requests)) = to.shard.pool_take(to.snap, to.plan.upstream, to.addr) {
+    if let Some((conn, age)) = to.shard.pool_take(to.snap, to.plan.upstream, to.addr) {
         let resendable = body.is_none();
-        let pooled = UpstreamConn { pooled: true, requests };
+        let pooled = UpstreamConn { pooled: true, age };
         match try_on::<R>(conn, pooled, body.take(), io.reborrow(), to.plan).await {
             // The upstream had closed it while it sat idle. nginx's keepalive module sees such a connection close
             // in its cache and drops it, so the request goes out on a fresh connection to the same peer: no
@@ -169,7 +169,7 @@ pub async fn exchange<R: Runtime>(
     let _ = conn.set_nodelay(true);
     let fresh = UpstreamConn {
         pooled: false,
-        requests: 0,
+        age: ConnAge::fresh(Instant::now()),
     };
     try_on::<R>(conn, fresh, body, io, to.plan).await
 }
@@ -202,7 +202,7 @@ async fn try_on<R: Runtime>(
         head_len,
         body,
         reusable,
-        requests: how.requests,
+        age: how.age,
         sent,
     };
     Ok((conn, info))

@@ -35,7 +35,18 @@ impl<R: Runtime> ClientConn<R> {
         let Some(up) = snap.http_plans.get(plan.upstream) else {
             return false;
         };
-        let replayable = match hold_whole_body(req, &mut self.bufs, &mut self.decoder) {
+        let held = if plan.passes_client_body() {
+            hold_whole_body(req, &mut self.bufs, &mut self.decoder)
+        } else {
+            // `proxy_pass_request_body off` or `proxy_set_body`: nginx reads the client's body first, then sends
+            // the request without it
+            match self.drain_body(req).await {
+                Ok(_) => Ok(true),
+                Err(BodyError::Chunk(_)) => Err(Rejection::bad("malformed chunked body")),
+                Err(_) => return false,
+            }
+        };
+        let replayable = match held {
             Ok(r) => r,
             Err(refusal) => {
                 self.refuse(refusal, req.timeouts.send).await;
@@ -166,7 +177,7 @@ impl<R: Runtime> ClientConn<R> {
             Ok(_) => {
                 if info.reusable && from.plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
                     from.shard
-                        .pool_put(from.snap, from.plan.upstream, from.addr, conn, info.requests + 1);
+                        .pool_put(from.snap, from.plan.upstream, from.addr, conn, info.age.served_one());
                 }
                 keep_client
             }

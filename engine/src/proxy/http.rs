@@ -9,7 +9,8 @@ use super::request_log::begin_request;
 use crate::balance::UpstreamPlan;
 use crate::config::model::{AdminEndpoint, ClientConf};
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::head_buffers;
+use crate::http::head_buffers::{self, FirstBuffers};
+use crate::http::keepalive;
 use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
 use crate::http::vars::{ConnVars, RequestVars};
 use crate::http::{BodyFraming, Rejection};
@@ -36,6 +37,13 @@ enum Next<'s> {
     Arrived,
     Reject(Rejection),
     Request(Routed, Route<'s>),
+}
+
+/// How far a client connection has come: requests answered, and when it was accepted (for `keepalive_time`).
+#[derive(Debug, Clone, Copy)]
+struct ConnProgress {
+    served: u64,
+    started: Instant,
 }
 
 /// How long the next request head may take.
@@ -66,7 +74,10 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         decoder: ChunkedDecoder::new(),
         vars,
     };
-    let mut served = 0u64;
+    let mut progress = ConnProgress {
+        served: 0,
+        started: Instant::now(),
+    };
     loop {
         at.refresh(&conn.shard);
         let step = loop {
@@ -74,7 +85,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
                 idle: at.defaults.keepalive_timeout,
                 head: at.defaults.client_header_timeout,
             };
-            match conn.next_request(&at.snap, at.port, served, waits).await {
+            match conn.next_request(&at.snap, at.port, progress, waits).await {
                 // The first bytes of a request after a keepalive wait: it runs on the config running now (the
                 // head is routed again, nothing of it consumed yet).
                 Next::Arrived => at.refresh(&conn.shard),
@@ -93,7 +104,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         };
         req.keepalive &= !at.gone;
         conn.shard.counters.count_request();
-        served += 1;
+        progress.served += 1;
         if !conn.continue_if_expected(&req).await {
             break;
         }
@@ -122,9 +133,15 @@ impl<R: Runtime> ClientConn<R> {
     }
 
     /// Reads the next request head (within `waits`, or until a graceful stop between requests) and routes it; for
-    /// a proxied request the upstream head and the hash key are written into the buffers. `served`: requests
-    /// answered on this connection so far.
-    async fn next_request<'s>(&mut self, snap: &'s Snapshot, port: usize, served: u64, waits: HeadWaits) -> Next<'s> {
+    /// a proxied request the upstream head and the hash key are written into the buffers.
+    async fn next_request<'s>(
+        &mut self,
+        snap: &'s Snapshot,
+        port: usize,
+        progress: ConnProgress,
+        waits: HeadWaits,
+    ) -> Next<'s> {
+        let served = progress.served;
         let head_deadline = |now: Instant| now.checked_add(waits.head);
         let mut deadline = if served == 0 || !self.bufs.client.readable().is_empty() {
             head_deadline(Instant::now())
@@ -132,7 +149,7 @@ impl<R: Runtime> ClientConn<R> {
             None
         };
         loop {
-            match route_head(snap, port, self.vars, served, &mut self.bufs) {
+            match route_head(snap, port, self.vars, progress, &mut self.bufs) {
                 Ok(Some(next)) => return next,
                 Ok(None) => {}
                 Err(r) => return Next::Reject(r),
@@ -184,10 +201,13 @@ fn route_head<'s>(
     snap: &'s Snapshot,
     port: usize,
     conn: ConnVars,
-    served: u64,
+    progress: ConnProgress,
     bufs: &mut Buffers,
 ) -> Result<Option<Next<'s>>, Rejection> {
-    let first = snap.header_buffers(port, None);
+    let first = FirstBuffers {
+        size: snap.first_header_buffer(port),
+        large: snap.header_buffers(port, None),
+    };
     head_buffers::check(bufs.client.readable(), first, |host| {
         snap.header_buffers(port, Some(host))
     })?;
@@ -215,14 +235,14 @@ fn route_head<'s>(
         conn,
         proxy_host: upstream.map_or("", |u| u.name.as_str()),
     };
-    begin_request(snap, server, loc, &vars, served + 1, &mut bufs.log);
+    begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
     if let BodyFraming::Length(n) = head.body {
         if client_conf.client_max_body_size != 0 && n > client_conf.client_max_body_size {
             return Err(Rejection::new(413, "body larger than client_max_body_size"));
         }
     }
-    let req = routed(&head, client_conf, served);
+    let req = routed(&head, client_conf, progress);
     let route = match (fixed_server, loc) {
         (Some(f), _) => Route::Fixed(f),
         (None, None) => Route::Fixed(&server.not_found),
@@ -243,14 +263,14 @@ fn route_head<'s>(
 }
 
 /// What the request path keeps of a head once routed, under its location's client settings.
-fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64) -> Routed {
+fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, progress: ConnProgress) -> Routed {
     Routed {
         head_len: head.head_len,
         body: head.body,
         head_request: head.method == "HEAD",
         non_idempotent: head.non_idempotent(),
         client_11: head.version_11,
-        keepalive: head.keepalive && !client.keepalive_timeout.is_zero() && served + 1 < client.keepalive_requests,
+        keepalive: keepalive::keeps(head, client, progress.served, progress.started.elapsed()),
         expect_continue: head.expect_continue && head.body != BodyFraming::None,
         max_body: client.client_max_body_size,
         timeouts: ClientTimeouts {

@@ -159,7 +159,10 @@ impl Snapshot {
         }
         let client_buffer = servers
             .iter()
-            .map(|s| s.client.large_client_header_buffers.capacity())
+            .map(|s| {
+                let c = &s.client;
+                c.large_client_header_buffers.capacity(c.client_header_buffer_size)
+            })
             .fold(MIN_CLIENT_BUFFER, usize::max);
         let names: Vec<&str> = http_plans
             .iter()
@@ -187,6 +190,14 @@ impl Snapshot {
         self.server_for(port, host)
             .map(|s| s.client.large_client_header_buffers)
             .unwrap_or_default()
+    }
+
+    /// The `client_header_buffer_size` of the default server of `port`: the first buffer of every head there.
+    pub fn first_header_buffer(&self, port: usize) -> usize {
+        self.server_for(port, None)
+            .map_or(crate::config::model::CLIENT_HEADER_BUFFER, |s| {
+                s.client.client_header_buffer_size
+            })
     }
 
     /// The index into [`Snapshot::http_ports`] of the http listen address `addr`, if this config listens there.

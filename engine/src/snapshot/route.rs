@@ -121,6 +121,9 @@ pub struct ProxyPlan {
     uri_rewrite: Option<(usize, String)>,
     /// Whether upstream connections can be kept (HTTP/1.1 and no `Connection: close` sent).
     pub upstream_keepalive: bool,
+    /// A `proxy_set_header Content-Length` line: it replaces nginx's own line when no body goes upstream (with a
+    /// body, corelb always frames it itself).
+    sets_length: bool,
 }
 
 impl ProxyPlan {
@@ -159,6 +162,7 @@ impl ProxyPlan {
             push_line(&mut static_headers, "Connection", b"close");
         }
         let sends_close = connection_value.as_deref().is_none_or(|v| v.contains("close"));
+        let sets_length = named("content-length");
         let uri_rewrite = uri.map(|u| {
             let matched = match &loc.matcher {
                 LocationMatch::Prefix(p) | LocationMatch::Exact(p) => p.len(),
@@ -173,6 +177,7 @@ impl ProxyPlan {
             dynamic_headers,
             skip_client,
             uri_rewrite,
+            sets_length,
         }
     }
 
@@ -221,22 +226,41 @@ impl ProxyPlan {
                 push_line(out, field, scratch);
             }
         }
-        match req.body {
-            BodyFraming::Length(n) => {
+        let set_body = self.conf.set_body.as_ref().map(|t| {
+            t.eval_into(vars, scratch);
+            scratch.len() as u64
+        });
+        match (set_body, req.body) {
+            (None, BodyFraming::Length(_)) if self.sets_length && !self.conf.pass_request_body => {}
+            (Some(n), _) | (None, BodyFraming::Length(n)) => {
+                // nginx's `$proxy_internal_body_length`: the client's length even with `proxy_pass_request_body
+                // off` (its docs pair that with `proxy_set_header Content-Length ""`)
                 out.extend_from_slice(b"Content-Length: ");
                 append_decimal(out, n);
                 out.extend_from_slice(b"\r\n");
             }
-            BodyFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
-            BodyFraming::None | BodyFraming::UntilClose => {}
-        }
-        for h in req.headers {
-            if self.skip_client.iter().any(|s| h.name.eq_ignore_ascii_case(s)) || req.named_in_connection(h.name) {
-                continue;
+            (None, BodyFraming::Chunked) if self.conf.pass_request_body => {
+                out.extend_from_slice(b"Transfer-Encoding: chunked\r\n")
             }
-            push_line(out, h.name, h.value);
+            (None, _) => {}
+        }
+        if self.conf.pass_request_headers {
+            for h in req.headers {
+                if self.skip_client.iter().any(|s| h.name.eq_ignore_ascii_case(s)) || req.named_in_connection(h.name) {
+                    continue;
+                }
+                push_line(out, h.name, h.value);
+            }
         }
         out.extend_from_slice(b"\r\n");
+        if set_body.is_some() {
+            out.extend_from_slice(scratch);
+        }
+    }
+
+    /// Whether the client's body goes upstream (else it is read and dropped before the request is sent).
+    pub fn passes_client_body(&self) -> bool {
+        self.conf.pass_request_body && self.conf.set_body.is_none()
     }
 }
 
@@ -346,6 +370,38 @@ mod tests {
             head_for(&plan, raw).starts_with("GET /api//x/../y?z HTTP/1.1\r\n"),
             "sent as is"
         );
+    }
+
+    /// nginx's `$proxy_internal_body_length`: with `proxy_pass_request_body off` the client's length still goes,
+    /// unless a `proxy_set_header Content-Length` replaces it; `proxy_set_body` sends its own body and length.
+    #[test]
+    fn request_body_settings() {
+        let raw = b"POST /api/x HTTP/1.1\r\nHost: a\r\nX-A: 1\r\nContent-Length: 5\r\n\r\n";
+        let mut loc = location(&[], true);
+        loc.proxy.pass_request_body = false;
+        let plan = ProxyPlan::new(&loc, 0, "b", None);
+        assert!(!plan.passes_client_body());
+        assert_eq!(
+            head_for(&plan, raw),
+            "POST /api/x HTTP/1.1\r\nHost: b\r\nConnection: close\r\nContent-Length: 5\r\nX-A: 1\r\n\r\n"
+        );
+        let mut loc = location(&[("Content-Length", "")], true);
+        loc.proxy.pass_request_body = false;
+        loc.proxy.pass_request_headers = false;
+        let plan = ProxyPlan::new(&loc, 0, "b", None);
+        assert_eq!(
+            head_for(&plan, raw),
+            "POST /api/x HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n"
+        );
+        let mut loc = location(&[], true);
+        loc.proxy.set_body = Some(KeyTemplate::compile("ip=$remote_addr").unwrap());
+        let plan = ProxyPlan::new(&loc, 0, "b", None);
+        assert!(!plan.passes_client_body());
+        assert_eq!(
+            head_for(&plan, raw),
+            "POST /api/x HTTP/1.1\r\nHost: b\r\nConnection: close\r\nContent-Length: 11\r\nX-A: 1\r\n\r\nip=10.0.0.1"
+        );
+        assert!(ProxyPlan::new(&location(&[], true), 0, "b", None).passes_client_body());
     }
 
     #[test]

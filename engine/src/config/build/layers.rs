@@ -4,10 +4,12 @@
 use super::logs::{LevelLogs, LogState};
 use super::temp_path::{self, TempPaths};
 use super::vars::{Module, Vars};
-use super::{arg, directive_err, msec_slot, num_slot, unset, value, Build};
+use super::{arg, directive_err, flag_slot, msec_slot, num_slot, unset, value, Build};
 use crate::config::error::ConfigError;
 use crate::config::key::KeyTemplate;
-use crate::config::model::{ClientConf, HeaderBuffers, HttpProxyConf, NextUpstream};
+use crate::config::model::{
+    ClientConf, HeaderBuffers, HttpProxyConf, NextUpstream, KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI,
+};
 use crate::config::parser::Directive;
 use std::time::Duration;
 
@@ -40,6 +42,10 @@ pub struct ProxyLayer {
     next_upstream: u32,
     next_upstream_tries: Option<u64>,
     next_upstream_timeout: Option<Duration>,
+    pass_request_headers: Option<bool>,
+    pass_request_body: Option<bool>,
+    set_body: Option<KeyTemplate>,
+    buffering: Option<bool>,
 }
 
 /// The client settings one level sets.
@@ -47,11 +53,15 @@ pub struct ProxyLayer {
 pub struct ClientLayer {
     keepalive_timeout: Option<Duration>,
     keepalive_requests: Option<u64>,
+    keepalive_time: Option<Duration>,
+    keepalive_disable: Option<u8>,
     header_timeout: Option<Duration>,
     max_body_size: Option<u64>,
     body_timeout: Option<Duration>,
     send_timeout: Option<Duration>,
     header_buffers: Option<HeaderBuffers>,
+    header_buffer_size: Option<usize>,
+    pool_size: Option<usize>,
     access_log: Option<LevelLogs>,
 }
 
@@ -105,6 +115,13 @@ impl Layers {
             "proxy_next_upstream" => next_upstream(cx.build, &mut p.next_upstream, d)?,
             "proxy_next_upstream_tries" => num_slot(&mut p.next_upstream_tries, d)?,
             "proxy_next_upstream_timeout" => msec_slot(&mut p.next_upstream_timeout, d)?,
+            "proxy_pass_request_headers" => flag_slot(&mut p.pass_request_headers, d)?,
+            "proxy_pass_request_body" => flag_slot(&mut p.pass_request_body, d)?,
+            "proxy_buffering" => flag_slot(&mut p.buffering, d)?,
+            "proxy_set_body" => {
+                unset(&p.set_body, d)?;
+                p.set_body = Some(cx.vars.compile(arg(d, 0), Module::Http, &d.span)?);
+            }
             "keepalive_timeout" => {
                 unset(&c.keepalive_timeout, d)?;
                 let timeout = value::parse_msec(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid value"))?;
@@ -115,6 +132,11 @@ impl Layers {
                 c.keepalive_timeout = Some(timeout);
             }
             "keepalive_requests" => num_slot(&mut c.keepalive_requests, d)?,
+            "keepalive_time" => msec_slot(&mut c.keepalive_time, d)?,
+            "keepalive_disable" => {
+                unset(&c.keepalive_disable, d)?;
+                c.keepalive_disable = Some(keepalive_disable(cx.build, d)?);
+            }
             "client_header_timeout" => msec_slot(&mut c.header_timeout, d)?,
             "client_max_body_size" => {
                 unset(&c.max_body_size, d)?;
@@ -126,6 +148,12 @@ impl Layers {
             "large_client_header_buffers" => {
                 unset(&c.header_buffers, d)?;
                 c.header_buffers = Some(header_buffers(d)?);
+            }
+            "client_header_buffer_size" => size_slot(&mut c.header_buffer_size, d)?,
+            "connection_pool_size" => size_slot(&mut c.pool_size, d)?,
+            // nginx's per-request memory pool: nothing to size in corelb (docs/directives.md)
+            "request_pool_size" => {
+                size_slot(&mut None, d)?;
             }
             "access_log" => cx.logs.access_log(&mut c.access_log, d, cx.vars)?,
             name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
@@ -157,15 +185,23 @@ impl Layers {
                 },
                 next_upstream_tries: p.next_upstream_tries.or(pp.next_upstream_tries),
                 next_upstream_timeout: p.next_upstream_timeout.or(pp.next_upstream_timeout),
+                pass_request_headers: p.pass_request_headers.or(pp.pass_request_headers),
+                pass_request_body: p.pass_request_body.or(pp.pass_request_body),
+                set_body: p.set_body.clone().or_else(|| pp.set_body.clone()),
+                buffering: p.buffering.or(pp.buffering),
             },
             client: ClientLayer {
                 keepalive_timeout: c.keepalive_timeout.or(pc.keepalive_timeout),
                 keepalive_requests: c.keepalive_requests.or(pc.keepalive_requests),
+                keepalive_time: c.keepalive_time.or(pc.keepalive_time),
+                keepalive_disable: c.keepalive_disable.or(pc.keepalive_disable),
                 header_timeout: c.header_timeout.or(pc.header_timeout),
                 max_body_size: c.max_body_size.or(pc.max_body_size),
                 body_timeout: c.body_timeout.or(pc.body_timeout),
                 send_timeout: c.send_timeout.or(pc.send_timeout),
                 header_buffers: c.header_buffers.or(pc.header_buffers),
+                header_buffer_size: c.header_buffer_size.or(pc.header_buffer_size),
+                pool_size: c.pool_size.or(pc.pool_size),
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
             },
             temp_paths: TempPaths::default(),
@@ -191,6 +227,10 @@ impl Layers {
                 .next_upstream_tries
                 .map_or(d.next_upstream_tries, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             next_upstream_timeout: p.next_upstream_timeout.unwrap_or(d.next_upstream_timeout),
+            pass_request_headers: p.pass_request_headers.unwrap_or(d.pass_request_headers),
+            pass_request_body: p.pass_request_body.unwrap_or(d.pass_request_body),
+            set_body: p.set_body.clone().or(d.set_body),
+            buffering: p.buffering.unwrap_or(d.buffering),
         }
     }
 
@@ -201,18 +241,19 @@ impl Layers {
         ClientConf {
             keepalive_timeout: c.keepalive_timeout.unwrap_or(d.keepalive_timeout),
             keepalive_requests: c.keepalive_requests.unwrap_or(d.keepalive_requests),
+            keepalive_time: c.keepalive_time.unwrap_or(d.keepalive_time),
+            keepalive_disable: c.keepalive_disable.unwrap_or(d.keepalive_disable),
             client_header_timeout: c.header_timeout.unwrap_or(d.client_header_timeout),
             client_max_body_size: c.max_body_size.unwrap_or(d.client_max_body_size),
             client_body_timeout: c.body_timeout.unwrap_or(d.client_body_timeout),
             send_timeout: c.send_timeout.unwrap_or(d.send_timeout),
             large_client_header_buffers: c.header_buffers.unwrap_or(d.large_client_header_buffers),
+            client_header_buffer_size: c.header_buffer_size.unwrap_or(d.client_header_buffer_size),
+            connection_pool_size: c.pool_size.unwrap_or(d.connection_pool_size),
             access_log: c.access_log.as_ref().map(LevelLogs::effective).unwrap_or_default(),
         }
     }
 }
-
-/// nginx's `connection_pool_size` default on 64-bit hosts: the least `large_client_header_buffers` size.
-const CONNECTION_POOL_SIZE: usize = 512;
 
 /// `large_client_header_buffers NUMBER SIZE` (`ngx_conf_set_bufs_slot`: both above zero).
 fn header_buffers(d: &Directive) -> Result<HeaderBuffers, ConfigError> {
@@ -228,10 +269,20 @@ fn header_buffers(d: &Directive) -> Result<HeaderBuffers, ConfigError> {
 /// nginx's check when a server's settings are merged (reported at the end of the http block, `close`): the
 /// large header buffers may not be smaller than a connection's memory pool.
 pub fn check_header_buffers(client: &ClientConf, close: &crate::config::model::Span) -> Result<(), ConfigError> {
-    if client.large_client_header_buffers.size < CONNECTION_POOL_SIZE {
+    if client.large_client_header_buffers.size < client.connection_pool_size {
         let msg = "the \"large_client_header_buffers\" size must be equal to or greater than \"connection_pool_size\"";
         return Err(ConfigError::invalid(msg, close));
     }
+    Ok(())
+}
+
+/// `ngx_conf_set_size_slot`: a size, once.
+fn size_slot(slot: &mut Option<usize>, d: &Directive) -> Result<(), ConfigError> {
+    unset(slot, d)?;
+    let size = value::parse_size(arg(d, 0))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| directive_err(d, "invalid value"))?;
+    *slot = Some(size);
     Ok(())
 }
 
@@ -255,6 +306,24 @@ fn next_upstream(b: &mut Build, mask: &mut u32, d: &Directive) -> Result<(), Con
         *mask |= bit;
     }
     Ok(())
+}
+
+/// `keepalive_disable none|msie6|safari...` (`ngx_conf_set_bitmask_slot`; `none` adds no bit).
+fn keepalive_disable(b: &mut Build, d: &Directive) -> Result<u8, ConfigError> {
+    let mut mask = 0;
+    for v in &d.args {
+        let bit = match v.to_ascii_lowercase().as_str() {
+            "none" => 0,
+            "msie6" => KEEPALIVE_DISABLE_MSIE6,
+            "safari" => KEEPALIVE_DISABLE_SAFARI,
+            _ => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
+        };
+        if bit != 0 && mask & bit != 0 {
+            b.warn(&format!("duplicate value \"{v}\""), &d.span);
+        }
+        mask |= bit;
+    }
+    Ok(mask)
 }
 
 /// The model's conditions from nginx's bitmask (`off` clears everything; `updating` is a cache condition).

@@ -72,6 +72,7 @@ struct BlockConf {
     keepalive_active: bool,
     keepalive_requests: Option<u64>,
     keepalive_timeout: Option<Duration>,
+    keepalive_time: Option<Duration>,
     zone: Option<ZoneConf>,
     /// `state FILE`: the file (resolved) and the directive's place.
     state: Option<(PathBuf, Span)>,
@@ -220,6 +221,7 @@ impl Entry {
             keepalive: conf.keepalive.filter(|_| conf.keepalive_active),
             keepalive_requests: conf.keepalive_requests.unwrap_or(1000),
             keepalive_timeout: conf.keepalive_timeout.unwrap_or(Duration::from_secs(60)),
+            keepalive_time: conf.keepalive_time.unwrap_or(Duration::from_secs(3600)),
             zone: conf.zone,
             state: conf.state.map(|(path, _)| path),
             implicit: false,
@@ -259,6 +261,7 @@ impl BlockConf {
             keepalive_active: false,
             keepalive_requests: None,
             keepalive_timeout: None,
+            keepalive_time: None,
             zone: None,
             state: None,
         }
@@ -300,6 +303,7 @@ impl BlockConf {
             "keepalive" => self.keepalive(d),
             "keepalive_requests" => num_slot(&mut self.keepalive_requests, d),
             "keepalive_timeout" => msec_slot(&mut self.keepalive_timeout, d),
+            "keepalive_time" => msec_slot(&mut self.keepalive_time, d),
             "zone" => self.zone(b, d, module),
             _ => Err(ConfigError::NotAllowedHere {
                 name: d.name.clone(),
