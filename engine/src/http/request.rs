@@ -29,6 +29,8 @@ pub struct RequestHead<'h, 'b> {
     pub expect_continue: bool,
     /// The value of the `Connection` header: the header names it lists are hop-by-hop too.
     pub connection: Option<&'b [u8]>,
+    /// An `Upgrade` header came (nginx's `r->headers_in.upgrade`): a `101` from the upstream opens a tunnel.
+    pub upgrade: bool,
 }
 
 impl RequestHead<'_, '_> {
@@ -94,6 +96,7 @@ struct HeaderFacts<'b> {
     close: Option<bool>,
     expect_continue: bool,
     connection: Option<&'b [u8]>,
+    upgrade: bool,
 }
 
 /// Parses `buf` as a request head. `Ok(None)`: more bytes needed.
@@ -161,6 +164,7 @@ pub fn parse_request<'h, 'b>(
         host,
         expect_continue: facts.expect_continue,
         connection: facts.connection,
+        upgrade: facts.upgrade,
     }))
 }
 
@@ -189,6 +193,8 @@ fn header_facts<'b>(headers: &[Header<'b>], version_11: bool) -> Result<HeaderFa
             f.chunked = true;
         } else if name.eq_ignore_ascii_case("expect") {
             f.expect_continue = version_11 && h.value.eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case("upgrade") {
+            f.upgrade = true;
         } else if name.eq_ignore_ascii_case("connection") {
             f.connection = Some(h.value);
             if has_token(h.value, b"close") {

@@ -137,6 +137,15 @@ pub fn write_client_head(
     });
 }
 
+/// The head of a `101 Switching Protocols` for the client: as [`write_client_head`] writes it (the upstream's
+/// `Upgrade` header included), with `Connection: upgrade` (nginx's header filter for a 101).
+pub fn write_switching_head(resp: &ResponseHead<'_, '_>, date: &[u8], out: &mut Vec<u8>) {
+    write_client_head(resp, date, false, false, out);
+    const CLOSE: &[u8] = b"Connection: close\r\n\r\n";
+    out.truncate(out.len().saturating_sub(CLOSE.len()));
+    out.extend_from_slice(b"Connection: upgrade\r\n\r\n");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +156,20 @@ mod tests {
             let r = r.unwrap();
             (r.status, r.body, r.reusable)
         })
+    }
+
+    #[test]
+    fn switching_protocols_head_keeps_upgrade() {
+        let raw = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: k\r\n\r\n";
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let resp = parse_response(raw, &mut hs, false).unwrap().unwrap();
+        let mut out = Vec::new();
+        write_switching_head(&resp, b"D", &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 101 Switching Protocols\r\nServer: corelb\r\nDate: D\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Accept: k\r\nConnection: upgrade\r\n\r\n"
+        );
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub(super) struct Routed {
     pub(super) keepalive: bool,
     /// The client waits for `100 Continue` before sending its body.
     pub(super) expect_continue: bool,
+    /// The client sent `Upgrade`: a `101` answer turns the connection into a tunnel.
+    pub(super) upgrade: bool,
     /// `client_max_body_size` of the location (0 = no limit).
     pub(super) max_body: u64,
     /// `client_body_timeout` and `send_timeout` of the location.

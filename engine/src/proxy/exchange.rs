@@ -120,6 +120,8 @@ pub struct TryIo<'b> {
     pub log: &'b mut RequestRecord,
     /// A HEAD request: the response has no body whatever its headers say.
     pub head_request: bool,
+    /// The client asked for an upgrade: a `101` is an answer (else it is an invalid header).
+    pub upgrade: bool,
 }
 
 impl TryIo<'_> {
@@ -131,6 +133,7 @@ impl TryIo<'_> {
             decoder: &mut *self.decoder,
             log: &mut *self.log,
             head_request: self.head_request,
+            upgrade: self.upgrade,
         }
     }
 }
@@ -190,12 +193,19 @@ async fn try_on<R: Runtime>(
         decoder,
         log,
         head_request,
+        upgrade,
     } = io;
     let cached = how.pooled;
     log.try_connected();
     let sent = send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
-    let (status, head_len, body, reusable) =
-        read_head::<R>(&mut conn, cached, ubuf, head_request, conf.read_timeout).await?;
+    let (status, head_len, body, reusable) = read_head::<R>(
+        &mut conn,
+        cached,
+        ubuf,
+        ReadHead { head_request, upgrade },
+        conf.read_timeout,
+    )
+    .await?;
     log.try_header(status);
     let info = ResponseInfo {
         status,
@@ -265,20 +275,31 @@ async fn send_request<R: Runtime>(
     }
 }
 
-/// Reads until a final (non-1xx) response head is in `ubuf`: its status, length, body framing and reusability.
+/// What the request says about the response head to expect.
+#[derive(Debug, Clone, Copy)]
+struct ReadHead {
+    head_request: bool,
+    upgrade: bool,
+}
+
+/// Reads until a final (non-1xx) response head is in `ubuf`, or a `101` when the client asked for an upgrade:
+/// its status, length, body framing and reusability.
 async fn read_head<R: Runtime>(
     conn: &mut R::Conn,
     cached: bool,
     ubuf: &mut IoBuf,
-    head_request: bool,
+    expect: ReadHead,
     read_timeout: Duration,
 ) -> Result<(u16, usize, BodyFraming, bool), Failure> {
+    let head_request = expect.head_request;
     ubuf.consume(usize::MAX);
     let mut got_any = false;
     loop {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         match parse_response(ubuf.readable(), &mut headers, head_request) {
             Err(_) => return Err(sent_failure(FailureKind::InvalidHeader, false)),
+            // nginx's proxy module: a 101 switches protocols when the client sent `Upgrade`
+            Ok(Some(r)) if r.status == 101 && expect.upgrade => return Ok((101, r.head_len, BodyFraming::None, false)),
             Ok(Some(r)) if r.status == 101 => return Err(sent_failure(FailureKind::InvalidHeader, false)),
             Ok(Some(r)) if r.status < 200 => {
                 let n = r.head_len;

@@ -108,6 +108,7 @@ impl<R: Runtime> ClientConn<R> {
             decoder: &mut self.decoder,
             log: &mut self.bufs.log,
             head_request: req.head_request,
+            upgrade: req.upgrade,
         };
         let to = TryTarget {
             shard: retry.shard,
@@ -141,6 +142,9 @@ impl<R: Runtime> ClientConn<R> {
         mut conn: R::Conn,
         info: ResponseInfo,
     ) -> (bool, u64) {
+        if info.status == 101 {
+            return (false, self.tunnel(from, req, conn, info).await);
+        }
         let chunked = info.body == BodyFraming::Chunked;
         let relay = if chunked && !req.client_11 {
             Relay::Dechunk

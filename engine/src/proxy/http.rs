@@ -272,6 +272,7 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, progress: ConnProgres
         client_11: head.version_11,
         keepalive: keepalive::keeps(head, client, progress.served, progress.started.elapsed()),
         expect_continue: head.expect_continue && head.body != BodyFraming::None,
+        upgrade: head.upgrade,
         max_body: client.client_max_body_size,
         timeouts: ClientTimeouts {
             body: client.client_body_timeout,

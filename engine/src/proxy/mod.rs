@@ -12,3 +12,4 @@ pub mod pump;
 pub mod request_log;
 pub mod retry;
 pub mod stream;
+mod upgrade;
