@@ -571,3 +571,64 @@ fn temp_path_directives_are_accepted_and_checked() {
     );
     let _ = fs::remove_dir_all(&prefix);
 }
+
+/// `user nobody nogroup;` run as root: the process serves as that account once its listener and files are open
+/// (read back from /proc), and still answers; as anyone else, nginx's warning and nothing changes.
+#[test]
+fn user_directive_drops_root_privileges_after_start() {
+    let prefix = common::temp_dir("nginx-cli", "user");
+    let port = free_port();
+    let conf = format!(
+        "user nobody nogroup;\npid run.pid;\nerror_log err.log notice;\nevents {{}}\n{}",
+        http_server(port, "")
+    );
+    fs::write(prefix.join("user.conf"), conf).expect("write");
+    let p = format!("{}/", prefix.display());
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let tested = corelb(&["-p", &p, "-c", "user.conf", "-t"]);
+    if !root {
+        assert!(tested.status.success(), "{}", text(&tested.stderr));
+        assert!(text(&tested.stderr).contains("the \"user\" directive makes sense only if"));
+        eprintln!("SKIP user: not running as root, the privilege drop is not tested");
+        return;
+    }
+    assert!(tested.status.success(), "{}", text(&tested.stderr));
+    let refused = {
+        fs::write(prefix.join("bad.conf"), "user no-such-user-corelb;\nevents {}\n").expect("write");
+        corelb(&["-p", &p, "-c", "bad.conf", "-t"])
+    };
+    assert!(
+        text(&refused.stderr).contains("getpwnam(\"no-such-user-corelb\") failed in"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_corelb"))
+            .args(["-p", &p, "-c", "user.conf"])
+            .env_remove("CORELB_RUNTIME")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start corelb"),
+    );
+    let pid = common::wait_pid_file(&prefix.join("run.pid"), &mut child.0);
+    let err_log = prefix.join("err.log");
+    assert!(wait_until(Duration::from_secs(20), || {
+        fs::read_to_string(&err_log).is_ok_and(|l| l.contains("serving as user \"nobody\""))
+    }));
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let ids = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    assert_eq!(ids("Uid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(ids("Gid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(get(port, "/"), "ok", "still serving");
+    common::signal(pid, "TERM");
+    wait_exit(&mut child.0, Duration::from_secs(20)).expect("stopped");
+    let _ = fs::remove_dir_all(&prefix);
+}

@@ -280,6 +280,12 @@ pub fn keep_restart_only(running: &Config, next: &mut Config) -> Vec<String> {
         ));
         next.main.runtime = was;
     }
+    // Once serving as `user`, the process cannot take another account back (nginx's master, still root, can).
+    if next.main.user.is_some() && next.main.user != running.main.user {
+        kept.push("\"user\" changed: a reload keeps the running account, a restart applies it".into());
+    }
+    next.main.user = running.main.user.clone();
+    next.main.rlimit_nofile = running.main.rlimit_nofile;
     kept
 }
 

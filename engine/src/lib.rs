@@ -41,6 +41,7 @@ pub mod runtime;
 pub mod proxy;
 pub mod shard;
 
+pub mod process;
 pub mod server;
 
 pub mod log;

@@ -36,6 +36,10 @@ pub enum ServeError {
     ErrorLog { path: PathBuf, source: io::Error },
     #[error("could not start the health checks ({0})")]
     Health(io::Error),
+    #[error("setrlimit(RLIMIT_NOFILE) failed ({0})")]
+    NofileLimit(io::Error),
+    #[error("could not serve as the \"user\" account ({0})")]
+    User(io::Error),
 }
 
 impl ServeError {
@@ -44,9 +48,12 @@ impl ServeError {
         match self {
             ServeError::Preflight(p) => p.exit_code(),
             ServeError::Snapshot(_) | ServeError::UnknownRuntime(_) => 1,
-            ServeError::Start(_) | ServeError::PidFile { .. } | ServeError::ErrorLog { .. } | ServeError::Health(_) => {
-                3
-            }
+            ServeError::Start(_)
+            | ServeError::PidFile { .. }
+            | ServeError::ErrorLog { .. }
+            | ServeError::Health(_)
+            | ServeError::NofileLimit(_)
+            | ServeError::User(_) => 3,
         }
     }
 }
@@ -230,10 +237,14 @@ pub fn run(config: Config, runtime: RuntimeKind, startup: &Startup) -> Result<u8
         crate::log::set_level(level);
     }
     block_signals();
+    crate::process::set_nofile_limit(&config.main).map_err(ServeError::NofileLimit)?;
+    let main = config.main.clone();
     let running = start(config, runtime)?;
     if let Some(p) = &files.pid {
         write_pid(p)?;
     }
+    // As nginx's workers: the account `user` names from here on (the listeners are bound, the files open).
+    crate::process::drop_privileges(&main).map_err(ServeError::User)?;
     crate::log_notice!("{} shard(s) started on {}", running.shards(), runtime_name(runtime));
     let mut watchdog = Watchdog::new(running.shards());
     let stop = loop {

@@ -1705,9 +1705,9 @@ events {}
             Differs,
         ),
         case(
-            "error_log_http",
+            "error_log_stream",
             r#"events {}
-http {
+stream {
  error_log /tmp/x.log;
 }
 "#
@@ -1737,6 +1737,38 @@ http {
             r#""gzip" directive is not supported by corelb"#,
             3,
             Differs,
+        ),
+        case(
+            "event_method",
+            r#"events {
+ use kqueue;
+}
+"#
+            .to_string(),
+            r#"invalid event type "kqueue""#,
+            2,
+            Same,
+        ),
+        case(
+            "multi_accept_flag",
+            r#"events {
+ multi_accept maybe;
+}
+"#
+            .to_string(),
+            r#"invalid value "maybe" in "multi_accept" directive, it must be "on" or "off""#,
+            2,
+            Same,
+        ),
+        case(
+            "rlimit_nofile_number",
+            r#"worker_rlimit_nofile x;
+events {}
+"#
+            .to_string(),
+            r#""worker_rlimit_nofile" directive invalid number"#,
+            1,
+            Same,
         ),
         case(
             "keepalive_disable_value",
@@ -2009,27 +2041,6 @@ http {
             r#"unknown "nope" variable"#,
             4,
             NoPlace,
-        ),
-        case(
-            "use_epoll",
-            r#"events {
- use epoll;
-}
-"#
-            .to_string(),
-            r#""use" directive is not supported by corelb"#,
-            2,
-            Differs,
-        ),
-        case(
-            "user",
-            r#"user nobody;
-events {}
-"#
-            .to_string(),
-            r#""user" directive is not supported by corelb"#,
-            1,
-            Differs,
         ),
         case(
             "worker_runtime_bad",

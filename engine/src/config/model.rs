@@ -108,6 +108,18 @@ pub struct MainConf {
     pub daemon: bool,
     /// `worker_runtime tokio|glommio`.
     pub runtime: Option<RuntimeKind>,
+    /// `user USER [GROUP]`, looked up at load (only when running as root).
+    pub user: Option<ProcessUser>,
+    /// `worker_rlimit_nofile N`: the open-files limit set at start.
+    pub rlimit_nofile: Option<u64>,
+}
+
+/// The account `user` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
 }
 
 impl Default for MainConf {
@@ -119,6 +131,8 @@ impl Default for MainConf {
             pid: None,
             daemon: true,
             runtime: None,
+            user: None,
+            rlimit_nofile: None,
         }
     }
 }

@@ -156,6 +156,10 @@ impl Layers {
                 size_slot(&mut None, d)?;
             }
             "access_log" => cx.logs.access_log(&mut c.access_log, d, cx.vars)?,
+            // checked; every message goes to the main context's error log (docs/directives.md)
+            "error_log" => {
+                super::main_ctx::error_log_args(d, &cx.build.prefix)?;
+            }
             name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
             _ => return Ok(false),
         }

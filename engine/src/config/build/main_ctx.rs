@@ -3,7 +3,7 @@
 
 use super::{arg, block_of, directive_err, flag_slot, set_once, unset, value, walk, Build, Ctx};
 use crate::config::error::ConfigError;
-use crate::config::model::{Config, MainConf, RuntimeKind, Workers};
+use crate::config::model::{Config, MainConf, ProcessUser, RuntimeKind, Workers};
 use crate::config::parser::{Block, Directive};
 use std::path::{Path, PathBuf};
 
@@ -28,7 +28,13 @@ struct MainSlots {
     pid: Option<PathBuf>,
     daemon: Option<bool>,
     runtime: Option<RuntimeKind>,
+    user: Option<Option<ProcessUser>>,
+    rlimit_nofile: Option<u64>,
+    /// `pcre_jit` was read (checked, no effect).
+    pcre_jit: Option<bool>,
     connections: Option<usize>,
+    /// The events directives corelb checks without effect (`use`, `multi_accept`, `accept_mutex`...), read once.
+    events_seen: Vec<String>,
     events: bool,
     /// An `events`, `http` or `stream` block has been read: `load_module` is too late (nginx's `modules_used`).
     modules_used: bool,
@@ -67,6 +73,11 @@ pub fn build(root: &Block, prefix: &Path) -> Result<Config, ConfigError> {
             config.stream = Some(super::stream::build(&mut b, d)?);
             Ok(())
         }
+        "user" => {
+            unset(&slots.user, d)?;
+            slots.user = Some(super::user::user(&mut b, d)?);
+            Ok(())
+        }
         _ => main_directive(d, &mut slots, &b.prefix),
     })?;
     if !slots.events {
@@ -81,6 +92,8 @@ pub fn build(root: &Block, prefix: &Path) -> Result<Config, ConfigError> {
         pid: slots.pid,
         daemon: slots.daemon.unwrap_or(defaults.daemon),
         runtime: slots.runtime,
+        user: slots.user.flatten(),
+        rlimit_nofile: slots.rlimit_nofile,
     };
     config.warnings = b.warnings;
     Ok(config)
@@ -102,6 +115,14 @@ fn main_directive(d: &Directive, slots: &mut MainSlots, prefix: &Path) -> Result
         "error_log" => error_log(d, slots, prefix),
         "pid" => set_once(&mut slots.pid, d, prefix.join(arg(d, 0))),
         "daemon" => flag_slot(&mut slots.daemon, d),
+        "worker_rlimit_nofile" => {
+            unset(&slots.rlimit_nofile, d)?;
+            let n = value::atoi(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid number"))?;
+            slots.rlimit_nofile = Some(n);
+            Ok(())
+        }
+        // corelb's regular expressions have no JIT switch (docs/directives.md)
+        "pcre_jit" => flag_slot(&mut slots.pcre_jit, d),
         "load_module" => {
             if slots.modules_used {
                 return Err(directive_err(d, "is specified too late"));
@@ -130,12 +151,39 @@ fn main_directive(d: &Directive, slots: &mut MainSlots, prefix: &Path) -> Result
     }
 }
 
+/// The events directives that tune how nginx accepts and waits (`use`, `multi_accept`, `accept_mutex`,
+/// `accept_mutex_delay`): checked as nginx checks them, without effect in corelb (each shard accepts on its own
+/// `SO_REUSEPORT` socket; the runtime chooses epoll or io_uring).
+fn event_tuning(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigError> {
+    if slots.events_seen.contains(&d.name) {
+        return Err(directive_err(d, "is duplicate"));
+    }
+    slots.events_seen.push(d.name.clone());
+    let v = arg(d, 0);
+    match d.name.as_str() {
+        "use" if !EVENT_METHODS.contains(&v) => {
+            Err(ConfigError::invalid(format!("invalid event type \"{v}\""), &d.span))
+        }
+        "multi_accept" | "accept_mutex" => flag_slot(&mut None, d),
+        "accept_mutex_delay" => value::parse_msec(v)
+            .map(|_| ())
+            .ok_or_else(|| directive_err(d, "invalid value")),
+        _ => Ok(()),
+    }
+}
+
 /// `error_log FILE [LEVEL]` (nginx's `ngx_log_set_levels` checks; corelb keeps one log with one level).
 fn error_log(d: &Directive, slots: &mut MainSlots, prefix: &Path) -> Result<(), ConfigError> {
     if slots.error_log.is_some() {
         let msg = "several \"error_log\" directives are not supported by corelb";
         return Err(ConfigError::invalid(msg, &d.span));
     }
+    slots.error_log = Some(error_log_args(d, prefix)?);
+    Ok(())
+}
+
+/// The file and level of an `error_log` line, checked as nginx checks them.
+pub fn error_log_args(d: &Directive, prefix: &Path) -> Result<(String, Option<String>), ConfigError> {
     let file = arg(d, 0);
     if file.starts_with("memory:") || file.starts_with("syslog:") {
         let msg = format!("error log \"{file}\" is not supported by corelb (a file or stderr)");
@@ -161,13 +209,17 @@ fn error_log(d: &Directive, slots: &mut MainSlots, prefix: &Path) -> Result<(), 
     } else {
         prefix.join(file).to_string_lossy().into_owned()
     };
-    slots.error_log = Some((file, level.map(str::to_string)));
-    Ok(())
+    Ok((file, level.map(str::to_string)))
 }
+
+/// `use METHOD`: the event methods nginx has on Linux (corelb's runtime decides how it waits: epoll or io_uring).
+const EVENT_METHODS: &[&str] = &["epoll", "poll", "select"];
 
 fn events(block: &Block, slots: &mut MainSlots) -> Result<(), ConfigError> {
     walk(block, Ctx::EVENTS, |d| {
-        // `worker_connections` is the only events directive corelb reads (the table refused the others).
+        if d.name != "worker_connections" {
+            return event_tuning(d, slots);
+        }
         unset(&slots.connections, d)?;
         let v = arg(d, 0);
         let Some(n) = value::atoi(v) else {

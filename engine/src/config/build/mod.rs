@@ -17,6 +17,7 @@ mod state;
 mod stream;
 mod temp_path;
 mod upstream;
+mod user;
 mod vars;
 
 use super::error::ConfigError;

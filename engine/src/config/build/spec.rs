@@ -69,7 +69,7 @@ pub const SPECS: &[Spec] = &[
     spec(
         "error_log",
         Ctx::MAIN.or(HTTP_MSL).or(STREAM_MS),
-        Ctx::MAIN,
+        Ctx::MAIN.or(HTTP_MSL),
         MORE1,
         false,
     ),
@@ -81,6 +81,13 @@ pub const SPECS: &[Spec] = &[
     spec("http", Ctx::MAIN, Ctx::MAIN, NOARGS, true),
     spec("stream", Ctx::MAIN, Ctx::MAIN, NOARGS, true),
     both("worker_connections", Ctx::EVENTS, TAKE1),
+    both("use", Ctx::EVENTS, TAKE1),
+    both("multi_accept", Ctx::EVENTS, TAKE1),
+    both("accept_mutex", Ctx::EVENTS, TAKE1),
+    both("accept_mutex_delay", Ctx::EVENTS, TAKE1),
+    both("user", Ctx::MAIN, TAKE12),
+    both("worker_rlimit_nofile", Ctx::MAIN, TAKE1),
+    both("pcre_jit", Ctx::MAIN, TAKE1),
     spec(
         "upstream",
         Ctx::HTTP.or(Ctx::STREAM),
@@ -169,8 +176,6 @@ pub const SPECS: &[Spec] = &[
 /// Well-known nginx directives corelb does not implement: refused by name, never ignored.
 pub const UNSUPPORTED: &[&str] = &[
     // core, events
-    "user",
-    "worker_rlimit_nofile",
     "worker_rlimit_core",
     "worker_priority",
     "worker_cpu_affinity",
@@ -181,13 +186,8 @@ pub const UNSUPPORTED: &[&str] = &[
     "master_process",
     "timer_resolution",
     "thread_pool",
-    "pcre_jit",
     "ssl_engine",
     "debug_points",
-    "use",
-    "multi_accept",
-    "accept_mutex",
-    "accept_mutex_delay",
     "debug_connection",
     "worker_aio_requests",
     "mail",
