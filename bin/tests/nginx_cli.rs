@@ -632,3 +632,62 @@ fn user_directive_drops_root_privileges_after_start() {
     wait_exit(&mut child.0, Duration::from_secs(20)).expect("stopped");
     let _ = fs::remove_dir_all(&prefix);
 }
+
+/// `worker_cpu_affinity 10 01;` with two workers: shard 0 runs on CPU 1 and shard 1 on CPU 0 (read back from
+/// /proc), as nginx's masks say.
+#[test]
+fn cpu_affinity_masks_pin_the_shards() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let allowed = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Cpus_allowed_list:"))
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    if cpus < 2 || !allowed.contains("0-") {
+        eprintln!("SKIP cpu_affinity: needs CPUs 0 and 1 ({allowed})");
+        return;
+    }
+    let prefix = common::temp_dir("nginx-cli", "affinity");
+    let port = free_port();
+    let conf = format!(
+        "worker_processes 2;\nworker_cpu_affinity 10 01;\npid run.pid;\nevents {{}}\n{}",
+        http_server(port, "")
+    );
+    fs::write(prefix.join("affinity.conf"), conf).expect("write");
+    let p = format!("{}/", prefix.display());
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_corelb"))
+            .args(["-p", &p, "-c", "affinity.conf"])
+            .env_remove("CORELB_RUNTIME")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start corelb"),
+    );
+    let pid = common::wait_pid_file(&prefix.join("run.pid"), &mut child.0);
+    assert_eq!(get(port, "/"), "ok");
+    let mut pinned = Vec::new();
+    for task in fs::read_dir(format!("/proc/{pid}/task")).expect("tasks").flatten() {
+        let comm = fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let status = fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        if let Some(shard) = comm.trim().strip_prefix("corelb-shard-") {
+            let list = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default();
+            pinned.push((shard.to_string(), list));
+        }
+    }
+    pinned.sort();
+    assert_eq!(
+        pinned,
+        [("0".to_string(), "1".to_string()), ("1".to_string(), "0".to_string())]
+    );
+    common::signal(pid, "TERM");
+    wait_exit(&mut child.0, Duration::from_secs(20)).expect("stopped");
+    let _ = fs::remove_dir_all(&prefix);
+}

@@ -286,6 +286,8 @@ pub fn keep_restart_only(running: &Config, next: &mut Config) -> Vec<String> {
     }
     next.main.user = running.main.user.clone();
     next.main.rlimit_nofile = running.main.rlimit_nofile;
+    // the shards stay on the CPUs they started on
+    next.main.cpu_affinity = running.main.cpu_affinity.clone();
     kept
 }
 

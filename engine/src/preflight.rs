@@ -2,7 +2,7 @@
 //! whether io_uring is allowed (probed with a raw `io_uring_setup`, before glommio would panic with a misleading
 //! message), and whether `RLIMIT_MEMLOCK` covers glommio's registered memory (raising the soft limit if it can).
 
-use crate::config::model::Workers;
+use crate::config::model::{CpuAffinity, Workers};
 use std::io;
 
 /// A start-up check that failed.
@@ -33,6 +33,8 @@ pub enum PreflightError {
     NoCpus,
     #[error("worker_processes 0: at least one worker is needed")]
     NoWorkers,
+    #[error("\"worker_cpu_affinity\" gives worker {worker} no CPU this process may run on")]
+    AffinityMask { worker: usize },
 }
 
 impl PreflightError {
@@ -41,14 +43,23 @@ impl PreflightError {
         match self {
             PreflightError::IoUringDenied | PreflightError::IoUringMissing | PreflightError::IoUringFailed(_) => 4,
             PreflightError::MemlockTooLow { .. } => 5,
-            PreflightError::Affinity(_) | PreflightError::NoCpus | PreflightError::NoWorkers => 6,
+            PreflightError::Affinity(_)
+            | PreflightError::NoCpus
+            | PreflightError::NoWorkers
+            | PreflightError::AffinityMask { .. } => 6,
         }
     }
 }
 
 /// The CPU of each shard: `worker_processes N` shards over the CPUs of the affinity mask (in order, wrapping when
-/// there are more shards than CPUs), `auto` one shard per allowed CPU.
-pub fn shard_cpus(workers: Workers, allowed: &[usize]) -> Result<Vec<usize>, PreflightError> {
+/// there are more shards than CPUs), `auto` one shard per allowed CPU; `worker_cpu_affinity` as nginx's
+/// `ngx_get_cpu_affinity` picks (`auto MASK`: the mask's CPUs in turn; masks: worker N's own, the last for the
+/// rest, pinned to the lowest allowed CPU of it: a shard runs on one CPU).
+pub fn shard_cpus(
+    workers: Workers,
+    allowed: &[usize],
+    affinity: Option<&CpuAffinity>,
+) -> Result<Vec<usize>, PreflightError> {
     if allowed.is_empty() {
         return Err(PreflightError::NoCpus);
     }
@@ -57,13 +68,37 @@ pub fn shard_cpus(workers: Workers, allowed: &[usize]) -> Result<Vec<usize>, Pre
         Workers::Count(0) => return Err(PreflightError::NoWorkers),
         Workers::Count(n) => n,
     };
-    Ok((0..n).map(|i| allowed[i % allowed.len()]).collect())
+    let pick = |worker: usize, cpus: &[usize]| -> Result<usize, PreflightError> {
+        match affinity {
+            Some(CpuAffinity::Auto(Some(_))) => cpus
+                .get(worker % cpus.len().max(1))
+                .copied()
+                .filter(|c| allowed.contains(c))
+                .ok_or(PreflightError::AffinityMask { worker }),
+            Some(CpuAffinity::Masks(_)) => cpus
+                .iter()
+                .copied()
+                .find(|c| allowed.contains(c))
+                .ok_or(PreflightError::AffinityMask { worker }),
+            Some(CpuAffinity::Auto(None)) | None => Ok(allowed[worker % allowed.len()]),
+        }
+    };
+    (0..n)
+        .map(|w| {
+            let cpus: &[usize] = match affinity {
+                Some(CpuAffinity::Auto(Some(mask))) => mask,
+                Some(CpuAffinity::Masks(masks)) => masks.get(w).or(masks.last()).map_or(&[], Vec::as_slice),
+                _ => &[],
+            };
+            pick(w, cpus)
+        })
+        .collect()
 }
 
 /// [`shard_cpus`] over this process's affinity mask.
-pub fn plan_cpus(workers: Workers) -> Result<Vec<usize>, PreflightError> {
+pub fn plan_cpus(workers: Workers, affinity: Option<&CpuAffinity>) -> Result<Vec<usize>, PreflightError> {
     let allowed = crate::runtime::allowed_cpus().map_err(PreflightError::Affinity)?;
-    shard_cpus(workers, &allowed)
+    shard_cpus(workers, &allowed, affinity)
 }
 
 /// Probes `io_uring_setup` with a one-entry ring and closes it.
@@ -120,14 +155,37 @@ mod tests {
 
     #[test]
     fn shards_spread_over_allowed_cpus() {
-        assert_eq!(shard_cpus(Workers::Auto, &[2, 5]).unwrap(), vec![2, 5]);
-        assert_eq!(shard_cpus(Workers::Count(3), &[2, 5]).unwrap(), vec![2, 5, 2]);
-        assert_eq!(shard_cpus(Workers::Count(1), &[7]).unwrap(), vec![7]);
+        assert_eq!(shard_cpus(Workers::Auto, &[2, 5], None).unwrap(), vec![2, 5]);
+        assert_eq!(shard_cpus(Workers::Count(3), &[2, 5], None).unwrap(), vec![2, 5, 2]);
+        assert_eq!(shard_cpus(Workers::Count(1), &[7], None).unwrap(), vec![7]);
         assert!(matches!(
-            shard_cpus(Workers::Count(0), &[1]),
+            shard_cpus(Workers::Count(0), &[1], None),
             Err(PreflightError::NoWorkers)
         ));
-        assert!(matches!(shard_cpus(Workers::Auto, &[]), Err(PreflightError::NoCpus)));
+        assert!(matches!(
+            shard_cpus(Workers::Auto, &[], None),
+            Err(PreflightError::NoCpus)
+        ));
+        // worker_cpu_affinity auto 1010: CPUs 1 and 3 in turn
+        let auto = CpuAffinity::Auto(Some(vec![1, 3]));
+        assert_eq!(
+            shard_cpus(Workers::Count(3), &[0, 1, 2, 3], Some(&auto)).unwrap(),
+            vec![1, 3, 1]
+        );
+        assert_eq!(
+            shard_cpus(Workers::Count(2), &[0, 1], Some(&CpuAffinity::Auto(None))).unwrap(),
+            vec![0, 1]
+        );
+        // masks: each worker its own, the last for the rest, the lowest allowed CPU of it
+        let masks = CpuAffinity::Masks(vec![vec![0], vec![1, 2]]);
+        assert_eq!(
+            shard_cpus(Workers::Count(3), &[0, 2], Some(&masks)).unwrap(),
+            vec![0, 2, 2]
+        );
+        assert!(matches!(
+            shard_cpus(Workers::Count(1), &[0], Some(&CpuAffinity::Masks(vec![vec![5]]))),
+            Err(PreflightError::AffinityMask { worker: 0 })
+        ));
         assert_eq!(PreflightError::NoCpus.exit_code(), 6);
     }
 

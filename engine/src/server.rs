@@ -139,7 +139,7 @@ impl Running {
 
 /// Checks the machine, builds the snapshot and starts one shard per worker on `runtime`.
 pub fn start(config: Config, runtime: RuntimeKind) -> Result<Running, ServeError> {
-    let cpus = plan_cpus(config.main.worker_processes)?;
+    let cpus = plan_cpus(config.main.worker_processes, config.main.cpu_affinity.as_ref())?;
     if runtime == RuntimeKind::Glommio {
         probe_io_uring()?;
         ensure_memlock(2 * IO_MEMORY as u64 * cpus.len() as u64, cpus.len())?;

@@ -1771,6 +1771,26 @@ events {}
             Same,
         ),
         case(
+            "cpu_affinity_char",
+            r#"worker_cpu_affinity 0102;
+events {}
+"#
+            .to_string(),
+            r#"invalid character "2" in "worker_cpu_affinity""#,
+            1,
+            Same,
+        ),
+        case(
+            "cpu_affinity_auto_args",
+            r#"worker_cpu_affinity auto 01 10;
+events {}
+"#
+            .to_string(),
+            r#"invalid number of arguments in "worker_cpu_affinity" directive"#,
+            1,
+            Same,
+        ),
+        case(
             "keepalive_disable_value",
             r#"events {}
 http { server {

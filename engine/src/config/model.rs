@@ -112,6 +112,17 @@ pub struct MainConf {
     pub user: Option<ProcessUser>,
     /// `worker_rlimit_nofile N`: the open-files limit set at start.
     pub rlimit_nofile: Option<u64>,
+    /// `worker_cpu_affinity`: which CPU each shard is pinned to.
+    pub cpu_affinity: Option<CpuAffinity>,
+}
+
+/// `worker_cpu_affinity auto [MASK]` or `worker_cpu_affinity MASK...` (CPU numbers, lowest bit = CPU 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuAffinity {
+    /// One CPU each, in turn, from MASK's CPUs (`None`: every CPU the process may run on).
+    Auto(Option<Vec<usize>>),
+    /// Worker N gets mask N (the last mask for the workers beyond them).
+    Masks(Vec<Vec<usize>>),
 }
 
 /// The account `user` names.
@@ -133,6 +144,7 @@ impl Default for MainConf {
             runtime: None,
             user: None,
             rlimit_nofile: None,
+            cpu_affinity: None,
         }
     }
 }

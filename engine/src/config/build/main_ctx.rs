@@ -3,7 +3,7 @@
 
 use super::{arg, block_of, directive_err, flag_slot, set_once, unset, value, walk, Build, Ctx};
 use crate::config::error::ConfigError;
-use crate::config::model::{Config, MainConf, ProcessUser, RuntimeKind, Workers};
+use crate::config::model::{Config, CpuAffinity, MainConf, ProcessUser, RuntimeKind, Workers};
 use crate::config::parser::{Block, Directive};
 use std::path::{Path, PathBuf};
 
@@ -30,6 +30,7 @@ struct MainSlots {
     runtime: Option<RuntimeKind>,
     user: Option<Option<ProcessUser>>,
     rlimit_nofile: Option<u64>,
+    cpu_affinity: Option<CpuAffinity>,
     /// `pcre_jit` was read (checked, no effect).
     pcre_jit: Option<bool>,
     connections: Option<usize>,
@@ -94,6 +95,7 @@ pub fn build(root: &Block, prefix: &Path) -> Result<Config, ConfigError> {
         runtime: slots.runtime,
         user: slots.user.flatten(),
         rlimit_nofile: slots.rlimit_nofile,
+        cpu_affinity: slots.cpu_affinity,
     };
     config.warnings = b.warnings;
     Ok(config)
@@ -119,6 +121,11 @@ fn main_directive(d: &Directive, slots: &mut MainSlots, prefix: &Path) -> Result
             unset(&slots.rlimit_nofile, d)?;
             let n = value::atoi(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid number"))?;
             slots.rlimit_nofile = Some(n);
+            Ok(())
+        }
+        "worker_cpu_affinity" => {
+            unset(&slots.cpu_affinity, d)?;
+            slots.cpu_affinity = Some(cpu_affinity(d)?);
             Ok(())
         }
         // corelb's regular expressions have no JIT switch (docs/directives.md)
@@ -210,6 +217,45 @@ pub fn error_log_args(d: &Directive, prefix: &Path) -> Result<(String, Option<St
         prefix.join(file).to_string_lossy().into_owned()
     };
     Ok((file, level.map(str::to_string)))
+}
+
+/// nginx's `CPU_SETSIZE`: the longest mask.
+const CPU_SETSIZE: usize = 1024;
+
+/// `worker_cpu_affinity` (nginx's `ngx_set_cpu_affinity`).
+fn cpu_affinity(d: &Directive) -> Result<CpuAffinity, ConfigError> {
+    let auto = arg(d, 0) == "auto";
+    if auto && d.args.len() > 2 {
+        let msg = "invalid number of arguments in \"worker_cpu_affinity\" directive";
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    let mut masks = Vec::new();
+    for m in d.args.iter().skip(usize::from(auto)) {
+        if m.len() > CPU_SETSIZE {
+            let msg = format!("\"worker_cpu_affinity\" supports up to {CPU_SETSIZE} CPUs only");
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        let mut cpus = Vec::new();
+        let mut bit = 0;
+        for c in m.bytes().rev() {
+            match c {
+                b' ' => continue,
+                b'0' => {}
+                b'1' => cpus.push(bit),
+                _ => {
+                    let msg = format!("invalid character \"{}\" in \"worker_cpu_affinity\"", char::from(c));
+                    return Err(ConfigError::invalid(msg, &d.span));
+                }
+            }
+            bit += 1;
+        }
+        masks.push(cpus);
+    }
+    Ok(if auto {
+        CpuAffinity::Auto(masks.pop())
+    } else {
+        CpuAffinity::Masks(masks)
+    })
 }
 
 /// `use METHOD`: the event methods nginx has on Linux (corelb's runtime decides how it waits: epoll or io_uring).

@@ -88,6 +88,7 @@ pub const SPECS: &[Spec] = &[
     both("user", Ctx::MAIN, TAKE12),
     both("worker_rlimit_nofile", Ctx::MAIN, TAKE1),
     both("pcre_jit", Ctx::MAIN, TAKE1),
+    both("worker_cpu_affinity", Ctx::MAIN, MORE1),
     spec(
         "upstream",
         Ctx::HTTP.or(Ctx::STREAM),
@@ -178,7 +179,6 @@ pub const UNSUPPORTED: &[&str] = &[
     // core, events
     "worker_rlimit_core",
     "worker_priority",
-    "worker_cpu_affinity",
     "worker_shutdown_timeout",
     "working_directory",
     "env",
