@@ -475,6 +475,8 @@ pub enum AdminEndpoint {
     Api { write: bool },
     /// The Prometheus text exposition.
     Metrics,
+    /// nginx's `stub_status` page.
+    StubStatus,
 }
 
 /// `listen ADDR:PORT` (http or stream).
