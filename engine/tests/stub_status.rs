@@ -131,3 +131,24 @@ fn counts_as_nginx_glommio() {
         counts_as_nginx::<Glommio>();
     }
 }
+
+/// `stub_status` in the config: nginx's arguments check, a second line taken as nginx takes it, and the server
+/// context (nginx's handler for requests no location matches) refused by name.
+#[test]
+fn stub_status_in_the_config() {
+    let conf = |body: &str| format!("events {{}}\nhttp {{\n server {{ listen 127.0.0.1:18290; {body} }}\n}}\n");
+    let parse = |body: &str| parse_str(&conf(body), Path::new("/etc/corelb/stub.conf")).map_err(|e| e.to_string());
+    assert!(parse("location /s { stub_status; stub_status on; }").is_ok());
+    assert_eq!(
+        parse("location /s { stub_status a b; }").unwrap_err(),
+        "[emerg] invalid number of arguments in \"stub_status\" directive in /etc/corelb/stub.conf:3"
+    );
+    assert_eq!(
+        parse("stub_status;").unwrap_err(),
+        "[emerg] \"stub_status\" directive is not supported by corelb in /etc/corelb/stub.conf:3"
+    );
+    assert_eq!(
+        parse("location /s { api; stub_status; }").unwrap_err(),
+        "[emerg] \"stub_status\" directive is duplicate in /etc/corelb/stub.conf:3"
+    );
+}
