@@ -19,12 +19,33 @@ fn reads_follow_the_nginx_plus_schema_and_count_known_traffic() {
     let _p = start(0, &http_text(listen, &servers, "api;"));
     assert_eq!(picks(listen, 6), ["b", "a", "b", "b", "a", "b"]);
 
-    assert_eq!(api(listen, "GET", "/api/", ""), (200, json!([9])));
     assert_eq!(
-        api(listen, "GET", "/api/9", ""),
-        (200, json!(["nginx", "http", "stream"]))
+        api(listen, "GET", "/api/", ""),
+        (200, json!([1, 2, 3, 4, 5, 6, 7, 8, 9]))
     );
-    assert_eq!(api(listen, "GET", "/api/9/http/", ""), (200, json!(["upstreams"])));
+    let root = [
+        "nginx",
+        "processes",
+        "connections",
+        "slabs",
+        "http",
+        "stream",
+        "resolvers",
+        "ssl",
+        "workers",
+    ];
+    assert_eq!(api(listen, "GET", "/api/9", ""), (200, json!(root)));
+    let http = [
+        "requests",
+        "server_zones",
+        "location_zones",
+        "caches",
+        "limit_conns",
+        "limit_reqs",
+        "keyvals",
+        "upstreams",
+    ];
+    assert_eq!(api(listen, "GET", "/api/9/http/", ""), (200, json!(http)));
     let (_, nginx) = api(listen, "GET", "/api/9/nginx", "");
     for f in [
         "version",
@@ -117,8 +138,10 @@ fn unknown_names_get_nginx_plus_errors() {
     let listen = free_addr();
     let _p = start(0, &http_text(listen, &format!("server {};", a.addr), "api write=on;"));
     let cases = [
-        ("GET", "/api/8/nginx", 404, "UnknownVersion"),
-        ("GET", "/api/9/connections", 404, "PathNotFound"),
+        ("GET", "/api/10/nginx", 404, "UnknownVersion"),
+        ("GET", "/api/9/license", 404, "PathNotFound"),
+        ("GET", "/api/9/stream/zone_sync", 404, "PathNotFound"),
+        ("GET", "/api/9/http/caches/one", 404, "CacheNotFound"),
         ("GET", "/api/9/http/upstreams/nope", 404, "UpstreamNotFound"),
         ("GET", "/api/9/http/upstreams/s", 400, "UpstreamStatic"),
         ("GET", "/api/9/http/upstreams/s/servers", 400, "UpstreamStatic"),

@@ -17,6 +17,6 @@ mod zone;
 
 pub use guard::ConnGuard;
 pub use latency::{bucket_index, LatencyHistogram, LatencySnapshot, LATENCY_BOUNDS_US, LATENCY_BUCKETS};
-pub use shard_slot::{ShardSlot, ShardStats};
+pub use shard_slot::{HttpPhase, ShardSlot, ShardStats};
 pub use slot::{HealthStats, PeerFlags, PeerSlot, PeerStats, StatusClass};
 pub use zone::{PeerKey, Zone};

@@ -25,6 +25,28 @@ pub struct ShardStats {
     pub loop_lag_us: u64,
     /// The largest such lag seen since the shard started, microseconds.
     pub loop_lag_max_us: u64,
+    /// HTTP requests begun (their first byte arrived), as nginx's stub_status counts `requests`: rejected heads
+    /// and heads a client left half-way included.
+    pub http_requests: u64,
+    /// HTTP connections reading a request head now (nginx's `Reading`).
+    pub reading: u64,
+    /// HTTP connections with a request past its head now: its body, the upstream, the answer (nginx's `Writing`).
+    pub writing: u64,
+    /// HTTP connections waiting for the first byte of a request now (nginx's `Waiting`: idle keepalive and new).
+    pub waiting: u64,
+}
+
+/// Where an HTTP connection is, as nginx's stub_status counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpPhase {
+    /// Not counted in any phase (closing, or not yet started).
+    None,
+    /// Waiting for the first byte of a request.
+    Waiting,
+    /// Reading a request head.
+    Reading,
+    /// Past the head: body, upstream and answer.
+    Writing,
 }
 
 /// The counters of one shard. Only that shard writes them; anyone may read them. Every access is `Relaxed`: each
@@ -41,6 +63,10 @@ pub struct ShardSlot {
     gateway_timeout: AtomicU64,
     loop_lag_us: AtomicU64,
     loop_lag_max_us: AtomicU64,
+    http_requests: AtomicU64,
+    reading: AtomicU64,
+    writing: AtomicU64,
+    waiting: AtomicU64,
 }
 
 impl ShardSlot {
@@ -97,6 +123,33 @@ impl ShardSlot {
         self.loop_lag_max_us.fetch_max(micros, Ordering::Relaxed);
     }
 
+    /// An HTTP connection moved from phase `from` to `to`; entering `Reading` from another phase begins a request.
+    /// Only the shard that owns the slot calls this, so a load and a store (no read-modify-write) keep each gauge.
+    pub fn move_phase(&self, from: HttpPhase, to: HttpPhase) {
+        if from == to {
+            return;
+        }
+        if let Some(gauge) = self.phase_gauge(from) {
+            gauge.store(gauge.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
+        }
+        if let Some(gauge) = self.phase_gauge(to) {
+            gauge.store(gauge.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        }
+        if to == HttpPhase::Reading {
+            let begun = &self.http_requests;
+            begun.store(begun.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        }
+    }
+
+    fn phase_gauge(&self, phase: HttpPhase) -> Option<&AtomicU64> {
+        match phase {
+            HttpPhase::None => None,
+            HttpPhase::Waiting => Some(&self.waiting),
+            HttpPhase::Reading => Some(&self.reading),
+            HttpPhase::Writing => Some(&self.writing),
+        }
+    }
+
     /// The counters now.
     pub fn stats(&self) -> ShardStats {
         ShardStats {
@@ -109,6 +162,10 @@ impl ShardSlot {
             gateway_timeout: self.gateway_timeout.load(Ordering::Relaxed),
             loop_lag_us: self.loop_lag_us.load(Ordering::Relaxed),
             loop_lag_max_us: self.loop_lag_max_us.load(Ordering::Relaxed),
+            http_requests: self.http_requests.load(Ordering::Relaxed),
+            reading: self.reading.load(Ordering::Relaxed),
+            writing: self.writing.load(Ordering::Relaxed),
+            waiting: self.waiting.load(Ordering::Relaxed),
         }
     }
 }
@@ -145,8 +202,34 @@ mod tests {
             gateway_timeout: 1,
             loop_lag_us: 0,
             loop_lag_max_us: 0,
+            ..ShardStats::default()
         };
         assert_eq!(s.stats(), want);
+    }
+
+    #[test]
+    fn phases_move_one_connection_and_count_begun_requests() {
+        use HttpPhase::*;
+        let s = ShardSlot::new();
+        let phases = |s: &ShardSlot| {
+            let st = s.stats();
+            (st.waiting, st.reading, st.writing, st.http_requests)
+        };
+        s.move_phase(None, Waiting);
+        s.move_phase(None, Waiting);
+        assert_eq!(phases(&s), (2, 0, 0, 0));
+        s.move_phase(Waiting, Reading);
+        s.move_phase(Reading, Reading);
+        assert_eq!(phases(&s), (1, 1, 0, 1));
+        s.move_phase(Reading, Writing);
+        s.move_phase(Writing, Reading); // a pipelined request begins
+        assert_eq!(phases(&s), (1, 1, 0, 2));
+        s.move_phase(Reading, Writing);
+        s.move_phase(Writing, None);
+        s.move_phase(Waiting, None);
+        assert_eq!(phases(&s), (0, 0, 0, 2));
+        s.move_phase(Writing, None); // more closes than opens stay at zero
+        assert_eq!(phases(&s), (0, 0, 0, 2));
     }
 
     #[test]

@@ -1,9 +1,11 @@
-//! corelb's own endpoints, configured in a location like nginx Plus's: `api [write=on]` (the nginx Plus API,
-//! version 9 paths and JSON) and `metrics` (Prometheus text). They run on the shard that took the request, read
-//! the zone and the snapshot, and make changes through the control plane ([`crate::control`]).
+//! corelb's own endpoints, configured in a location like nginx's: `api [write=on]` (the nginx Plus API, its
+//! versions' paths and JSON), `metrics` (Prometheus text) and `stub_status` (nginx's status page). They run on
+//! the shard that took the request, read the zone and the snapshot, and make changes through the control plane
+//! ([`crate::control`]).
 
 pub mod api;
 pub mod metrics;
+pub mod stub_status;
 
 use crate::config::model::AdminEndpoint;
 use crate::http::pages::{append_decimal, reason, SERVER_NAME};
@@ -103,5 +105,6 @@ pub fn handle(shared: &Shared, endpoint: AdminEndpoint, req: &AdminRequest<'_>) 
     match endpoint {
         AdminEndpoint::Api { write } => api::handle(shared, write, req),
         AdminEndpoint::Metrics => metrics::handle(shared, req),
+        AdminEndpoint::StubStatus => stub_status::handle(shared, req),
     }
 }

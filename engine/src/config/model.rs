@@ -483,10 +483,12 @@ pub struct Location {
 /// An endpoint corelb serves itself in a location: nginx Plus's `api [write=on]`, or `metrics` (Prometheus).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdminEndpoint {
-    /// The nginx Plus API (version 9 paths); changes only with `write=on`.
+    /// The nginx Plus API (versions 1 to 9); changes only with `write=on`.
     Api { write: bool },
     /// The Prometheus text exposition.
     Metrics,
+    /// nginx's `stub_status` page.
+    StubStatus,
 }
 
 /// `listen ADDR:PORT` (http or stream).

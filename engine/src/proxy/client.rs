@@ -63,6 +63,8 @@ pub(super) struct ClientConn<R: Runtime> {
     pub(super) decoder: ChunkedDecoder,
     /// The connection's addresses (`$remote_addr`, `$server_port`...).
     pub(super) vars: ConnVars,
+    /// Waiting, reading or writing, in the shard's counters (stub_status).
+    pub(super) phase: super::phase::ConnPhase,
 }
 
 /// An answer corelb writes itself, with the cached `Date` put in.

@@ -5,6 +5,7 @@
 use super::body::send;
 use super::client::{ClientConn, ClientTimeouts, Routed};
 use super::conn_snapshot::ConnSnapshot;
+use super::phase::ConnPhase;
 use super::request_log::begin_request;
 use crate::balance::UpstreamPlan;
 use crate::config::model::{AdminEndpoint, ClientConf};
@@ -18,6 +19,7 @@ use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
 use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use crate::snapshot::Snapshot;
+use corelb_shared_state::HttpPhase;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -67,12 +69,14 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     };
     let mut bufs = shard.take_buffers(at.snap.client_buffer);
     bufs.log.new_connection(shard.next_connection_id());
+    let phase = ConnPhase::waiting(&shard.counters);
     let mut conn = ClientConn {
         shard,
         sock,
         bufs,
         decoder: ChunkedDecoder::new(),
         vars,
+        phase,
     };
     let mut progress = ConnProgress {
         served: 0,
@@ -149,7 +153,12 @@ impl<R: Runtime> ClientConn<R> {
             None
         };
         loop {
+            self.phase.between_reads(!self.bufs.client.readable().is_empty());
             match route_head(snap, port, self.vars, progress, &mut self.bufs) {
+                Ok(Some(next @ Next::Request(..))) => {
+                    self.phase.set(HttpPhase::Writing);
+                    return next;
+                }
                 Ok(Some(next)) => return next,
                 Ok(None) => {}
                 Err(r) => return Next::Reject(r),

@@ -8,6 +8,7 @@ pub mod conn_snapshot;
 pub mod exchange;
 mod forward;
 pub mod http;
+mod phase;
 pub mod pump;
 pub mod request_log;
 pub mod retry;

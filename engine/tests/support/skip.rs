@@ -1,9 +1,10 @@
 //! Loud skips: a test part that cannot run here prints one `SKIP` line, and `CORELB_REQUIRE` makes it a failure.
 //!
 //! `CORELB_REQUIRE` lists what the machine must have, comma-separated: `io_uring` (the glommio runtime: io_uring
-//! and enough locked memory), `nginx` (a binary to compare with), `nginx-stream` (its stream module). `.ci/run`
-//! sets it for what the CI machine can have, and `tools/test.sh` sums up the `SKIP` lines at the end of the run.
-//! (The process tests of `bin/tests` include this file too.)
+//! and enough locked memory), `nginx` (a binary to compare with), `nginx-stream` (its stream module), `exporter`
+//! (Debian's `prometheus-nginx-exporter`). `.ci/run` sets it for what the CI machine can have, and
+//! `tools/test.sh` sums up the `SKIP` lines at the end of the run. (The process tests of `bin/tests` include this
+//! file too.)
 #![allow(dead_code)] // each including test uses its part
 
 use std::io::Write;
@@ -17,6 +18,8 @@ pub enum Need {
     Nginx,
     /// nginx's stream module.
     NginxStream,
+    /// The nginx Prometheus exporter (Debian's `prometheus-nginx-exporter`).
+    Exporter,
 }
 
 impl Need {
@@ -26,6 +29,7 @@ impl Need {
             Need::IoUring => "io_uring",
             Need::Nginx => "nginx",
             Need::NginxStream => "nginx-stream",
+            Need::Exporter => "exporter",
         }
     }
 

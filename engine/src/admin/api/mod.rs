@@ -1,12 +1,16 @@
-//! The nginx Plus API (version 9): status reads, and upstream server changes with `write=on`.
+//! The nginx Plus API (versions 1 to 9, each client takes its own): status reads, and upstream server changes
+//! with `write=on`.
 //!
-//! `route` says what a path names, `views` builds the read answers, `body` reads a change's JSON, `change` applies
-//! it through the control plane, `json` writes the answers in nginx Plus's field order.
+//! `route` says what a path names in which version, `views` builds the upstream answers and `status` the
+//! process-wide ones, `versions` shapes what older versions show differently, `body` reads a change's JSON,
+//! `change` applies it through the control plane, `json` writes the answers in nginx Plus's field order.
 
 mod body;
 mod change;
 mod json;
 mod route;
+mod status;
+mod versions;
 mod views;
 
 use super::{AdminRequest, AdminResponse};
@@ -14,10 +18,9 @@ use crate::snapshot::Snapshot;
 use crate::state::Shared;
 use change::Change;
 use json::Json;
-use route::{Block, RouteError, Target};
+use route::{Block, Route, RouteError, Target};
 
-/// The API versions served (`GET /api/` lists them).
-pub const VERSIONS: &[u32] = &[9];
+pub use route::VERSIONS;
 
 /// An answer other than success, as nginx Plus's error object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,10 +56,10 @@ impl ApiError {
         Self::new(500, "InternalError", "internal error".into())
     }
 
-    fn response(&self, allow: Option<&'static str>) -> AdminResponse {
+    fn response(&self, version: u32, allow: Option<&'static str>) -> AdminResponse {
         AdminResponse {
             allow,
-            ..error(self.status, self.code, &self.text)
+            ..error_in(version, self.status, self.code, &self.text)
         }
     }
 }
@@ -66,14 +69,17 @@ pub fn handle(shared: &Shared, write: bool, req: &AdminRequest<'_>) -> AdminResp
     let snap = shared.snapshot.load_full();
     let prefix = route::api_prefix(&snap, req.path);
     let rest = req.path.get(prefix.len()..).unwrap_or_default();
-    let target = match route::parse(rest) {
-        Ok(t) => t,
+    let Route { version, target } = match route::parse(rest) {
+        Ok(r) => r,
         Err(RouteError::UnknownVersion) => return error(404, "UnknownVersion", "unknown version"),
-        Err(RouteError::PathNotFound) => return error(404, "PathNotFound", "path not found"),
+        Err(RouteError::PathNotFound) => {
+            let version = route::version_in(rest).unwrap_or(route::CURRENT);
+            return error_in(version, 404, "PathNotFound", "path not found");
+        }
     };
     let allow = allowed(target);
     let answer = match req.method {
-        "GET" | "HEAD" => read(shared, &snap, target, req.args),
+        "GET" | "HEAD" => read(shared, &snap, version, target, req.args),
         "POST" | "PATCH" | "DELETE" if !write => Err(ApiError::new(405, "MethodDisabled", "method disabled".into())),
         method => match (method, target) {
             ("POST", Target::Servers(b, name)) => body::parse(req.body, b).map_err(ApiError::from).and_then(|body| {
@@ -93,8 +99,11 @@ pub fn handle(shared: &Shared, write: bool, req: &AdminRequest<'_>) -> AdminResp
         },
     };
     match answer {
-        Ok((status, body)) => AdminResponse::json(status, body.render().into_bytes()),
-        Err(e) => e.response((e.status == 405).then_some(allow)),
+        Ok((status, mut body)) => {
+            versions::shape(version, target, &mut body);
+            AdminResponse::json(status, body.render().into_bytes())
+        }
+        Err(e) => e.response(version, (e.status == 405).then_some(allow)),
     }
 }
 
@@ -107,15 +116,31 @@ fn allowed(target: Target<'_>) -> &'static str {
     }
 }
 
-/// A `GET` (or `HEAD`) answer.
-fn read(shared: &Shared, snap: &Snapshot, target: Target<'_>, args: Option<&str>) -> Result<(u16, Json), ApiError> {
+/// A `GET` (or `HEAD`) answer in `version`.
+fn read(
+    shared: &Shared,
+    snap: &Snapshot,
+    version: u32,
+    target: Target<'_>,
+    args: Option<&str>,
+) -> Result<(u16, Json), ApiError> {
     let now = crate::clock::now_secs();
     let fields = json::requested_fields(args);
     let mut body = match target {
         Target::Versions => Json::Arr(VERSIONS.iter().map(|v| Json::Num(u64::from(*v))).collect()),
-        Target::Root => Json::strings(&["nginx", "http", "stream"]),
+        Target::Root => Json::strings(&route::root_endpoints(version)),
         Target::Nginx => views::nginx(shared, crate::clock::now_ms()),
-        Target::BlockRoot(_) => Json::strings(&["upstreams"]),
+        Target::Processes => status::processes(),
+        Target::Connections => status::all_connections(shared),
+        Target::Ssl => status::ssl(version),
+        Target::Workers => status::workers(shared),
+        Target::HttpRequests => status::all_requests(shared),
+        Target::Empty(_) => Json::Obj(Vec::new()),
+        Target::EmptyNamed(zones) => {
+            let (code, text) = zones.not_found();
+            return Err(ApiError::new(404, code, text.into()));
+        }
+        Target::BlockRoot(b) => Json::strings(&route::block_endpoints(b, version)),
         Target::Upstreams(b) => return Ok((200, views::upstream_map(snap, b, &shared.zone, now, fields.as_deref()))),
         Target::Upstream(b, name) => views::upstream(dynamic_upstream(snap, b, name)?, b, &shared.zone, now),
         Target::Servers(b, name) => views::server_confs(dynamic_upstream(snap, b, name)?, b),
@@ -126,7 +151,16 @@ fn read(shared: &Shared, snap: &Snapshot, target: Target<'_>, args: Option<&str>
             views::server_conf(peer, backup, b)
         }
     };
-    if let (Some(f), Target::Nginx | Target::Upstream(..)) = (&fields, target) {
+    let filtered = matches!(
+        target,
+        Target::Nginx
+            | Target::Upstream(..)
+            | Target::Connections
+            | Target::HttpRequests
+            | Target::Ssl
+            | Target::Processes
+    );
+    if let (Some(f), true) = (&fields, filtered) {
         body.keep_fields(f);
     }
     Ok((200, body))
@@ -151,23 +185,14 @@ fn server_id(text: &str) -> Result<u32, ApiError> {
         .map_err(|_| ApiError::new(400, "UpstreamBadServerId", "invalid server ID".into()))
 }
 
-/// nginx Plus's error object.
+/// nginx Plus's error object (of the current version).
 pub fn error(status: u16, code: &str, text: &str) -> AdminResponse {
-    let body = Json::Obj(vec![
-        (
-            "error".into(),
-            Json::Obj(vec![
-                ("status".into(), Json::Num(u64::from(status))),
-                ("text".into(), Json::str(text.to_string())),
-                ("code".into(), Json::str(code.to_string())),
-            ]),
-        ),
-        ("request_id".into(), Json::str("")),
-        (
-            "href".into(),
-            Json::str("https://nginx.org/en/docs/http/ngx_http_api_module.html"),
-        ),
-    ]);
+    error_in(route::CURRENT, status, code, text)
+}
+
+/// nginx Plus's error object as `version` shapes it.
+fn error_in(version: u32, status: u16, code: &str, text: &str) -> AdminResponse {
+    let body = versions::error_object(version, status, code, text);
     AdminResponse::json(status, body.render().into_bytes())
 }
 
@@ -184,7 +209,7 @@ mod tests {
             text,
             r#"{"error":{"status":404,"text":"upstream \"a\" not found","code":"UpstreamNotFound"},"request_id":"","href":"https://nginx.org/en/docs/http/ngx_http_api_module.html"}"#
         );
-        let e = ApiError::new(405, "MethodDisabled", "method disabled".into()).response(Some("GET, HEAD"));
+        let e = ApiError::new(405, "MethodDisabled", "method disabled".into()).response(9, Some("GET, HEAD"));
         assert_eq!((e.status, e.allow), (405, Some("GET, HEAD")));
     }
 

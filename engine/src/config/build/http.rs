@@ -232,9 +232,13 @@ impl HttpState {
                 Ok(())
             }
             "return" => ret(ld, &mut loc.ret, &mut self.vars),
-            "api" | "metrics" => {
-                unset(&loc.admin, ld)?;
-                loc.admin = Some(admin_endpoint(ld)?);
+            "api" | "metrics" | "stub_status" => {
+                let endpoint = admin_endpoint(ld)?;
+                // nginx takes a second `stub_status` (it sets the location's handler again).
+                if !(endpoint == AdminEndpoint::StubStatus && loc.admin == Some(endpoint)) {
+                    unset(&loc.admin, ld)?;
+                }
+                loc.admin = Some(endpoint);
                 Ok(())
             }
             "health_check" => {
@@ -340,8 +344,11 @@ impl ServerDraft {
 
 /// `api [write=on|off]` (nginx Plus) or `metrics`.
 fn admin_endpoint(d: &Directive) -> Result<AdminEndpoint, ConfigError> {
-    if d.name == "metrics" {
-        return Ok(AdminEndpoint::Metrics);
+    match d.name.as_str() {
+        "metrics" => return Ok(AdminEndpoint::Metrics),
+        // nginx ignores the argument since 1.7.5 (it was `on`).
+        "stub_status" => return Ok(AdminEndpoint::StubStatus),
+        _ => {}
     }
     let write = match d.args.first().map(String::as_str) {
         None | Some("write=off") => false,

@@ -133,6 +133,14 @@ pub const SPECS: &[Spec] = &[
     // nginx Plus's ngx_http_api_module; `metrics` is corelb's own (Prometheus).
     both("api", Ctx::HTTP_LOC, NOARGS_TAKE1),
     both("metrics", Ctx::HTTP_LOC, NOARGS),
+    // ngx_http_stub_status_module; nginx also takes it in a server (for requests no location matches).
+    spec(
+        "stub_status",
+        Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
+        Ctx::HTTP_LOC,
+        NOARGS_TAKE1,
+        false,
+    ),
     spec("return", Ctx::STREAM_SRV, Ctx::NONE, TAKE1, false),
     both("keepalive_timeout", HTTP_MSL, TAKE12),
     both("keepalive_timeout", Ctx::HTTP_UPS, TAKE1),
@@ -251,7 +259,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "auth_basic",
     "auth_basic_user_file",
     "auth_request",
-    "stub_status",
     "sub_filter",
     "ssi",
     "http2_max_concurrent_streams",
