@@ -110,6 +110,9 @@ impl<R: Runtime> Session<'_, R> {
             }
         };
         rec.try_connected();
+        // nginx marks a peer live again when a TCP connect succeeds (NGX_STREAM_UPSTREAM_NOTIFY_CONNECT), not
+        // when the session ends: other sessions may pick it while this one lasts.
+        peer.slot.record_success();
         let _ = upstream.set_nodelay(true);
         peer.slot.count_request();
         let session = std::time::Instant::now();
