@@ -85,7 +85,7 @@ stream {{
   server {{ listen {f2}; proxy_pass dead; }}
   server {{
     listen {f3};
-    return "hello $remote_addr:$server_port\n";
+    return "hello $remote_addr:$server_port $status\n";
     access_log {dir}/ret.log addr;
     access_log {dir}/json.log time if=$remote_port;
     access_log {dir}/never.log addr if=$upstream_addr;
@@ -104,7 +104,7 @@ stream {{
     let (got, p3) = session(f2, b"");
     assert_eq!(got, b"", "no live upstreams: closed");
     let (got, p4) = session(f3, b"");
-    assert_eq!(got, format!("hello 127.0.0.1:{}\n", f3.port()).as_bytes());
+    assert_eq!(got, format!("hello 127.0.0.1:{} 000\n", f3.port()).as_bytes());
     let (got, _) = session(f4, b"");
     assert_eq!(got, b"quiet");
     let all = lines_when(&dir.join("all.log"), 3);
@@ -127,7 +127,7 @@ stream {{
     for (line, shape) in all.iter().zip(&expect_all) {
         assert_shape(line, shape);
     }
-    let hello = format!("hello 127.0.0.1:{}\n", f3.port()).len();
+    let hello = format!("hello 127.0.0.1:{} 000\n", f3.port()).len();
     assert_eq!(ret.len(), 1, "{ret:?}");
     assert_shape(
         &ret[0],

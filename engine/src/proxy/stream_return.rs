@@ -20,13 +20,14 @@ pub async fn answer<R: Runtime>(
     value: &StreamFormat,
     rec: &mut StreamRecord,
 ) {
-    rec.status = OK;
     let mut text = std::mem::take(&mut rec.text);
     text.clear();
     match value.fixed() {
         Some(fixed) => text.extend_from_slice(fixed),
         None => shard.render_stream_value(snap, value, rec, &mut text),
     }
+    // As nginx, `$status` in the value is `000`: the session has no status until it ends.
+    rec.status = OK;
     let mut sent = 0;
     while sent < text.len() {
         let rest = text.get(sent..).unwrap_or_default();
