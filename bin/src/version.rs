@@ -46,7 +46,6 @@ pub const WITHOUT: &[&str] = &[
     "--without-stream_limit_conn_module",
     "--without-stream_map_module",
     "--without-stream_pass_module",
-    "--without-stream_return_module",
     "--without-stream_set_module",
     "--without-stream_split_clients_module",
     "--without-stream_upstream_least_time_module",

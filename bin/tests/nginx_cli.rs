@@ -435,7 +435,6 @@ fn probe(module: &str) -> Option<&'static str> {
         "stream_limit_conn_module" => "stream { limit_conn_zone $remote_addr zone=c:1m; }",
         "stream_map_module" => "stream { map $remote_addr $m { default 1; } }",
         "stream_pass_module" => "stream { server { listen 127.0.0.1:9; pass 127.0.0.1:8; } }",
-        "stream_return_module" => "stream { server { listen 127.0.0.1:9; return x; } }",
         "stream_set_module" => "stream { server { listen 127.0.0.1:9; set $a 1; proxy_pass 127.0.0.1:8; } }",
         "stream_split_clients_module" => "stream { split_clients $remote_addr $s { * a; } }",
         "stream_upstream_least_time_module" => "stream { upstream u { least_time connect; server 127.0.0.1:9; } }",
@@ -452,6 +451,7 @@ fn probe(module: &str) -> Option<&'static str> {
         "stream_upstream_least_conn_module" => "stream { upstream u { least_conn; server 127.0.0.1:9; } }",
         "stream_upstream_random_module" => "stream { upstream u { random; server 127.0.0.1:9; } }",
         "stream_upstream_zone_module" => "stream { upstream u { zone z 64k; server 127.0.0.1:9; } }",
+        "stream_return_module" => "stream { server { listen 127.0.0.1:9; return x; } }",
         _ => return None,
     })
 }
@@ -481,6 +481,7 @@ fn configure_arguments_tell_the_truth_about_modules() {
         "stream_upstream_least_conn_module",
         "stream_upstream_random_module",
         "stream_upstream_zone_module",
+        "stream_return_module",
     ];
     let prefix = common::temp_dir("nginx-cli", "modules");
     let mut checked = 0;

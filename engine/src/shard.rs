@@ -9,8 +9,10 @@ mod pool;
 pub use buffers::Buffers;
 
 use crate::access_log::record::RequestRecord;
+use crate::access_log::stream::StreamRecord;
 use crate::access_log::ShardLog;
 use crate::balance::ShardState;
+use crate::config::stream_format::StreamFormat;
 use crate::http::pages::DateCache;
 use crate::runtime::{Conn, Runtime};
 use crate::snapshot::route::FixedAnswer;
@@ -142,6 +144,25 @@ impl<R: Runtime> Shard<R> {
             self.log.borrow_mut().write(snap, rec, &logs.writer);
         }
         rec.set = 0;
+    }
+
+    /// A record for a new stream session (reused from an ended one when there is one).
+    pub fn stream_record(&self) -> StreamRecord {
+        self.log.borrow_mut().take_stream_record()
+    }
+
+    /// Writes the access log lines of an ended stream session and keeps its record for the next one.
+    pub fn log_session(&self, snap: &Snapshot, mut rec: StreamRecord) {
+        let mut log = self.log.borrow_mut();
+        if let (true, Some(logs)) = (rec.set != 0, &self.shared.access_logs) {
+            log.write_stream(snap, &mut rec, &logs.writer);
+        }
+        log.keep_stream_record(rec);
+    }
+
+    /// Puts `value` together for the stream session of `rec` as it is now (a `return` value) into `out`.
+    pub fn render_stream_value(&self, snap: &Snapshot, value: &StreamFormat, rec: &StreamRecord, out: &mut Vec<u8>) {
+        self.log.borrow_mut().render_stream_value(snap, value, rec, out);
     }
 
     /// The shard's tick for its logs: hands over buffers past their `flush` time, or all of them when the process

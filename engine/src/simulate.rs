@@ -83,7 +83,7 @@ pub fn locate<'c>(config: &'c Config, name: &str, context: Option<Context>) -> R
     let stream = config.stream.as_ref().and_then(|s| {
         let i = s.upstreams.iter().position(|u| u.name == name)?;
         let mut policy = RetryPolicy::default_for(Context::Stream);
-        if let Some(server) = s.servers.iter().find(|srv| srv.upstream == i) {
+        if let Some(server) = s.servers.iter().find(|srv| srv.upstream == Some(i)) {
             if !server.next_upstream {
                 policy.next_upstream = NextUpstream::OFF;
             }

@@ -1945,22 +1945,50 @@ stream {
 }
 "#
             .to_string(),
-            r#""access_log" directive is not supported by corelb"#,
+            r#"log format is not specified"#,
             4,
-            Differs,
+            Same,
         ),
         case(
-            "stream_log_format",
+            "stream_log_format_duplicate",
             r#"load_module modules/ngx_stream_module.so;
 events {}
 stream {
  log_format basic '$remote_addr $status';
+ log_format Basic '$status';
+ log_format basic '$status';
 }
 "#
             .to_string(),
-            r#""log_format" directive is not supported by corelb"#,
+            r#"duplicate "log_format" name "basic""#,
+            6,
+            Same,
+        ),
+        case(
+            "stream_access_log_unknown_format",
+            r#"load_module modules/ngx_stream_module.so;
+events {}
+stream {
+ access_log /tmp/corelb-stream-uf.log combined;
+}
+"#
+            .to_string(),
+            r#"unknown log format "combined""#,
             4,
-            Differs,
+            Same,
+        ),
+        case(
+            "stream_log_format_http_variable",
+            r#"load_module modules/ngx_stream_module.so;
+events {}
+stream {
+ log_format t '$remote_addr $request';
+}
+"#
+            .to_string(),
+            r#"unknown "request" variable"#,
+            4,
+            NoPlace,
         ),
         case(
             "stream_nu_timeout",
@@ -1989,17 +2017,17 @@ stream { server { listen 127.0.0.1:18110;
             Differs,
         ),
         case(
-            "stream_return",
+            "stream_return_duplicate",
             r#"load_module modules/ngx_stream_module.so;
 events {}
-stream { server {
- return 1;
+stream { server { listen 127.0.0.1:18112; return 1;
+ return 2;
 } }
 "#
             .to_string(),
-            r#""return" directive is not supported by corelb"#,
+            r#""return" directive is duplicate"#,
             4,
-            Differs,
+            Same,
         ),
         case(
             "stream_udp",

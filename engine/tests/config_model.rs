@@ -454,8 +454,8 @@ fn config_stream_servers() {
     assert_eq!(s.servers.len(), 3);
     let a = &s.servers[0];
     assert_eq!(a.listens[0].addr, sa("127.0.0.1:6000"));
-    assert_eq!(s.upstreams[a.upstream].name, "db");
-    match &s.upstreams[a.upstream].method {
+    assert_eq!(s.upstreams[a.upstream.unwrap()].name, "db");
+    match &s.upstreams[a.upstream.unwrap()].method {
         Method::Hash { key, consistent: true } => assert!(key.is_only(&Var::RemoteAddr)),
         other => panic!("{other:?}"),
     }
@@ -469,11 +469,11 @@ fn config_stream_servers() {
         (b.connect_timeout, b.timeout, b.next_upstream),
         (secs(1), secs(600), true)
     );
-    let imp = &s.upstreams[b.upstream];
+    let imp = &s.upstreams[b.upstream.unwrap()];
     assert!(imp.implicit);
     assert_eq!(imp.name, "127.0.0.1:7000");
     assert_eq!(imp.servers[0].addrs, [sa("127.0.0.1:7000")]);
-    let c = &s.upstreams[s.servers[2].upstream];
+    let c = &s.upstreams[s.servers[2].upstream.unwrap()];
     assert!(c.servers[0].addrs.contains(&sa("127.0.0.1:7001")));
 }
 

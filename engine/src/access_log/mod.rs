@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod record;
 pub mod render;
+pub mod stream;
 pub mod writer;
 
 use crate::config::log_format;
@@ -85,15 +86,14 @@ pub struct ShardLog {
     line: Vec<u8>,
     /// The last flush request of the process this shard has honoured.
     flushed: u64,
+    /// Records of ended stream sessions, for the next ones.
+    stream_records: Vec<stream::StreamRecord>,
 }
 
 impl ShardLog {
-    /// Writes the lines of `rec`'s set into this shard's buffers, handing full ones to `writer`.
-    pub fn write(&mut self, snap: &Snapshot, rec: &mut RequestRecord, writer: &LogWriter) {
+    /// Makes the buffers those of `snap`'s files (a new generation hands the old ones over first).
+    fn files_of(&mut self, snap: &Snapshot, writer: &LogWriter) {
         let plan = &snap.access_logs;
-        let Some(set) = plan.sets.get(rec.set) else {
-            return;
-        };
         if self.generation != snap.generation || self.bufs.len() != plan.files.len() {
             self.flush(None, writer);
             self.generation = snap.generation;
@@ -109,6 +109,15 @@ impl ShardLog {
                 })
                 .collect();
         }
+    }
+
+    /// Writes the lines of `rec`'s set into this shard's buffers, handing full ones to `writer`.
+    pub fn write(&mut self, snap: &Snapshot, rec: &mut RequestRecord, writer: &LogWriter) {
+        let plan = &snap.access_logs;
+        let Some(set) = plan.sets.get(rec.set) else {
+            return;
+        };
+        self.files_of(snap, writer);
         let now = Instant::now();
         rec.finish_tries(now);
         self.clock.update();

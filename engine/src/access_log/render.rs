@@ -238,14 +238,14 @@ fn tries(rec: &RequestRecord, escape: Escape, out: &mut Vec<u8>, each: impl Fn(&
 }
 
 /// Seconds with millisecond resolution (`0.012`), nginx's `%T.%03M`.
-fn seconds(out: &mut Vec<u8>, d: Duration) {
+pub(super) fn seconds(out: &mut Vec<u8>, d: Duration) {
     append_decimal(out, d.as_secs());
     out.push(b'.');
     three_digits(out, d.subsec_millis());
 }
 
 /// `n` (below 1000) on three digits, zero-padded (nginx's `%03ui` of a status, the `%03M` of a time).
-fn three_digits(out: &mut Vec<u8>, n: u32) {
+pub(super) fn three_digits(out: &mut Vec<u8>, n: u32) {
     if n >= 1000 {
         append_decimal(out, u64::from(n));
         return;
@@ -257,7 +257,7 @@ fn three_digits(out: &mut Vec<u8>, n: u32) {
     ]);
 }
 
-fn append_ipv4(out: &mut Vec<u8>, ip: std::net::Ipv4Addr) {
+pub(super) fn append_ipv4(out: &mut Vec<u8>, ip: std::net::Ipv4Addr) {
     for (i, octet) in ip.octets().into_iter().enumerate() {
         if i > 0 {
             out.push(b'.');
@@ -267,7 +267,7 @@ fn append_ipv4(out: &mut Vec<u8>, ip: std::net::Ipv4Addr) {
 }
 
 /// A peer address as nginx writes it (`127.0.0.1:8080`, `[::1]:8080`), IPv4 without the formatting machinery.
-fn append_addr(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
+pub(super) fn append_addr(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
     match addr {
         std::net::SocketAddr::V4(v4) => {
             append_ipv4(out, *v4.ip());
@@ -280,7 +280,7 @@ fn append_addr(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
     }
 }
 
-fn optional_seconds(out: &mut Vec<u8>, d: Option<Duration>) {
+pub(super) fn optional_seconds(out: &mut Vec<u8>, d: Option<Duration>) {
     match d {
         Some(d) => seconds(out, d),
         None => out.push(b'-'),

@@ -425,17 +425,17 @@ pub struct ClientConf {
     pub access_log: Vec<AccessLogConf>,
 }
 
-/// One `access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] [if=COND]` line.
+/// One `access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] [if=COND]` line (`F`: an http or a stream format).
 #[derive(Debug, Clone, PartialEq)]
-pub struct AccessLogConf {
+pub struct AccessLogConf<F = crate::config::log_format::LogFormat> {
     pub path: PathBuf,
-    pub format: std::sync::Arc<crate::config::log_format::LogFormat>,
+    pub format: std::sync::Arc<F>,
     /// `buffer=`; corelb buffers 64k when it is not given.
     pub buffer: Option<usize>,
     /// `flush=`; 1 s when it is not given.
     pub flush: Option<Duration>,
     /// `if=`: the line is skipped when this evaluates to empty or `0`.
-    pub cond: Option<std::sync::Arc<crate::config::log_format::LogFormat>>,
+    pub cond: Option<std::sync::Arc<F>>,
     pub span: Span,
 }
 
@@ -596,8 +596,12 @@ pub enum HeaderCond {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamServer {
     pub listens: Vec<Listen>,
-    /// Index into `StreamConf::upstreams`.
-    pub upstream: usize,
+    /// `proxy_pass`: index into `StreamConf::upstreams`; `None` when the server answers with `return`.
+    pub upstream: Option<usize>,
+    /// `return VALUE`: sent to the client, then the session ends.
+    pub ret: Option<std::sync::Arc<crate::config::stream_format::StreamFormat>>,
+    /// The `access_log` lines in effect (the server's, else the stream block's); empty for `off` or none.
+    pub access_log: Vec<AccessLogConf<crate::config::stream_format::StreamFormat>>,
     /// Default 60s.
     pub connect_timeout: Duration,
     /// Idle timeout between two successive reads or writes, default 10m.

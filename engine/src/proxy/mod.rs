@@ -1,6 +1,6 @@
 //! The proxy flows, the handlers the shard's event loop runs per connection: HTTP/1.1 (`http` reads and routes a
 //! head, `client` answers it here, `forward` proxies it with `retry` and `exchange`, `body` streams bodies) and TCP
-//! (`stream`, `pump`). What they run on is built at load in [`crate::snapshot`].
+//! (`stream`, `pump`, `stream_return`). What they run on is built at load in [`crate::snapshot`].
 
 pub mod body;
 mod client;
@@ -13,4 +13,5 @@ pub mod pump;
 pub mod request_log;
 pub mod retry;
 pub mod stream;
+mod stream_return;
 mod upgrade;

@@ -22,6 +22,10 @@ pub struct Half {
     shut: bool,
     /// Bytes copied so far.
     pub bytes: u64,
+    /// Bytes read from the source so far (more than `bytes` when the sink went away).
+    pub read: u64,
+    /// When the first byte was read.
+    pub first_read: Option<std::time::Instant>,
 }
 
 impl Half {
@@ -34,6 +38,8 @@ impl Half {
             eof: false,
             shut: false,
             bytes: 0,
+            read: 0,
+            first_read: None,
         }
     }
 
@@ -65,6 +71,10 @@ impl Half {
                 match Pin::new(&mut *src).poll_read(cx, &mut self.buf) {
                     Poll::Ready(Ok(n)) => {
                         (self.pos, self.len, self.eof) = (0, n, n == 0);
+                        self.read += n as u64;
+                        if n > 0 && self.first_read.is_none() {
+                            self.first_read = Some(std::time::Instant::now());
+                        }
                         Poll::Ready(Ok(()))
                     }
                     Poll::Ready(Err(e)) => Poll::Ready(Err(e)),

@@ -1,12 +1,17 @@
 //! The TCP (`stream`) flow: pick a peer with the key taken from the connection, connect with a timeout and move
-//! on to the next peer on failure, then copy both ways from one future with the idle `proxy_timeout`.
+//! on to the next peer on failure, then copy both ways from one future with the idle `proxy_timeout`; or answer
+//! with the server's `return`. The session's access log lines are written when it ends.
 
 use super::pump::{pump, Half, PumpEnd};
+use crate::access_log::record::TryPeer;
+use crate::access_log::stream::{StreamRecord, BAD_GATEWAY};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
+use crate::config::model::StreamServer;
 use crate::http::vars::ConnVars;
 use crate::runtime::{Conn, Runtime};
 use crate::shard::Shard;
+use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
@@ -17,68 +22,115 @@ const BUF: usize = 16 * 1024;
 /// began (a reload applies to the next connection).
 pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, listen: SocketAddr) {
     let snap = shard.snapshot();
-    let server = snap.stream_server_of(listen);
-    let Some(srv) = server.and_then(|i| snap.config.stream.as_ref()?.servers.get(i)) else {
+    let Some(index) = snap.stream_server_of(listen) else {
         return;
     };
-    let Some(plan) = snap.stream_plans.get(srv.upstream) else {
+    let Some(srv) = snap.config.stream.as_ref().and_then(|s| s.servers.get(index)) else {
         return;
     };
     let local = client
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let vars = ConnVars { remote, local };
-    let mut key = Vec::new();
-    plan.key.eval_into(&vars, remote.ip(), &mut key);
-    let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
-    let rules = next::stream_rules(srv.next_upstream);
-    let (mut upstream, peer) = loop {
-        let now = crate::clock::now_secs();
-        let picked = shard
-            .with_stream_state(&snap, srv.upstream, |st| attempt.pick(st, &key, now))
-            .flatten();
-        let Some(peer) = picked else {
-            crate::log_error!("no live upstreams while connecting to upstream \"{}\"", plan.name);
+    let mut rec = shard.stream_record();
+    let set = snap.stream_servers.get(index).map_or(0, |p| p.log_set);
+    rec.begin(set, shard.next_connection_id(), remote, local);
+    match (&srv.ret, srv.upstream) {
+        (Some(value), _) => super::stream_return::answer(&shard, &snap, &mut client, value, &mut rec).await,
+        (None, Some(upstream)) => {
+            let vars = ConnVars { remote, local };
+            let session = Session {
+                shard: &shard,
+                snap: &snap,
+                srv,
+                upstream,
+            };
+            session.proxy(&mut client, &vars, &mut rec).await;
+        }
+        (None, None) => {}
+    }
+    shard.log_session(&snap, rec);
+}
+
+/// What proxying one session runs on.
+struct Session<'a, R: Runtime> {
+    shard: &'a Rc<Shard<R>>,
+    snap: &'a Snapshot,
+    srv: &'a StreamServer,
+    /// Index into the snapshot's stream plans.
+    upstream: usize,
+}
+
+impl<R: Runtime> Session<'_, R> {
+    /// Connects (moving on to the next peer on failure) and copies both ways; the tries and bytes go into `rec`.
+    async fn proxy(&self, client: &mut R::Conn, vars: &ConnVars, rec: &mut StreamRecord) {
+        let (shard, snap, srv) = (self.shard, self.snap, self.srv);
+        let Some(plan) = snap.stream_plans.get(self.upstream) else {
             return;
         };
-        match R::connect(peer.addr, srv.connect_timeout).await {
-            Ok(c) => break (c, peer),
-            Err(e) => {
-                crate::log_error!("connect() to {} failed ({e}) while connecting to upstream", peer.addr);
-                let cause = if e.kind() == std::io::ErrorKind::TimedOut {
-                    FailCause::Timeout
-                } else {
-                    FailCause::Error
-                };
-                let cx = TryCx {
-                    proto: Proto::Stream,
-                    tries_left: attempt.tries_left(),
-                    replayable: true,
-                    non_idempotent: false,
-                    in_time: true,
-                };
-                let step = next::decide(&rules, TryEnd::Failed { cause, sent: false }, cx);
-                shard.with_stream_state(&snap, srv.upstream, |st| {
-                    attempt.report(Outcome::Failed, st, crate::clock::now_secs())
-                });
-                if !matches!(step, Step::Retry(_)) {
-                    return;
+        let mut key = Vec::new();
+        plan.key.eval_into(vars, vars.remote.ip(), &mut key);
+        let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
+        let rules = next::stream_rules(srv.next_upstream);
+        rec.status = BAD_GATEWAY;
+        let (mut upstream, peer) = loop {
+            let now = crate::clock::now_secs();
+            let picked = shard
+                .with_stream_state(snap, self.upstream, |st| attempt.pick(st, &key, now))
+                .flatten();
+            let Some(peer) = picked else {
+                crate::log_error!("no live upstreams while connecting to upstream \"{}\"", plan.name);
+                rec.no_live(self.upstream);
+                return;
+            };
+            rec.try_start(TryPeer::Addr(peer.addr));
+            match R::connect(peer.addr, srv.connect_timeout).await {
+                Ok(c) => break (c, peer),
+                Err(e) => {
+                    crate::log_error!("connect() to {} failed ({e}) while connecting to upstream", peer.addr);
+                    let cause = if e.kind() == std::io::ErrorKind::TimedOut {
+                        FailCause::Timeout
+                    } else {
+                        FailCause::Error
+                    };
+                    let cx = TryCx {
+                        proto: Proto::Stream,
+                        tries_left: attempt.tries_left(),
+                        replayable: true,
+                        non_idempotent: false,
+                        in_time: true,
+                    };
+                    let step = next::decide(&rules, TryEnd::Failed { cause, sent: false }, cx);
+                    shard.with_stream_state(snap, self.upstream, |st| {
+                        attempt.report(Outcome::Failed, st, crate::clock::now_secs())
+                    });
+                    if !matches!(step, Step::Retry(_)) {
+                        return;
+                    }
                 }
             }
+        };
+        rec.try_connected();
+        // nginx marks a peer live again when a TCP connect succeeds (NGX_STREAM_UPSTREAM_NOTIFY_CONNECT), not
+        // when the session ends: other sessions may pick it while this one lasts.
+        peer.slot.record_success();
+        let _ = upstream.set_nodelay(true);
+        peer.slot.count_request();
+        let session = std::time::Instant::now();
+        let mut up_half = Half::new(BUF);
+        let mut down_half = Half::new(BUF);
+        let end = pump::<R, _, _>(client, &mut upstream, &mut up_half, &mut down_half, srv.timeout).await;
+        if let PumpEnd::Failed(e) = &end {
+            crate::log_info!("stream to {} ended: {e}", peer.addr);
         }
-    };
-    let _ = upstream.set_nodelay(true);
-    peer.slot.count_request();
-    let session = std::time::Instant::now();
-    let mut up_half = Half::new(BUF);
-    let mut down_half = Half::new(BUF);
-    let end = pump::<R, _, _>(&mut client, &mut upstream, &mut up_half, &mut down_half, srv.timeout).await;
-    if let PumpEnd::Failed(e) = &end {
-        crate::log_info!("stream to {} ended: {e}", peer.addr);
+        rec.proxied(
+            (down_half.bytes, up_half.read),
+            (up_half.bytes, down_half.read),
+            down_half.first_read,
+        );
+        peer.slot.count_bytes(up_half.bytes, down_half.bytes);
+        peer.slot.record_response_time(shard.index, session.elapsed());
+        shard.with_stream_state(snap, self.upstream, |st| {
+            attempt.report(Outcome::Success, st, crate::clock::now_secs())
+        });
     }
-    peer.slot.count_bytes(up_half.bytes, down_half.bytes);
-    peer.slot.record_response_time(shard.index, session.elapsed());
-    shard.with_stream_state(&snap, srv.upstream, |st| {
-        attempt.report(Outcome::Success, st, crate::clock::now_secs())
-    });
 }

@@ -327,7 +327,9 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             health: Default::default(),
             servers: vec![StreamServer {
                 listens: vec![],
-                upstream: 0,
+                upstream: Some(0),
+                ret: None,
+                access_log: Vec::new(),
                 connect_timeout: Duration::from_secs(1),
                 timeout: Duration::from_secs(1),
                 next_upstream: false,

@@ -3,6 +3,7 @@
 
 use crate::config::log_format::LogFormat;
 use crate::config::model::AccessLogConf;
+use crate::config::stream_format::StreamFormat;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,13 +23,13 @@ pub struct LogFile {
     pub flush: Duration,
 }
 
-/// One `access_log` line of a set: the file, the format and the `if=` condition.
+/// One `access_log` line of a set: the file, the format and the `if=` condition (`F`: an http or a stream format).
 #[derive(Debug)]
-pub struct LogTarget {
+pub struct LogTarget<F = LogFormat> {
     /// Index into [`AccessLogPlan::files`].
     pub file: usize,
-    pub format: Arc<LogFormat>,
-    pub cond: Option<Arc<LogFormat>>,
+    pub format: Arc<F>,
+    pub cond: Option<Arc<F>>,
 }
 
 /// A snapshot's access logs: the files (each opened once) and the sets locations log to. Set 0 is the empty one.
@@ -36,6 +37,8 @@ pub struct LogTarget {
 pub struct AccessLogPlan {
     pub files: Vec<LogFile>,
     pub sets: Vec<Vec<LogTarget>>,
+    /// The sets stream servers log to (see [`super::stream_logs`]); set 0 is the empty one.
+    pub stream_sets: Vec<Vec<LogTarget<StreamFormat>>>,
 }
 
 impl Default for AccessLogPlan {
@@ -43,6 +46,7 @@ impl Default for AccessLogPlan {
         AccessLogPlan {
             files: Vec::new(),
             sets: vec![Vec::new()],
+            stream_sets: vec![Vec::new()],
         }
     }
 }
@@ -55,23 +59,7 @@ impl AccessLogPlan {
         }
         let mut set = Vec::with_capacity(logs.len());
         for l in logs {
-            let file = match self.files.iter().position(|f| f.path == l.path) {
-                Some(i) => i,
-                None => {
-                    let file = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&l.path)
-                        .map_err(|e| format!("open() \"{}\" failed ({e})", l.path.display()))?;
-                    self.files.push(LogFile {
-                        path: l.path.clone(),
-                        file: Arc::new(file),
-                        buffer: l.buffer.unwrap_or(DEFAULT_BUFFER),
-                        flush: l.flush.unwrap_or(DEFAULT_FLUSH),
-                    });
-                    self.files.len() - 1
-                }
-            };
+            let file = self.file_of(l)?;
             set.push(LogTarget {
                 file,
                 format: Arc::clone(&l.format),
@@ -89,6 +77,25 @@ impl AccessLogPlan {
         }
         self.sets.push(set);
         Ok(self.sets.len() - 1)
+    }
+
+    /// The index of the file of `l`, opened when not seen yet.
+    pub fn file_of<F>(&mut self, l: &AccessLogConf<F>) -> Result<usize, String> {
+        if let Some(i) = self.files.iter().position(|f| f.path == l.path) {
+            return Ok(i);
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&l.path)
+            .map_err(|e| format!("open() \"{}\" failed ({e})", l.path.display()))?;
+        self.files.push(LogFile {
+            path: l.path.clone(),
+            file: Arc::new(file),
+            buffer: l.buffer.unwrap_or(DEFAULT_BUFFER),
+            flush: l.flush.unwrap_or(DEFAULT_FLUSH),
+        });
+        Ok(self.files.len() - 1)
     }
 
     /// Whether any request is logged.

@@ -10,9 +10,11 @@ use corelb_shared_state::Zone;
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use std::net::SocketAddr;
+use stream_logs::StreamServerPlan;
 
 pub mod logs;
 pub mod route;
+pub mod stream_logs;
 
 /// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
 /// address in the snapshot a connection runs on, so a reload that reorders the config moves no connection.
@@ -108,6 +110,8 @@ pub struct Snapshot {
     pub http_ports: Vec<HttpPort>,
     pub servers: Vec<ServerPlan>,
     pub stream_ports: Vec<StreamPort>,
+    /// One per stream server, in config order.
+    pub stream_servers: Vec<StreamServerPlan>,
     /// The size of each connection's client read buffer: the largest request head any server's
     /// `large_client_header_buffers` admits, and no less than [`MIN_CLIENT_BUFFER`].
     pub client_buffer: usize,
@@ -136,14 +140,16 @@ impl Snapshot {
         }
         let mut stream_plans = Vec::new();
         let mut stream_ports = Vec::new();
+        let mut stream_servers = Vec::new();
         if let Some(stream) = &config.stream {
             for u in &stream.upstreams {
                 stream_plans.push(UpstreamPlan::build(u, zone)?);
             }
             for (si, srv) in stream.servers.iter().enumerate() {
-                if srv.upstream >= stream_plans.len() {
-                    return Err(SnapshotError::NoSuchUpstream(srv.upstream));
+                if let Some(up) = srv.upstream.filter(|&u| u >= stream_plans.len()) {
+                    return Err(SnapshotError::NoSuchUpstream(up));
                 }
+                stream_servers.push(StreamServerPlan::build(srv, &mut access_logs)?);
                 for l in &srv.listens {
                     if stream_ports.iter().any(|p: &StreamPort| p.addr == l.addr)
                         || http_ports.iter().any(|p| p.addr == l.addr)
@@ -179,6 +185,7 @@ impl Snapshot {
             http_ports,
             servers,
             stream_ports,
+            stream_servers,
             access_logs,
         })
     }

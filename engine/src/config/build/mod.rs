@@ -15,6 +15,7 @@ mod server_line;
 mod spec;
 mod state;
 mod stream;
+mod stream_logs;
 mod temp_path;
 mod upstream;
 mod user;

@@ -1,15 +1,19 @@
 //! The `stream` block: upstreams, servers (`listen`, `proxy_pass NAME|host:port`) and the proxy settings inherited
-//! stream -> server (`proxy_connect_timeout`, `proxy_timeout`, `proxy_next_upstream on|off`, `..._tries`).
+//! stream -> server (`proxy_connect_timeout`, `proxy_timeout`, `proxy_next_upstream on|off`, `..._tries`); the
+//! access logs and `return` are read by [`super::stream_logs`].
 
 use super::health::{self, CheckDraft, ProbeTimeouts};
 use super::listen::StreamListens;
+use super::stream_logs::{self, StreamLevelLogs, StreamLogState};
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, flag_slot, msec_slot, num_slot, unset, walk, Build, Ctx};
 use crate::config::error::ConfigError;
 use crate::config::model::{HealthConf, Listen, Span, StreamConf, StreamServer};
 use crate::config::parser::Directive;
+use crate::config::stream_format::StreamFormat;
 use crate::config::url::{self, UrlOpts};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The proxy settings one level sets.
@@ -27,6 +31,10 @@ struct ServerDraft {
     span: Span,
     listens: Vec<Listen>,
     upstream: Option<usize>,
+    /// `return VALUE`, and whether it came after `proxy_pass` (the later one is the handler, as in nginx).
+    ret: Option<Arc<StreamFormat>>,
+    ret_last: bool,
+    logs: Option<StreamLevelLogs>,
     layer: StreamLayer,
     health: Vec<CheckDraft>,
 }
@@ -39,6 +47,8 @@ struct StreamState {
     layer: StreamLayer,
     vars: Vars,
     listens: StreamListens,
+    logs: StreamLogState,
+    block_logs: Option<StreamLevelLogs>,
 }
 
 /// Builds the stream block `d`.
@@ -49,28 +59,45 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         layer: StreamLayer::default(),
         vars: Vars::default(),
         listens: StreamListens::default(),
+        logs: StreamLogState::with_prefix(b.prefix.clone()),
+        block_logs: None,
     };
     walk(block_of(d)?, Ctx::STREAM, |sd| match sd.name.as_str() {
         "upstream" => st.upstreams.block(b, &mut st.vars, sd),
         "server" => st.server(sd),
+        "log_format" => st.logs.log_format(sd, &mut st.vars),
+        "access_log" => st.logs.access_log(&mut st.block_logs, sd, &mut st.vars),
         _ => st.layer.directive(sd),
     })?;
     // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
     let mut servers = Vec::with_capacity(st.servers.len());
     let mut drafts = Vec::new();
     for s in st.servers {
-        let Some(upstream) = s.upstream else {
+        let ret = s.ret.filter(|_| s.ret_last || s.upstream.is_none());
+        let upstream = s.upstream.filter(|_| ret.is_none());
+        if ret.is_none() && upstream.is_none() {
             return Err(ConfigError::invalid("no handler for server", &s.span));
-        };
+        }
         let layer = s.layer.over(&st.layer);
         let timeouts = ProbeTimeouts {
             connect: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
             read: layer.timeout.unwrap_or(Duration::from_secs(600)),
         };
-        drafts.extend(s.health.into_iter().map(|c| (upstream, timeouts, c)));
+        match (upstream, s.health.first()) {
+            (Some(up), _) => drafts.extend(s.health.into_iter().map(|c| (up, timeouts, c))),
+            (None, Some(_)) => {
+                let msg = "\"health_check\" in a server answering with \"return\" is not supported by corelb";
+                return Err(ConfigError::invalid(msg, &s.span));
+            }
+            (None, None) => {}
+        }
+        let mut access_log = StreamLevelLogs::effective(s.logs.as_ref(), st.block_logs.as_ref());
+        st.logs.settle(&mut access_log);
         servers.push(StreamServer {
             listens: s.listens,
             upstream,
+            ret,
+            access_log,
             connect_timeout: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
             timeout: layer.timeout.unwrap_or(Duration::from_secs(600)),
             next_upstream: layer.next_upstream.unwrap_or(true),
@@ -103,6 +130,9 @@ impl StreamState {
             span: d.span.clone(),
             listens: Vec::new(),
             upstream: None,
+            ret: None,
+            ret_last: false,
+            logs: None,
             layer: StreamLayer::default(),
             health: Vec::new(),
         };
@@ -114,8 +144,15 @@ impl StreamState {
             "proxy_pass" => {
                 unset(&s.upstream, sd)?;
                 s.upstream = Some(self.proxy_pass(sd)?);
+                s.ret_last = false;
                 Ok(())
             }
+            "return" => {
+                stream_logs::stream_return(&mut s.ret, sd, &mut self.vars)?;
+                s.ret_last = true;
+                Ok(())
+            }
+            "access_log" => self.logs.access_log(&mut s.logs, sd, &mut self.vars),
             "health_check" => {
                 s.health.push(health::health_check(sd, Module::Stream)?);
                 Ok(())

@@ -1,0 +1,117 @@
+//! A snapshot's stream servers: the access log set each one logs its sessions to.
+
+use super::logs::{AccessLogPlan, LogTarget};
+use super::SnapshotError;
+use crate::config::model::StreamServer;
+
+/// What a stream server needs at session time beyond its config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamServerPlan {
+    /// Index into [`AccessLogPlan::stream_sets`]; 0 = sessions are not logged.
+    pub log_set: usize,
+}
+
+impl StreamServerPlan {
+    /// The plan of `srv`, its log files opened into `logs`.
+    pub fn build(srv: &StreamServer, logs: &mut AccessLogPlan) -> Result<StreamServerPlan, SnapshotError> {
+        Ok(StreamServerPlan {
+            log_set: logs.stream_set_of(srv).map_err(SnapshotError::AccessLog)?,
+        })
+    }
+}
+
+impl AccessLogPlan {
+    /// The stream set of a server's `access_log` lines, opening files not seen yet (0 for none).
+    fn stream_set_of(&mut self, srv: &StreamServer) -> Result<usize, String> {
+        if srv.access_log.is_empty() {
+            return Ok(0);
+        }
+        let mut set = Vec::with_capacity(srv.access_log.len());
+        for l in &srv.access_log {
+            set.push(LogTarget {
+                file: self.file_of(l)?,
+                format: std::sync::Arc::clone(&l.format),
+                cond: l.cond.clone(),
+            });
+        }
+        let same = |s: &Vec<LogTarget<_>>| {
+            s.len() == set.len()
+                && s.iter()
+                    .zip(&set)
+                    .all(|(a, b)| a.file == b.file && a.format == b.format && a.cond == b.cond)
+        };
+        if let Some(i) = self.stream_sets.iter().position(same) {
+            return Ok(i);
+        }
+        self.stream_sets.push(set);
+        Ok(self.stream_sets.len() - 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::model::{AccessLogConf, Span};
+    use crate::config::stream_format::StreamFormat;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn server(logs: Vec<AccessLogConf<StreamFormat>>) -> StreamServer {
+        StreamServer {
+            listens: Vec::new(),
+            upstream: Some(0),
+            ret: None,
+            access_log: logs,
+            connect_timeout: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            next_upstream: true,
+            next_upstream_tries: 0,
+            span: Span::default(),
+        }
+    }
+
+    fn line(path: &std::path::Path, format: &Arc<StreamFormat>) -> AccessLogConf<StreamFormat> {
+        AccessLogConf {
+            path: path.to_path_buf(),
+            format: Arc::clone(format),
+            buffer: None,
+            flush: None,
+            cond: None,
+            span: Span::default(),
+        }
+    }
+
+    #[test]
+    fn servers_with_the_same_lines_share_a_set_and_files_are_shared_with_http() {
+        let dir = std::env::temp_dir().join(format!("corelb-stream-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.log"), dir.join("b.log"));
+        let fmt = |s: &str| Arc::new(StreamFormat::compile("f", &[s.to_string()]).unwrap().0);
+        let (status, addr) = (fmt("$status"), fmt("$remote_addr"));
+        let mut plan = AccessLogPlan::default();
+        let http = Arc::new(crate::config::log_format::LogFormat::combined());
+        let http_line = AccessLogConf {
+            path: a.clone(),
+            format: http,
+            buffer: None,
+            flush: None,
+            cond: None,
+            span: Span::default(),
+        };
+        assert_eq!(plan.set_of(&[http_line]).unwrap(), 1);
+        let quiet = StreamServerPlan::build(&server(Vec::new()), &mut plan).unwrap();
+        assert_eq!(quiet.log_set, 0);
+        let one = StreamServerPlan::build(&server(vec![line(&a, &status)]), &mut plan).unwrap();
+        let same = StreamServerPlan::build(&server(vec![line(&a, &status)]), &mut plan).unwrap();
+        let other = StreamServerPlan::build(&server(vec![line(&a, &status), line(&b, &addr)]), &mut plan).unwrap();
+        assert_eq!((one.log_set, same.log_set, other.log_set), (1, 1, 2));
+        assert_eq!(plan.files.len(), 2, "a.log is opened once for http and stream");
+        assert_eq!(plan.stream_sets[2][1].file, 1);
+        let missing = server(vec![line(&dir.join("no/such/x.log"), &status)]);
+        assert!(matches!(
+            StreamServerPlan::build(&missing, &mut plan),
+            Err(SnapshotError::AccessLog(m)) if m.starts_with("open() \"")
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
