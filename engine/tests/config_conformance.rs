@@ -113,7 +113,7 @@ fn json_string_field(line: &str, field: &str) -> String {
 
 /// The directives of the vector config that are outside corelb's subset (its `*_temp_path` lines are accepted:
 /// corelb writes no temporary files).
-const OUTSIDE: &[&str] = &["user", "set_real_ip_from", "real_ip_header", "add_header"];
+const OUTSIDE: &[&str] = &["set_real_ip_from", "real_ip_header", "add_header"];
 
 /// `text` without the statements of the directives in `drop`.
 fn without(text: &str, drop: &[&str]) -> String {

@@ -119,6 +119,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                 timeout: Duration::from_secs(5),
                 next_upstream: true,
                 next_upstream_tries: 0,
+                half_close: true,
                 span: Span::default(),
             }],
         }),
@@ -219,4 +220,34 @@ fn worker_connections_caps_open_connections_per_shard() {
         .set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
     assert_eq!(third.read_response().expect("served once a slot is free").text(), "hi");
+}
+
+/// `proxy_half_close`: off (nginx's default), the session ends when the client ends its stream, so what the
+/// backend writes after seeing that end never reaches the client; on, the end goes on as a half-close and the
+/// backend's late answer comes back.
+#[test]
+fn stream_half_close_off_ends_the_session_on_either_end() {
+    use std::io::Read;
+    let backend = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = backend.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for conn in backend.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 64];
+                // read until the client's end arrives (or the proxy closes), then answer late
+                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+                let _ = conn.write_all(b"late");
+            });
+        }
+    });
+    for (half_close, want) in [(false, &b""[..]), (true, &b"late"[..])] {
+        let listen = free_addr();
+        let mut config = stream_config(listen, vec![server_line(addr)]);
+        if let Some(s) = config.stream.as_mut().and_then(|s| s.servers.first_mut()) {
+            s.half_close = half_close;
+        }
+        let _p = Proxy::start::<Tokio>(config, 1);
+        assert_eq!(stream_round_trip(listen, b"x"), want, "proxy_half_close {half_close}");
+    }
 }

@@ -72,6 +72,7 @@ fn sequence<R: Runtime>() {
     let text = format!(
         r#"events {{}}
 stream {{
+  proxy_half_close on;
   log_format addr '$remote_addr:$remote_port $server_addr:$server_port $protocol $status '
                   '$bytes_received:$bytes_sent up=$upstream_addr ub=$upstream_bytes_sent/$upstream_bytes_received '
                   'ct=$upstream_connect_time fb=$upstream_first_byte_time us=$upstream_session_time '

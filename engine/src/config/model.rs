@@ -610,6 +610,9 @@ pub struct StreamServer {
     pub next_upstream: bool,
     /// 0 = unlimited.
     pub next_upstream_tries: usize,
+    /// `proxy_half_close` (nginx 1.21.4), default off: the session ends when either side ends its stream; on: an
+    /// end of stream is passed on as a half-close and the session ends when both sides have ended.
+    pub half_close: bool,
     pub span: Span,
 }
 

@@ -48,6 +48,11 @@ impl Half {
         self.shut
     }
 
+    /// Whether the source ended and everything read from it was written.
+    fn ended(&self) -> bool {
+        self.eof && self.pos >= self.len
+    }
+
     /// Moves what it can; `Ready(Ok(()))` when something happened, `Pending` when nothing could.
     fn poll_move<S, D>(&mut self, cx: &mut Context<'_>, src: &mut S, dst: &mut D) -> Poll<io::Result<()>>
     where
@@ -117,8 +122,23 @@ pub enum PumpEnd {
     Failed(io::Error),
 }
 
-/// Copies `a → b` and `b → a` until both directions end, one fails, or nothing moves for `idle`.
-pub async fn pump<R: Runtime, A, B>(a: &mut A, b: &mut B, ab: &mut Half, ba: &mut Half, idle: Duration) -> PumpEnd
+/// How a two-way copy treats an end of stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ends {
+    /// The copy ends when either side has ended (nginx's default, `proxy_half_close off`).
+    First,
+    /// An end is passed on as a half-close; the copy ends when both have (`proxy_half_close on`).
+    Both,
+}
+
+/// Copies `a → b` and `b → a` until the directions end as `ends` says, one fails, or nothing moves for `idle`.
+pub async fn pump<R: Runtime, A, B>(
+    a: &mut A,
+    b: &mut B,
+    (ab, ba): (&mut Half, &mut Half),
+    idle: Duration,
+    ends: Ends,
+) -> PumpEnd
 where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
@@ -145,6 +165,7 @@ where
             Err(_) => return PumpEnd::Idle,
             Ok(Err(e)) => return PumpEnd::Failed(e),
             Ok(Ok(())) if ab.done() && ba.done() => return PumpEnd::Closed,
+            Ok(Ok(())) if ends == Ends::First && (ab.ended() || ba.ended()) => return PumpEnd::Closed,
             Ok(Ok(())) => {}
         }
     }

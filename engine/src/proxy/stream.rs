@@ -2,7 +2,7 @@
 //! on to the next peer on failure, then copy both ways from one future with the idle `proxy_timeout`; or answer
 //! with the server's `return`. The session's access log lines are written when it ends.
 
-use super::pump::{pump, Half, PumpEnd};
+use super::pump::{pump, Ends, Half, PumpEnd};
 use crate::access_log::record::TryPeer;
 use crate::access_log::stream::{StreamRecord, BAD_GATEWAY};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
@@ -118,7 +118,9 @@ impl<R: Runtime> Session<'_, R> {
         let session = std::time::Instant::now();
         let mut up_half = Half::new(BUF);
         let mut down_half = Half::new(BUF);
-        let end = pump::<R, _, _>(client, &mut upstream, &mut up_half, &mut down_half, srv.timeout).await;
+        let ends = if srv.half_close { Ends::Both } else { Ends::First };
+        let halves = (&mut up_half, &mut down_half);
+        let end = pump::<R, _, _>(client, &mut upstream, halves, srv.timeout, ends).await;
         if let PumpEnd::Failed(e) = &end {
             crate::log_info!("stream to {} ended: {e}", peer.addr);
         }

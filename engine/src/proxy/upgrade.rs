@@ -5,7 +5,7 @@
 use super::body::send;
 use super::client::{ClientConn, Routed};
 use super::exchange::{ResponseInfo, TryTarget};
-use super::pump::{pump, Half, PumpEnd};
+use super::pump::{pump, Ends, Half, PumpEnd};
 use crate::http::response::{parse_response, write_switching_head, MAX_HEADERS};
 use crate::runtime::Runtime;
 
@@ -48,7 +48,15 @@ impl<R: Runtime> ClientConn<R> {
         }
         bufs.client.consume(usize::MAX);
         let (mut up, mut down) = (Half::new(TUNNEL_BUF), Half::new(TUNNEL_BUF));
-        let end = pump::<R, _, _>(&mut self.sock, &mut conn, &mut up, &mut down, conf.read_timeout).await;
+        // nginx ends an upgraded connection when either side ends
+        let end = pump::<R, _, _>(
+            &mut self.sock,
+            &mut conn,
+            (&mut up, &mut down),
+            conf.read_timeout,
+            Ends::First,
+        )
+        .await;
         if let PumpEnd::Idle = end {
             crate::log_info!("upgraded connection to {} timed out", from.addr);
         }

@@ -334,6 +334,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 timeout: Duration::from_secs(1),
                 next_upstream: false,
                 next_upstream_tries: 0,
+                half_close: false,
                 span: Span::default(),
             }],
         });

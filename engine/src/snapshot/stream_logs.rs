@@ -66,6 +66,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             next_upstream: true,
             next_upstream_tries: 0,
+            half_close: false,
             span: Span::default(),
         }
     }

@@ -125,6 +125,7 @@ pub const SPECS: &[Spec] = &[
     both("proxy_next_upstream_timeout", HTTP_MSL, TAKE1),
     spec("proxy_next_upstream_timeout", STREAM_MS, Ctx::NONE, TAKE1, false),
     both("proxy_timeout", STREAM_MS, TAKE1),
+    both("proxy_half_close", STREAM_MS, TAKE1),
     both("proxy_pass_request_headers", HTTP_MSL, TAKE1),
     both("proxy_pass_request_body", HTTP_MSL, TAKE1),
     both("proxy_set_body", HTTP_MSL, TAKE1),

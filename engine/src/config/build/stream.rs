@@ -23,6 +23,7 @@ struct StreamLayer {
     timeout: Option<Duration>,
     next_upstream: Option<bool>,
     next_upstream_tries: Option<u64>,
+    half_close: Option<bool>,
 }
 
 /// A stream server as read.
@@ -104,6 +105,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             next_upstream_tries: layer
                 .next_upstream_tries
                 .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            half_close: layer.half_close.unwrap_or(false),
             span: s.span,
         });
     }
@@ -192,6 +194,7 @@ impl StreamLayer {
             "proxy_timeout" => msec_slot(&mut self.timeout, d),
             "proxy_next_upstream" => flag_slot(&mut self.next_upstream, d),
             "proxy_next_upstream_tries" => num_slot(&mut self.next_upstream_tries, d),
+            "proxy_half_close" => flag_slot(&mut self.half_close, d),
             _ => Err(ConfigError::NotAllowedHere {
                 name: d.name.clone(),
                 at: d.span.clone(),
@@ -206,6 +209,7 @@ impl StreamLayer {
             timeout: self.timeout.or(parent.timeout),
             next_upstream: self.next_upstream.or(parent.next_upstream),
             next_upstream_tries: self.next_upstream_tries.or(parent.next_upstream_tries),
+            half_close: self.half_close.or(parent.half_close),
         }
     }
 }
