@@ -10,6 +10,7 @@ pub mod lexer;
 pub mod log_format;
 pub mod model;
 pub mod parser;
+pub mod regex;
 pub mod state_file;
 pub mod stream_format;
 pub mod url;
