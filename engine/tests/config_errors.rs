@@ -501,9 +501,9 @@ http { server { listen; } }
 http { server { location = /a { location /a/b {} } } }
 "#
             .to_string(),
-            r#"nested locations are not supported by corelb"#,
+            r#"location "/a/b" cannot be inside the exact location "/a""#,
             2,
-            Differs,
+            Same,
         ),
         case(
             "noevents",
@@ -1827,42 +1827,74 @@ http { server {
             Differs,
         ),
         case(
-            "named_location",
+            "named_location_nested",
             r#"events {}
 http { server {
+ location / {
  location @fallback { }
+ }
 } }
 "#
             .to_string(),
-            r#"named location "@fallback" is not supported by corelb"#,
-            3,
-            Differs,
+            r#"named location "@fallback" can be on the server level only"#,
+            4,
+            Same,
+        ),
+        case(
+            "inside_named_location",
+            r#"events {}
+http { server {
+ location @fallback {
+ location /a { }
+ }
+} }
+"#
+            .to_string(),
+            r#"location "/a" cannot be inside the named location "@fallback""#,
+            4,
+            Same,
         ),
         case(
             "nested_location",
             r#"events {}
 http { server {
  location /a {
- location /a/b { }
+ location /b { }
  }
 } }
 "#
             .to_string(),
-            r#"nested locations are not supported by corelb"#,
+            r#"location "/b" is outside location "/a""#,
             4,
-            Differs,
+            Same,
         ),
         case(
-            "noregex_location",
+            "noregex_location_duplicate",
             r#"events {}
 http { server {
+ location /x { }
+ location = /x { }
  location ^~ /x { }
 } }
 "#
             .to_string(),
-            r#"location modifier "^~" is not supported by corelb (only prefix and "=" locations)"#,
-            3,
-            Differs,
+            r#"duplicate location "/x""#,
+            5,
+            Same,
+        ),
+        case(
+            "proxy_pass_uri_in_regex_location",
+            r#"events {}
+http { server {
+ location ~ \.php$ {
+ proxy_pass http://127.0.0.1:9/php/;
+ }
+} }
+"#
+            .to_string(),
+            r#""proxy_pass" cannot have URI part in location given by regular expression, or inside named location, or inside "if" statement, or inside "limit_except" block"#,
+            4,
+            Same,
         ),
         case(
             "proxy_max_temp_file_size",
@@ -1892,23 +1924,23 @@ http { server { location / {
             "regex_location",
             r#"events {}
 http { server {
- location ~ \.php$ { }
+ location ~ \.php($ { }
 } }
 "#
             .to_string(),
-            r#"location modifier "~" is not supported by corelb (only prefix and "=" locations)"#,
+            r#"pcre2_compile() failed: missing closing parenthesis in "\.php($""#,
             3,
-            Differs,
+            Same,
         ),
         case(
             "regex_location_1arg",
             r#"events {}
 http { server {
- location ~*/x { }
+ location ~*^/(?!api) { }
 } }
 "#
             .to_string(),
-            r#"location modifier "~*" is not supported by corelb (only prefix and "=" locations)"#,
+            r#"regular expression "^/(?!api)" uses look-around, which corelb does not support (its regex engine runs in linear time, without backtracking)"#,
             3,
             Differs,
         ),

@@ -465,12 +465,34 @@ pub enum LocationMatch {
     Prefix(String),
     /// `location = /exact`
     Exact(String),
+    /// `location ^~ /prefix`: when it is the longest prefix, the regex locations are not tried.
+    PrefixNoRegex(String),
+    /// `location ~ REGEX`, `location ~* REGEX` (caseless).
+    Regex(super::regex::Regex),
+    /// `location @name`: reached only by name (internal redirects), never by the request path.
+    Named(String),
+}
+
+impl LocationMatch {
+    /// nginx's name of the location: the URI, the pattern, or `@name`.
+    pub fn name(&self) -> &str {
+        match self {
+            LocationMatch::Prefix(n)
+            | LocationMatch::Exact(n)
+            | LocationMatch::PrefixNoRegex(n)
+            | LocationMatch::Named(n) => n,
+            LocationMatch::Regex(re) => re.pattern(),
+        }
+    }
 }
 
 /// A `location` block, with inherited settings already merged in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Location {
     pub matcher: LocationMatch,
+    /// The location this one is nested in (an index into the server's `locations`, which lists every level,
+    /// each location before those nested in it); `None` at the server level.
+    pub parent: Option<usize>,
     pub proxy_pass: Option<ProxyPass>,
     pub ret: Option<Return>,
     /// `api` or `metrics`: corelb answers the location itself.

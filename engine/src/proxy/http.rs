@@ -234,7 +234,10 @@ fn route_head<'s>(
         .ok_or(Rejection::new(500, "no server"))?;
     let (loc, fixed_server) = match &server.ret {
         Some(r) => (None, Some(r)),
-        None => (server.location(uri), None),
+        None => {
+            bufs.captures.clear();
+            (server.location(uri, &mut bufs.captures), None)
+        }
     };
     let proxy = loc.and_then(|l| l.proxy.as_ref());
     let upstream = proxy.and_then(|p| snap.http_plans.get(p.upstream));

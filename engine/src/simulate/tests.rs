@@ -291,6 +291,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
         proxy.next_upstream_tries = 3;
         let loc = Location {
             matcher: LocationMatch::Prefix("/".into()),
+            parent: None,
             proxy_pass: Some(ProxyPass {
                 scheme: "http".into(),
                 upstream: 1,

@@ -5,13 +5,16 @@ use crate::balance::{PlanError, UpstreamPlan};
 use crate::config::model::{
     ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return,
 };
+use crate::config::regex::Captures;
 use crate::http::request::host_without_port;
 use corelb_shared_state::Zone;
+use locations::LocationTree;
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
+pub mod locations;
 pub mod logs;
 pub mod route;
 pub mod stream_logs;
@@ -63,10 +66,12 @@ pub struct ServerPlan {
     pub names: Vec<String>,
     /// `return` in the server block itself.
     pub ret: Option<FixedAnswer>,
-    /// `location = /x`: (path, index into `locations`).
+    /// `location = /x` of every level: (path, index into `locations`).
     pub exact: Vec<(String, usize)>,
-    /// `location /x`: (prefix, index), longest first.
+    /// `location /x` and `^~ /x` of every level: (prefix, index), longest first.
     pub prefixes: Vec<(String, usize)>,
+    /// Every location, as nginx searches them.
+    pub tree: LocationTree,
     pub locations: Vec<LocationPlan>,
     /// The answer when no location matches.
     pub not_found: FixedAnswer,
@@ -77,16 +82,10 @@ pub struct ServerPlan {
 }
 
 impl ServerPlan {
-    /// The location for `uri` (the normalized path, [`crate::http::request::RequestHead::uri`]): an exact match
-    /// first, then the longest prefix.
-    pub fn location(&self, uri: &[u8]) -> Option<&LocationPlan> {
-        let i = self
-            .exact
-            .iter()
-            .find(|(p, _)| p.as_bytes() == uri)
-            .or_else(|| self.prefixes.iter().find(|(p, _)| uri.starts_with(p.as_bytes())))
-            .map(|&(_, i)| i)?;
-        self.locations.get(i)
+    /// The location for `uri` (the normalized path, [`crate::http::request::RequestHead::uri`]) as nginx picks it
+    /// ([`LocationTree::find`]); a regex location's groups are left in `caps`.
+    pub fn location(&self, uri: &[u8], caps: &mut Captures) -> Option<&LocationPlan> {
+        self.locations.get(self.tree.find(uri, caps)?)
     }
 
     /// Whether `host` (port stripped) is one of this server's names.
@@ -264,7 +263,8 @@ fn server_plan(
     for (i, loc) in srv.locations.iter().enumerate() {
         match &loc.matcher {
             LocationMatch::Exact(p) => exact.push((p.clone(), i)),
-            LocationMatch::Prefix(p) => prefixes.push((p.clone(), i)),
+            LocationMatch::Prefix(p) | LocationMatch::PrefixNoRegex(p) => prefixes.push((p.clone(), i)),
+            LocationMatch::Regex(_) | LocationMatch::Named(_) => {}
         }
         locations.push(location_plan(loc, plans, logs)?);
     }
@@ -274,6 +274,7 @@ fn server_plan(
         ret: srv.ret.as_ref().map(FixedAnswer::of_return),
         exact,
         prefixes,
+        tree: LocationTree::build(&srv.locations),
         locations,
         not_found: FixedAnswer::of_return(&Return { code: 404, text: None }),
         client: srv.client.clone(),

@@ -164,8 +164,10 @@ impl ProxyPlan {
         let sends_close = connection_value.as_deref().is_none_or(|v| v.contains("close"));
         let sets_length = named("content-length");
         let uri_rewrite = uri.map(|u| {
+            // (a regex or named location has no URI part: refused at load)
             let matched = match &loc.matcher {
-                LocationMatch::Prefix(p) | LocationMatch::Exact(p) => p.len(),
+                LocationMatch::Prefix(p) | LocationMatch::Exact(p) | LocationMatch::PrefixNoRegex(p) => p.len(),
+                LocationMatch::Regex(_) | LocationMatch::Named(_) => 0,
             };
             (matched, u.to_string())
         });
@@ -290,6 +292,7 @@ mod tests {
     fn location(set: &[(&str, &str)], v11: bool) -> Location {
         Location {
             matcher: LocationMatch::Prefix("/api/".into()),
+            parent: None,
             proxy_pass: None,
             ret: None,
             admin: None,

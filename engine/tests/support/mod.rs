@@ -68,6 +68,7 @@ pub fn upstream(name: &str, servers: Vec<ServerLine>) -> UpstreamConf {
 pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Location {
     Location {
         matcher: LocationMatch::Prefix(prefix.into()),
+        parent: None,
         proxy_pass: Some(ProxyPass {
             scheme: "http".into(),
             upstream,
@@ -84,6 +85,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
 pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) -> Location {
     Location {
         matcher,
+        parent: None,
         proxy_pass: None,
         ret: Some(Return {
             code,

@@ -9,6 +9,7 @@ mod health;
 mod http;
 mod layers;
 mod listen;
+mod locations;
 mod logs;
 mod main_ctx;
 mod server_line;
