@@ -1883,6 +1883,60 @@ http { server {
             Same,
         ),
         case(
+            "if_unexpected_operator",
+            r#"events {}
+http { server {
+ location / {
+ if ($arg_a == 1) { return 204; }
+ }
+} }
+"#
+            .to_string(),
+            r#"unexpected "==" in condition"#,
+            4,
+            Same,
+        ),
+        case(
+            "if_without_parentheses",
+            r#"events {}
+http { server {
+ if $host { return 204; }
+} }
+"#
+            .to_string(),
+            r#"invalid condition "$host""#,
+            3,
+            Same,
+        ),
+        case(
+            "if_inside_if",
+            r#"events {}
+http { server { location / {
+ if ($arg_a) {
+ if ($arg_b) { return 204; }
+ }
+} } }
+"#
+            .to_string(),
+            r#""if" directive is not allowed here"#,
+            4,
+            Same,
+        ),
+        case(
+            "proxy_pass_inside_if",
+            r#"events {}
+http { server { location / {
+ if ($arg_a) {
+ proxy_pass http://127.0.0.1:9;
+ }
+} } }
+"#
+            .to_string(),
+            r#""proxy_pass" directive is not supported by corelb"#,
+            4,
+            Differs,
+        ),
+        case(
             "proxy_pass_uri_in_regex_location",
             r#"events {}
 http { server {

@@ -89,3 +89,66 @@ fn locations_are_picked_as_nginx_picks_them_on_both_runtimes() {
         );
     }
 }
+
+/// `if`, `break` and `return` in a server and its locations, in the order nginx runs them.
+fn rewrite_text(listen: std::net::SocketAddr, dir: &std::path::Path) -> String {
+    let dir = dir.display();
+    format!(
+        r#"events {{}}
+http {{
+ server {{
+  listen {listen};
+  if ($http_x_block) {{ return 403; }}
+  location / {{
+   if ($arg_c) {{ return 204; }}
+   if ($arg_c = 0) {{ return 200 "zero"; }}
+   return 200 "root";
+  }}
+  location /eq {{ if ($arg_c != 2) {{ return 200 "not 2"; }} return 200 "2"; }}
+  location /re {{ if ($arg_c ~* ^foo) {{ return 200 "foo"; }} if ($arg_c !~ bar) {{ return 200 "no bar"; }} }}
+  location /file {{ if (-f {dir}/$arg_c) {{ return 200 "file"; }} if (!-e {dir}/$arg_c) {{ return 200 "none"; }} }}
+  location /brk {{ if ($arg_c) {{ break; }} return 200 "went on"; }}
+ }}
+}}
+"#
+    )
+}
+
+#[test]
+fn rewrite_directives_run_in_nginx_order_on_both_runtimes() {
+    let dir = std::env::temp_dir().join(format!("corelb-locations-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).expect("temp dir");
+    std::fs::write(dir.join("f"), "").expect("file");
+    for rt in 0..2 {
+        let listen = free_addr();
+        let _p = start(rt, &rewrite_text(listen, &dir));
+        for (path, status, body) in [
+            ("/?c=1", 204, ""),
+            ("/?c=0", 200, "zero"),
+            ("/", 200, "root"),
+            ("/eq?c=3", 200, "not 2"),
+            ("/eq?c=2", 200, "2"),
+            ("/re?c=FOOD", 200, "foo"),
+            ("/re?c=xbar", 404, ""),
+            ("/re?c=x", 200, "no bar"),
+            ("/file?c=f", 200, "file"),
+            ("/file?c=sub", 404, ""),
+            ("/file?c=nx", 200, "none"),
+            ("/brk?c=1", 404, ""),
+            ("/brk", 200, "went on"),
+        ] {
+            let r = get(listen, path).unwrap_or_else(|| panic!("runtime {rt}: no answer for {path}"));
+            let text = r.text();
+            let got_body = if status == 404 { "" } else { text.as_str() };
+            assert_eq!((r.status, got_body), (status, body), "runtime {rt}: {path}");
+        }
+        let mut c = support::Client::connect(listen);
+        c.send(b"GET /?c=1 HTTP/1.1\r\nHost: a\r\nX-Block: 1\r\nConnection: close\r\n\r\n");
+        assert_eq!(
+            c.read_response().map(|r| r.status),
+            Some(403),
+            "runtime {rt}: server-level if"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

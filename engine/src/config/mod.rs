@@ -11,6 +11,7 @@ pub mod log_format;
 pub mod model;
 pub mod parser;
 pub mod regex;
+pub mod rewrite;
 pub mod state_file;
 pub mod stream_format;
 pub mod url;

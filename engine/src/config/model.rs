@@ -490,6 +490,9 @@ impl LocationMatch {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Location {
     pub matcher: LocationMatch,
+    /// The rewrite directives (`if`, `break`, `return`) after the first one, in order; empty when there are
+    /// none, or when the first is a `return` (then it is `ret`, and nothing after it runs).
+    pub script: Vec<super::rewrite::RewriteOp>,
     /// The location this one is nested in (an index into the server's `locations`, which lists every level,
     /// each location before those nested in it); `None` at the server level.
     pub parent: Option<usize>,
@@ -529,6 +532,8 @@ pub struct HttpServer {
     pub locations: Vec<Location>,
     /// `return` directly in the server block: answers before any location.
     pub ret: Option<Return>,
+    /// The server block's rewrite directives, as [`Location::script`]: run before the location is searched.
+    pub script: Vec<super::rewrite::RewriteOp>,
     pub client: ClientConf,
     pub span: Span,
 }

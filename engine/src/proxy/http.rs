@@ -17,6 +17,7 @@ use crate::http::vars::{ConnVars, RequestVars};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::rewrite::{Outcome, RunCx, Script};
 use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan};
 use crate::snapshot::Snapshot;
 use corelb_shared_state::HttpPhase;
@@ -236,7 +237,22 @@ fn route_head<'s>(
         Some(r) => (None, Some(r)),
         None => {
             bufs.captures.clear();
-            (server.location(uri, &mut bufs.captures), None)
+            let vars = RequestVars {
+                req: &head,
+                uri,
+                conn,
+                proxy_host: "",
+            };
+            match run_script(
+                server.script.as_ref(),
+                &vars,
+                &mut bufs.scratch,
+                &mut bufs.key,
+                &mut bufs.captures,
+            ) {
+                Some(answer) => (None, Some(answer)),
+                None => (server.location(uri, &mut bufs.captures), None),
+            }
         }
     };
     let proxy = loc.and_then(|l| l.proxy.as_ref());
@@ -247,6 +263,9 @@ fn route_head<'s>(
         conn,
         proxy_host: upstream.map_or("", |u| u.name.as_str()),
     };
+    let script = loc.and_then(|l| l.script.as_ref());
+    let fixed_server =
+        fixed_server.or_else(|| run_script(script, &vars, &mut bufs.scratch, &mut bufs.key, &mut bufs.captures));
     begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
     if let BodyFraming::Length(n) = head.body {
@@ -272,6 +291,26 @@ fn route_head<'s>(
     };
     bufs.client.consume(req.head_len);
     Ok(Some(Next::Request(req, route)))
+}
+
+/// The answer of a rewrite script's `return`, if the script has one that runs.
+fn run_script<'s>(
+    script: Option<&'s Script>,
+    vars: &RequestVars<'_, '_, '_>,
+    scratch: &mut Vec<u8>,
+    other: &mut Vec<u8>,
+    caps: &mut crate::config::regex::Captures,
+) -> Option<&'s FixedAnswer> {
+    let mut cx = RunCx {
+        vars,
+        scratch,
+        other,
+        caps,
+    };
+    match script?.run(&mut cx) {
+        Outcome::Answer(answer) => Some(answer),
+        Outcome::Next => None,
+    }
 }
 
 /// What the request path keeps of a head once routed, under its location's client settings.

@@ -110,6 +110,7 @@ mod tests {
             parent,
             proxy_pass: None,
             ret: None,
+            script: Vec::new(),
             admin: None,
             proxy: HttpProxyConf::default(),
             client: ClientConf::default(),

@@ -16,6 +16,7 @@ use stream_logs::StreamServerPlan;
 
 pub mod locations;
 pub mod logs;
+pub mod rewrite;
 pub mod route;
 pub mod stream_logs;
 
@@ -66,6 +67,8 @@ pub struct ServerPlan {
     pub names: Vec<String>,
     /// `return` in the server block itself.
     pub ret: Option<FixedAnswer>,
+    /// The server block's `if`/`break`/`return` when a `return` is not first: run before the location search.
+    pub script: Option<rewrite::Script>,
     /// `location = /x` of every level: (path, index into `locations`).
     pub exact: Vec<(String, usize)>,
     /// `location /x` and `^~ /x` of every level: (prefix, index), longest first.
@@ -272,6 +275,7 @@ fn server_plan(
     Ok(ServerPlan {
         names: srv.server_names.iter().map(|n| n.to_ascii_lowercase()).collect(),
         ret: srv.ret.as_ref().map(FixedAnswer::of_return),
+        script: rewrite::Script::compile(&srv.script).filter(|_| srv.ret.is_none()),
         exact,
         prefixes,
         tree: LocationTree::build(&srv.locations),
@@ -307,6 +311,7 @@ fn location_plan(
         fixed,
         admin,
         proxy,
+        script: rewrite::Script::compile(&loc.script).filter(|_| loc.ret.is_none()),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
     })

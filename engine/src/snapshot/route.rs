@@ -16,6 +16,8 @@ pub struct LocationPlan {
     /// `api` or `metrics` (when no `return`).
     pub admin: Option<AdminEndpoint>,
     pub proxy: Option<ProxyPlan>,
+    /// `if`/`break`/`return` after the first rewrite directive (run before the handler; none with `return` first).
+    pub script: Option<super::rewrite::Script>,
     pub client: ClientConf,
     /// Index into the snapshot's access log sets (0 = nothing logged).
     pub log_set: usize,
@@ -295,6 +297,7 @@ mod tests {
             parent: None,
             proxy_pass: None,
             ret: None,
+            script: Vec::new(),
             admin: None,
             proxy: HttpProxyConf {
                 http_version_11: v11,

@@ -7,6 +7,7 @@ use super::layers::{Cx, Layers};
 use super::listen::HttpListens;
 use super::locations::{self, Nested};
 use super::logs::LogState;
+use super::rewrite::Script;
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, unset, value, walk, Build, Ctx};
@@ -25,6 +26,7 @@ struct ServerDraft {
     listens: Vec<Listen>,
     names: Vec<String>,
     ret: Option<Return>,
+    script: Script,
     layers: Layers,
     locations: Vec<LocationDraft>,
 }
@@ -36,6 +38,7 @@ struct LocationDraft {
     span: Span,
     proxy_pass: Option<ProxyPass>,
     ret: Option<Return>,
+    script: Script,
     admin: Option<AdminEndpoint>,
     layers: Layers,
     health: Vec<CheckDraft>,
@@ -192,6 +195,7 @@ impl HttpState {
             listens: Vec::new(),
             names: Vec::new(),
             ret: None,
+            script: Script::default(),
             layers: Layers::default(),
             locations: Vec::new(),
         };
@@ -208,7 +212,12 @@ impl HttpState {
                 s.locations.push(loc);
                 Ok(())
             }
-            "return" => ret(sd, &mut s.ret, &mut self.vars),
+            "return" => rewrite_return(sd, &mut s.ret, &mut s.script, &mut self.vars),
+            "break" => {
+                s.script.brk();
+                Ok(())
+            }
+            "if" => s.script.if_block(sd, Ctx::HTTP_SIF, &mut self.vars),
             _ => shared(
                 &mut s.layers,
                 b,
@@ -243,6 +252,7 @@ impl HttpState {
             span: d.span.clone(),
             proxy_pass: None,
             ret: None,
+            script: Script::default(),
             admin: None,
             layers: Layers::default(),
             health: Vec::new(),
@@ -267,7 +277,12 @@ impl HttpState {
                 loc.proxy_pass = Some(pass);
                 Ok(())
             }
-            "return" => ret(ld, &mut loc.ret, &mut self.vars),
+            "return" => rewrite_return(ld, &mut loc.ret, &mut loc.script, &mut self.vars),
+            "break" => {
+                loc.script.brk();
+                Ok(())
+            }
+            "if" => loc.script.if_block(ld, Ctx::HTTP_LIF, &mut self.vars),
             "api" | "metrics" | "stub_status" => {
                 let endpoint = admin_endpoint(ld)?;
                 // nginx takes a second `stub_status` (it sets the location's handler again).
@@ -362,6 +377,7 @@ impl ServerDraft {
                 parent: l.parent,
                 proxy_pass: l.proxy_pass,
                 ret: l.ret,
+                script: l.script.ops,
                 admin: l.admin,
                 proxy: own.proxy_conf(),
                 client: own.client_conf(),
@@ -374,6 +390,7 @@ impl ServerDraft {
             server_names: self.names,
             locations,
             ret: self.ret,
+            script: self.script.ops,
             client: layers.client_conf(),
             span: self.span,
         }
@@ -396,9 +413,28 @@ fn admin_endpoint(d: &Directive) -> Result<AdminEndpoint, ConfigError> {
     Ok(AdminEndpoint::Api { write })
 }
 
+/// `return` in a server or location: the level's plain `return` when it is the first rewrite directive (and
+/// then nothing after it runs), else a step of its script.
+fn rewrite_return(
+    d: &Directive,
+    slot: &mut Option<Return>,
+    script: &mut Script,
+    vars: &mut Vars,
+) -> Result<(), ConfigError> {
+    if script.is_empty() {
+        return ret(d, slot, vars);
+    }
+    let mut later = None;
+    ret(d, &mut later, vars)?;
+    if let (None, Some(r)) = (&slot, later) {
+        script.ret(r);
+    }
+    Ok(())
+}
+
 /// `return CODE [TEXT]` or `return URL` (302); only the first `return` of a level can run, so later ones are
 /// checked and dropped.
-fn ret(d: &Directive, slot: &mut Option<Return>, vars: &mut Vars) -> Result<(), ConfigError> {
+pub(super) fn ret(d: &Directive, slot: &mut Option<Return>, vars: &mut Vars) -> Result<(), ConfigError> {
     let first = arg(d, 0);
     let invalid = || ConfigError::invalid(format!("invalid return code \"{first}\""), &d.span);
     let (code, text) = match value::atoi(first) {
