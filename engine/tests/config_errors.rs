@@ -1937,6 +1937,30 @@ http { server { location / {
             Differs,
         ),
         case(
+            "rewrite_bad_flag",
+            r#"events {}
+http { server {
+ rewrite ^/a /b lst;
+} }
+"#
+            .to_string(),
+            r#"invalid parameter "lst""#,
+            3,
+            Same,
+        ),
+        case(
+            "rewrite_new_args_internal",
+            r#"events {}
+http { server { location / {
+ rewrite ^/a /b?x=1 last;
+} } }
+"#
+            .to_string(),
+            r#""rewrite" to a URI with new arguments ("?") is not supported by corelb (a redirect is)"#,
+            3,
+            Differs,
+        ),
+        case(
             "proxy_pass_uri_in_regex_location",
             r#"events {}
 http { server {

@@ -152,3 +152,59 @@ fn rewrite_directives_run_in_nginx_order_on_both_runtimes() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `rewrite` with each flag: redirects (`Location` built from the captures and the arguments), `last` searching
+/// the locations again, `break` staying, and the rewritten URI proxied.
+fn rewrite_flags_text(listen: std::net::SocketAddr, backend: std::net::SocketAddr) -> String {
+    format!(
+        r#"events {{}}
+http {{
+ upstream b {{ server {backend}; }}
+ server {{
+  listen {listen};
+  rewrite ^/old/(.*)$ /new/$1 permanent;
+  rewrite ^/tmp/(?<rest>.*)$ http://example.com/$rest;
+  rewrite ^/srv/(.*)$ /in/$1;
+  location /in/ {{ return 200 "in"; }}
+  location /new/ {{ return 200 "new"; }}
+  location /a/ {{ rewrite ^/a/(.*)$ /b/$1 last; return 200 "not reached"; }}
+  location /b/ {{ return 200 "b"; }}
+  location /loop/ {{ rewrite ^ /loop/ last; }}
+  location /p/ {{ rewrite ^/p/(.*)$ /q/$1 break; proxy_pass http://b; }}
+  location /drop/ {{ rewrite ^ /x? redirect; }}
+ }}
+}}
+"#
+    )
+}
+
+#[test]
+fn rewrite_flags_as_nginx_on_both_runtimes() {
+    for rt in 0..2 {
+        let backend = Backend::start("b", Mode::Ok);
+        let listen = free_addr();
+        let _p = start(rt, &rewrite_flags_text(listen, backend.addr));
+        for (path, status, location, body) in [
+            ("/old/x?k=v", 301, Some("/new/x?k=v"), None),
+            ("/tmp/a/b", 302, Some("http://example.com/a/b"), None),
+            ("/drop/y?k=v", 302, Some("/x"), None),
+            ("/srv/z", 200, None, Some("in")),
+            ("/a/c", 200, None, Some("b")),
+            ("/loop/", 500, None, None),
+        ] {
+            let r = get(listen, path).unwrap_or_else(|| panic!("runtime {rt}: no answer for {path}"));
+            assert_eq!(r.status, status, "runtime {rt}: {path}");
+            assert_eq!(r.header("location").as_deref(), location, "runtime {rt}: {path}");
+            if let Some(b) = body {
+                assert_eq!(r.text(), b, "runtime {rt}: {path}");
+            }
+        }
+        let r = get(listen, "/p/s%20t?x=1").expect("an answer");
+        assert_eq!((r.status, r.text()), (200, "b".to_string()), "runtime {rt}");
+        assert!(
+            backend.last_head().starts_with("GET /q/s%20t?x=1 HTTP/1.0\r\n"),
+            "runtime {rt}: {}",
+            backend.last_head()
+        );
+    }
+}

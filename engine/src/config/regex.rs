@@ -180,6 +180,8 @@ impl Regex {
         if found {
             caps.slots.clear();
             caps.slots.extend_from_slice(slots);
+            caps.subject.clear();
+            caps.subject.extend_from_slice(hay);
         }
         found
     }
@@ -233,6 +235,8 @@ pub struct Captures {
     /// Start and end of each group, in pairs; `None` for a group that did not take part.
     slots: Vec<Option<NonMaxUsize>>,
     scratch: Vec<Option<NonMaxUsize>>,
+    /// A copy of the text matched (nginx keeps a pointer to it; the text here may be a reused buffer).
+    subject: Vec<u8>,
 }
 
 impl Captures {
@@ -258,9 +262,11 @@ impl Captures {
         Some((start.get(), end.get()))
     }
 
-    /// Group `i` of the match over `subject` (the text matched), empty when it did not take part.
-    pub fn group<'a>(&self, subject: &'a [u8], i: usize) -> &'a [u8] {
-        self.get(i).and_then(|(s, e)| subject.get(s..e)).unwrap_or_default()
+    /// Group `i` of the last match, empty when it did not take part (or no match set captures).
+    pub fn group(&self, i: usize) -> &[u8] {
+        self.get(i)
+            .and_then(|(s, e)| self.subject.get(s..e))
+            .unwrap_or_default()
     }
 }
 
@@ -296,13 +302,13 @@ mod tests {
         let uri = b"/api/v12/users/7";
         assert!(re.captures_into(uri, &mut caps));
         assert_eq!(caps.len(), 3);
-        assert_eq!(caps.group(uri, 0), b"/api/v12/users/7");
-        assert_eq!(caps.group(uri, 1), b"12");
-        assert_eq!(caps.group(uri, 2), b"users/7");
-        assert_eq!(caps.group(uri, 3), b"");
+        assert_eq!(caps.group(0), b"/api/v12/users/7");
+        assert_eq!(caps.group(1), b"12");
+        assert_eq!(caps.group(2), b"users/7");
+        assert_eq!(caps.group(3), b"");
         // a failed match leaves the last captures, as nginx's r->captures
         assert!(!re.captures_into(b"/other", &mut caps));
-        assert_eq!(caps.group(uri, 1), b"12");
+        assert_eq!(caps.group(1), b"12");
         let opt = compile(r"^/(a)?(b)", false).unwrap();
         assert!(opt.captures_into(b"/b", &mut caps));
         assert_eq!(caps.get(1), None);
@@ -359,7 +365,7 @@ mod tests {
                     let mut caps = Captures::default();
                     let uri = format!("/t/{n}");
                     (0..100).all(|_| re.captures_into(uri.as_bytes(), &mut caps))
-                        && caps.group(uri.as_bytes(), 1) == n.to_string().as_bytes()
+                        && caps.group(1) == n.to_string().as_bytes()
                 })
             })
             .collect();

@@ -20,6 +20,8 @@ pub struct Buffers {
     pub log: RequestRecord,
     /// The groups of the last regex the current request matched (`$1`..`$9`, named captures).
     pub captures: Captures,
+    /// The URI a `rewrite` made (or a redirecting one's `Location`).
+    pub rewrite: Vec<u8>,
 }
 
 impl Buffers {
@@ -34,6 +36,7 @@ impl Buffers {
             uri: Vec::with_capacity(256),
             log: RequestRecord::default(),
             captures: Captures::default(),
+            rewrite: Vec::with_capacity(256),
         }
     }
 }

@@ -78,6 +78,8 @@ pub struct ServerPlan {
     pub locations: Vec<LocationPlan>,
     /// The answer when no location matches.
     pub not_found: FixedAnswer,
+    /// The answer after more than 10 URI changes (nginx's "rewrite or internal redirection cycle").
+    pub cycle: FixedAnswer,
     /// Client settings of the server block (for answers outside any location).
     pub client: ClientConf,
     /// The access log set of answers outside any location (index into [`Snapshot::access_logs`]; 0 = none).
@@ -281,6 +283,7 @@ fn server_plan(
         tree: LocationTree::build(&srv.locations),
         locations,
         not_found: FixedAnswer::of_return(&Return { code: 404, text: None }),
+        cycle: FixedAnswer::error(500),
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
     })

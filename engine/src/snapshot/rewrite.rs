@@ -1,11 +1,12 @@
 //! A server's or location's rewrite script compiled at load (`return` answers pre-rendered) and run per request
-//! as nginx's rewrite phase runs it: in order, `if` blocks when their condition holds, until a `return` answers
-//! or a `break` (or the end) lets the request go on.
+//! as nginx's rewrite phase runs it: in order, `if` blocks when their condition holds, `rewrite`s replacing the
+//! URI, until a `return` or a redirect answers or a `break` (or the end) lets the request go on.
 
 use super::route::FixedAnswer;
 use crate::config::key::{KeyTemplate, VarSource};
+use crate::config::model::Return;
 use crate::config::regex::{Captures, Regex};
-use crate::config::rewrite::{Cond, FileTest, RewriteOp};
+use crate::config::rewrite::{Cond, FileTest, Piece, RewriteFlag, RewriteOp};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 
@@ -19,7 +20,18 @@ pub struct Script {
 enum Op {
     Return(FixedAnswer),
     Break,
-    If { cond: Cond, then: Vec<Op> },
+    If {
+        cond: Cond,
+        then: Vec<Op>,
+    },
+    Rewrite {
+        regex: Regex,
+        replacement: Vec<Piece>,
+        flag: RewriteFlag,
+        drop_args: bool,
+        /// The redirect's answer (its `Location` is written per request).
+        redirect: Option<FixedAnswer>,
+    },
 }
 
 /// How a script ended.
@@ -29,6 +41,11 @@ pub enum Outcome<'s> {
     Next,
     /// A `return`.
     Answer(&'s FixedAnswer),
+    /// A redirecting `rewrite`: the answer, with `Location:` the value left in [`RunCx::new_uri`].
+    Redirect(&'s FixedAnswer),
+    /// The URI was replaced (it is in [`RunCx::new_uri`]); `search`: a location is searched again for it (`last`,
+    /// or no flag), else the request stays in its location (`break`).
+    Rewritten { search: bool },
 }
 
 /// How a run of ops ended.
@@ -40,6 +57,15 @@ enum Flow<'s> {
 /// What a run needs of the request: its variables, two reused buffers for values, the captures.
 pub struct RunCx<'a> {
     pub vars: &'a dyn VarSource,
+    /// The URI the script starts with, and the request's arguments (appended to a redirect).
+    pub uri: &'a [u8],
+    pub args: &'a [u8],
+    /// The URI (or redirect target) a `rewrite` made.
+    pub new_uri: &'a mut Vec<u8>,
+    /// Whether `new_uri` holds the URI (replaced before this run or by it): the subject of `rewrite`s.
+    pub changed: bool,
+    /// Whether a `rewrite` of this run replaced the URI.
+    pub rewrote: bool,
     pub scratch: &'a mut Vec<u8>,
     /// For the second value of a comparison.
     pub other: &'a mut Vec<u8>,
@@ -55,6 +81,7 @@ impl Script {
     /// Runs the script for one request.
     pub fn run(&self, cx: &mut RunCx<'_>) -> Outcome<'_> {
         match run_ops(&self.ops, cx) {
+            Flow::Go if cx.rewrote => Outcome::Rewritten { search: true },
             Flow::Go => Outcome::Next,
             Flow::Stop(o) => o,
         }
@@ -70,6 +97,24 @@ fn compile_ops(ops: &[RewriteOp]) -> Vec<Op> {
                 cond: cond.clone(),
                 then: compile_ops(then),
             },
+            RewriteOp::Rewrite {
+                regex,
+                replacement,
+                flag,
+                drop_args,
+            } => Op::Rewrite {
+                regex: regex.clone(),
+                replacement: replacement.clone(),
+                flag: *flag,
+                drop_args: *drop_args,
+                redirect: match flag {
+                    RewriteFlag::Redirect(code) => Some(FixedAnswer::of_return(&Return {
+                        code: *code,
+                        text: None,
+                    })),
+                    _ => None,
+                },
+            },
         })
         .collect()
 }
@@ -78,7 +123,45 @@ fn run_ops<'s>(ops: &'s [Op], cx: &mut RunCx<'_>) -> Flow<'s> {
     for op in ops {
         match op {
             Op::Return(answer) => return Flow::Stop(Outcome::Answer(answer)),
+            Op::Break if cx.rewrote => return Flow::Stop(Outcome::Rewritten { search: false }),
             Op::Break => return Flow::Stop(Outcome::Next),
+            Op::Rewrite {
+                regex,
+                replacement,
+                flag,
+                drop_args,
+                redirect,
+            } => {
+                let subject: &[u8] = if cx.changed { cx.new_uri } else { cx.uri };
+                if !regex.captures_into(subject, cx.caps) {
+                    continue;
+                }
+                cx.other.clear();
+                for piece in replacement {
+                    match piece {
+                        Piece::Text(t) => cx.other.extend_from_slice(t),
+                        Piece::Capture(i) => cx.other.extend_from_slice(cx.caps.group(*i)),
+                        Piece::Var(v) => cx.vars.append(v, cx.other),
+                    }
+                }
+                std::mem::swap(cx.new_uri, cx.other);
+                if !matches!(flag, RewriteFlag::Redirect(_)) {
+                    cx.changed = true;
+                    cx.rewrote = true;
+                }
+                match (flag, redirect) {
+                    (RewriteFlag::Redirect(_), Some(answer)) => {
+                        if !*drop_args && !cx.args.is_empty() {
+                            cx.new_uri.push(if cx.new_uri.contains(&b'?') { b'&' } else { b'?' });
+                            cx.new_uri.extend_from_slice(cx.args);
+                        }
+                        return Flow::Stop(Outcome::Redirect(answer));
+                    }
+                    (RewriteFlag::Last, _) => return Flow::Stop(Outcome::Rewritten { search: true }),
+                    (RewriteFlag::Break, _) => return Flow::Stop(Outcome::Rewritten { search: false }),
+                    _ => {}
+                }
+            }
             Op::If { cond, then } => {
                 if holds(cond, cx) {
                     if let Flow::Stop(o) = run_ops(then, cx) {
@@ -159,15 +242,21 @@ mod tests {
     fn run(ops: Vec<RewriteOp>) -> Option<u16> {
         let script = Script::compile(&ops).unwrap();
         let (mut scratch, mut other, mut caps) = (Vec::new(), Vec::new(), Captures::default());
+        let mut new_uri = Vec::new();
         let mut cx = RunCx {
             vars: &Args,
+            uri: b"/",
+            args: b"",
+            new_uri: &mut new_uri,
+            changed: false,
+            rewrote: false,
             scratch: &mut scratch,
             other: &mut other,
             caps: &mut caps,
         };
         match script.run(&mut cx) {
-            Outcome::Next => None,
-            Outcome::Answer(a) => Some(a.status),
+            Outcome::Next | Outcome::Rewritten { .. } => None,
+            Outcome::Answer(a) | Outcome::Redirect(a) => Some(a.status),
         }
     }
 

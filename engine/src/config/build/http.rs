@@ -218,6 +218,7 @@ impl HttpState {
                 Ok(())
             }
             "if" => s.script.if_block(sd, Ctx::HTTP_SIF, &mut self.vars),
+            "rewrite" => s.script.rewrite(sd, &mut self.vars),
             _ => shared(
                 &mut s.layers,
                 b,
@@ -283,6 +284,7 @@ impl HttpState {
                 Ok(())
             }
             "if" => loc.script.if_block(ld, Ctx::HTTP_LIF, &mut self.vars),
+            "rewrite" => loc.script.rewrite(ld, &mut self.vars),
             "api" | "metrics" | "stub_status" => {
                 let endpoint = admin_endpoint(ld)?;
                 // nginx takes a second `stub_status` (it sets the location's handler again).

@@ -2,12 +2,13 @@
 //! nginx's condition parser and messages, `break`, and `return` in the order they run.
 
 use super::vars::{Module, Vars};
-use super::{block_of, walk, Ctx};
+use super::{arg, block_of, walk, Ctx};
 use crate::config::error::ConfigError;
+use crate::config::key::Var;
 use crate::config::model::Return;
 use crate::config::parser::Directive;
 use crate::config::regex;
-use crate::config::rewrite::{Cond, FileTest, RewriteOp};
+use crate::config::rewrite::{Cond, FileTest, Piece, RewriteFlag, RewriteOp};
 
 /// A level's rewrite directives, as read.
 #[derive(Debug, Default)]
@@ -25,6 +26,12 @@ impl Script {
     /// `break`.
     pub fn brk(&mut self) {
         self.ops.push(RewriteOp::Break);
+    }
+
+    /// `rewrite REGEX REPLACEMENT [FLAG]`.
+    pub fn rewrite(&mut self, d: &Directive, vars: &mut Vars) -> Result<(), ConfigError> {
+        self.ops.push(rewrite(d, vars)?);
+        Ok(())
     }
 
     /// A `return` that runs after other rewrite directives.
@@ -47,6 +54,10 @@ impl Script {
                 then.push(RewriteOp::Break);
                 Ok(())
             }
+            "rewrite" => {
+                then.push(rewrite(id, vars)?);
+                Ok(())
+            }
             _ => Err(ConfigError::invalid(
                 format!("\"{}\" inside \"if\" is not supported by corelb", id.name),
                 &id.span,
@@ -54,6 +65,113 @@ impl Script {
         })?;
         self.ops.push(RewriteOp::If { cond, then });
         Ok(())
+    }
+}
+
+/// nginx's `ngx_http_rewrite`: the regex, the replacement's pieces, the flag.
+fn rewrite(d: &Directive, vars: &mut Vars) -> Result<RewriteOp, ConfigError> {
+    let regex = regex::compile(arg(d, 0), false).map_err(|e| ConfigError::invalid(e.to_string(), &d.span))?;
+    let raw = arg(d, 1);
+    let absolute = ["http://", "https://", "$scheme"].iter().any(|p| raw.starts_with(p));
+    let mut flag = if absolute {
+        RewriteFlag::Redirect(302)
+    } else {
+        RewriteFlag::Next
+    };
+    match d.args.get(2).map(String::as_str) {
+        None => {}
+        Some("last") if !absolute => flag = RewriteFlag::Last,
+        Some("break") if !absolute => flag = RewriteFlag::Break,
+        Some("last" | "break") => {}
+        Some("redirect") => flag = RewriteFlag::Redirect(302),
+        Some("permanent") => flag = RewriteFlag::Redirect(301),
+        Some(other) => {
+            return Err(ConfigError::invalid(format!("invalid parameter \"{other}\""), &d.span));
+        }
+    }
+    let (text, drop_args) = match raw.strip_suffix('?') {
+        Some(t) => (t, true),
+        None => (raw, false),
+    };
+    let internal = !matches!(flag, RewriteFlag::Redirect(_));
+    if internal && (drop_args || text.contains('?')) {
+        let msg = "\"rewrite\" to a URI with new arguments (\"?\") is not supported by corelb (a redirect is)";
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    Ok(RewriteOp::Rewrite {
+        replacement: pieces(text, &regex, vars, d)?,
+        regex,
+        flag,
+        drop_args,
+    })
+}
+
+/// The pieces of a replacement: text, `$1`..`$9`, the regex's named groups, variables.
+fn pieces(raw: &str, regex: &regex::Regex, vars: &mut Vars, d: &Directive) -> Result<Vec<Piece>, ConfigError> {
+    let invalid = || ConfigError::invalid("invalid variable name", &d.span);
+    let b = raw.as_bytes();
+    let mut out = Vec::new();
+    let mut text = Vec::new();
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        if c != b'$' {
+            text.push(c);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        let piece = match b.get(i) {
+            Some(&n @ b'1'..=b'9') => {
+                i += 1;
+                Piece::Capture(usize::from(n - b'0'))
+            }
+            Some(b'{') => {
+                let end = b
+                    .get(i..)
+                    .and_then(|r| r.iter().position(|&c| c == b'}'))
+                    .ok_or_else(invalid)?;
+                let name = raw.get(i + 1..i + end).ok_or_else(invalid)?;
+                i += end + 1;
+                named(name, regex, vars, d)?
+            }
+            _ => {
+                let len = b
+                    .get(i..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                    .count();
+                let name = raw.get(i..i + len).ok_or_else(invalid)?;
+                i += len;
+                named(name, regex, vars, d)?
+            }
+        };
+        if !text.is_empty() {
+            out.push(Piece::Text(std::mem::take(&mut text)));
+        }
+        out.push(piece);
+    }
+    if !text.is_empty() {
+        out.push(Piece::Text(text));
+    }
+    Ok(out)
+}
+
+/// `$name` in a replacement: a named group of the regex, else a variable (an unknown one is reported when the
+/// http block ends, as nginx does).
+fn named(name: &str, regex: &regex::Regex, vars: &mut Vars, d: &Directive) -> Result<Piece, ConfigError> {
+    if name.is_empty() {
+        return Err(ConfigError::invalid("invalid variable name", &d.span));
+    }
+    if let Some((i, _)) = regex.names().find(|(_, n)| *n == name) {
+        return Ok(Piece::Capture(i));
+    }
+    match Var::from_name(name) {
+        Some(v) => Ok(Piece::Var(v)),
+        None => {
+            vars.note_unknown(name, &d.span);
+            Ok(Piece::Text(Vec::new()))
+        }
     }
 }
 

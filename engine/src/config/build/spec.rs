@@ -140,6 +140,7 @@ pub const SPECS: &[Spec] = &[
     both("proxy_buffering", HTTP_MSL, TAKE1),
     both("return", REWRITE, TAKE12),
     both("break", REWRITE, NOARGS),
+    both("rewrite", REWRITE, Args { min: 2, max: 3 }),
     spec(
         "if",
         Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
@@ -280,7 +281,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "ssi",
     "http2_max_concurrent_streams",
     // rewrite, map, geo, limits, realip
-    "rewrite",
     "set",
     "rewrite_log",
     "uninitialized_variable_warn",
