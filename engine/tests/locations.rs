@@ -172,6 +172,8 @@ http {{
   location /loop/ {{ rewrite ^ /loop/ last; }}
   location /p/ {{ rewrite ^/p/(.*)$ /q/$1 break; proxy_pass http://b; }}
   location /drop/ {{ rewrite ^ /x? redirect; }}
+  location ~ ^/u/(\d+)$ {{ rewrite ^ /user/$1 last; }}
+  location /user/ {{ proxy_pass http://b; }}
  }}
 }}
 "#
@@ -203,6 +205,14 @@ fn rewrite_flags_as_nginx_on_both_runtimes() {
         assert_eq!((r.status, r.text()), (200, "b".to_string()), "runtime {rt}");
         assert!(
             backend.last_head().starts_with("GET /q/s%20t?x=1 HTTP/1.0\r\n"),
+            "runtime {rt}: {}",
+            backend.last_head()
+        );
+        // the rewrite's own match (no groups) replaces the location regex's captures: nginx 1.22 sends /user/
+        let r = get(listen, "/u/42").expect("an answer");
+        assert_eq!(r.status, 200, "runtime {rt}");
+        assert!(
+            backend.last_head().starts_with("GET /user/ HTTP/1.0\r\n"),
             "runtime {rt}: {}",
             backend.last_head()
         );

@@ -167,7 +167,8 @@ impl Regex {
     }
 
     /// Matches `hay`, keeping the offsets of every group in `caps`; false (and `caps` left as it was) if it
-    /// does not match.
+    /// does not match. Every match replaces them, one without groups too: nginx 1.22 answers
+    /// `location ~ ^/u/(\d+)$ { rewrite ^ /user/$1 last; }` with `/user/` (checked on loopback).
     pub fn captures_into(&self, hay: &[u8], caps: &mut Captures) -> bool {
         let need = self.re.group_info().slot_len();
         if caps.scratch.len() < need {
@@ -309,6 +310,12 @@ mod tests {
         // a failed match leaves the last captures, as nginx's r->captures
         assert!(!re.captures_into(b"/other", &mut caps));
         assert_eq!(caps.group(1), b"12");
+        assert!(compile("^/oth", false).unwrap().captures_into(b"/other", &mut caps));
+        assert_eq!(
+            (caps.len(), caps.group(1)),
+            (1, &b""[..]),
+            "a regex without groups replaces them too"
+        );
         let opt = compile(r"^/(a)?(b)", false).unwrap();
         assert!(opt.captures_into(b"/b", &mut caps));
         assert_eq!(caps.get(1), None);
