@@ -193,6 +193,9 @@ fn rewrite_flags_as_nginx_on_both_runtimes() {
             ("/srv/z", 200, None, Some("in")),
             ("/a/c", 200, None, Some("b")),
             ("/loop/", 500, None, None),
+            // nginx's auto_redirect: a `proxy_pass` location `/x/` takes `/x` with a 301
+            ("/p", 301, Some("/p/"), None),
+            ("/user?x=1", 301, Some("/user/?x=1"), None),
         ] {
             let r = get(listen, path).unwrap_or_else(|| panic!("runtime {rt}: no answer for {path}"));
             assert_eq!(r.status, status, "runtime {rt}: {path}");

@@ -72,7 +72,19 @@ pub fn run<'s>(
     }
     for _ in 0..=MAX_URI_CHANGES {
         let subject: &[u8] = if step.changed { bufs.rewrite } else { uri };
-        let loc = server.location(subject, bufs.captures);
+        let loc = match server.pick(subject, bufs.captures) {
+            Ok(loc) => loc,
+            Err(to) => {
+                bufs.key.clear();
+                bufs.key.extend_from_slice(to);
+                if !args.is_empty() {
+                    bufs.key.push(b'?');
+                    bufs.key.extend_from_slice(args);
+                }
+                std::mem::swap(bufs.rewrite, bufs.key);
+                return answered(None, Answer::Redirect(&server.moved), changed);
+            }
+        };
         let Some(plan) = loc else {
             return Phases {
                 loc,

@@ -1,10 +1,12 @@
 //! A server's locations as nginx searches them (`ngx_http_core_find_location`): at each level an exact match
 //! first, then the longest prefix (searched again among the locations nested in it); then, unless that prefix is
 //! `^~`, the level's regexes in config order, the first match winning (and searched inside); else the prefix.
-//! Named locations are kept apart, found by name only.
+//! Named locations are kept apart, found by name only. A path one `/` short of a `proxy_pass` location's name
+//! is redirected to it (nginx's `auto_redirect`).
 
 use crate::config::model::{Location, LocationMatch};
 use crate::config::regex::{Captures, Regex};
+use crate::http::uri::append_escaped;
 
 /// The locations of one level (the server's, or those nested in one location).
 #[derive(Debug, Default)]
@@ -15,6 +17,26 @@ struct Level {
     prefixes: Vec<(Box<[u8]>, bool, usize)>,
     /// `location ~ RE` / `~* RE`, in config order.
     regexes: Vec<(Regex, usize)>,
+    /// Exact and prefix `proxy_pass` locations whose name ends in `/`.
+    slash_redirects: Vec<SlashRedirect>,
+}
+
+/// A `proxy_pass` location named `/x/`, which takes `/x` with a 301.
+#[derive(Debug)]
+struct SlashRedirect {
+    /// The name without its last `/`.
+    short: Box<[u8]>,
+    /// The `Location` of the 301: the name, escaped.
+    location: Box<[u8]>,
+}
+
+/// What the search found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick<'t> {
+    /// The location at this index, or none.
+    Location(Option<usize>),
+    /// nginx's 301 to a `proxy_pass` location `/x/` for the path `/x`: the `Location` (before arguments).
+    SlashRedirect(&'t [u8]),
 }
 
 /// The compiled location tree of a server.
@@ -38,6 +60,18 @@ impl LocationTree {
             let Some(level) = levels.get_mut(level_index) else {
                 continue;
             };
+            if let (Some(_), LocationMatch::Exact(p) | LocationMatch::Prefix(p) | LocationMatch::PrefixNoRegex(p)) =
+                (&loc.proxy_pass, &loc.matcher)
+            {
+                if let Some(short) = p.strip_suffix('/') {
+                    let mut escaped = Vec::new();
+                    append_escaped(p.as_bytes(), &mut escaped);
+                    level.slash_redirects.push(SlashRedirect {
+                        short: short.as_bytes().into(),
+                        location: escaped.into(),
+                    });
+                }
+            }
             match &loc.matcher {
                 LocationMatch::Exact(p) => level.exact.push((p.as_bytes().into(), i)),
                 LocationMatch::Prefix(p) => level.prefixes.push((p.as_bytes().into(), false, i)),
@@ -56,9 +90,21 @@ impl LocationTree {
     /// The location index for the normalized path `uri`, or `None` when no location matches; a matching regex
     /// leaves its groups in `caps` (the last one that matched, as nginx's `r->captures`).
     pub fn find(&self, uri: &[u8], caps: &mut Captures) -> Option<usize> {
+        match self.pick(uri, caps) {
+            Pick::Location(i) => i,
+            Pick::SlashRedirect(_) => None,
+        }
+    }
+
+    /// [`LocationTree::find`], or nginx's redirect to a `proxy_pass` location one `/` longer than `uri`.
+    pub fn pick(&self, uri: &[u8], caps: &mut Captures) -> Pick<'_> {
         let mut current = None;
-        self.search(0, uri, caps, &mut current);
-        current
+        let mut redirect = None;
+        self.search(0, uri, caps, &mut current, &mut redirect);
+        match redirect {
+            Some(to) => Pick::SlashRedirect(to),
+            None => Pick::Location(current),
+        }
     }
 
     /// The location `@name`, if the server has it (the first of that name).
@@ -68,7 +114,14 @@ impl LocationTree {
 
     /// Searches one level as nginx's `ngx_http_core_find_location` does; `current` is nginx's `r->loc_conf`, the
     /// best location so far. True when the search is over (an exact or a regex location matched).
-    fn search(&self, level_index: usize, uri: &[u8], caps: &mut Captures, current: &mut Option<usize>) -> bool {
+    fn search<'t>(
+        &'t self,
+        level_index: usize,
+        uri: &[u8],
+        caps: &mut Captures,
+        current: &mut Option<usize>,
+        redirect: &mut Option<&'t [u8]>,
+    ) -> bool {
         let Some(level) = self.levels.get(level_index) else {
             return false;
         };
@@ -76,11 +129,18 @@ impl LocationTree {
             *current = Some(i);
             return true;
         }
+        // nginx's NGX_DONE: no location of this level is the path itself, one is the path and a `/`
+        if !level.prefixes.iter().any(|(p, _, _)| **p == *uri) {
+            if let Some(r) = level.slash_redirects.iter().find(|r| *r.short == *uri) {
+                *redirect = Some(&r.location);
+                return true;
+            }
+        }
         let mut no_regex = false;
         if let Some(&(_, stop, i)) = level.prefixes.iter().find(|(p, _, _)| uri.starts_with(p)) {
             *current = Some(i);
             no_regex = stop;
-            if self.search(i + 1, uri, caps, current) {
+            if self.search(i + 1, uri, caps, current, redirect) {
                 return true;
             }
         }
@@ -88,7 +148,8 @@ impl LocationTree {
             for (re, i) in &level.regexes {
                 if re.captures_into(uri, caps) {
                     *current = Some(*i);
-                    self.search(i + 1, uri, caps, current);
+                    // nginx turns a redirect found inside a regex location into a plain match
+                    self.search(i + 1, uri, caps, current, &mut None);
                     return true;
                 }
             }
@@ -217,6 +278,28 @@ mod tests {
         assert_eq!(pick(&tree, "/a/b/x.php"), Some(3));
         assert_eq!(pick(&tree, "/a/b/x"), Some(1));
         assert_eq!(pick(&tree, "/a/x.php"), Some(2));
+    }
+
+    #[test]
+    fn a_path_one_slash_short_of_a_proxy_location_is_redirected() {
+        let mut proxied = loc(prefix("/api/"), None);
+        proxied.proxy_pass = Some(crate::config::model::ProxyPass {
+            scheme: "http".into(),
+            upstream: 0,
+            uri: None,
+        });
+        let locations = [
+            loc(prefix("/"), None),
+            proxied,
+            loc(prefix("/plain/"), None),
+            loc(regex(r"api$", false), None),
+        ];
+        let tree = LocationTree::build(&locations);
+        let mut caps = Captures::default();
+        assert_eq!(tree.pick(b"/api", &mut caps), Pick::SlashRedirect(b"/api/"));
+        assert_eq!(tree.pick(b"/api/x", &mut caps), Pick::Location(Some(1)));
+        // no redirect for a location without proxy_pass
+        assert_eq!(tree.pick(b"/plain", &mut caps), Pick::Location(Some(0)));
     }
 
     #[test]

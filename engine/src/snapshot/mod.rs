@@ -8,7 +8,7 @@ use crate::config::model::{
 use crate::config::regex::Captures;
 use crate::http::request::host_without_port;
 use corelb_shared_state::Zone;
-use locations::LocationTree;
+use locations::{LocationTree, Pick};
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use std::net::SocketAddr;
@@ -78,6 +78,8 @@ pub struct ServerPlan {
     pub locations: Vec<LocationPlan>,
     /// The answer when no location matches.
     pub not_found: FixedAnswer,
+    /// nginx's 301 to a `proxy_pass` location's name for the path one `/` short of it (`Location` per request).
+    pub moved: FixedAnswer,
     /// The answer after more than 10 URI changes (nginx's "rewrite or internal redirection cycle").
     pub cycle: FixedAnswer,
     /// Client settings of the server block (for answers outside any location).
@@ -91,6 +93,14 @@ impl ServerPlan {
     /// ([`LocationTree::find`]); a regex location's groups are left in `caps`.
     pub fn location(&self, uri: &[u8], caps: &mut Captures) -> Option<&LocationPlan> {
         self.locations.get(self.tree.find(uri, caps)?)
+    }
+
+    /// [`ServerPlan::location`], or nginx's 301 to a `proxy_pass` location `/x/` for `/x` (its `Location`).
+    pub fn pick(&self, uri: &[u8], caps: &mut Captures) -> Result<Option<&LocationPlan>, &[u8]> {
+        match self.tree.pick(uri, caps) {
+            Pick::Location(i) => Ok(i.and_then(|i| self.locations.get(i))),
+            Pick::SlashRedirect(to) => Err(to),
+        }
     }
 
     /// Whether `host` (port stripped) is one of this server's names.
@@ -284,6 +294,7 @@ fn server_plan(
         locations,
         not_found: FixedAnswer::of_return(&Return { code: 404, text: None }),
         cycle: FixedAnswer::error(500),
+        moved: FixedAnswer::error(301),
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
     })
