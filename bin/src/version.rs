@@ -40,7 +40,6 @@ pub const WITHOUT: &[&str] = &[
     "--without-http_upstream_sticky_module",
     "--without-http_tunnel_module",
     "--without-http-cache",
-    "--without-pcre",
     "--without-stream_access_module",
     "--without-stream_geo_module",
     "--without-stream_limit_conn_module",

@@ -501,9 +501,9 @@ http { server { listen; } }
 http { server { location = /a { location /a/b {} } } }
 "#
             .to_string(),
-            r#"nested locations are not supported by corelb"#,
+            r#"location "/a/b" cannot be inside the exact location "/a""#,
             2,
-            Differs,
+            Same,
         ),
         case(
             "noevents",
@@ -1827,42 +1827,152 @@ http { server {
             Differs,
         ),
         case(
-            "named_location",
+            "named_location_nested",
             r#"events {}
 http { server {
+ location / {
  location @fallback { }
+ }
 } }
 "#
             .to_string(),
-            r#"named location "@fallback" is not supported by corelb"#,
-            3,
-            Differs,
+            r#"named location "@fallback" can be on the server level only"#,
+            4,
+            Same,
+        ),
+        case(
+            "inside_named_location",
+            r#"events {}
+http { server {
+ location @fallback {
+ location /a { }
+ }
+} }
+"#
+            .to_string(),
+            r#"location "/a" cannot be inside the named location "@fallback""#,
+            4,
+            Same,
         ),
         case(
             "nested_location",
             r#"events {}
 http { server {
  location /a {
- location /a/b { }
+ location /b { }
  }
 } }
 "#
             .to_string(),
-            r#"nested locations are not supported by corelb"#,
+            r#"location "/b" is outside location "/a""#,
             4,
-            Differs,
+            Same,
         ),
         case(
-            "noregex_location",
+            "noregex_location_duplicate",
             r#"events {}
 http { server {
+ location /x { }
+ location = /x { }
  location ^~ /x { }
 } }
 "#
             .to_string(),
-            r#"location modifier "^~" is not supported by corelb (only prefix and "=" locations)"#,
+            r#"duplicate location "/x""#,
+            5,
+            Same,
+        ),
+        case(
+            "if_unexpected_operator",
+            r#"events {}
+http { server {
+ location / {
+ if ($arg_a == 1) { return 204; }
+ }
+} }
+"#
+            .to_string(),
+            r#"unexpected "==" in condition"#,
+            4,
+            Same,
+        ),
+        case(
+            "if_without_parentheses",
+            r#"events {}
+http { server {
+ if $host { return 204; }
+} }
+"#
+            .to_string(),
+            r#"invalid condition "$host""#,
+            3,
+            Same,
+        ),
+        case(
+            "if_inside_if",
+            r#"events {}
+http { server { location / {
+ if ($arg_a) {
+ if ($arg_b) { return 204; }
+ }
+} } }
+"#
+            .to_string(),
+            r#""if" directive is not allowed here"#,
+            4,
+            Same,
+        ),
+        case(
+            "proxy_pass_inside_if",
+            r#"events {}
+http { server { location / {
+ if ($arg_a) {
+ proxy_pass http://127.0.0.1:9;
+ }
+} } }
+"#
+            .to_string(),
+            r#""proxy_pass" directive is not supported by corelb"#,
+            4,
+            Differs,
+        ),
+        case(
+            "rewrite_bad_flag",
+            r#"events {}
+http { server {
+ rewrite ^/a /b lst;
+} }
+"#
+            .to_string(),
+            r#"invalid parameter "lst""#,
+            3,
+            Same,
+        ),
+        case(
+            "rewrite_new_args_internal",
+            r#"events {}
+http { server { location / {
+ rewrite ^/a /b?x=1 last;
+} } }
+"#
+            .to_string(),
+            r#""rewrite" to a URI with new arguments ("?") is not supported by corelb (a redirect is)"#,
             3,
             Differs,
+        ),
+        case(
+            "proxy_pass_uri_in_regex_location",
+            r#"events {}
+http { server {
+ location ~ \.php$ {
+ proxy_pass http://127.0.0.1:9/php/;
+ }
+} }
+"#
+            .to_string(),
+            r#""proxy_pass" cannot have URI part in location given by regular expression, or inside named location, or inside "if" statement, or inside "limit_except" block"#,
+            4,
+            Same,
         ),
         case(
             "proxy_max_temp_file_size",
@@ -1892,23 +2002,23 @@ http { server { location / {
             "regex_location",
             r#"events {}
 http { server {
- location ~ \.php$ { }
+ location ~ \.php($ { }
 } }
 "#
             .to_string(),
-            r#"location modifier "~" is not supported by corelb (only prefix and "=" locations)"#,
+            r#"pcre2_compile() failed: missing closing parenthesis in "\.php($""#,
             3,
-            Differs,
+            Same,
         ),
         case(
             "regex_location_1arg",
             r#"events {}
 http { server {
- location ~*/x { }
+ location ~*^/(?!api) { }
 } }
 "#
             .to_string(),
-            r#"location modifier "~*" is not supported by corelb (only prefix and "=" locations)"#,
+            r#"regular expression "^/(?!api)" uses look-around, which corelb does not support (its regex engine runs in linear time, without backtracking)"#,
             3,
             Differs,
         ),

@@ -10,6 +10,8 @@ pub mod lexer;
 pub mod log_format;
 pub mod model;
 pub mod parser;
+pub mod regex;
+pub mod rewrite;
 pub mod state_file;
 pub mod stream_format;
 pub mod url;

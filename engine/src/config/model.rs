@@ -465,12 +465,37 @@ pub enum LocationMatch {
     Prefix(String),
     /// `location = /exact`
     Exact(String),
+    /// `location ^~ /prefix`: when it is the longest prefix, the regex locations are not tried.
+    PrefixNoRegex(String),
+    /// `location ~ REGEX`, `location ~* REGEX` (caseless).
+    Regex(super::regex::Regex),
+    /// `location @name`: reached only by name (internal redirects), never by the request path.
+    Named(String),
+}
+
+impl LocationMatch {
+    /// nginx's name of the location: the URI, the pattern, or `@name`.
+    pub fn name(&self) -> &str {
+        match self {
+            LocationMatch::Prefix(n)
+            | LocationMatch::Exact(n)
+            | LocationMatch::PrefixNoRegex(n)
+            | LocationMatch::Named(n) => n,
+            LocationMatch::Regex(re) => re.pattern(),
+        }
+    }
 }
 
 /// A `location` block, with inherited settings already merged in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Location {
     pub matcher: LocationMatch,
+    /// The rewrite directives (`if`, `break`, `return`) after the first one, in order; empty when there are
+    /// none, or when the first is a `return` (then it is `ret`, and nothing after it runs).
+    pub script: Vec<super::rewrite::RewriteOp>,
+    /// The location this one is nested in (an index into the server's `locations`, which lists every level,
+    /// each location before those nested in it); `None` at the server level.
+    pub parent: Option<usize>,
     pub proxy_pass: Option<ProxyPass>,
     pub ret: Option<Return>,
     /// `api` or `metrics`: corelb answers the location itself.
@@ -507,6 +532,8 @@ pub struct HttpServer {
     pub locations: Vec<Location>,
     /// `return` directly in the server block: answers before any location.
     pub ret: Option<Return>,
+    /// The server block's rewrite directives, as [`Location::script`]: run before the location is searched.
+    pub script: Vec<super::rewrite::RewriteOp>,
     pub client: ClientConf,
     pub span: Span,
 }

@@ -74,6 +74,25 @@ trait OwnAnswer {
     fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>);
 }
 
+/// A fixed answer with a `Location` made per request.
+struct Located<'a> {
+    answer: &'a FixedAnswer,
+    location: &'a [u8],
+}
+
+impl OwnAnswer for Located<'_> {
+    fn status(&self) -> u16 {
+        self.answer.status
+    }
+    fn body_len(&self) -> usize {
+        self.answer.body_len()
+    }
+    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        self.answer
+            .write_located(date, Some(self.location), keepalive, head_request, out)
+    }
+}
+
 impl OwnAnswer for FixedAnswer {
     fn status(&self) -> u16 {
         self.status
@@ -135,6 +154,20 @@ impl<R: Runtime> ClientConn<R> {
     }
 
     /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
+    /// Answers with a redirecting `rewrite`'s `answer`, its `Location` taken from `Buffers::rewrite`.
+    pub(super) async fn serve_redirect(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
+        let drained = self.drain_body(req).await;
+        let keep = req.keepalive && drained.is_ok();
+        let location = std::mem::take(&mut self.bufs.rewrite);
+        let located = Located {
+            answer,
+            location: &location,
+        };
+        let kept = self.send_own(&located, keep, req.head_request, req.timeouts.send).await;
+        self.bufs.rewrite = location;
+        kept
+    }
+
     pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();

@@ -7,6 +7,7 @@ use super::client::{ClientConn, ClientTimeouts, Routed};
 use super::conn_snapshot::ConnSnapshot;
 use super::phase::ConnPhase;
 use super::request_log::begin_request;
+use super::rewrite_phase::{self, Answer, PhaseBufs};
 use crate::balance::UpstreamPlan;
 use crate::config::model::{AdminEndpoint, ClientConf};
 use crate::http::chunked::ChunkedDecoder;
@@ -17,7 +18,7 @@ use crate::http::vars::{ConnVars, RequestVars};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
-use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan};
+use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan, Target};
 use crate::snapshot::Snapshot;
 use corelb_shared_state::HttpPhase;
 use std::net::SocketAddr;
@@ -27,6 +28,8 @@ use std::time::{Duration, Instant};
 /// Where a routed request goes.
 enum Route<'s> {
     Fixed(&'s FixedAnswer),
+    /// A redirecting `rewrite`'s answer; its `Location` is in the connection's `Buffers::rewrite`.
+    Redirect(&'s FixedAnswer),
     Proxy(&'s ProxyPlan),
     /// An `api` or `metrics` location, with the request's method and target (copied: the head is consumed).
     Endpoint(AdminEndpoint, Box<(String, String)>),
@@ -114,6 +117,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         }
         let keep = match route {
             Route::Fixed(answer) => conn.serve_fixed(answer, &req).await,
+            Route::Redirect(answer) => conn.serve_redirect(answer, &req).await,
             Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
             Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
         };
@@ -232,10 +236,20 @@ fn route_head<'s>(
     let server = snap
         .server_for(port, head.host)
         .ok_or(Rejection::new(500, "no server"))?;
-    let (loc, fixed_server) = match &server.ret {
-        Some(r) => (None, Some(r)),
-        None => (server.location(uri), None),
+    let phase_bufs = PhaseBufs {
+        rewrite: &mut bufs.rewrite,
+        scratch: &mut bufs.scratch,
+        key: &mut bufs.key,
+        captures: &mut bufs.captures,
     };
+    let phases = rewrite_phase::run(snap, server, &head, uri, conn, phase_bufs);
+    let (loc, changed) = (phases.loc, phases.changed);
+    let (fixed_server, redirect) = match phases.answer {
+        Some(Answer::Fixed(a)) => (Some(a), None),
+        Some(Answer::Redirect(a)) => (None, Some(a)),
+        None => (None, None),
+    };
+    let uri: &[u8] = if changed.is_some() { &bufs.rewrite } else { uri };
     let proxy = loc.and_then(|l| l.proxy.as_ref());
     let upstream = proxy.and_then(|p| snap.http_plans.get(p.upstream));
     let vars = RequestVars {
@@ -253,6 +267,7 @@ fn route_head<'s>(
     }
     let req = routed(&head, client_conf, progress);
     let route = match (fixed_server, loc) {
+        _ if redirect.is_some() => Route::Redirect(redirect.unwrap_or(&server.cycle)),
         (Some(f), _) => Route::Fixed(f),
         (None, None) => Route::Fixed(&server.not_found),
         (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f),
@@ -261,7 +276,12 @@ fn route_head<'s>(
         }
         (None, Some(LocationPlan { proxy: Some(p), .. })) => {
             if let Some(up) = upstream {
-                write_upstream_head(p, up, &vars, &mut bufs.key, &mut bufs.scratch, &mut bufs.request);
+                let out = UpstreamHeadOut {
+                    key: &mut bufs.key,
+                    scratch: &mut bufs.scratch,
+                    request: &mut bufs.request,
+                };
+                write_upstream_head(p, up, &vars, changed, out);
             }
             Route::Proxy(p)
         }
@@ -291,14 +311,25 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, progress: ConnProgres
 }
 
 /// Evaluates the balancer key into `key` and writes the upstream request head into `request`.
+/// `changed`: a `rewrite` replaced the URI (`vars.uri`), see [`rewrite_phase::Phases::changed`].
 fn write_upstream_head(
     plan: &ProxyPlan,
     up: &UpstreamPlan,
     vars: &RequestVars<'_, '_, '_>,
-    key: &mut Vec<u8>,
-    scratch: &mut Vec<u8>,
-    request: &mut Vec<u8>,
+    changed: Option<bool>,
+    out: UpstreamHeadOut<'_>,
 ) {
-    up.key.eval_into(vars, vars.conn.remote.ip(), key);
-    plan.write_request_head(vars.req, vars.uri, vars, scratch, request);
+    up.key.eval_into(vars, vars.conn.remote.ip(), out.key);
+    let target = match changed {
+        None => Target::AsSent,
+        Some(searched) => Target::Rewritten { searched },
+    };
+    plan.write_request_head(vars.req, vars.uri, target, vars, out.scratch, out.request);
+}
+
+/// The buffers the upstream request head is written with.
+struct UpstreamHeadOut<'a> {
+    key: &'a mut Vec<u8>,
+    scratch: &'a mut Vec<u8>,
+    request: &'a mut Vec<u8>,
 }

@@ -12,6 +12,7 @@ mod phase;
 pub mod pump;
 pub mod request_log;
 pub mod retry;
+pub mod rewrite_phase;
 pub mod stream;
 mod stream_return;
 mod upgrade;

@@ -2,6 +2,7 @@
 //! path, the access log record), recycled by its shard so a request allocates nothing once they have grown.
 
 use crate::access_log::record::RequestRecord;
+use crate::config::regex::Captures;
 use crate::runtime::iobuf::IoBuf;
 
 /// Per-connection buffers, recycled by the shard.
@@ -17,6 +18,10 @@ pub struct Buffers {
     pub uri: Vec<u8>,
     /// What the current request leaves for the access log.
     pub log: RequestRecord,
+    /// The groups of the last regex the current request matched (`$1`..`$9`, named captures).
+    pub captures: Captures,
+    /// The URI a `rewrite` made (or a redirecting one's `Location`).
+    pub rewrite: Vec<u8>,
 }
 
 impl Buffers {
@@ -30,6 +35,8 @@ impl Buffers {
             scratch: Vec::with_capacity(256),
             uri: Vec::with_capacity(256),
             log: RequestRecord::default(),
+            captures: Captures::default(),
+            rewrite: Vec::with_capacity(256),
         }
     }
 }

@@ -291,12 +291,14 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
         proxy.next_upstream_tries = 3;
         let loc = Location {
             matcher: LocationMatch::Prefix("/".into()),
+            parent: None,
             proxy_pass: Some(ProxyPass {
                 scheme: "http".into(),
                 upstream: 1,
                 uri: None,
             }),
             ret: None,
+            script: Vec::new(),
             admin: None,
             proxy,
             client: Default::default(),
@@ -314,6 +316,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 server_names: vec![],
                 locations: vec![loc],
                 ret: None,
+                script: Vec::new(),
                 client: Default::default(),
                 span: Span::default(),
             }],

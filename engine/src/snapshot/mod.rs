@@ -5,14 +5,18 @@ use crate::balance::{PlanError, UpstreamPlan};
 use crate::config::model::{
     ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return,
 };
+use crate::config::regex::Captures;
 use crate::http::request::host_without_port;
 use corelb_shared_state::Zone;
+use locations::{LocationTree, Pick};
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
+pub mod locations;
 pub mod logs;
+pub mod rewrite;
 pub mod route;
 pub mod stream_logs;
 
@@ -63,13 +67,21 @@ pub struct ServerPlan {
     pub names: Vec<String>,
     /// `return` in the server block itself.
     pub ret: Option<FixedAnswer>,
-    /// `location = /x`: (path, index into `locations`).
+    /// The server block's `if`/`break`/`return` when a `return` is not first: run before the location search.
+    pub script: Option<rewrite::Script>,
+    /// `location = /x` of every level: (path, index into `locations`).
     pub exact: Vec<(String, usize)>,
-    /// `location /x`: (prefix, index), longest first.
+    /// `location /x` and `^~ /x` of every level: (prefix, index), longest first.
     pub prefixes: Vec<(String, usize)>,
+    /// Every location, as nginx searches them.
+    pub tree: LocationTree,
     pub locations: Vec<LocationPlan>,
     /// The answer when no location matches.
     pub not_found: FixedAnswer,
+    /// nginx's 301 to a `proxy_pass` location's name for the path one `/` short of it (`Location` per request).
+    pub moved: FixedAnswer,
+    /// The answer after more than 10 URI changes (nginx's "rewrite or internal redirection cycle").
+    pub cycle: FixedAnswer,
     /// Client settings of the server block (for answers outside any location).
     pub client: ClientConf,
     /// The access log set of answers outside any location (index into [`Snapshot::access_logs`]; 0 = none).
@@ -77,16 +89,18 @@ pub struct ServerPlan {
 }
 
 impl ServerPlan {
-    /// The location for `uri` (the normalized path, [`crate::http::request::RequestHead::uri`]): an exact match
-    /// first, then the longest prefix.
-    pub fn location(&self, uri: &[u8]) -> Option<&LocationPlan> {
-        let i = self
-            .exact
-            .iter()
-            .find(|(p, _)| p.as_bytes() == uri)
-            .or_else(|| self.prefixes.iter().find(|(p, _)| uri.starts_with(p.as_bytes())))
-            .map(|&(_, i)| i)?;
-        self.locations.get(i)
+    /// The location for `uri` (the normalized path, [`crate::http::request::RequestHead::uri`]) as nginx picks it
+    /// ([`LocationTree::find`]); a regex location's groups are left in `caps`.
+    pub fn location(&self, uri: &[u8], caps: &mut Captures) -> Option<&LocationPlan> {
+        self.locations.get(self.tree.find(uri, caps)?)
+    }
+
+    /// [`ServerPlan::location`], or nginx's 301 to a `proxy_pass` location `/x/` for `/x` (its `Location`).
+    pub fn pick(&self, uri: &[u8], caps: &mut Captures) -> Result<Option<&LocationPlan>, &[u8]> {
+        match self.tree.pick(uri, caps) {
+            Pick::Location(i) => Ok(i.and_then(|i| self.locations.get(i))),
+            Pick::SlashRedirect(to) => Err(to),
+        }
     }
 
     /// Whether `host` (port stripped) is one of this server's names.
@@ -264,7 +278,8 @@ fn server_plan(
     for (i, loc) in srv.locations.iter().enumerate() {
         match &loc.matcher {
             LocationMatch::Exact(p) => exact.push((p.clone(), i)),
-            LocationMatch::Prefix(p) => prefixes.push((p.clone(), i)),
+            LocationMatch::Prefix(p) | LocationMatch::PrefixNoRegex(p) => prefixes.push((p.clone(), i)),
+            LocationMatch::Regex(_) | LocationMatch::Named(_) => {}
         }
         locations.push(location_plan(loc, plans, logs)?);
     }
@@ -272,10 +287,14 @@ fn server_plan(
     Ok(ServerPlan {
         names: srv.server_names.iter().map(|n| n.to_ascii_lowercase()).collect(),
         ret: srv.ret.as_ref().map(FixedAnswer::of_return),
+        script: rewrite::Script::compile(&srv.script).filter(|_| srv.ret.is_none()),
         exact,
         prefixes,
+        tree: LocationTree::build(&srv.locations),
         locations,
         not_found: FixedAnswer::of_return(&Return { code: 404, text: None }),
+        cycle: FixedAnswer::error(500),
+        moved: FixedAnswer::error(301),
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
     })
@@ -306,6 +325,7 @@ fn location_plan(
         fixed,
         admin,
         proxy,
+        script: rewrite::Script::compile(&loc.script).filter(|_| loc.ret.is_none()),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
     })

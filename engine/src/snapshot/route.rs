@@ -16,6 +16,8 @@ pub struct LocationPlan {
     /// `api` or `metrics` (when no `return`).
     pub admin: Option<AdminEndpoint>,
     pub proxy: Option<ProxyPlan>,
+    /// `if`/`break`/`return` after the first rewrite directive (run before the handler; none with `return` first).
+    pub script: Option<super::rewrite::Script>,
     pub client: ClientConf,
     /// Index into the snapshot's access log sets (0 = nothing logged).
     pub log_set: usize,
@@ -91,9 +93,24 @@ impl FixedAnswer {
 
     /// Appends the whole answer to `out` (no body for a HEAD request).
     pub fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        self.write_located(date, None, keepalive, head_request, out);
+    }
+
+    /// [`FixedAnswer::write`] with a `Location` made per request (a redirecting `rewrite`'s).
+    pub fn write_located(
+        &self,
+        date: &[u8],
+        location: Option<&[u8]>,
+        keepalive: bool,
+        head_request: bool,
+        out: &mut Vec<u8>,
+    ) {
         out.extend_from_slice(&self.head_start);
         out.extend_from_slice(date);
         out.extend_from_slice(&self.head_mid);
+        if let Some(l) = location {
+            push_line(out, "Location", l);
+        }
         out.extend_from_slice(if keepalive {
             b"Connection: keep-alive\r\n\r\n"
         } else {
@@ -103,6 +120,17 @@ impl FixedAnswer {
             out.extend_from_slice(&self.body);
         }
     }
+}
+
+/// Which target the upstream request line carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The client's (or the location part replaced by `proxy_pass`'s URI).
+    AsSent,
+    /// A `rewrite` replaced the URI: it is sent escaped, with the request's arguments. `searched`: the location
+    /// was found for the new URI (nginx's `valid_location`), so `proxy_pass`'s URI part replaces its prefix;
+    /// after `rewrite ... break` the whole new URI is sent.
+    Rewritten { searched: bool },
 }
 
 /// How a location proxies: the upstream and the request head it sends there.
@@ -164,8 +192,10 @@ impl ProxyPlan {
         let sends_close = connection_value.as_deref().is_none_or(|v| v.contains("close"));
         let sets_length = named("content-length");
         let uri_rewrite = uri.map(|u| {
+            // (a regex or named location has no URI part: refused at load)
             let matched = match &loc.matcher {
-                LocationMatch::Prefix(p) | LocationMatch::Exact(p) => p.len(),
+                LocationMatch::Prefix(p) | LocationMatch::Exact(p) | LocationMatch::PrefixNoRegex(p) => p.len(),
+                LocationMatch::Regex(_) | LocationMatch::Named(_) => 0,
             };
             (matched, u.to_string())
         });
@@ -187,6 +217,7 @@ impl ProxyPlan {
         &self,
         req: &RequestHead<'_, '_>,
         uri: &[u8],
+        target: Target,
         vars: &dyn VarSource,
         scratch: &mut Vec<u8>,
         out: &mut Vec<u8>,
@@ -194,8 +225,21 @@ impl ProxyPlan {
         out.clear();
         out.extend_from_slice(req.method.as_bytes());
         out.push(b' ');
-        match &self.uri_rewrite {
-            Some((matched, replacement)) => {
+        match (&self.uri_rewrite, target) {
+            (_, Target::Rewritten { searched }) => {
+                let (matched, replacement) = match (&self.uri_rewrite, searched) {
+                    (Some((matched, replacement)), true) => (*matched, replacement.as_bytes()),
+                    _ => (0, &b""[..]),
+                };
+                out.extend_from_slice(replacement);
+                append_escaped(uri.get(matched..).unwrap_or_default(), out);
+                let query = req.query();
+                if !query.is_empty() {
+                    out.push(b'?');
+                    out.extend_from_slice(query.as_bytes());
+                }
+            }
+            (Some((matched, replacement)), Target::AsSent) => {
                 // nginx: the replacement, then the rest of the normalized path (escaped again when the client's
                 // path had escapes), then the query
                 out.extend_from_slice(replacement.as_bytes());
@@ -212,7 +256,7 @@ impl ProxyPlan {
                     out.extend_from_slice(query.as_bytes());
                 }
             }
-            None => out.extend_from_slice(req.target.as_bytes()),
+            (None, Target::AsSent) => out.extend_from_slice(req.target.as_bytes()),
         }
         out.extend_from_slice(if self.conf.http_version_11 {
             b" HTTP/1.1\r\n"
@@ -290,8 +334,10 @@ mod tests {
     fn location(set: &[(&str, &str)], v11: bool) -> Location {
         Location {
             matcher: LocationMatch::Prefix("/api/".into()),
+            parent: None,
             proxy_pass: None,
             ret: None,
+            script: Vec::new(),
             admin: None,
             proxy: HttpProxyConf {
                 http_version_11: v11,
@@ -311,7 +357,7 @@ mod tests {
         let req = parse_request(raw, &mut hs).unwrap().unwrap();
         let (mut scratch, mut out, mut uri) = (Vec::new(), Vec::new(), Vec::new());
         let uri = req.uri(&mut uri).unwrap();
-        plan.write_request_head(&req, uri, &Vars, &mut scratch, &mut out);
+        plan.write_request_head(&req, uri, Target::AsSent, &Vars, &mut scratch, &mut out);
         String::from_utf8(out).unwrap()
     }
 

@@ -68,12 +68,14 @@ pub fn upstream(name: &str, servers: Vec<ServerLine>) -> UpstreamConf {
 pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Location {
     Location {
         matcher: LocationMatch::Prefix(prefix.into()),
+        parent: None,
         proxy_pass: Some(ProxyPass {
             scheme: "http".into(),
             upstream,
             uri: None,
         }),
         ret: None,
+        script: Vec::new(),
         admin: None,
         proxy,
         client: ClientConf::default(),
@@ -84,11 +86,13 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
 pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) -> Location {
     Location {
         matcher,
+        parent: None,
         proxy_pass: None,
         ret: Some(Return {
             code,
             text: text.map(str::to_string),
         }),
+        script: Vec::new(),
         admin: None,
         proxy: HttpProxyConf::default(),
         client: ClientConf::default(),
@@ -119,6 +123,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 server_names: vec![],
                 locations,
                 ret: None,
+                script: Vec::new(),
                 client: ClientConf::default(),
                 span: Span::default(),
             }],

@@ -1,10 +1,13 @@
-//! The `http` block: upstreams, servers (`listen`, `server_name`, `return`), prefix and `=` locations
-//! (`proxy_pass`, `return`), the settings inherited http -> server -> location, and nginx's end-of-block checks.
+//! The `http` block: upstreams, servers (`listen`, `server_name`, `return`), locations of every kind and nesting
+//! ([`super::locations`]; `proxy_pass`, `return`), the settings inherited http -> server -> location (-> nested
+//! location), and nginx's end-of-block checks.
 
 use super::health::{self, CheckDraft, ProbeTimeouts};
 use super::layers::{Cx, Layers};
 use super::listen::HttpListens;
+use super::locations::{self, Nested};
 use super::logs::LogState;
+use super::rewrite::Script;
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, unset, value, walk, Build, Ctx};
@@ -23,6 +26,7 @@ struct ServerDraft {
     listens: Vec<Listen>,
     names: Vec<String>,
     ret: Option<Return>,
+    script: Script,
     layers: Layers,
     locations: Vec<LocationDraft>,
 }
@@ -34,9 +38,24 @@ struct LocationDraft {
     span: Span,
     proxy_pass: Option<ProxyPass>,
     ret: Option<Return>,
+    script: Script,
     admin: Option<AdminEndpoint>,
     layers: Layers,
     health: Vec<CheckDraft>,
+    /// The locations nested in this one, until the server's list is flattened.
+    nested: Vec<LocationDraft>,
+    /// Index of the location this one is nested in, once flattened.
+    parent: Option<usize>,
+}
+
+impl Nested for LocationDraft {
+    fn take_nested(&mut self) -> Vec<Self> {
+        std::mem::take(&mut self.nested)
+    }
+
+    fn set_parent(&mut self, parent: Option<usize>) {
+        self.parent = parent;
+    }
 }
 
 /// Everything one http block collects.
@@ -90,7 +109,8 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         return Err(ConfigError::invalid(msg, &close));
     }
     for s in &h.servers {
-        check_duplicate_locations(&s.locations)?;
+        let all: Vec<_> = s.locations.iter().map(|l| (&l.matcher, &l.span, l.parent)).collect();
+        locations::check_duplicates(&all)?;
     }
     h.vars.finish()?;
     b.warnings.extend(
@@ -175,6 +195,7 @@ impl HttpState {
             listens: Vec::new(),
             names: Vec::new(),
             ret: None,
+            script: Script::default(),
             layers: Layers::default(),
             locations: Vec::new(),
         };
@@ -187,11 +208,17 @@ impl HttpState {
             }
             "server_name" => server_names(b, sd, &mut s.names),
             "location" => {
-                let loc = self.location(b, sd)?;
+                let loc = self.location(b, sd, None)?;
                 s.locations.push(loc);
                 Ok(())
             }
-            "return" => ret(sd, &mut s.ret, &mut self.vars),
+            "return" => rewrite_return(sd, &mut s.ret, &mut s.script, &mut self.vars),
+            "break" => {
+                s.script.brk();
+                Ok(())
+            }
+            "if" => s.script.if_block(sd, Ctx::HTTP_SIF, &mut self.vars),
+            "rewrite" => s.script.rewrite(sd, &mut self.vars),
             _ => shared(
                 &mut s.layers,
                 b,
@@ -207,31 +234,57 @@ impl HttpState {
         if s.names.is_empty() {
             s.names.push(String::new());
         }
+        let tree = std::mem::take(&mut s.locations);
+        locations::flatten(tree, None, &mut s.locations);
         self.servers.push(s);
         Ok(())
     }
 
-    fn location(&mut self, b: &mut Build, d: &Directive) -> Result<LocationDraft, ConfigError> {
+    /// The location `d`, nested in the location `parent` matches (`None` at the server level).
+    fn location(
+        &mut self,
+        b: &mut Build,
+        d: &Directive,
+        parent: Option<&LocationMatch>,
+    ) -> Result<LocationDraft, ConfigError> {
+        let matcher = locations::matcher(d, parent)?;
         let mut loc = LocationDraft {
-            matcher: location_matcher(d)?,
+            matcher: matcher.clone(),
             span: d.span.clone(),
             proxy_pass: None,
             ret: None,
+            script: Script::default(),
             admin: None,
             layers: Layers::default(),
             health: Vec::new(),
+            nested: Vec::new(),
+            parent: None,
         };
         walk(block_of(d)?, Ctx::HTTP_LOC, |ld| match ld.name.as_str() {
-            "location" => Err(ConfigError::invalid(
-                "nested locations are not supported by corelb",
-                &ld.span,
-            )),
-            "proxy_pass" => {
-                unset(&loc.proxy_pass, ld)?;
-                loc.proxy_pass = Some(self.proxy_pass(ld)?);
+            "location" => {
+                let nested = self.location(b, ld, Some(&matcher))?;
+                loc.nested.push(nested);
                 Ok(())
             }
-            "return" => ret(ld, &mut loc.ret, &mut self.vars),
+            "proxy_pass" => {
+                unset(&loc.proxy_pass, ld)?;
+                let pass = self.proxy_pass(ld)?;
+                let no_uri = matches!(matcher, LocationMatch::Regex(_) | LocationMatch::Named(_));
+                if no_uri && pass.uri.is_some() {
+                    let msg = "\"proxy_pass\" cannot have URI part in location given by regular expression, or \
+                               inside named location, or inside \"if\" statement, or inside \"limit_except\" block";
+                    return Err(ConfigError::invalid(msg, &ld.span));
+                }
+                loc.proxy_pass = Some(pass);
+                Ok(())
+            }
+            "return" => rewrite_return(ld, &mut loc.ret, &mut loc.script, &mut self.vars),
+            "break" => {
+                loc.script.brk();
+                Ok(())
+            }
+            "if" => loc.script.if_block(ld, Ctx::HTTP_LIF, &mut self.vars),
+            "rewrite" => loc.script.rewrite(ld, &mut self.vars),
             "api" | "metrics" | "stub_status" => {
                 let endpoint = admin_endpoint(ld)?;
                 // nginx takes a second `stub_status` (it sets the location's handler again).
@@ -315,27 +368,31 @@ impl ServerDraft {
     /// The server with the http-level settings merged in, and each location with the server's.
     fn merge(self, http: &Layers) -> HttpServer {
         let layers = self.layers.over(http);
-        let locations = self
-            .locations
-            .into_iter()
-            .map(|l| {
-                let own = l.layers.over(&layers);
-                Location {
-                    matcher: l.matcher,
-                    proxy_pass: l.proxy_pass,
-                    ret: l.ret,
-                    admin: l.admin,
-                    proxy: own.proxy_conf(),
-                    client: own.client_conf(),
-                    span: l.span,
-                }
-            })
-            .collect();
+        // each location over the one it is nested in (listed before it), or over the server
+        let mut merged: Vec<Layers> = Vec::with_capacity(self.locations.len());
+        let mut locations = Vec::with_capacity(self.locations.len());
+        for l in self.locations {
+            let parent = l.parent.and_then(|p| merged.get(p)).unwrap_or(&layers);
+            let own = l.layers.over(parent);
+            locations.push(Location {
+                matcher: l.matcher,
+                parent: l.parent,
+                proxy_pass: l.proxy_pass,
+                ret: l.ret,
+                script: l.script.ops,
+                admin: l.admin,
+                proxy: own.proxy_conf(),
+                client: own.client_conf(),
+                span: l.span,
+            });
+            merged.push(own);
+        }
         HttpServer {
             listens: self.listens,
             server_names: self.names,
             locations,
             ret: self.ret,
+            script: self.script.ops,
             client: layers.client_conf(),
             span: self.span,
         }
@@ -358,56 +415,28 @@ fn admin_endpoint(d: &Directive) -> Result<AdminEndpoint, ConfigError> {
     Ok(AdminEndpoint::Api { write })
 }
 
-/// `location [=] URI`; the regex (`~`, `~*`), `^~` and named (`@`) kinds are refused by name.
-fn location_matcher(d: &Directive) -> Result<LocationMatch, ConfigError> {
-    let refuse = |m: &str| {
-        let msg = format!("location modifier \"{m}\" is not supported by corelb (only prefix and \"=\" locations)");
-        Err(ConfigError::invalid(msg, &d.span))
-    };
-    if let [modifier, name] = d.args.as_slice() {
-        return match modifier.as_str() {
-            "=" => Ok(LocationMatch::Exact(name.clone())),
-            "~" | "~*" | "^~" => refuse(modifier),
-            _ => Err(ConfigError::invalid(
-                format!("invalid location modifier \"{modifier}\""),
-                &d.span,
-            )),
-        };
+/// `return` in a server or location: the level's plain `return` when it is the first rewrite directive (and
+/// then nothing after it runs), else a step of its script.
+fn rewrite_return(
+    d: &Directive,
+    slot: &mut Option<Return>,
+    script: &mut Script,
+    vars: &mut Vars,
+) -> Result<(), ConfigError> {
+    if script.is_empty() {
+        return ret(d, slot, vars);
     }
-    let name = arg(d, 0);
-    if let Some(exact) = name.strip_prefix('=') {
-        Ok(LocationMatch::Exact(exact.to_string()))
-    } else if name.starts_with("^~") {
-        refuse("^~")
-    } else if name.starts_with("~*") {
-        refuse("~*")
-    } else if name.starts_with('~') {
-        refuse("~")
-    } else if name.starts_with('@') {
-        let msg = format!("named location \"{name}\" is not supported by corelb");
-        Err(ConfigError::invalid(msg, &d.span))
-    } else {
-        Ok(LocationMatch::Prefix(name.to_string()))
-    }
-}
-
-/// nginx's `duplicate location "X"`: two prefix (or two exact) locations with the same URI in one server.
-fn check_duplicate_locations(locations: &[LocationDraft]) -> Result<(), ConfigError> {
-    for (i, later) in locations.iter().enumerate() {
-        if locations.iter().take(i).any(|earlier| earlier.matcher == later.matcher) {
-            let (LocationMatch::Prefix(uri) | LocationMatch::Exact(uri)) = &later.matcher;
-            return Err(ConfigError::invalid(
-                format!("duplicate location \"{uri}\""),
-                &later.span,
-            ));
-        }
+    let mut later = None;
+    ret(d, &mut later, vars)?;
+    if let (None, Some(r)) = (&slot, later) {
+        script.ret(r);
     }
     Ok(())
 }
 
 /// `return CODE [TEXT]` or `return URL` (302); only the first `return` of a level can run, so later ones are
 /// checked and dropped.
-fn ret(d: &Directive, slot: &mut Option<Return>, vars: &mut Vars) -> Result<(), ConfigError> {
+pub(super) fn ret(d: &Directive, slot: &mut Option<Return>, vars: &mut Vars) -> Result<(), ConfigError> {
     let first = arg(d, 0);
     let invalid = || ConfigError::invalid(format!("invalid return code \"{first}\""), &d.span);
     let (code, text) = match value::atoi(first) {
@@ -482,26 +511,6 @@ mod tests {
             },
             block: None,
         }
-    }
-
-    #[test]
-    fn location_kinds() {
-        let m = |args: &[&str]| location_matcher(&directive(args)).map_err(|e| e.to_string());
-        assert_eq!(m(&["/a"]), Ok(LocationMatch::Prefix("/a".into())));
-        assert_eq!(m(&["=", "/a"]), Ok(LocationMatch::Exact("/a".into())));
-        assert_eq!(m(&["=/a"]), Ok(LocationMatch::Exact("/a".into())));
-        assert_eq!(
-            m(&["!", "/a"]),
-            Err("[emerg] invalid location modifier \"!\" in t.conf:1".into())
-        );
-        for refused in [&["~", "x"][..], &["~*", "x"], &["^~", "x"], &["~x"], &["~*x"], &["^~x"]] {
-            let e = m(refused).unwrap_err();
-            assert!(e.contains("is not supported by corelb"), "{e}");
-        }
-        assert_eq!(
-            m(&["@named"]),
-            Err("[emerg] named location \"@named\" is not supported by corelb in t.conf:1".into())
-        );
     }
 
     #[test]

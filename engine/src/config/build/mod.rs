@@ -9,8 +9,10 @@ mod health;
 mod http;
 mod layers;
 mod listen;
+mod locations;
 mod logs;
 mod main_ctx;
+mod rewrite;
 mod server_line;
 mod spec;
 mod state;
@@ -45,6 +47,10 @@ impl Ctx {
     pub const STREAM_UPS: Ctx = Ctx(1 << 8);
     /// Inside an http `match NAME { ... }` block (nginx Plus).
     pub const HTTP_MATCH: Ctx = Ctx(1 << 9);
+    /// Inside an `if` block of a server (nginx's `NGX_HTTP_SIF_CONF`).
+    pub const HTTP_SIF: Ctx = Ctx(1 << 10);
+    /// Inside an `if` block of a location (nginx's `NGX_HTTP_LIF_CONF`).
+    pub const HTTP_LIF: Ctx = Ctx(1 << 11);
 
     /// Both sets of contexts.
     pub const fn or(self, other: Ctx) -> Ctx {

@@ -62,6 +62,8 @@ const fn both(name: &'static str, ctx: Ctx, args: Args) -> Spec {
 const HTTP_MSL: Ctx = Ctx::HTTP.or(Ctx::HTTP_SRV).or(Ctx::HTTP_LOC);
 const STREAM_MS: Ctx = Ctx::STREAM.or(Ctx::STREAM_SRV);
 const UPS: Ctx = Ctx::HTTP_UPS.or(Ctx::STREAM_UPS);
+/// Where nginx allows the rewrite module's `return`, `break`, `rewrite` and `set`.
+const REWRITE: Ctx = Ctx::HTTP_SRV.or(Ctx::HTTP_SIF).or(Ctx::HTTP_LOC).or(Ctx::HTTP_LIF);
 
 /// Every directive corelb reads, with nginx's contexts. Names may repeat (one entry per nginx module).
 pub const SPECS: &[Spec] = &[
@@ -113,7 +115,13 @@ pub const SPECS: &[Spec] = &[
         TAKE12,
         true,
     ),
-    both("proxy_pass", Ctx::HTTP_LOC.or(Ctx::STREAM_SRV), TAKE1),
+    spec(
+        "proxy_pass",
+        Ctx::HTTP_LOC.or(Ctx::HTTP_LIF).or(Ctx::STREAM_SRV),
+        Ctx::HTTP_LOC.or(Ctx::STREAM_SRV),
+        TAKE1,
+        false,
+    ),
     both("proxy_http_version", HTTP_MSL, TAKE1),
     both("proxy_set_header", HTTP_MSL, TAKE2),
     both("proxy_connect_timeout", HTTP_MSL.or(STREAM_MS), TAKE1),
@@ -130,7 +138,16 @@ pub const SPECS: &[Spec] = &[
     both("proxy_pass_request_body", HTTP_MSL, TAKE1),
     both("proxy_set_body", HTTP_MSL, TAKE1),
     both("proxy_buffering", HTTP_MSL, TAKE1),
-    both("return", Ctx::HTTP_SRV.or(Ctx::HTTP_LOC), TAKE12),
+    both("return", REWRITE, TAKE12),
+    both("break", REWRITE, NOARGS),
+    both("rewrite", REWRITE, Args { min: 2, max: 3 }),
+    spec(
+        "if",
+        Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
+        Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
+        MORE1,
+        true,
+    ),
     // nginx Plus's ngx_http_api_module; `metrics` is corelb's own (Prometheus).
     both("api", Ctx::HTTP_LOC, NOARGS_TAKE1),
     both("metrics", Ctx::HTTP_LOC, NOARGS),
@@ -156,7 +173,7 @@ pub const SPECS: &[Spec] = &[
     both("client_header_buffer_size", Ctx::HTTP.or(Ctx::HTTP_SRV), TAKE1),
     both("connection_pool_size", Ctx::HTTP.or(Ctx::HTTP_SRV), TAKE1),
     both("request_pool_size", Ctx::HTTP.or(Ctx::HTTP_SRV), TAKE1),
-    both("access_log", HTTP_MSL, MORE1),
+    spec("access_log", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, MORE1, false),
     both("log_format", Ctx::HTTP, MORE2),
     // Checked, without effect: corelb writes no temporary files.
     both("client_body_temp_path", HTTP_MSL, TAKE1234),
@@ -264,10 +281,7 @@ pub const UNSUPPORTED: &[&str] = &[
     "ssi",
     "http2_max_concurrent_streams",
     // rewrite, map, geo, limits, realip
-    "rewrite",
-    "if",
     "set",
-    "break",
     "rewrite_log",
     "uninitialized_variable_warn",
     "map",
