@@ -477,6 +477,8 @@ pub struct Location {
     pub admin: Option<AdminEndpoint>,
     pub proxy: HttpProxyConf,
     pub client: ClientConf,
+    /// What the location serves from files when it neither proxies, returns nor is an endpoint.
+    pub files: super::files::FilesConf,
     pub span: Span,
 }
 
@@ -508,6 +510,8 @@ pub struct HttpServer {
     /// `return` directly in the server block: answers before any location.
     pub ret: Option<Return>,
     pub client: ClientConf,
+    /// The server level's file serving settings (for requests no location matches).
+    pub files: super::files::FilesConf,
     pub span: Span,
 }
 

@@ -12,6 +12,7 @@ mod phase;
 pub mod pump;
 pub mod request_log;
 pub mod retry;
+mod static_file;
 pub mod stream;
 mod stream_return;
 mod upgrade;

@@ -300,6 +300,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             admin: None,
             proxy,
             client: Default::default(),
+            files: Default::default(),
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);
@@ -315,6 +316,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 locations: vec![loc],
                 ret: None,
                 client: Default::default(),
+                files: Default::default(),
                 span: Span::default(),
             }],
         });

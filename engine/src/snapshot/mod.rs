@@ -2,16 +2,16 @@
 //! tables, location tables, pre-rendered headers and fixed answers), shared by every shard behind one `ArcSwap`.
 
 use crate::balance::{PlanError, UpstreamPlan};
-use crate::config::model::{
-    ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return,
-};
+use crate::config::model::{ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass};
 use crate::http::request::host_without_port;
 use corelb_shared_state::Zone;
+use files::FilesPlan;
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
+pub mod files;
 pub mod logs;
 pub mod route;
 pub mod stream_logs;
@@ -68,8 +68,8 @@ pub struct ServerPlan {
     /// `location /x`: (prefix, index), longest first.
     pub prefixes: Vec<(String, usize)>,
     pub locations: Vec<LocationPlan>,
-    /// The answer when no location matches.
-    pub not_found: FixedAnswer,
+    /// How requests no location matches are served: from the server's root, as nginx.
+    pub files: FilesPlan,
     /// Client settings of the server block (for answers outside any location).
     pub client: ClientConf,
     /// The access log set of answers outside any location (index into [`Snapshot::access_logs`]; 0 = none).
@@ -275,7 +275,7 @@ fn server_plan(
         exact,
         prefixes,
         locations,
-        not_found: FixedAnswer::of_return(&Return { code: 404, text: None }),
+        files: FilesPlan::new(&srv.files),
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
     })
@@ -296,16 +296,12 @@ fn location_plan(
         }
         (None, None) => None,
     };
-    let fixed = match (&loc.ret, &proxy) {
-        (Some(r), _) => Some(FixedAnswer::of_return(r)),
-        (None, Some(_)) => None,
-        (None, None) if admin.is_some() => None,
-        (None, None) => Some(FixedAnswer::of_return(&Return { code: 404, text: None })),
-    };
+    let fixed = loc.ret.as_ref().map(FixedAnswer::of_return);
     Ok(LocationPlan {
         fixed,
         admin,
         proxy,
+        files: FilesPlan::new(&loc.files),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
     })

@@ -11,11 +11,13 @@ use crate::http::{BodyFraming, REQUEST_HOP_BY_HOP};
 /// A compiled `location`.
 #[derive(Debug)]
 pub struct LocationPlan {
-    /// `return`, or a 404 when the location neither returns, serves an endpoint nor proxies.
+    /// `return`.
     pub fixed: Option<FixedAnswer>,
     /// `api` or `metrics` (when no `return`).
     pub admin: Option<AdminEndpoint>,
     pub proxy: Option<ProxyPlan>,
+    /// What the location serves from files when it has none of the three above (nginx's static module).
+    pub files: super::files::FilesPlan,
     pub client: ClientConf,
     /// Index into the snapshot's access log sets (0 = nothing logged).
     pub log_set: usize,
@@ -302,6 +304,7 @@ mod tests {
                 ..HttpProxyConf::default()
             },
             client: ClientConf::default(),
+            files: Default::default(),
             span: Span::default(),
         }
     }

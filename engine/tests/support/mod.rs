@@ -77,6 +77,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         admin: None,
         proxy,
         client: ClientConf::default(),
+        files: Default::default(),
         span: Span::default(),
     }
 }
@@ -92,6 +93,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         admin: None,
         proxy: HttpProxyConf::default(),
         client: ClientConf::default(),
+        files: Default::default(),
         span: Span::default(),
     }
 }
@@ -120,6 +122,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 locations,
                 ret: None,
                 client: ClientConf::default(),
+                files: Default::default(),
                 span: Span::default(),
             }],
         }),

@@ -98,7 +98,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             .name_conflicts(|i| h.servers.get(i).map(|s| s.names.clone()).unwrap_or_default()),
     );
     let drafts: Vec<_> = h.servers.iter_mut().map(ServerDraft::take_checks).collect();
-    let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers)).collect();
+    let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers, &b.prefix)).collect();
     for s in &mut servers {
         h.logs.settle(&mut s.client.access_log);
         for l in &mut s.locations {
@@ -312,8 +312,9 @@ impl ServerDraft {
         out
     }
 
-    /// The server with the http-level settings merged in, and each location with the server's.
-    fn merge(self, http: &Layers) -> HttpServer {
+    /// The server with the http-level settings merged in, and each location with the server's (relative default
+    /// paths resolve against `prefix`).
+    fn merge(self, http: &Layers, prefix: &std::path::Path) -> HttpServer {
         let layers = self.layers.over(http);
         let locations = self
             .locations
@@ -327,6 +328,7 @@ impl ServerDraft {
                     admin: l.admin,
                     proxy: own.proxy_conf(),
                     client: own.client_conf(),
+                    files: own.files.conf(prefix),
                     span: l.span,
                 }
             })
@@ -337,6 +339,7 @@ impl ServerDraft {
             locations,
             ret: self.ret,
             client: layers.client_conf(),
+            files: layers.files.conf(prefix),
             span: self.span,
         }
     }

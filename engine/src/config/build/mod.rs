@@ -14,6 +14,7 @@ mod main_ctx;
 mod server_line;
 mod spec;
 mod state;
+mod static_files;
 mod stream;
 mod stream_logs;
 mod temp_path;
