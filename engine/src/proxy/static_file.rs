@@ -178,6 +178,14 @@ pub(super) fn resolve_head<'s>(
     conn: ConnVars,
     bufs: FileBufs<'_>,
 ) -> Resolved<'s> {
+    if loc.is_some_and(|l| !l.serves_files()) {
+        // the common case (a proxy, a `return`): nothing of the head is looked at
+        return Resolved {
+            loc,
+            answer: None,
+            redirected: false,
+        };
+    }
     let req = FileRequest {
         method: FileMethod::of(head.method),
         args: head.query().as_bytes(),
@@ -546,6 +554,76 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::files::FilesConf;
+
+    /// A root with `index.html`, `sub/` (no index), `file` and `dir/index.html`.
+    fn root(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("corelb-static-unit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        std::fs::create_dir_all(d.join("dir")).unwrap();
+        std::fs::write(d.join("index.html"), "i").unwrap();
+        std::fs::write(d.join("file"), "f").unwrap();
+        std::fs::write(d.join("dir/index.html"), "d").unwrap();
+        d
+    }
+
+    fn outcome(plan: &FilesPlan, uri: &[u8], method: FileMethod, path: &mut Vec<u8>) -> Result<u16, Vec<u8>> {
+        let req = request(method, Some(b"h"), b"");
+        match step(plan, uri, &req, path) {
+            Step::Redirect => Err(path.clone()),
+            Step::Answer(FileAnswer::File(f)) => Ok(200 + u16::from(f.size != 1)),
+            Step::Answer(FileAnswer::ToSlash) => Ok(301),
+            Step::Answer(FileAnswer::Error(s)) => Ok(s),
+        }
+    }
+
+    #[test]
+    fn index_and_static_steps_as_nginx() {
+        let dir = root("steps");
+        let conf = FilesConf {
+            root: dir.clone(),
+            index: vec!["none.html".into(), "index.html".into()],
+            ..FilesConf::default()
+        };
+        let plan = FilesPlan::new(&conf);
+        let mut path = Vec::new();
+        let get = FileMethod::Get;
+        assert_eq!(outcome(&plan, b"/", get, &mut path), Err(b"/index.html".to_vec()));
+        assert_eq!(
+            outcome(&plan, b"/dir/", get, &mut path),
+            Err(b"/dir/index.html".to_vec())
+        );
+        assert_eq!(
+            outcome(&plan, b"/sub/", get, &mut path),
+            Ok(403),
+            "the directory exists"
+        );
+        assert_eq!(outcome(&plan, b"/gone/", get, &mut path), Ok(404), "it does not");
+        assert_eq!(
+            outcome(&plan, b"/file/", get, &mut path),
+            Ok(404),
+            "a file is no directory"
+        );
+        assert_eq!(outcome(&plan, b"/file", get, &mut path), Ok(200));
+        assert_eq!(outcome(&plan, b"/file", FileMethod::Post, &mut path), Ok(405));
+        assert_eq!(outcome(&plan, b"/gone", FileMethod::Post, &mut path), Ok(404));
+        assert_eq!(outcome(&plan, b"/sub", FileMethod::Post, &mut path), Ok(301));
+        assert_eq!(outcome(&plan, b"/file", FileMethod::Other, &mut path), Ok(405));
+        assert_eq!(outcome(&plan, b"/sub/", FileMethod::Other, &mut path), Ok(405));
+        assert_eq!(outcome(&plan, b"*", get, &mut path), Ok(400));
+        let absolute = FilesPlan::new(&FilesConf {
+            root: dir.clone(),
+            index: vec!["/first".into(), "index.html".into()],
+            ..FilesConf::default()
+        });
+        assert_eq!(
+            outcome(&absolute, b"/gone/", get, &mut path),
+            Err(b"/first".to_vec()),
+            "not checked"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn request<'a>(method: FileMethod, host: Option<&'a [u8]>, args: &'a [u8]) -> FileRequest<'a> {
         FileRequest {
