@@ -8,10 +8,12 @@
 
 use super::body::{discard_body, send, BodyError};
 use super::client::{ClientConn, Routed};
+use crate::config::error::errno_text;
 use crate::http::pages::{append_decimal, append_error_page, format_http_date, SERVER_NAME};
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::vars::ConnVars;
+use crate::log::Level;
 use crate::runtime::Runtime;
 use crate::snapshot::files::{FilesPlan, IndexName};
 use crate::snapshot::route::LocationPlan;
@@ -147,7 +149,10 @@ pub(super) fn resolve<'s>(
                 }
             }
             Step::Redirect if changes == MAX_URI_CHANGES => {
-                // nginx: "rewrite or internal redirection cycle while internally redirecting to ..."
+                crate::log_error!(
+                    "rewrite or internal redirection cycle while internally redirecting to \"{}\"",
+                    String::from_utf8_lossy(bufs.path)
+                );
                 return Resolved {
                     loc,
                     answer: Some(FileAnswer::Error(500)),
@@ -256,20 +261,59 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
             }
             Err(e) => e.raw_os_error().unwrap_or(0),
         };
-        match err {
-            libc::ELOOP | libc::EMLINK | libc::EACCES => return Step::Answer(FileAnswer::Error(403)),
-            libc::ENOTDIR | libc::ENAMETOOLONG => return Step::Answer(FileAnswer::Error(404)),
-            libc::ENOENT => {}
-            _ => return Step::Answer(FileAnswer::Error(500)),
+        let status = match err {
+            libc::ELOOP | libc::EMLINK => 403,
+            libc::EACCES => {
+                log_file(Level::Error, path, "is forbidden", err);
+                403
+            }
+            libc::ENOTDIR | libc::ENAMETOOLONG => {
+                log_file(Level::Error, path, "is not found", err);
+                404
+            }
+            libc::ENOENT => 0,
+            _ => {
+                log_failed(Level::Crit, "stat()", path, err);
+                500
+            }
+        };
+        if status != 0 {
+            return Step::Answer(FileAnswer::Error(status));
         }
         if !dir_tested {
             if let Some(status) = test_dir(plan, uri, path) {
+                if status == 404 {
+                    // nginx names the index file it looked for
+                    plan.path_of(uri, path);
+                    path.extend_from_slice(file);
+                    log_file(Level::Error, path, "is not found", libc::ENOENT);
+                }
                 return Step::Answer(FileAnswer::Error(status));
             }
             dir_tested = true;
         }
     }
+    if crate::log::enabled(Level::Error) {
+        plan.path_of(uri, path);
+        crate::log_error!("directory index of \"{}\" is forbidden", String::from_utf8_lossy(path));
+    }
     Step::Answer(FileAnswer::Error(403))
+}
+
+/// nginx's line for a failed call on `path`: `open() "PATH" failed (2: No such file or directory)`.
+fn log_failed(level: Level, call: &str, path: &[u8], errno: i32) {
+    if crate::log::enabled(level) {
+        let err = errno_text(&io::Error::from_raw_os_error(errno));
+        crate::log!(level, "{call} \"{}\" failed ({err})", String::from_utf8_lossy(path));
+    }
+}
+
+/// nginx's line for an index file: `"PATH" is forbidden (13: Permission denied)`.
+fn log_file(level: Level, path: &[u8], what: &str, errno: i32) {
+    if crate::log::enabled(level) {
+        let err = errno_text(&io::Error::from_raw_os_error(errno));
+        crate::log!(level, "\"{}\" {what} ({err})", String::from_utf8_lossy(path));
+    }
 }
 
 /// `ngx_http_index_test_dir`, after an index name was not found: the status to answer when the directory itself
@@ -282,13 +326,19 @@ fn test_dir(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Option<u16> {
     }
     match std::fs::metadata(as_path(path)) {
         Ok(m) if m.is_dir() => None,
-        Ok(_) => Some(500),
+        Ok(_) => {
+            crate::log_alert!("\"{}\" is not a directory", String::from_utf8_lossy(path));
+            Some(500)
+        }
         Err(e) => match e.raw_os_error().unwrap_or(0) {
             libc::ENOENT => Some(404),
             // searching the directory is allowed: the index test failed otherwise
             libc::EACCES => None,
             libc::ELOOP | libc::EMLINK => Some(403),
-            _ => Some(500),
+            errno => {
+                log_failed(Level::Crit, "stat()", path, errno);
+                Some(500)
+            }
         },
     }
 }
@@ -305,11 +355,14 @@ fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut V
     let (file, meta) = match opened.and_then(|f| f.metadata().map(|m| (f, m))) {
         Ok(fm) => fm,
         Err(e) => {
-            return FileAnswer::Error(match e.raw_os_error().unwrap_or(0) {
-                libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG => 404,
-                libc::EACCES | libc::EMLINK | libc::ELOOP => 403,
-                _ => 500,
-            })
+            let errno = e.raw_os_error().unwrap_or(0);
+            let (level, status) = match errno {
+                libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG => (Level::Error, 404),
+                libc::EACCES | libc::EMLINK | libc::ELOOP => (Level::Error, 403),
+                _ => (Level::Crit, 500),
+            };
+            log_failed(level, "open()", path, errno);
+            return FileAnswer::Error(status);
         }
     };
     if meta.is_dir() {
@@ -317,6 +370,11 @@ fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut V
         return FileAnswer::ToSlash;
     }
     if !meta.is_file() {
+        crate::log!(
+            Level::Crit,
+            "\"{}\" is not a regular file",
+            String::from_utf8_lossy(path)
+        );
         return FileAnswer::Error(404);
     }
     if req.method == FileMethod::Post {
