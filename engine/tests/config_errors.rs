@@ -2457,7 +2457,7 @@ fn accepted_cases() -> Vec<(&'static str, &'static str)> {
              open_file_cache_errors on; types_hash_max_size 2048; types_hash_bucket_size 64; etag off; root /;\n \
              types { text/html html; image/x; } types { text/css css; } default_type application/octet-stream;\n \
              index index.html /x.html; server { listen 127.0.0.1:18208; root html/;\n \
-             location / { root www; index a b; types {} } location /o { open_file_cache off; } } }\n",
+             location / { root www; index a b; types {} } location /o { open_file_cache off; log_not_found off; } } }\n",
         ),
         ("escaped_semicolon", "events {}\nhttp { server { listen 127.0.0.1:18207; server_name a\\;b; } }\n"),
     ]

@@ -28,6 +28,8 @@ pub struct FilesConf {
     pub default_type: String,
     /// `etag on|off` (default on).
     pub etag: bool,
+    /// `log_not_found on|off` (default on): whether a missing file is an error log line.
+    pub log_not_found: bool,
 }
 
 impl Default for FilesConf {
@@ -38,6 +40,7 @@ impl Default for FilesConf {
             types: Arc::new(MimeTypes::builtin()),
             default_type: DEFAULT_TYPE.to_string(),
             etag: true,
+            log_not_found: true,
         }
     }
 }

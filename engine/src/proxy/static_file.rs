@@ -268,7 +268,9 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
                 403
             }
             libc::ENOTDIR | libc::ENAMETOOLONG => {
-                log_file(Level::Error, path, "is not found", err);
+                if plan.log_not_found {
+                    log_file(Level::Error, path, "is not found", err);
+                }
                 404
             }
             libc::ENOENT => 0,
@@ -282,7 +284,7 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
         }
         if !dir_tested {
             if let Some(status) = test_dir(plan, uri, path) {
-                if status == 404 {
+                if status == 404 && plan.log_not_found {
                     // nginx names the index file it looked for
                     plan.path_of(uri, path);
                     path.extend_from_slice(file);
@@ -361,7 +363,9 @@ fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut V
                 libc::EACCES | libc::EMLINK | libc::ELOOP => (Level::Error, 403),
                 _ => (Level::Crit, 500),
             };
-            log_failed(level, "open()", path, errno);
+            if status != 404 || plan.log_not_found {
+                log_failed(level, "open()", path, errno);
+            }
             return FileAnswer::Error(status);
         }
     };

@@ -24,6 +24,8 @@ pub struct FilesPlan {
     default_type: Box<str>,
     /// `etag on`.
     pub etag: bool,
+    /// `log_not_found on`.
+    pub log_not_found: bool,
 }
 
 impl FilesPlan {
@@ -47,6 +49,7 @@ impl FilesPlan {
             types: Arc::clone(&conf.types),
             default_type: conf.default_type.as_str().into(),
             etag: conf.etag,
+            log_not_found: conf.log_not_found,
         }
     }
 
@@ -92,6 +95,7 @@ mod tests {
             types: Arc::new(types),
             default_type: "application/octet-stream".into(),
             etag: true,
+            log_not_found: true,
         };
         let plan = FilesPlan::new(&conf);
         let mut out = Vec::new();

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The directives this layer reads, by name.
-pub const NAMES: [&str; 15] = [
+pub const NAMES: [&str; 16] = [
     "root",
+    "log_not_found",
     "index",
     "types",
     "default_type",
@@ -38,6 +39,7 @@ pub struct FilesLayer {
     types: Option<Arc<MimeTypes>>,
     default_type: Option<String>,
     etag: Option<bool>,
+    log_not_found: Option<bool>,
     /// Settings checked and kept only for nginx's `is duplicate` (see the module doc).
     tuning: Tuning,
 }
@@ -76,6 +78,7 @@ impl FilesLayer {
                 self.default_type = Some(arg(d, 0).to_string());
             }
             "etag" => flag_slot(&mut self.etag, d)?,
+            "log_not_found" => flag_slot(&mut self.log_not_found, d)?,
             "sendfile" => flag_slot(&mut t.sendfile, d)?,
             "tcp_nopush" => flag_slot(&mut t.tcp_nopush, d)?,
             "tcp_nodelay" => {
@@ -124,6 +127,7 @@ impl FilesLayer {
             types: self.types.clone().or_else(|| parent.types.clone()),
             default_type: self.default_type.clone().or_else(|| parent.default_type.clone()),
             etag: self.etag.or(parent.etag),
+            log_not_found: self.log_not_found.or(parent.log_not_found),
             tuning: Tuning::default(),
         }
     }
@@ -137,6 +141,7 @@ impl FilesLayer {
             types: self.types.clone().unwrap_or(d.types),
             default_type: self.default_type.clone().unwrap_or_else(|| DEFAULT_TYPE.to_string()),
             etag: self.etag.unwrap_or(d.etag),
+            log_not_found: self.log_not_found.unwrap_or(d.log_not_found),
         }
     }
 }
@@ -374,6 +379,7 @@ mod tests {
             ("types_hash_max_size", &["2048"]),
             ("types_hash_bucket_size", &["64"]),
             ("etag", &["off"]),
+            ("log_not_found", &["off"]),
         ] {
             read(&mut l, &mut b, name, args).unwrap();
             assert_eq!(
@@ -382,6 +388,7 @@ mod tests {
             );
         }
         assert!(!l.conf(Path::new("")).etag);
+        assert!(!l.conf(Path::new("")).log_not_found);
         let mut one = |name: &str, args: &[&str]| read(&mut FilesLayer::default(), &mut b, name, args);
         assert_eq!(one("open_file_cache", &["off"]), Ok(()));
         assert_eq!(
