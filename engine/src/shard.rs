@@ -116,7 +116,7 @@ impl<R: Runtime> Shard<R> {
             local: RefCell::new(GenerationState::new(snap, seed)),
             shared,
             date: RefCell::new(DateCache::default()),
-            errors: [400, 404, 405, 408, 413, 414, 494, 500, 501, 502, 503, 504, 505]
+            errors: [400, 403, 404, 405, 408, 413, 414, 494, 500, 501, 502, 503, 504, 505]
                 .map(FixedAnswer::error)
                 .to_vec(),
             spare: RefCell::new(Vec::new()),

@@ -1683,16 +1683,17 @@ http { upstream u { server 127.0.0.1:1;
             Differs,
         ),
         case(
-            "default_type",
+            "default_type_dup",
             r#"events {}
 http {
- default_type application/octet-stream;
+ default_type a/b;
+ default_type c/d;
 }
 "#
             .to_string(),
-            r#""default_type" directive is not supported by corelb"#,
-            3,
-            Differs,
+            r#""default_type" directive is duplicate"#,
+            4,
+            Same,
         ),
         case(
             "error_log_debug_http",
@@ -2035,16 +2036,137 @@ http { server {
             Differs,
         ),
         case(
-            "root",
+            "root_dup",
             r#"events {}
 http { server {
  root /var/www;
+ root /srv;
 } }
 "#
             .to_string(),
-            r#""root" directive is not supported by corelb"#,
+            r#""root" directive is duplicate"#,
+            4,
+            Same,
+        ),
+        case(
+            "root_document_root",
+            r#"events {}
+http { server {
+ location / { root ${document_root}/x; }
+} }
+"#
+            .to_string(),
+            r#"the $document_root variable cannot be used in the "root" directive"#,
+            3,
+            Same,
+        ),
+        case(
+            "root_variables",
+            r#"events {}
+http { server {
+ root /srv/$host;
+} }
+"#
+            .to_string(),
+            r#""root" with variables is not supported by corelb"#,
             3,
             Differs,
+        ),
+        case(
+            "index_empty",
+            r#"events {}
+http {
+ index "";
+}
+"#
+            .to_string(),
+            r#"index "" in "index" directive is invalid"#,
+            3,
+            Same,
+        ),
+        case(
+            "index_variables",
+            r#"events {}
+http {
+ index $host.html;
+}
+"#
+            .to_string(),
+            r#"index "$host.html" with variables is not supported by corelb"#,
+            3,
+            Differs,
+        ),
+        case(
+            "sendfile_value",
+            r#"events {}
+http {
+ sendfile maybe;
+}
+"#
+            .to_string(),
+            r#"invalid value "maybe" in "sendfile" directive, it must be "on" or "off""#,
+            3,
+            Same,
+        ),
+        case(
+            "sendfile_max_chunk_value",
+            r#"events {}
+http {
+ sendfile_max_chunk 1x;
+}
+"#
+            .to_string(),
+            r#""sendfile_max_chunk" directive invalid value"#,
+            3,
+            Same,
+        ),
+        case(
+            "tcp_nodelay_off",
+            r#"events {}
+http {
+ tcp_nodelay off;
+}
+"#
+            .to_string(),
+            r#""tcp_nodelay off" is not supported by corelb (it sets TCP_NODELAY on every connection)"#,
+            3,
+            Differs,
+        ),
+        case(
+            "open_file_cache_no_max",
+            r#"events {}
+http {
+ open_file_cache inactive=10s;
+}
+"#
+            .to_string(),
+            r#""open_file_cache" must have the "max" parameter"#,
+            3,
+            Same,
+        ),
+        case(
+            "open_file_cache_param",
+            r#"events {}
+http {
+ open_file_cache max=0;
+}
+"#
+            .to_string(),
+            r#"invalid "open_file_cache" parameter "max=0""#,
+            3,
+            Same,
+        ),
+        case(
+            "open_file_cache_valid_value",
+            r#"events {}
+http {
+ open_file_cache_valid 1ms;
+}
+"#
+            .to_string(),
+            r#""open_file_cache_valid" directive invalid value"#,
+            3,
+            Same,
         ),
         case(
             "stream_access_log",
@@ -2164,16 +2286,40 @@ events {}
             Differs,
         ),
         case(
-            "types",
+            "types_brace",
             r#"events {}
 http {
- types { text/html html; }
+ types {
+ text/html html { }
+ }
 }
 "#
             .to_string(),
-            r#""types" directive is not supported by corelb"#,
+            r#"unexpected "{""#,
+            4,
+            Same,
+        ),
+        case(
+            "types_main",
+            r#"events {}
+types { text/html html; }
+"#
+            .to_string(),
+            r#""types" directive is not allowed here"#,
+            2,
+            Same,
+        ),
+        case(
+            "types_no_block",
+            r#"events {}
+http {
+ types;
+}
+"#
+            .to_string(),
+            r#"directive "types" has no opening "{""#,
             3,
-            Differs,
+            Same,
         ),
         case(
             "unix",
@@ -2322,6 +2468,23 @@ fn warning_cases(dir: &Path) -> Vec<(&'static str, String, Vec<String>)> {
             )],
         ),
         (
+            "index_absolute",
+            "events {}\nhttp {\n index /a.html b.html;\n}\n".into(),
+            vec![format!(
+                "[warn] only the last index in \"index\" directive should be absolute in {}:3",
+                p("index_absolute")
+            )],
+        ),
+        (
+            "duplicate_extension",
+            "events {}\nhttp {\n types {\n text/html html;\n text/x HTML;\n }\n}\n".into(),
+            vec![format!(
+                "[warn] duplicate extension \"html\", content type: \"text/x\", previous content type: \
+                 \"text/html\" in {}:5",
+                p("duplicate_extension")
+            )],
+        ),
+        (
             "suspicious_name",
             "events {}\nhttp { server { listen 127.0.0.1:18096; server_name a/b; } }\n".into(),
             vec![format!(
@@ -2397,6 +2560,15 @@ fn accepted_cases() -> Vec<(&'static str, &'static str)> {
         ("empty_server_name", "events {}\nhttp { server { listen 127.0.0.1:18204; server_name \"\"; } }\n"),
         ("quoted_names", "events {}\n\"http\" { 'server' { \"listen\" '127.0.0.1:18205'; } }\n"),
         ("comment_everywhere", "# a\nevents { # b\n} # c\nhttp{server{listen 127.0.0.1:18206;#d\n}}#e"),
+        (
+            "files",
+            "events {}\nhttp { sendfile on; tcp_nopush on; tcp_nodelay on; sendfile_max_chunk 512k;\n \
+             open_file_cache max=100 inactive=20s; open_file_cache_valid 30s; open_file_cache_min_uses 2;\n \
+             open_file_cache_errors on; types_hash_max_size 2048; types_hash_bucket_size 64; etag off; root /;\n \
+             types { text/html html; image/x; } types { text/css css; } default_type application/octet-stream;\n \
+             index index.html /x.html; server { listen 127.0.0.1:18208; root html/;\n \
+             location / { root www; index a b; types {} } location /o { open_file_cache off; log_not_found off; } } }\n",
+        ),
         ("escaped_semicolon", "events {}\nhttp { server { listen 127.0.0.1:18207; server_name a\\;b; } }\n"),
     ]
 }

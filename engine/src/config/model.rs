@@ -502,6 +502,8 @@ pub struct Location {
     pub admin: Option<AdminEndpoint>,
     pub proxy: HttpProxyConf,
     pub client: ClientConf,
+    /// What the location serves from files when it neither proxies, returns nor is an endpoint.
+    pub files: super::files::FilesConf,
     pub span: Span,
 }
 
@@ -535,6 +537,8 @@ pub struct HttpServer {
     /// The server block's rewrite directives, as [`Location::script`]: run before the location is searched.
     pub script: Vec<super::rewrite::RewriteOp>,
     pub client: ClientConf,
+    /// The server level's file serving settings (for requests no location matches).
+    pub files: super::files::FilesConf,
     pub span: Span,
 }
 

@@ -8,6 +8,7 @@ use super::conn_snapshot::ConnSnapshot;
 use super::phase::ConnPhase;
 use super::request_log::begin_request;
 use super::rewrite_phase::{self, Answer, PhaseBufs};
+use super::static_file::{self, FileAnswer};
 use crate::balance::UpstreamPlan;
 use crate::config::model::{AdminEndpoint, ClientConf};
 use crate::http::chunked::ChunkedDecoder;
@@ -33,6 +34,8 @@ enum Route<'s> {
     Proxy(&'s ProxyPlan),
     /// An `api` or `metrics` location, with the request's method and target (copied: the head is consumed).
     Endpoint(AdminEndpoint, Box<(String, String)>),
+    /// A location (or a server outside its locations) serving files.
+    Static(FileAnswer<'s>),
 }
 
 /// What reading the next head gave.
@@ -120,6 +123,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             Route::Redirect(answer) => conn.serve_redirect(answer, &req).await,
             Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
             Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
+            Route::Static(answer) => conn.serve_file(answer, &req).await,
         };
         conn.shard.log_request(snap, &mut conn.bufs.log);
         if !keep || conn.shard.draining() {
@@ -250,8 +254,24 @@ fn route_head<'s>(
         None => (None, None),
     };
     let uri: &[u8] = if changed.is_some() { &bufs.rewrite } else { uri };
+    // files, and index files reached by internal redirects (which may end in a location that does not serve files)
+    let files = (fixed_server.is_none() && redirect.is_none()).then(|| {
+        let bufs = static_file::FileBufs {
+            path: &mut bufs.path,
+            redirect: &mut bufs.redirect,
+            captures: &mut bufs.captures,
+        };
+        static_file::resolve_head(server, loc, uri, &head, conn, bufs)
+    });
+    let (loc, uri, answer, redirected) = match files {
+        Some(f) if f.redirected => (f.loc, &bufs.redirect[..], f.answer, true),
+        Some(f) => (f.loc, uri, f.answer, false),
+        None => (loc, uri, None, false),
+    };
     let proxy = loc.and_then(|l| l.proxy.as_ref());
     let upstream = proxy.and_then(|p| snap.http_plans.get(p.upstream));
+    // an index file's internal redirect is a new location search, as after a `rewrite ... last`
+    let changed = if redirected { Some(true) } else { changed };
     let vars = RequestVars {
         req: &head,
         uri,
@@ -269,7 +289,7 @@ fn route_head<'s>(
     let route = match (fixed_server, loc) {
         _ if redirect.is_some() => Route::Redirect(redirect.unwrap_or(&server.cycle)),
         (Some(f), _) => Route::Fixed(f),
-        (None, None) => Route::Fixed(&server.not_found),
+        _ if answer.is_some() => Route::Static(answer.unwrap_or(FileAnswer::Error(500))),
         (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f),
         (None, Some(LocationPlan { admin: Some(a), .. })) => {
             Route::Endpoint(*a, Box::new((head.method.to_string(), head.target.to_string())))
@@ -285,7 +305,8 @@ fn route_head<'s>(
             }
             Route::Proxy(p)
         }
-        (None, Some(_)) => Route::Fixed(&server.not_found),
+        // every location (or server) that serves files has its answer above
+        (None, _) => Route::Static(FileAnswer::Error(500)),
     };
     bufs.client.consume(req.head_len);
     Ok(Some(Next::Request(req, route)))

@@ -13,6 +13,7 @@ pub mod pump;
 pub mod request_log;
 pub mod retry;
 pub mod rewrite_phase;
+mod static_file;
 pub mod stream;
 mod stream_return;
 mod upgrade;

@@ -16,6 +16,10 @@ pub struct Buffers {
     pub scratch: Vec<u8>,
     /// The normalized request path, when it differs from the path sent.
     pub uri: Vec<u8>,
+    /// A static file's path on disk; then, for a redirect to a directory's slash, the `Location` value.
+    pub path: Vec<u8>,
+    /// The path after an internal redirect to an index file.
+    pub redirect: Vec<u8>,
     /// What the current request leaves for the access log.
     pub log: RequestRecord,
     /// The groups of the last regex the current request matched (`$1`..`$9`, named captures).
@@ -34,6 +38,8 @@ impl Buffers {
             key: Vec::with_capacity(256),
             scratch: Vec::with_capacity(256),
             uri: Vec::with_capacity(256),
+            path: Vec::with_capacity(256),
+            redirect: Vec::with_capacity(256),
             log: RequestRecord::default(),
             captures: Captures::default(),
             rewrite: Vec::with_capacity(256),

@@ -2,18 +2,18 @@
 //! tables, location tables, pre-rendered headers and fixed answers), shared by every shard behind one `ArcSwap`.
 
 use crate::balance::{PlanError, UpstreamPlan};
-use crate::config::model::{
-    ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return,
-};
+use crate::config::model::{ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass};
 use crate::config::regex::Captures;
 use crate::http::request::host_without_port;
 use corelb_shared_state::Zone;
+use files::FilesPlan;
 use locations::{LocationTree, Pick};
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
+pub mod files;
 pub mod locations;
 pub mod logs;
 pub mod rewrite;
@@ -76,8 +76,8 @@ pub struct ServerPlan {
     /// Every location, as nginx searches them.
     pub tree: LocationTree,
     pub locations: Vec<LocationPlan>,
-    /// The answer when no location matches.
-    pub not_found: FixedAnswer,
+    /// How requests no location matches are served: from the server's root, as nginx.
+    pub files: FilesPlan,
     /// nginx's 301 to a `proxy_pass` location's name for the path one `/` short of it (`Location` per request).
     pub moved: FixedAnswer,
     /// The answer after more than 10 URI changes (nginx's "rewrite or internal redirection cycle").
@@ -292,7 +292,7 @@ fn server_plan(
         prefixes,
         tree: LocationTree::build(&srv.locations),
         locations,
-        not_found: FixedAnswer::of_return(&Return { code: 404, text: None }),
+        files: FilesPlan::new(&srv.files),
         cycle: FixedAnswer::error(500),
         moved: FixedAnswer::error(301),
         client: srv.client.clone(),
@@ -315,17 +315,13 @@ fn location_plan(
         }
         (None, None) => None,
     };
-    let fixed = match (&loc.ret, &proxy) {
-        (Some(r), _) => Some(FixedAnswer::of_return(r)),
-        (None, Some(_)) => None,
-        (None, None) if admin.is_some() => None,
-        (None, None) => Some(FixedAnswer::of_return(&Return { code: 404, text: None })),
-    };
+    let fixed = loc.ret.as_ref().map(FixedAnswer::of_return);
     Ok(LocationPlan {
         fixed,
         admin,
         proxy,
         script: rewrite::Script::compile(&loc.script).filter(|_| loc.ret.is_none()),
+        files: FilesPlan::new(&loc.files),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
     })

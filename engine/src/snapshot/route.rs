@@ -11,13 +11,15 @@ use crate::http::{BodyFraming, REQUEST_HOP_BY_HOP};
 /// A compiled `location`.
 #[derive(Debug)]
 pub struct LocationPlan {
-    /// `return`, or a 404 when the location neither returns, serves an endpoint nor proxies.
+    /// `return`.
     pub fixed: Option<FixedAnswer>,
     /// `api` or `metrics` (when no `return`).
     pub admin: Option<AdminEndpoint>,
     pub proxy: Option<ProxyPlan>,
     /// `if`/`break`/`return` after the first rewrite directive (run before the handler; none with `return` first).
     pub script: Option<super::rewrite::Script>,
+    /// What the location serves from files when it has none of the three above (nginx's static module).
+    pub files: super::files::FilesPlan,
     pub client: ClientConf,
     /// Index into the snapshot's access log sets (0 = nothing logged).
     pub log_set: usize,
@@ -348,6 +350,7 @@ mod tests {
                 ..HttpProxyConf::default()
             },
             client: ClientConf::default(),
+            files: Default::default(),
             span: Span::default(),
         }
     }

@@ -118,7 +118,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             .name_conflicts(|i| h.servers.get(i).map(|s| s.names.clone()).unwrap_or_default()),
     );
     let drafts: Vec<_> = h.servers.iter_mut().map(ServerDraft::take_checks).collect();
-    let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers)).collect();
+    let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers, &b.prefix)).collect();
     for s in &mut servers {
         h.logs.settle(&mut s.client.access_log);
         for l in &mut s.locations {
@@ -365,8 +365,9 @@ impl ServerDraft {
         out
     }
 
-    /// The server with the http-level settings merged in, and each location with the server's.
-    fn merge(self, http: &Layers) -> HttpServer {
+    /// The server with the http-level settings merged in, and each location with the server's (relative default
+    /// paths resolve against `prefix`).
+    fn merge(self, http: &Layers, prefix: &std::path::Path) -> HttpServer {
         let layers = self.layers.over(http);
         // each location over the one it is nested in (listed before it), or over the server
         let mut merged: Vec<Layers> = Vec::with_capacity(self.locations.len());
@@ -383,6 +384,7 @@ impl ServerDraft {
                 admin: l.admin,
                 proxy: own.proxy_conf(),
                 client: own.client_conf(),
+                files: own.files.conf(prefix),
                 span: l.span,
             });
             merged.push(own);
@@ -394,6 +396,7 @@ impl ServerDraft {
             ret: self.ret,
             script: self.script.ops,
             client: layers.client_conf(),
+            files: layers.files.conf(prefix),
             span: self.span,
         }
     }

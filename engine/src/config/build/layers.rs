@@ -2,6 +2,7 @@
 //! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
 
 use super::logs::{LevelLogs, LogState};
+use super::static_files::{self, FilesLayer};
 use super::temp_path::{self, TempPaths};
 use super::vars::{Module, Vars};
 use super::{arg, directive_err, flag_slot, msec_slot, num_slot, unset, value, Build};
@@ -72,6 +73,8 @@ pub struct Layers {
     pub client: ClientLayer,
     /// The `*_temp_path` lines of this level (checked, without effect).
     pub temp_paths: TempPaths,
+    /// `root`, `index`, `types` and the other file serving settings.
+    pub files: FilesLayer,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -161,6 +164,7 @@ impl Layers {
                 super::main_ctx::error_log_args(d, &cx.build.prefix)?;
             }
             name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
+            name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, d)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -209,6 +213,7 @@ impl Layers {
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
             },
             temp_paths: TempPaths::default(),
+            files: self.files.over(&parent.files),
         }
     }
 

@@ -16,6 +16,7 @@ mod rewrite;
 mod server_line;
 mod spec;
 mod state;
+mod static_files;
 mod stream;
 mod stream_logs;
 mod temp_path;

@@ -1,0 +1,422 @@
+//! The file serving settings of one http, server or location level (`root`, `index`, `types`, `default_type`,
+//! `etag`), read with nginx's checks and messages, and the tuning directives of nginx's file path (`sendfile`,
+//! `sendfile_max_chunk`, `tcp_nopush`, `tcp_nodelay`, `open_file_cache*`, `types_hash_*`): checked as nginx
+//! checks them; what each does in corelb is in `docs/directives.md`.
+
+use super::{arg, directive_err, flag_slot, num_slot, unset, value, Build};
+use crate::config::error::ConfigError;
+use crate::config::files::{FilesConf, MimeTypes, DEFAULT_INDEX, DEFAULT_TYPE};
+use crate::config::parser::Directive;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The directives this layer reads, by name.
+pub const NAMES: [&str; 16] = [
+    "root",
+    "log_not_found",
+    "index",
+    "types",
+    "default_type",
+    "etag",
+    "sendfile",
+    "sendfile_max_chunk",
+    "tcp_nopush",
+    "tcp_nodelay",
+    "open_file_cache",
+    "open_file_cache_valid",
+    "open_file_cache_min_uses",
+    "open_file_cache_errors",
+    "types_hash_max_size",
+    "types_hash_bucket_size",
+];
+
+/// The file serving settings one level sets.
+#[derive(Debug, Clone, Default)]
+pub struct FilesLayer {
+    /// Resolved against the prefix, trailing `/` stripped.
+    root: Option<PathBuf>,
+    index: Option<Vec<String>>,
+    types: Option<Arc<MimeTypes>>,
+    default_type: Option<String>,
+    etag: Option<bool>,
+    log_not_found: Option<bool>,
+    /// Settings checked and kept only for nginx's `is duplicate` (see the module doc).
+    tuning: Tuning,
+}
+
+/// The tuning directives of one level.
+#[derive(Debug, Clone, Default)]
+struct Tuning {
+    sendfile: Option<bool>,
+    tcp_nopush: Option<bool>,
+    tcp_nodelay: Option<bool>,
+    open_file_cache_errors: Option<bool>,
+    sendfile_max_chunk: Option<u64>,
+    open_file_cache: Option<()>,
+    open_file_cache_valid: Option<u64>,
+    open_file_cache_min_uses: Option<u64>,
+    types_hash_max_size: Option<u64>,
+    types_hash_bucket_size: Option<u64>,
+}
+
+impl FilesLayer {
+    /// Reads `d`, one of [`NAMES`]; relative roots resolve against `b.prefix`.
+    pub fn directive(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+        let t = &mut self.tuning;
+        match d.name.as_str() {
+            "root" => {
+                unset(&self.root, d)?;
+                self.root = Some(root(&b.prefix, d)?);
+            }
+            "index" => index(self.index.get_or_insert_with(Vec::new), b, d)?,
+            "types" => {
+                let table = self.types.get_or_insert_with(|| Arc::new(MimeTypes::default()));
+                types_block(Arc::make_mut(table), b, d)?;
+            }
+            "default_type" => {
+                unset(&self.default_type, d)?;
+                self.default_type = Some(arg(d, 0).to_string());
+            }
+            "etag" => flag_slot(&mut self.etag, d)?,
+            "log_not_found" => flag_slot(&mut self.log_not_found, d)?,
+            "sendfile" => flag_slot(&mut t.sendfile, d)?,
+            "tcp_nopush" => flag_slot(&mut t.tcp_nopush, d)?,
+            "tcp_nodelay" => {
+                flag_slot(&mut t.tcp_nodelay, d)?;
+                if t.tcp_nodelay == Some(false) {
+                    let msg =
+                        "\"tcp_nodelay off\" is not supported by corelb (it sets TCP_NODELAY on every connection)";
+                    return Err(ConfigError::invalid(msg, &d.span));
+                }
+            }
+            "open_file_cache_errors" => flag_slot(&mut t.open_file_cache_errors, d)?,
+            "sendfile_max_chunk" => {
+                unset(&t.sendfile_max_chunk, d)?;
+                let size = value::parse_size(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid value"))?;
+                t.sendfile_max_chunk = Some(size);
+            }
+            "open_file_cache" => {
+                unset(&t.open_file_cache, d)?;
+                open_file_cache(d)?;
+                t.open_file_cache = Some(());
+            }
+            "open_file_cache_valid" => {
+                unset(&t.open_file_cache_valid, d)?;
+                let secs = value::parse_time(arg(d, 0), true).ok_or_else(|| directive_err(d, "invalid value"))?;
+                t.open_file_cache_valid = Some(secs);
+            }
+            "open_file_cache_min_uses" => num_slot(&mut t.open_file_cache_min_uses, d)?,
+            "types_hash_max_size" => num_slot(&mut t.types_hash_max_size, d)?,
+            "types_hash_bucket_size" => num_slot(&mut t.types_hash_bucket_size, d)?,
+            _ => {
+                return Err(ConfigError::NotAllowedHere {
+                    name: d.name.clone(),
+                    at: d.span.clone(),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// These settings over `parent`'s (nginx's merge: a level's own value wins, else the parent's; a level's
+    /// `types` replace the whole inherited table).
+    pub fn over(&self, parent: &FilesLayer) -> FilesLayer {
+        FilesLayer {
+            root: self.root.clone().or_else(|| parent.root.clone()),
+            index: self.index.clone().or_else(|| parent.index.clone()),
+            types: self.types.clone().or_else(|| parent.types.clone()),
+            default_type: self.default_type.clone().or_else(|| parent.default_type.clone()),
+            etag: self.etag.or(parent.etag),
+            log_not_found: self.log_not_found.or(parent.log_not_found),
+            tuning: Tuning::default(),
+        }
+    }
+
+    /// The settings with nginx's defaults for what no level set (the root `PREFIX/html`).
+    pub fn conf(&self, prefix: &Path) -> FilesConf {
+        let d = FilesConf::default();
+        FilesConf {
+            root: self.root.clone().unwrap_or_else(|| prefix.join(d.root)),
+            index: self.index.clone().unwrap_or_else(|| vec![DEFAULT_INDEX.to_string()]),
+            types: self.types.clone().unwrap_or(d.types),
+            default_type: self.default_type.clone().unwrap_or_else(|| DEFAULT_TYPE.to_string()),
+            etag: self.etag.unwrap_or(d.etag),
+            log_not_found: self.log_not_found.unwrap_or(d.log_not_found),
+        }
+    }
+}
+
+/// `root PATH` (`ngx_http_core_root`): nginx's checks, then a literal path resolved against the prefix with a
+/// trailing `/` dropped; a path with variables is refused by name.
+fn root(prefix: &Path, d: &Directive) -> Result<PathBuf, ConfigError> {
+    let path = arg(d, 0);
+    for var in ["document_root", "realpath_root"] {
+        if path.contains(&format!("${var}")) || path.contains(&format!("${{{var}}}")) {
+            let msg = format!("the ${var} variable cannot be used in the \"{}\" directive", d.name);
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+    }
+    if path.contains('$') {
+        return Err(ConfigError::invalid(
+            "\"root\" with variables is not supported by corelb",
+            &d.span,
+        ));
+    }
+    // nginx drops one trailing `/` first, then tests the first byte as written: `root /;` is the empty root (paths
+    // are then the request's path itself), not the prefix.
+    let trimmed = path.strip_suffix('/').unwrap_or(path);
+    if path.starts_with('/') {
+        return Ok(PathBuf::from(trimmed));
+    }
+    Ok(prefix.join(trimmed))
+}
+
+/// `index FILE...` (`ngx_http_index_set_index`): names add up over the lines of a level; an empty one is an
+/// error, an absolute one before the last a warning; names with variables are refused by name.
+fn index(names: &mut Vec<String>, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+    let last = d.args.len().saturating_sub(1);
+    for (i, name) in d.args.iter().enumerate() {
+        if name.starts_with('/') && i != last {
+            b.warn("only the last index in \"index\" directive should be absolute", &d.span);
+        }
+        if name.is_empty() {
+            let msg = format!("index \"{name}\" in \"index\" directive is invalid");
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        if name.contains('$') {
+            let msg = format!("index \"{name}\" with variables is not supported by corelb");
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        names.push(name.clone());
+    }
+    Ok(())
+}
+
+/// The lines of a `types { TYPE EXT...; }` block (`ngx_http_core_type`) into `table`: a repeated extension is
+/// nginx's `duplicate extension` warning and takes the later type.
+fn types_block(table: &mut MimeTypes, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+    let block = super::block_of(d)?;
+    for line in &block.items {
+        if line.block.is_some() {
+            return Err(ConfigError::syntax("unexpected \"{\"", line.span.clone()));
+        }
+        for ext in &line.args {
+            if let Some(old) = table.insert(ext, &line.name) {
+                let msg = format!(
+                    "duplicate extension \"{}\", content type: \"{}\", previous content type: \"{old}\"",
+                    ext.to_ascii_lowercase(),
+                    line.name
+                );
+                b.warn(&msg, &line.span);
+            }
+        }
+    }
+    block.close.clone().map(|_| ())
+}
+
+/// `open_file_cache off | max=N [inactive=TIME]` (`ngx_http_core_open_file_cache`), checked.
+fn open_file_cache(d: &Directive) -> Result<(), ConfigError> {
+    let mut max = 0;
+    let mut off = false;
+    for p in &d.args {
+        let ok = if let Some(n) = p.strip_prefix("max=") {
+            max = value::atoi(n).unwrap_or(0);
+            max > 0
+        } else if let Some(t) = p.strip_prefix("inactive=") {
+            value::parse_time(t, true).is_some()
+        } else if p == "off" {
+            off = true;
+            true
+        } else {
+            false
+        };
+        if !ok {
+            let msg = format!("invalid \"open_file_cache\" parameter \"{p}\"");
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+    }
+    if !off && max == 0 {
+        let msg = "\"open_file_cache\" must have the \"max\" parameter";
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::model::Span;
+    use crate::config::parser::Block;
+
+    fn directive(name: &str, args: &[&str]) -> Directive {
+        Directive {
+            name: name.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            span: Span {
+                file: PathBuf::from("t.conf"),
+                line: 3,
+            },
+            block: None,
+        }
+    }
+
+    fn read(layer: &mut FilesLayer, b: &mut Build, name: &str, args: &[&str]) -> Result<(), String> {
+        layer.directive(b, &directive(name, args)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn root_resolves_against_the_prefix() {
+        let mut b = Build {
+            prefix: PathBuf::from("/p/"),
+            ..Build::default()
+        };
+        let mut l = FilesLayer::default();
+        read(&mut l, &mut b, "root", &["www/"]).unwrap();
+        assert_eq!(l.conf(&b.prefix).root, PathBuf::from("/p/www"));
+        assert_eq!(
+            read(&mut l, &mut b, "root", &["/x"]),
+            Err("[emerg] \"root\" directive is duplicate in t.conf:3".into())
+        );
+        let mut abs = FilesLayer::default();
+        read(&mut abs, &mut b, "root", &["/srv/"]).unwrap();
+        assert_eq!(abs.conf(&b.prefix).root, PathBuf::from("/srv"));
+        let mut slash = FilesLayer::default();
+        read(&mut slash, &mut b, "root", &["/"]).unwrap();
+        assert_eq!(
+            slash.conf(&b.prefix).root,
+            PathBuf::from(""),
+            "the file system's root, as nginx"
+        );
+        assert_eq!(FilesLayer::default().conf(&b.prefix).root, PathBuf::from("/p/html"));
+        for (arg, msg) in [
+            (
+                "/a/$document_root",
+                "the $document_root variable cannot be used in the \"root\" directive",
+            ),
+            (
+                "${realpath_root}/x",
+                "the $realpath_root variable cannot be used in the \"root\" directive",
+            ),
+            ("/srv/$host", "\"root\" with variables is not supported by corelb"),
+        ] {
+            let e = read(&mut FilesLayer::default(), &mut b, "root", &[arg]).unwrap_err();
+            assert_eq!(e, format!("[emerg] {msg} in t.conf:3"));
+        }
+    }
+
+    #[test]
+    fn index_names_add_up_and_inherit_whole() {
+        let mut b = Build::default();
+        let mut l = FilesLayer::default();
+        read(&mut l, &mut b, "index", &["/first.html", "a.html"]).unwrap();
+        read(&mut l, &mut b, "index", &["b.html"]).unwrap();
+        assert_eq!(
+            b.warnings,
+            vec!["[warn] only the last index in \"index\" directive should be absolute in t.conf:3"]
+        );
+        assert_eq!(l.conf(Path::new("")).index, ["/first.html", "a.html", "b.html"]);
+        let child = FilesLayer::default().over(&l);
+        assert_eq!(child.conf(Path::new("")).index.len(), 3);
+        assert_eq!(FilesLayer::default().conf(Path::new("")).index, ["index.html"]);
+        assert_eq!(
+            read(&mut l, &mut b, "index", &[""]),
+            Err("[emerg] index \"\" in \"index\" directive is invalid in t.conf:3".into())
+        );
+        assert_eq!(
+            read(&mut l, &mut b, "index", &["$uri.html"]),
+            Err("[emerg] index \"$uri.html\" with variables is not supported by corelb in t.conf:3".into())
+        );
+    }
+
+    #[test]
+    fn types_replace_the_inherited_table() {
+        let mut b = Build::default();
+        let mut http = FilesLayer::default();
+        let mut d = directive("types", &[]);
+        d.block = Some(Block {
+            items: vec![
+                directive("text/css", &["CSS", "scss"]),
+                directive("text/x-empty", &[]),
+                directive("text/x-sass", &["scss"]),
+            ],
+            close: Ok(Span::default()),
+        });
+        http.directive(&mut b, &d).unwrap();
+        assert_eq!(
+            b.warnings,
+            vec![
+                "[warn] duplicate extension \"scss\", content type: \"text/x-sass\", previous content type: \
+                 \"text/css\" in t.conf:3"
+            ]
+        );
+        let conf = FilesLayer::default().over(&http).conf(Path::new(""));
+        assert_eq!(conf.types.get(b"css"), Some("text/css"));
+        assert_eq!(conf.types.get(b"scss"), Some("text/x-sass"));
+        assert_eq!(
+            conf.types.get(b"html"),
+            None,
+            "a types block replaces the built-in table"
+        );
+        let plain = FilesLayer::default().conf(Path::new(""));
+        assert_eq!(plain.types.get(b"html"), Some("text/html"));
+        assert_eq!(plain.types.get(b"css"), None);
+        assert_eq!(plain.default_type, "text/plain");
+    }
+
+    #[test]
+    fn tuning_directives_are_checked() {
+        let mut b = Build::default();
+        let mut l = FilesLayer::default();
+        for (name, args) in [
+            ("sendfile", &["on"][..]),
+            ("tcp_nopush", &["off"]),
+            ("tcp_nodelay", &["on"]),
+            ("sendfile_max_chunk", &["2m"]),
+            ("open_file_cache", &["max=1000", "inactive=20s"]),
+            ("open_file_cache_valid", &["30s"]),
+            ("open_file_cache_min_uses", &["2"]),
+            ("open_file_cache_errors", &["on"]),
+            ("types_hash_max_size", &["2048"]),
+            ("types_hash_bucket_size", &["64"]),
+            ("etag", &["off"]),
+            ("log_not_found", &["off"]),
+        ] {
+            read(&mut l, &mut b, name, args).unwrap();
+            assert_eq!(
+                read(&mut l, &mut b, name, args),
+                Err(format!("[emerg] \"{name}\" directive is duplicate in t.conf:3"))
+            );
+        }
+        assert!(!l.conf(Path::new("")).etag);
+        assert!(!l.conf(Path::new("")).log_not_found);
+        let mut one = |name: &str, args: &[&str]| read(&mut FilesLayer::default(), &mut b, name, args);
+        assert_eq!(one("open_file_cache", &["off"]), Ok(()));
+        assert_eq!(
+            one("open_file_cache", &["inactive=1m"]),
+            Err("[emerg] \"open_file_cache\" must have the \"max\" parameter in t.conf:3".into())
+        );
+        assert_eq!(
+            one("open_file_cache", &["max=0"]),
+            Err("[emerg] invalid \"open_file_cache\" parameter \"max=0\" in t.conf:3".into())
+        );
+        assert_eq!(
+            one("sendfile", &["yes"]),
+            Err(
+                "[emerg] invalid value \"yes\" in \"sendfile\" directive, it must be \"on\" or \"off\" in t.conf:3"
+                    .into()
+            )
+        );
+        assert_eq!(
+            one("sendfile_max_chunk", &["x"]),
+            Err("[emerg] \"sendfile_max_chunk\" directive invalid value in t.conf:3".into())
+        );
+        assert_eq!(
+            one("tcp_nodelay", &["off"]),
+            Err(
+                "[emerg] \"tcp_nodelay off\" is not supported by corelb (it sets TCP_NODELAY on every connection) \
+                 in t.conf:3"
+                    .into()
+            )
+        );
+    }
+}

@@ -1,0 +1,725 @@
+//! Serving files as nginx's static and index modules do for the plain case: the request's normalized path under
+//! the location's root; a directory's index file found by an internal redirect (the new path is routed again);
+//! a directory without its slash redirected (301) to it; 403, 404, 405 and 500 where nginx answers them; and the
+//! file itself streamed through the connection's reused output buffer.
+//!
+//! The file system calls (`open`, `stat`, `read`) block the shard's thread, as nginx's do without `aio` (nginx
+//! has no asynchronous `open` or `stat` at all): a slow disk stalls the shard's other connections meanwhile.
+
+use super::body::{discard_body, send, BodyError};
+use super::client::{ClientConn, Routed};
+use crate::config::error::errno_text;
+use crate::http::pages::{append_decimal, append_error_page, format_http_date, SERVER_NAME};
+use crate::http::request::RequestHead;
+use crate::http::uri::append_escaped;
+use crate::http::vars::ConnVars;
+use crate::log::Level;
+use crate::runtime::Runtime;
+use crate::snapshot::files::{FilesPlan, IndexName};
+use crate::snapshot::route::LocationPlan;
+use crate::snapshot::ServerPlan;
+use std::fs::{File, Metadata};
+use std::io::{self, Read};
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::LazyLock;
+
+/// How many internal redirects a request may take (nginx's `NGX_HTTP_MAX_URI_CHANGES`); one more is a 500.
+const MAX_URI_CHANGES: usize = 10;
+
+/// The most file bytes read at once (nginx's default `output_buffers 2 32k` reads 32k at a time).
+const CHUNK: usize = 32 * 1024;
+
+/// The body of the 301 to a directory's slash: nginx's page for 301.
+static MOVED_BODY: LazyLock<Vec<u8>> = LazyLock::new(|| {
+    let mut body = Vec::new();
+    append_error_page(301, &mut body);
+    body
+});
+
+/// What a request served from files gets, decided while routing.
+#[derive(Debug)]
+pub(super) enum FileAnswer<'s> {
+    /// The file, open.
+    File(OpenFile<'s>),
+    /// A directory asked for without its trailing slash: 301 to it (the `Location` value is in `Buffers::path`).
+    ToSlash,
+    /// nginx's error page for this status.
+    Error(u16),
+}
+
+/// A regular file about to be sent.
+#[derive(Debug)]
+pub(super) struct OpenFile<'s> {
+    file: File,
+    size: u64,
+    /// Seconds since the epoch.
+    mtime: i64,
+    content_type: &'s str,
+    etag: bool,
+}
+
+/// The request method as the static and index modules tell them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FileMethod {
+    Get,
+    Head,
+    Post,
+    /// Any other: 405.
+    Other,
+}
+
+impl FileMethod {
+    pub(super) fn of(method: &str) -> FileMethod {
+        match method {
+            "GET" => FileMethod::Get,
+            "HEAD" => FileMethod::Head,
+            "POST" => FileMethod::Post,
+            _ => FileMethod::Other,
+        }
+    }
+}
+
+/// What file serving needs of the request head.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FileRequest<'a> {
+    pub(super) method: FileMethod,
+    /// `$args` (kept on a redirect to the directory's slash).
+    pub(super) args: &'a [u8],
+    /// The `Host` header or the absolute target's host, port stripped.
+    pub(super) host: Option<&'a [u8]>,
+    /// The address the client connected to (the redirect's host without a `Host`, and its port).
+    pub(super) local: SocketAddr,
+}
+
+/// The connection's buffers file serving writes into.
+pub(super) struct FileBufs<'b> {
+    /// The file's path; then the `Location` of a [`FileAnswer::ToSlash`].
+    pub(super) path: &'b mut Vec<u8>,
+    /// The request's path after an internal redirect.
+    pub(super) redirect: &'b mut Vec<u8>,
+    /// The regex captures of the location search an internal redirect makes.
+    pub(super) captures: &'b mut crate::config::regex::Captures,
+}
+
+/// Where routing a request through file serving ended.
+#[derive(Debug)]
+pub(super) struct Resolved<'s> {
+    /// The location that answers (another one after an internal redirect; `None`: the server outside them).
+    pub(super) loc: Option<&'s LocationPlan>,
+    /// The answer, or `None` when `loc` answers otherwise (it returns, proxies or is an endpoint: reached by an
+    /// internal redirect).
+    pub(super) answer: Option<FileAnswer<'s>>,
+    /// Whether the request's path is now [`FileBufs::redirect`].
+    pub(super) redirected: bool,
+}
+
+/// What one location's file serving makes of a path.
+enum Step<'s> {
+    Answer(FileAnswer<'s>),
+    /// An internal redirect to the path now in [`FileBufs::path`].
+    Redirect,
+}
+
+/// Serves `uri` (the normalized path) from files when `loc` (or, with none, `server`) does, following index
+/// redirects through `server`'s locations as nginx's internal redirects do.
+pub(super) fn resolve<'s>(
+    server: &'s ServerPlan,
+    loc: Option<&'s LocationPlan>,
+    uri: &[u8],
+    req: &FileRequest<'_>,
+    bufs: FileBufs<'_>,
+) -> Resolved<'s> {
+    let mut loc = loc;
+    let mut redirected = false;
+    let mut changes = 0;
+    loop {
+        let plan = match loc {
+            Some(l) if !l.serves_files() => break,
+            Some(l) => &l.files,
+            None => &server.files,
+        };
+        let path: &[u8] = if redirected { bufs.redirect } else { uri };
+        match step(plan, path, req, bufs.path) {
+            Step::Answer(a) => {
+                return Resolved {
+                    loc,
+                    answer: Some(a),
+                    redirected,
+                }
+            }
+            Step::Redirect if changes == MAX_URI_CHANGES => {
+                crate::log_error!(
+                    "rewrite or internal redirection cycle while internally redirecting to \"{}\"",
+                    String::from_utf8_lossy(bufs.path)
+                );
+                return Resolved {
+                    loc,
+                    answer: Some(FileAnswer::Error(500)),
+                    redirected,
+                };
+            }
+            Step::Redirect => {
+                changes += 1;
+                std::mem::swap(bufs.path, bufs.redirect);
+                redirected = true;
+                loc = server.location(&bufs.redirect[..], bufs.captures);
+            }
+        }
+    }
+    Resolved {
+        loc,
+        answer: None,
+        redirected,
+    }
+}
+
+/// [`resolve`] for the request `head` on the connection `conn`.
+pub(super) fn resolve_head<'s>(
+    server: &'s ServerPlan,
+    loc: Option<&'s LocationPlan>,
+    uri: &[u8],
+    head: &RequestHead<'_, '_>,
+    conn: ConnVars,
+    bufs: FileBufs<'_>,
+) -> Resolved<'s> {
+    if loc.is_some_and(|l| !l.serves_files()) {
+        // the common case (a proxy, a `return`): nothing of the head is looked at
+        return Resolved {
+            loc,
+            answer: None,
+            redirected: false,
+        };
+    }
+    let req = FileRequest {
+        method: FileMethod::of(head.method),
+        args: head.query().as_bytes(),
+        host: head.host,
+        local: conn.local,
+    };
+    resolve(server, loc, uri, &req, bufs)
+}
+
+/// nginx's content phase for a location without a handler: the index module for a path ending in `/`, else the
+/// static module.
+fn step<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut Vec<u8>) -> Step<'s> {
+    if req.method == FileMethod::Other {
+        return Step::Answer(FileAnswer::Error(405));
+    }
+    if uri.first() != Some(&b'/') {
+        // `OPTIONS *`: no file can be named by it (nginx refuses such a request line)
+        return Step::Answer(FileAnswer::Error(400));
+    }
+    if uri.ends_with(b"/") {
+        return index(plan, uri, path);
+    }
+    Step::Answer(open(plan, uri, req, path))
+}
+
+/// `ngx_http_index_handler`: the first index name that exists is an internal redirect to it; none is a 403 when the
+/// directory exists (nginx's "directory index of ... is forbidden"), else a 404.
+fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
+    let mut dir_tested = false;
+    for name in plan.index.iter() {
+        let file = match name {
+            IndexName::Uri(u) => {
+                path.clear();
+                path.extend_from_slice(u);
+                return Step::Redirect;
+            }
+            IndexName::File(f) => f,
+        };
+        plan.path_of(uri, path);
+        path.extend_from_slice(file);
+        let err = match std::fs::metadata(as_path(path)) {
+            Ok(_) => {
+                path.clear();
+                path.extend_from_slice(uri);
+                path.extend_from_slice(file);
+                return Step::Redirect;
+            }
+            Err(e) => e.raw_os_error().unwrap_or(0),
+        };
+        let status = match err {
+            libc::ELOOP | libc::EMLINK => 403,
+            libc::EACCES => {
+                log_file(Level::Error, path, "is forbidden", err);
+                403
+            }
+            libc::ENOTDIR | libc::ENAMETOOLONG => {
+                if plan.log_not_found {
+                    log_file(Level::Error, path, "is not found", err);
+                }
+                404
+            }
+            libc::ENOENT => 0,
+            _ => {
+                log_failed(Level::Crit, "stat()", path, err);
+                500
+            }
+        };
+        if status != 0 {
+            return Step::Answer(FileAnswer::Error(status));
+        }
+        if !dir_tested {
+            if let Some(status) = test_dir(plan, uri, path) {
+                if status == 404 && plan.log_not_found {
+                    // nginx names the index file it looked for
+                    plan.path_of(uri, path);
+                    path.extend_from_slice(file);
+                    log_file(Level::Error, path, "is not found", libc::ENOENT);
+                }
+                return Step::Answer(FileAnswer::Error(status));
+            }
+            dir_tested = true;
+        }
+    }
+    if crate::log::enabled(Level::Error) {
+        plan.path_of(uri, path);
+        crate::log_error!("directory index of \"{}\" is forbidden", String::from_utf8_lossy(path));
+    }
+    Step::Answer(FileAnswer::Error(403))
+}
+
+/// nginx's line for a failed call on `path`: `open() "PATH" failed (2: No such file or directory)`.
+fn log_failed(level: Level, call: &str, path: &[u8], errno: i32) {
+    if crate::log::enabled(level) {
+        let err = errno_text(&io::Error::from_raw_os_error(errno));
+        crate::log!(level, "{call} \"{}\" failed ({err})", String::from_utf8_lossy(path));
+    }
+}
+
+/// nginx's line for an index file: `"PATH" is forbidden (13: Permission denied)`.
+fn log_file(level: Level, path: &[u8], what: &str, errno: i32) {
+    if crate::log::enabled(level) {
+        let err = errno_text(&io::Error::from_raw_os_error(errno));
+        crate::log!(level, "\"{}\" {what} ({err})", String::from_utf8_lossy(path));
+    }
+}
+
+/// `ngx_http_index_test_dir`, after an index name was not found: the status to answer when the directory itself
+/// is missing (404), a loop (403), not a directory or unreadable otherwise (500); `None` to go on.
+fn test_dir(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Option<u16> {
+    plan.path_of(uri, path);
+    path.pop();
+    if path.is_empty() {
+        path.push(b'/');
+    }
+    match std::fs::metadata(as_path(path)) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => {
+            crate::log_alert!("\"{}\" is not a directory", String::from_utf8_lossy(path));
+            Some(500)
+        }
+        Err(e) => match e.raw_os_error().unwrap_or(0) {
+            libc::ENOENT => Some(404),
+            // searching the directory is allowed: the index test failed otherwise
+            libc::EACCES => None,
+            libc::ELOOP | libc::EMLINK => Some(403),
+            errno => {
+                log_failed(Level::Crit, "stat()", path, errno);
+                Some(500)
+            }
+        },
+    }
+}
+
+/// `ngx_http_static_handler` for a path not ending in `/`: the open file, a 301 for a directory, or the error.
+fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut Vec<u8>) -> FileAnswer<'s> {
+    plan.path_of(uri, path);
+    // O_NONBLOCK as nginx's `ngx_open_file`: opening a FIFO must not wait for a writer (it is then refused as
+    // not a regular file)
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(as_path(path));
+    let (file, meta) = match opened.and_then(|f| f.metadata().map(|m| (f, m))) {
+        Ok(fm) => fm,
+        Err(e) => {
+            let errno = e.raw_os_error().unwrap_or(0);
+            let (level, status) = match errno {
+                libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG => (Level::Error, 404),
+                libc::EACCES | libc::EMLINK | libc::ELOOP => (Level::Error, 403),
+                _ => (Level::Crit, 500),
+            };
+            if status != 404 || plan.log_not_found {
+                log_failed(level, "open()", path, errno);
+            }
+            return FileAnswer::Error(status);
+        }
+    };
+    if meta.is_dir() {
+        moved_to_slash(uri, req, path);
+        return FileAnswer::ToSlash;
+    }
+    if !meta.is_file() {
+        crate::log!(
+            Level::Crit,
+            "\"{}\" is not a regular file",
+            String::from_utf8_lossy(path)
+        );
+        return FileAnswer::Error(404);
+    }
+    if req.method == FileMethod::Post {
+        return FileAnswer::Error(405);
+    }
+    FileAnswer::File(OpenFile {
+        file,
+        size: meta.len(),
+        mtime: mtime(&meta),
+        content_type: plan.content_type(uri),
+        etag: plan.etag,
+    })
+}
+
+fn mtime(meta: &Metadata) -> i64 {
+    meta.mtime()
+}
+
+fn as_path(bytes: &[u8]) -> &Path {
+    Path::new(std::ffi::OsStr::from_bytes(bytes))
+}
+
+/// Writes the `Location` of the redirect to `uri`'s slash into `out` (cleared first), as nginx's static module and
+/// header filter make it with their defaults (`absolute_redirect on`, `server_name_in_redirect off`,
+/// `port_in_redirect on`): `http://`, the request's host (lower case, a trailing dot dropped; without one, the
+/// address the client connected to), `:PORT` unless it is 80, the path escaped, `/`, and `?ARGS` if any.
+fn moved_to_slash(uri: &[u8], req: &FileRequest<'_>, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(b"http://");
+    match req.host.filter(|h| !h.is_empty()) {
+        Some(host) => {
+            let host = host.strip_suffix(b".").unwrap_or(host);
+            out.extend(host.iter().map(u8::to_ascii_lowercase));
+        }
+        None => append_ip(out, req.local.ip()),
+    }
+    let port = req.local.port();
+    if port != 80 {
+        out.push(b':');
+        append_decimal(out, u64::from(port));
+    }
+    append_escaped(uri, out);
+    out.push(b'/');
+    if !req.args.is_empty() {
+        out.push(b'?');
+        out.extend_from_slice(req.args);
+    }
+}
+
+/// An address as nginx's `ngx_sock_ntop` prints it without a port (IPv6 without brackets).
+fn append_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    use std::io::Write;
+    let _ = write!(out, "{ip}");
+}
+
+/// The head of an answer from files: nginx's header filter order (status line, `Server`, `Date`,
+/// `Content-Type`, `Content-Length`, `Last-Modified`, `Location`, `Connection`), then the header list (`ETag`,
+/// headers other modules add, `Accept-Ranges` last, from the range filter that runs after them).
+#[derive(Debug, Clone, Copy)]
+pub enum FileHead<'a> {
+    /// 200 with the file's facts.
+    File {
+        content_type: &'a str,
+        size: u64,
+        /// Seconds since the epoch.
+        mtime: i64,
+        etag: bool,
+    },
+    /// 301 to a directory's slash (an HTML body of `body_len` bytes follows).
+    Moved { location: &'a [u8], body_len: usize },
+}
+
+/// Writes the head `head` into `out` (appended) with the cached `date`. The one writer of these heads: headers
+/// configured for the location (`add_header`) go where the comment says.
+pub fn write_file_head(head: &FileHead<'_>, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+    out.extend_from_slice(match head {
+        FileHead::File { .. } => b"HTTP/1.1 200 OK\r\nServer: ".as_slice(),
+        FileHead::Moved { .. } => b"HTTP/1.1 301 Moved Permanently\r\nServer: ",
+    });
+    out.extend_from_slice(SERVER_NAME.as_bytes());
+    out.extend_from_slice(b"\r\nDate: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(b"\r\nContent-Type: ");
+    let (length, content_type) = match head {
+        FileHead::File { content_type, size, .. } => (*size, content_type.as_bytes()),
+        FileHead::Moved { body_len, .. } => (*body_len as u64, b"text/html".as_slice()),
+    };
+    out.extend_from_slice(content_type);
+    out.extend_from_slice(b"\r\nContent-Length: ");
+    append_decimal(out, length);
+    out.extend_from_slice(b"\r\n");
+    match head {
+        FileHead::File { mtime, .. } => {
+            out.extend_from_slice(b"Last-Modified: ");
+            out.extend_from_slice(&format_http_date(u64::try_from(*mtime).unwrap_or(0)));
+            out.extend_from_slice(b"\r\n");
+        }
+        FileHead::Moved { location, .. } => {
+            out.extend_from_slice(b"Location: ");
+            out.extend_from_slice(location);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out.extend_from_slice(if keepalive {
+        b"Connection: keep-alive\r\n"
+    } else {
+        b"Connection: close\r\n"
+    });
+    if let FileHead::File {
+        size,
+        mtime,
+        etag: true,
+        ..
+    } = head
+    {
+        // nginx's `"%xT-%xO"`: the modification time and the size in lower-case hex
+        use std::io::Write;
+        let _ = write!(out, "ETag: \"{mtime:x}-{size:x}\"\r\n");
+    }
+    // add_header: the location's added headers go here (nginx's headers filter runs before the range filter).
+    if let FileHead::File { .. } = head {
+        out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+impl<R: Runtime> ClientConn<R> {
+    /// Answers a request served from files, after reading and dropping its body; returns whether the connection
+    /// stays open.
+    pub(super) async fn serve_file(&mut self, answer: FileAnswer<'_>, req: &Routed) -> bool {
+        let drained = discard_body::<R>(
+            &mut self.sock,
+            &mut self.bufs.client,
+            req.body,
+            &mut self.decoder,
+            req.timeouts.body,
+        )
+        .await;
+        match &drained {
+            Err(BodyError::Chunk(_)) => self.shard.counters.count_bad_request(),
+            Err(BodyError::Read(_) | BodyError::Truncated) => self.shard.counters.count_client_abort(),
+            _ => {}
+        }
+        let keep = req.keepalive && drained.is_ok();
+        match answer {
+            // nginx closes the connection after a 400 or a 500 (`ngx_http_special_response_handler`)
+            FileAnswer::Error(status) => {
+                self.error_page(status, req, keep && status != 400 && status != 500)
+                    .await
+            }
+            FileAnswer::ToSlash => self.send_moved(keep, req).await,
+            FileAnswer::File(f) => self.send_file(f, keep, req).await.unwrap_or(false),
+        }
+    }
+
+    async fn send_moved(&mut self, keep: bool, req: &Routed) -> bool {
+        let body: &[u8] = &MOVED_BODY;
+        let head = FileHead::Moved {
+            location: &self.bufs.path,
+            body_len: body.len(),
+        };
+        let out = &mut self.bufs.out;
+        out.clear();
+        self.shard
+            .date(crate::clock::now_secs(), |d| write_file_head(&head, d, keep, out));
+        let head_len = out.len();
+        let sent = if req.head_request { 0 } else { body.len() };
+        out.extend_from_slice(body.get(..sent).unwrap_or_default());
+        self.bufs.log.answered(301, head_len, sent as u64);
+        send::<R>(&mut self.sock, &self.bufs.out, req.timeouts.send)
+            .await
+            .is_ok()
+            && keep
+    }
+
+    /// Sends `f`: the head with as much of the file as fits a chunk, then chunk after chunk through the same
+    /// buffer. A file that shrank while being sent closes the connection (nginx: "file was truncated").
+    async fn send_file(&mut self, mut f: OpenFile<'_>, keep: bool, req: &Routed) -> io::Result<bool> {
+        let head = FileHead::File {
+            content_type: f.content_type,
+            size: f.size,
+            mtime: f.mtime,
+            etag: f.etag,
+        };
+        let out = &mut self.bufs.out;
+        out.clear();
+        self.shard
+            .date(crate::clock::now_secs(), |d| write_file_head(&head, d, keep, out));
+        let head_len = out.len();
+        self.bufs.log.answered(200, head_len, 0);
+        if req.head_request || f.size == 0 {
+            send::<R>(&mut self.sock, out, req.timeouts.send).await?;
+            return Ok(keep);
+        }
+        let mut left = f.size;
+        let mut start = head_len;
+        let mut sent = 0u64;
+        while left > 0 {
+            let want = usize::try_from(left).unwrap_or(CHUNK).min(CHUNK);
+            let out = &mut self.bufs.out;
+            if out.len() < start + want {
+                out.resize(start + want, 0);
+            } else {
+                out.truncate(start + want);
+            }
+            let got = read_full(&mut f.file, out.get_mut(start..).unwrap_or_default())?;
+            out.truncate(start + got);
+            send::<R>(&mut self.sock, out, req.timeouts.send).await?;
+            sent += got as u64;
+            self.bufs.log.answered(200, head_len, sent);
+            if got < want {
+                return Ok(false);
+            }
+            left -= got as u64;
+            start = 0;
+        }
+        Ok(keep)
+    }
+}
+
+/// Reads into all of `buf` unless the file ends first; the bytes read.
+fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(buf.get_mut(n..).unwrap_or_default()) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::files::FilesConf;
+
+    /// A root with `index.html`, `sub/` (no index), `file` and `dir/index.html`.
+    fn root(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("corelb-static-unit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        std::fs::create_dir_all(d.join("dir")).unwrap();
+        std::fs::write(d.join("index.html"), "i").unwrap();
+        std::fs::write(d.join("file"), "f").unwrap();
+        std::fs::write(d.join("dir/index.html"), "d").unwrap();
+        d
+    }
+
+    fn outcome(plan: &FilesPlan, uri: &[u8], method: FileMethod, path: &mut Vec<u8>) -> Result<u16, Vec<u8>> {
+        let req = request(method, Some(b"h"), b"");
+        match step(plan, uri, &req, path) {
+            Step::Redirect => Err(path.clone()),
+            Step::Answer(FileAnswer::File(f)) => Ok(200 + u16::from(f.size != 1)),
+            Step::Answer(FileAnswer::ToSlash) => Ok(301),
+            Step::Answer(FileAnswer::Error(s)) => Ok(s),
+        }
+    }
+
+    #[test]
+    fn index_and_static_steps_as_nginx() {
+        let dir = root("steps");
+        let conf = FilesConf {
+            root: dir.clone(),
+            index: vec!["none.html".into(), "index.html".into()],
+            ..FilesConf::default()
+        };
+        let plan = FilesPlan::new(&conf);
+        let mut path = Vec::new();
+        let get = FileMethod::Get;
+        assert_eq!(outcome(&plan, b"/", get, &mut path), Err(b"/index.html".to_vec()));
+        assert_eq!(
+            outcome(&plan, b"/dir/", get, &mut path),
+            Err(b"/dir/index.html".to_vec())
+        );
+        assert_eq!(
+            outcome(&plan, b"/sub/", get, &mut path),
+            Ok(403),
+            "the directory exists"
+        );
+        assert_eq!(outcome(&plan, b"/gone/", get, &mut path), Ok(404), "it does not");
+        assert_eq!(
+            outcome(&plan, b"/file/", get, &mut path),
+            Ok(404),
+            "a file is no directory"
+        );
+        assert_eq!(outcome(&plan, b"/file", get, &mut path), Ok(200));
+        assert_eq!(outcome(&plan, b"/file", FileMethod::Post, &mut path), Ok(405));
+        assert_eq!(outcome(&plan, b"/gone", FileMethod::Post, &mut path), Ok(404));
+        assert_eq!(outcome(&plan, b"/sub", FileMethod::Post, &mut path), Ok(301));
+        assert_eq!(outcome(&plan, b"/file", FileMethod::Other, &mut path), Ok(405));
+        assert_eq!(outcome(&plan, b"/sub/", FileMethod::Other, &mut path), Ok(405));
+        assert_eq!(outcome(&plan, b"*", get, &mut path), Ok(400));
+        let absolute = FilesPlan::new(&FilesConf {
+            root: dir.clone(),
+            index: vec!["/first".into(), "index.html".into()],
+            ..FilesConf::default()
+        });
+        assert_eq!(
+            outcome(&absolute, b"/gone/", get, &mut path),
+            Err(b"/first".to_vec()),
+            "not checked"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn request<'a>(method: FileMethod, host: Option<&'a [u8]>, args: &'a [u8]) -> FileRequest<'a> {
+        FileRequest {
+            method,
+            args,
+            host,
+            local: "127.0.0.1:8080".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn redirect_to_the_slash_as_nginx_writes_it() {
+        let mut out = Vec::new();
+        let get = FileMethod::Get;
+        moved_to_slash(b"/dir", &request(get, Some(b"LocalHost."), b""), &mut out);
+        assert_eq!(out, b"http://localhost:8080/dir/");
+        moved_to_slash(b"/sp ace", &request(get, None, b"a=b"), &mut out);
+        assert_eq!(out, b"http://127.0.0.1:8080/sp%20ace/?a=b");
+        let mut on_80 = request(get, Some(b"x"), b"");
+        on_80.local = "[::1]:80".parse().unwrap();
+        moved_to_slash(b"/d", &on_80, &mut out);
+        assert_eq!(out, b"http://x/d/");
+        on_80.host = None;
+        moved_to_slash(b"/d", &on_80, &mut out);
+        assert_eq!(out, b"http://::1/d/");
+    }
+
+    #[test]
+    fn heads_in_nginx_order() {
+        let mut out = Vec::new();
+        let file = FileHead::File {
+            content_type: "text/css",
+            size: 0x267,
+            mtime: 1_800_000_000,
+            etag: true,
+        };
+        write_file_head(&file, b"D", true, &mut out);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/css\r\nContent-Length: 615\r\n\
+             Last-Modified: Fri, 15 Jan 2027 08:00:00 GMT\r\nConnection: keep-alive\r\nETag: \"6b49d200-267\"\r\n\
+             Accept-Ranges: bytes\r\n\r\n"
+        );
+        out.clear();
+        let moved = FileHead::Moved {
+            location: b"http://x/d/",
+            body_len: 7,
+        };
+        write_file_head(&moved, b"D", false, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 301 Moved Permanently\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/html\r\n\
+             Content-Length: 7\r\nLocation: http://x/d/\r\nConnection: close\r\n\r\n"
+        );
+    }
+}
