@@ -2,7 +2,7 @@
 //! snapshot, and each shard's buffers. A request's line is appended to its shard's buffer for the file; a full
 //! buffer (`buffer=`, 64k by default) or one older than `flush=` (1 s by default) goes to the writer thread.
 
-pub mod clock;
+pub use crate::clock::texts as clock;
 pub mod record;
 pub mod render;
 pub mod stream;
@@ -180,5 +180,5 @@ impl ShardLog {
 }
 
 fn is_request_var(op: &log_format::Op) -> bool {
-    matches!(op, log_format::Op::Var(v) if v.from_request())
+    op.captured_at_request()
 }

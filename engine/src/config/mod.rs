@@ -8,6 +8,7 @@ pub mod error;
 pub mod key;
 pub mod lexer;
 pub mod log_format;
+pub mod map;
 pub mod model;
 pub mod parser;
 pub mod regex;
@@ -16,6 +17,7 @@ pub mod state_file;
 pub mod stream_format;
 pub mod url;
 pub mod value;
+pub mod var;
 
 pub use error::ConfigError;
 

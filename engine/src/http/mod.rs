@@ -1,5 +1,6 @@
 //! HTTP/1.x framing, free of sockets: request and response heads, chunked bodies, hop-by-hop rules, fixed answers.
 
+pub mod basic_auth;
 pub mod chunked;
 pub mod head_buffers;
 pub mod keepalive;
@@ -7,6 +8,7 @@ pub mod pages;
 pub mod request;
 pub mod response;
 pub mod uri;
+pub mod var_cache;
 pub mod vars;
 
 /// How a message body is delimited.

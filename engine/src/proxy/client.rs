@@ -105,6 +105,24 @@ impl OwnAnswer for FixedAnswer {
     }
 }
 
+/// A fixed answer whose `return` text has variables, with the text evaluated for this request.
+struct WithText<'a> {
+    answer: &'a FixedAnswer,
+    text: &'a [u8],
+}
+
+impl OwnAnswer for WithText<'_> {
+    fn status(&self) -> u16 {
+        self.answer.status
+    }
+    fn body_len(&self) -> usize {
+        self.answer.body_len_with(self.text)
+    }
+    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        self.answer.write_text(self.text, date, keepalive, head_request, out)
+    }
+}
+
 impl OwnAnswer for AdminResponse {
     fn status(&self) -> u16 {
         self.status
@@ -171,7 +189,14 @@ impl<R: Runtime> ClientConn<R> {
     pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();
-        self.send_own(answer, keep, req.head_request, req.timeouts.send).await
+        if answer.text.is_none() {
+            return self.send_own(answer, keep, req.head_request, req.timeouts.send).await;
+        }
+        let text = std::mem::take(&mut self.bufs.answer);
+        let with = WithText { answer, text: &text };
+        let kept = self.send_own(&with, keep, req.head_request, req.timeouts.send).await;
+        self.bufs.answer = text;
+        kept
     }
 
     /// Answers a request to an `api` or `metrics` location (`target`: its method and target), after reading its
