@@ -2,13 +2,13 @@
 //! snapshot, and each shard's buffers. A request's line is appended to its shard's buffer for the file; a full
 //! buffer (`buffer=`, 64k by default) or one older than `flush=` (1 s by default) goes to the writer thread.
 
+pub mod answer_headers;
 pub use crate::clock::texts as clock;
 pub mod record;
 pub mod render;
 pub mod stream;
 pub mod writer;
 
-use crate::config::log_format;
 use crate::snapshot::logs::DEFAULT_BUFFER;
 use crate::snapshot::Snapshot;
 use clock::LogClock;
@@ -126,13 +126,13 @@ impl ShardLog {
             clock: &self.clock,
             now,
         };
-        let mut next = 0;
+        let mut next = render::Cursor::default();
         for t in set {
             if let Some(cond) = &t.cond {
                 self.line.clear();
                 render::render(cond, rec, &cx, &mut next, &mut self.line);
                 if self.line.is_empty() || self.line == b"0" {
-                    next += t.format.ops().iter().filter(|o| is_request_var(o)).count();
+                    next.skip(&t.format);
                     continue;
                 }
             }
@@ -177,8 +177,4 @@ impl ShardLog {
             }
         }
     }
-}
-
-fn is_request_var(op: &log_format::Op) -> bool {
-    op.captured_at_request()
 }

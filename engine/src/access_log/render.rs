@@ -2,6 +2,7 @@
 //! record when the head is read, since the head's buffer is reused; the line is put together when the answer is
 //! done, with the status, sizes, times and upstream tries.
 
+use super::answer_headers::is_header_var;
 use super::clock::LogClock;
 use super::record::{RequestRecord, TryPeer, UpstreamTry};
 use crate::config::key::{Var, VarSource};
@@ -70,20 +71,48 @@ pub struct LineContext<'a> {
     pub now: Instant,
 }
 
+/// Where a set's lines are in the record's captured values: those of the request head, and the answer's headers.
+#[derive(Debug, Default)]
+pub struct Cursor {
+    request: usize,
+    headers: usize,
+}
+
+impl Cursor {
+    /// Steps over the values of `format` (a line its `if=` skipped).
+    pub fn skip(&mut self, format: &LogFormat) {
+        for op in format.ops() {
+            match op {
+                Op::Var(_) if op.captured_at_request() => self.request += 1,
+                Op::Var(v) if is_header_var(v) => self.headers += 1,
+                _ => {}
+            }
+        }
+    }
+}
+
 /// Appends the line of `format` for `rec`; `next` walks the captured values (shared over a set's formats).
-pub fn render(format: &LogFormat, rec: &RequestRecord, cx: &LineContext<'_>, next: &mut usize, out: &mut Vec<u8>) {
+pub fn render(format: &LogFormat, rec: &RequestRecord, cx: &LineContext<'_>, next: &mut Cursor, out: &mut Vec<u8>) {
     for op in format.ops() {
         match op {
             Op::Text(t) => out.extend_from_slice(t),
             Op::Var(_) if op.captured_at_request() => {
-                let start = if *next == 0 {
+                let i = next.request;
+                let start = if i == 0 {
                     0
                 } else {
-                    rec.ends.get(*next - 1).copied().unwrap_or(0)
+                    rec.ends.get(i - 1).copied().unwrap_or(0)
                 };
-                let end = rec.ends.get(*next).copied().unwrap_or(start);
+                let end = rec.ends.get(i).copied().unwrap_or(start);
                 out.extend_from_slice(rec.values.get(start..end).unwrap_or_default());
-                *next += 1;
+                next.request += 1;
+            }
+            Op::Var(v) if is_header_var(v) => {
+                match rec.header_value(next.headers) {
+                    Some(value) => append_escaped(out, value, format.escape),
+                    None => out.extend_from_slice(missing(format.escape)),
+                }
+                next.headers += 1;
             }
             Op::Var(v) => response_value(v, format.escape, rec, cx, out),
         }
@@ -118,6 +147,9 @@ fn response_value(v: &Var, escape: Escape, rec: &RequestRecord, cx: &LineContext
         Var::UpstreamResponseTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.response)),
         Var::UpstreamConnectTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.connect)),
         Var::UpstreamHeaderTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.header)),
+        Var::UpstreamResponseLength => tries(rec, escape, out, |t, o| append_decimal(o, t.response_length)),
+        Var::UpstreamBytesReceived => tries(rec, escape, out, |t, o| append_decimal(o, t.bytes_received)),
+        Var::UpstreamBytesSent => tries(rec, escape, out, |t, o| append_decimal(o, t.bytes_sent)),
         _ => out.extend_from_slice(missing(escape)),
     }
 }

@@ -144,11 +144,12 @@ impl<R: Runtime> ClientConn<R> {
         self.shard
             .date(crate::clock::now_secs(), |d| answer.write(d, keep, head_request, out));
         let body = if head_request { 0 } else { answer.body_len() };
-        self.bufs.log.answered(
-            sent_status(answer.status()),
-            self.bufs.out.len().saturating_sub(body),
-            body as u64,
-        );
+        let head_len = self.bufs.out.len().saturating_sub(body);
+        self.bufs
+            .log
+            .answered(sent_status(answer.status()), head_len, body as u64);
+        let head = self.bufs.out.get(..head_len).unwrap_or_default();
+        self.bufs.log.capture_headers(head, b"");
         send::<R>(&mut self.sock, &self.bufs.out, wait).await.is_ok() && keep
     }
 

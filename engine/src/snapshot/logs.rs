@@ -39,6 +39,8 @@ pub struct AccessLogPlan {
     pub sets: Vec<Vec<LogTarget>>,
     /// The sets stream servers log to (see [`super::stream_logs`]); set 0 is the empty one.
     pub stream_sets: Vec<Vec<LogTarget<StreamFormat>>>,
+    /// For each set, the answer header variables its lines name (see [`crate::access_log::answer_headers`]).
+    pub header_vars: Vec<Option<Arc<[crate::config::key::Var]>>>,
 }
 
 impl Default for AccessLogPlan {
@@ -47,6 +49,7 @@ impl Default for AccessLogPlan {
             files: Vec::new(),
             sets: vec![Vec::new()],
             stream_sets: vec![Vec::new()],
+            header_vars: vec![None],
         }
     }
 }
@@ -75,6 +78,8 @@ impl AccessLogPlan {
         if let Some(i) = self.sets.iter().position(same) {
             return Ok(i);
         }
+        self.header_vars
+            .push(crate::access_log::answer_headers::header_vars(&set));
         self.sets.push(set);
         Ok(self.sets.len() - 1)
     }
