@@ -2278,6 +2278,13 @@ events {}
             Differs,
         ),
         case(
+            "map_mixed_in_log",
+            "events {}\nhttp {\n map $status$uri $m {\n  default 1;\n }\n server {\n  access_log /tmp/corelb-mixed.log combined if=$m;\n }\n}\n".to_string(),
+            r#"map "$m" in an access log, with variables of both the request and the answer (or an answer header), is not supported by corelb"#,
+            7,
+            Differs,
+        ),
+        case(
             "request_body_var",
             "events {}\nhttp {\n server {\n  location / { return 200 $request_body; }\n }\n}\n".to_string(),
             r#"the "$request_body" variable is not supported by corelb (request bodies are streamed, never buffered)"#,

@@ -1,7 +1,8 @@
 //! `map` and the request variables end to end, on both runtimes: map values (exact, `hostnames` wildcards, regex
 //! with captures, a map naming another, the default) and `$server_name`, `$request_id`, `$nginx_version`,
 //! `$is_args`, `$request`... in `return` text, in a redirect's `Location`, in headers sent upstream, and in an
-//! access log line with the upstream's answer variables; one `$request_id` per request, the same everywhere.
+//! access log line with the upstream's answer variables; one `$request_id` per request, the same everywhere; and a
+//! map of `$status` deciding, when the line is written, whether a request is logged (`access_log ... if=`).
 
 mod support;
 
@@ -58,6 +59,16 @@ http {{
     other $site;
     include extra.map;
   }}
+  map $status $loggable {{
+    ~^[23] 0;
+    default 1;
+  }}
+  map $loggable $kind {{
+    1 error;
+    default fine;
+  }}
+  log_format e '$status $loggable $kind $uri';
+  access_log {dir}/errors.log e if=$loggable;
   map $http_host $site {{
     hostnames;
     default other;
@@ -119,7 +130,11 @@ http {{
         assert!(a.len() == 32 && a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
     }
     let r = get("/r", "test.local");
-    assert!(r.text().starts_with("x=none site=other sn=test.local v="), "{}", r.text());
+    assert!(
+        r.text().starts_with("x=none site=other sn=test.local v="),
+        "{}",
+        r.text()
+    );
     assert!(r.text().contains(" a= r=GET /r HTTP/1.1 "), "{}", r.text());
 
     // A redirect with variables.
@@ -142,6 +157,15 @@ http {{
     assert_ne!(second, id, "a new request draws a new id");
     // No `k` argument: the default.
     assert_eq!(header_of(&backend.last_head(), "x-map").as_deref(), Some("none"));
+
+    // Logged only when the map of `$status` (evaluated when the line is written) says so.
+    assert_eq!(get("/none", "test.local").status, 404);
+    assert_eq!(get("/r", "test.local").status, 200);
+    assert_eq!(get("/nothing/here", "test.local").status, 404);
+    assert_eq!(
+        lines_when(&d.join("errors.log"), 2),
+        ["404 1 error /none", "404 1 error /nothing/here"]
+    );
 
     drop(c);
     drop(proxy);

@@ -4,27 +4,10 @@
 
 use super::record::RequestRecord;
 use crate::config::key::Var;
-use crate::config::log_format::Op;
-use crate::snapshot::logs::LogTarget;
-use std::sync::Arc;
 
 /// Whether `v` is read from an answer's headers.
 pub fn is_header_var(v: &Var) -> bool {
-    matches!(v, Var::SentHttp(_) | Var::UpstreamHttp(_) | Var::UpstreamCookie(_))
-}
-
-/// The header variables of a set's lines, in the order the lines read them (each target's `if=` first).
-pub fn header_vars(set: &[LogTarget]) -> Option<Arc<[Var]>> {
-    let vars: Vec<Var> = set
-        .iter()
-        .flat_map(|t| t.cond.iter().chain(std::iter::once(&t.format)))
-        .flat_map(|f| f.ops())
-        .filter_map(|op| match op {
-            Op::Var(v) if is_header_var(v) => Some(v.clone()),
-            _ => None,
-        })
-        .collect();
-    (!vars.is_empty()).then(|| vars.into())
+    v.is_answer_header()
 }
 
 /// The header lines of a raw head (its status line skipped), as (name, value).

@@ -83,6 +83,8 @@ pub struct ShardLog {
     generation: u64,
     bufs: Vec<FileBuf>,
     clock: LogClock,
+    /// The maps a line evaluates when it is written ([`crate::config::key::Var::AnswerMap`]).
+    answer_vars: crate::http::var_cache::VarCache,
     line: Vec<u8>,
     /// The last flush request of the process this shard has honoured.
     flushed: u64,
@@ -121,10 +123,14 @@ impl ShardLog {
         let now = Instant::now();
         rec.finish_tries(now);
         self.clock.update();
+        let maps = snap.config.http.as_ref().map_or(&[][..], |h| h.maps.as_slice());
+        self.answer_vars.begin(maps.len());
         let cx = LineContext {
             snap,
             clock: &self.clock,
             now,
+            maps,
+            answer_vars: &self.answer_vars,
         };
         let mut next = render::Cursor::default();
         for t in set {

@@ -69,6 +69,24 @@ pub struct LineContext<'a> {
     pub snap: &'a Snapshot,
     pub clock: &'a LogClock,
     pub now: Instant,
+    /// The http block's maps, and the line's cache of those it evaluates.
+    pub maps: &'a [crate::config::map::Map],
+    pub answer_vars: &'a crate::http::var_cache::VarCache,
+}
+
+/// What a map evaluated when the line is written reads: the answer's values of the record.
+struct AnswerVars<'a, 'c> {
+    rec: &'a RequestRecord,
+    cx: &'a LineContext<'c>,
+}
+
+impl VarSource for AnswerVars<'_, '_> {
+    fn append(&self, var: &Var, out: &mut Vec<u8>) {
+        match var {
+            Var::Map(i) | Var::AnswerMap(i) => self.cx.answer_vars.append_map(self.cx.maps, *i, self, out),
+            v => response_value(v, Escape::None, self.rec, self.cx, out),
+        }
+    }
 }
 
 /// Where a set's lines are in the record's captured values: those of the request head, and the answer's headers.
@@ -150,6 +168,16 @@ fn response_value(v: &Var, escape: Escape, rec: &RequestRecord, cx: &LineContext
         Var::UpstreamResponseLength => tries(rec, escape, out, |t, o| append_decimal(o, t.response_length)),
         Var::UpstreamBytesReceived => tries(rec, escape, out, |t, o| append_decimal(o, t.bytes_received)),
         Var::UpstreamBytesSent => tries(rec, escape, out, |t, o| append_decimal(o, t.bytes_sent)),
+        Var::AnswerMap(i) => {
+            let start = out.len();
+            let src = AnswerVars { rec, cx };
+            cx.answer_vars.append_map(cx.maps, *i, &src, out);
+            if needs_escape(out.get(start..).unwrap_or_default(), escape) {
+                // escaped from a copy (the line's buffer holds it): rare, values of answer maps are short words
+                let raw = out.split_off(start);
+                append_escaped(out, &raw, escape);
+            }
+        }
         _ => out.extend_from_slice(missing(escape)),
     }
 }

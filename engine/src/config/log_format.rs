@@ -109,6 +109,23 @@ impl LogFormat {
     pub fn ops(&self) -> &[Op] {
         &self.ops
     }
+
+    /// This format with each variable replaced by what `f` makes of it.
+    pub fn map_vars(&self, f: impl Fn(&Var) -> Var) -> LogFormat {
+        let ops = self
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Var(v) => Op::Var(f(v)),
+                Op::Text(t) => Op::Text(t.clone()),
+            })
+            .collect();
+        LogFormat {
+            name: self.name.clone(),
+            escape: self.escape,
+            ops,
+        }
+    }
 }
 
 /// One format string: nginx's `$name` / `${name}` scan.

@@ -74,6 +74,41 @@ pub fn resolve(maps: &[Map], name: &str) -> Option<super::key::Var> {
     }
 }
 
+impl Map {
+    /// Every variable its source and values name.
+    pub fn vars(&self) -> impl Iterator<Item = &super::key::Var> {
+        std::iter::once(&self.source)
+            .chain(&self.values)
+            .flat_map(|t| t.parts())
+            .filter_map(|p| match p {
+                super::key::Part::Var(v) => Some(v),
+                super::key::Part::Text(_) => None,
+            })
+    }
+}
+
+/// Marks the maps whose value needs the answer: one naming a variable known only then, or such a map.
+pub fn mark_answer_time(maps: &mut [Map]) {
+    use super::key::{Phase, Var};
+    loop {
+        let flags: Vec<bool> = maps.iter().map(|m| m.answer_time).collect();
+        let mut changed = false;
+        for m in maps.iter_mut().filter(|m| !m.answer_time) {
+            let needs = m.vars().any(|v| match v {
+                Var::Map(i) => flags.get(*i).copied().unwrap_or(false),
+                v => v.phase() == Phase::Response,
+            });
+            if needs {
+                m.answer_time = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
 /// Which key of a map matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Found {
@@ -103,6 +138,8 @@ pub struct Map {
     pub hostnames: bool,
     /// `volatile`: evaluated at each use, not once per request.
     pub volatile: bool,
+    /// Its value needs the answer (a variable known only then, or such a map), see [`mark_answer_time`].
+    pub answer_time: bool,
     exact: HashMap<Vec<u8>, usize>,
     /// `*.example.com` and `.example.com`, longest first.
     head: Vec<Wildcard>,
@@ -133,6 +170,7 @@ impl Map {
             source,
             hostnames: false,
             volatile: false,
+            answer_time: false,
             exact: HashMap::new(),
             head: Vec::new(),
             tail: Vec::new(),

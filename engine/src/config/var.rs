@@ -52,6 +52,9 @@ pub enum Var {
     RequestBody,
     /// A `map` variable: index into its block's maps.
     Map(usize),
+    /// A `map` whose value needs the answer (its source or values name `$status`, `$upstream_*`...), as an access
+    /// log reads it: evaluated when the line is written.
+    AnswerMap(usize),
     /// `$1`..`$9` (or a named group) of a `map` regex entry, in that entry's value.
     Capture(usize),
     // Known once the answer is done.
@@ -189,6 +192,12 @@ impl Var {
         STREAM.contains(&name.to_ascii_lowercase().as_str())
     }
 
+    /// Whether the value is read from an answer's headers (`$sent_http_*`, `$upstream_http_*`,
+    /// `$upstream_cookie_*`).
+    pub fn is_answer_header(&self) -> bool {
+        matches!(self, Var::SentHttp(_) | Var::UpstreamHttp(_) | Var::UpstreamCookie(_))
+    }
+
     /// When the value is known. A `map` is a request-time value.
     pub fn phase(&self) -> Phase {
         match self {
@@ -210,7 +219,8 @@ impl Var {
             | Var::UpstreamHeaderTime
             | Var::UpstreamResponseLength
             | Var::UpstreamBytesReceived
-            | Var::UpstreamBytesSent => Phase::Response,
+            | Var::UpstreamBytesSent
+            | Var::AnswerMap(_) => Phase::Response,
             _ => Phase::Request,
         }
     }

@@ -123,10 +123,13 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
     );
     let drafts: Vec<_> = h.servers.iter_mut().map(ServerDraft::take_checks).collect();
     let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers)).collect();
+    crate::config::map::mark_answer_time(&mut h.maps.maps);
     for s in &mut servers {
         h.logs.settle(&mut s.client.access_log);
+        map::answer_time_logs(&mut s.client.access_log, &h.maps.maps)?;
         for l in &mut s.locations {
             h.logs.settle(&mut l.client.access_log);
+            map::answer_time_logs(&mut l.client.access_log, &h.maps.maps)?;
         }
     }
     let checks = finish_checks(&servers, drafts, &upstreams, &h.matches)?;

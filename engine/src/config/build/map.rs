@@ -7,6 +7,7 @@ use super::{arg, block_of, value};
 use crate::config::error::ConfigError;
 use crate::config::key::Var;
 use crate::config::map::{Map, MapRegex};
+use crate::config::model::AccessLogConf;
 use crate::config::parser::{Block, Directive};
 
 /// The names of the `map` variables of a block's top level, in order (so a value may name a map defined later in
@@ -44,6 +45,51 @@ impl Maps {
         }
         Ok(true)
     }
+}
+
+/// Makes the access logs of `logs` read the maps whose value needs the answer when the line is written
+/// ([`Var::AnswerMap`]). Such a map must not also need the request head (its value is computed from the answer
+/// alone) nor an answer's header (those are copied only as a format names them).
+pub fn answer_time_logs(logs: &mut [AccessLogConf], maps: &[Map]) -> Result<(), ConfigError> {
+    use crate::config::key::Phase;
+    use std::sync::Arc;
+    let answer = |i: usize| maps.get(i).is_some_and(|m| m.answer_time);
+    for l in logs {
+        let formats = std::iter::once(&l.format).chain(l.cond.as_ref());
+        let named: Vec<usize> = formats
+            .flat_map(|f| f.ops())
+            .filter_map(|op| match op {
+                crate::config::log_format::Op::Var(Var::Map(i)) if answer(*i) => Some(*i),
+                _ => None,
+            })
+            .collect();
+        if named.is_empty() {
+            continue;
+        }
+        for &i in &named {
+            let Some(m) = maps.get(i) else { continue };
+            let mixed = m.vars().any(|v| match v {
+                Var::Map(j) => !answer(*j),
+                Var::SentHttp(_) | Var::UpstreamHttp(_) | Var::UpstreamCookie(_) => true,
+                v => v.phase() == Phase::Request && !matches!(v, Var::Capture(_)),
+            });
+            if mixed {
+                let msg = format!(
+                    "map \"${}\" in an access log, with variables of both the request and the answer (or an \
+                     answer header), is not supported by corelb",
+                    m.name
+                );
+                return Err(ConfigError::invalid(msg, &l.span));
+            }
+        }
+        let swap = |v: &Var| match v {
+            Var::Map(i) if answer(*i) => Var::AnswerMap(*i),
+            other => other.clone(),
+        };
+        l.format = Arc::new(l.format.map_vars(swap));
+        l.cond = l.cond.as_ref().map(|c| Arc::new(c.map_vars(swap)));
+    }
+    Ok(())
 }
 
 /// Builds the map `d` of `module`'s block.
