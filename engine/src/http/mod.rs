@@ -3,6 +3,7 @@
 pub mod basic_auth;
 pub mod chunked;
 pub mod head_buffers;
+pub mod host;
 pub mod keepalive;
 pub mod pages;
 pub mod request;
