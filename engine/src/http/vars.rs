@@ -316,6 +316,32 @@ mod tests {
     }
 
     #[test]
+    fn stream_values_read_the_stream_maps() {
+        use crate::config::map::Map;
+        let mut m = Map::new("k", KeyTemplate::compile("$remote_port").unwrap());
+        let v = m.add_value(KeyTemplate::compile("port-$server_port").unwrap());
+        m.add_key("5555", v, false).unwrap();
+        let maps = [m];
+        let mut cache = VarCache::default();
+        cache.begin(1);
+        let vars = StreamVars {
+            conn: ConnVars {
+                remote: "10.1.2.3:5555".parse().unwrap(),
+                local: "127.0.0.1:8080".parse().unwrap(),
+            },
+            maps: &maps,
+            cache: &cache,
+        };
+        let t = KeyTemplate::compile_with("$k|$hostname", &|n| {
+            (n == "k").then_some(Var::Map(0)).or_else(|| Var::from_name(n))
+        })
+        .unwrap();
+        let mut out = Vec::new();
+        t.eval_into(&vars, &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), format!("port-8080|{}", hostname()));
+    }
+
+    #[test]
     fn uri_is_the_normalized_path_as_nginx() {
         let raw = b"GET /a//b/./c/../d%41?x=%41 HTTP/1.1\r\nHost: h\r\n\r\n";
         assert_eq!(
