@@ -413,7 +413,6 @@ fn probe(module: &str) -> Option<&'static str> {
         "http_mirror_module" => "http { server { location / { mirror /m; } } }",
         "http_autoindex_module" => "http { autoindex on; }",
         "http_geo_module" => "http { geo $g { default 1; } }",
-        "http_map_module" => "http { map $uri $m { default 1; } }",
         "http_split_clients_module" => "http { split_clients $uri $s { * a; } }",
         "http_referer_module" => "http { server { valid_referers none; } }",
         "http_fastcgi_module" => "http { server { location / { fastcgi_pass 127.0.0.1:9; } } }",
@@ -433,12 +432,13 @@ fn probe(module: &str) -> Option<&'static str> {
         "stream_access_module" => "stream { server { listen 127.0.0.1:9; allow all; proxy_pass 127.0.0.1:8; } }",
         "stream_geo_module" => "stream { geo $g { default 1; } }",
         "stream_limit_conn_module" => "stream { limit_conn_zone $remote_addr zone=c:1m; }",
-        "stream_map_module" => "stream { map $remote_addr $m { default 1; } }",
         "stream_pass_module" => "stream { server { listen 127.0.0.1:9; pass 127.0.0.1:8; } }",
         "stream_set_module" => "stream { server { listen 127.0.0.1:9; set $a 1; proxy_pass 127.0.0.1:8; } }",
         "stream_split_clients_module" => "stream { split_clients $remote_addr $s { * a; } }",
         "stream_upstream_least_time_module" => "stream { upstream u { least_time connect; server 127.0.0.1:9; } }",
         // Modules corelb has.
+        "http_map_module" => "http { map $uri $m { default 1; } }",
+        "stream_map_module" => "stream { map $remote_addr $m { default 1; } }",
         "http_proxy_module" => "http { server { location / { proxy_pass http://127.0.0.1:9; } } }",
         "http_rewrite_module" => "http { server { location / { return 204; } } }",
         "http_upstream_hash_module" => "http { upstream u { hash $uri; server 127.0.0.1:9; } }",
@@ -482,6 +482,8 @@ fn configure_arguments_tell_the_truth_about_modules() {
         "stream_upstream_random_module",
         "stream_upstream_zone_module",
         "stream_return_module",
+        "http_map_module",
+        "stream_map_module",
     ];
     let prefix = common::temp_dir("nginx-cli", "modules");
     let mut checked = 0;

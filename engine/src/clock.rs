@@ -3,6 +3,8 @@
 //! event-loop turn, corelb reads the clock at each use (`clock_gettime(CLOCK_REALTIME)` through the vDSO, a few
 //! tens of nanoseconds); a balancer is given the value read once for its pick, so one pick sees one time.
 
+pub mod texts;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The time since the Unix epoch (zero if the clock is before it).

@@ -106,6 +106,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
         stream: Some(StreamConf {
             upstreams: vec![upstream("tcp", servers)],
             health: Default::default(),
+            maps: Vec::new(),
             servers: vec![StreamServer {
                 listens: vec![Listen {
                     addr: listen,

@@ -2,13 +2,13 @@
 //! snapshot, and each shard's buffers. A request's line is appended to its shard's buffer for the file; a full
 //! buffer (`buffer=`, 64k by default) or one older than `flush=` (1 s by default) goes to the writer thread.
 
-pub mod clock;
+pub mod answer_headers;
+pub use crate::clock::texts as clock;
 pub mod record;
 pub mod render;
 pub mod stream;
 pub mod writer;
 
-use crate::config::log_format;
 use crate::snapshot::logs::DEFAULT_BUFFER;
 use crate::snapshot::Snapshot;
 use clock::LogClock;
@@ -83,6 +83,8 @@ pub struct ShardLog {
     generation: u64,
     bufs: Vec<FileBuf>,
     clock: LogClock,
+    /// The maps a line evaluates when it is written ([`crate::config::key::Var::AnswerMap`]).
+    answer_vars: crate::http::var_cache::VarCache,
     line: Vec<u8>,
     /// The last flush request of the process this shard has honoured.
     flushed: u64,
@@ -121,18 +123,22 @@ impl ShardLog {
         let now = Instant::now();
         rec.finish_tries(now);
         self.clock.update();
+        let maps = snap.config.http.as_ref().map_or(&[][..], |h| h.maps.as_slice());
+        self.answer_vars.begin(maps.len());
         let cx = LineContext {
             snap,
             clock: &self.clock,
             now,
+            maps,
+            answer_vars: &self.answer_vars,
         };
-        let mut next = 0;
+        let mut next = render::Cursor::default();
         for t in set {
             if let Some(cond) = &t.cond {
                 self.line.clear();
                 render::render(cond, rec, &cx, &mut next, &mut self.line);
                 if self.line.is_empty() || self.line == b"0" {
-                    next += t.format.ops().iter().filter(|o| is_request_var(o)).count();
+                    next.skip(&t.format);
                     continue;
                 }
             }
@@ -177,8 +183,4 @@ impl ShardLog {
             }
         }
     }
-}
-
-fn is_request_var(op: &log_format::Op) -> bool {
-    matches!(op, log_format::Op::Var(v) if v.from_request())
 }

@@ -24,6 +24,12 @@ pub struct UpstreamTry {
     pub header: Option<Duration>,
     /// Set when the next try starts, or when the line is written.
     pub response: Option<Duration>,
+    /// `$upstream_bytes_sent`: the request bytes written to the peer.
+    pub bytes_sent: u64,
+    /// `$upstream_bytes_received`: the bytes read from the peer (head and body).
+    pub bytes_received: u64,
+    /// `$upstream_response_length`: the body bytes read from the peer.
+    pub response_length: u64,
 }
 
 /// One request's log facts.
@@ -47,6 +53,12 @@ pub struct RequestRecord {
     /// A value before escaping.
     pub raw: Vec<u8>,
     pub tries: Vec<UpstreamTry>,
+    /// The header variables the set's lines name (`$sent_http_*`, `$upstream_http_*`, `$upstream_cookie_*`).
+    pub header_vars: Option<std::sync::Arc<[crate::config::key::Var]>>,
+    /// Their values as the answer's head had them, one after the other.
+    pub headers: Vec<u8>,
+    /// Where each header value ends in `headers`, and whether it was there.
+    pub header_ends: Vec<(usize, bool)>,
 }
 
 impl Default for RequestRecord {
@@ -64,6 +76,9 @@ impl Default for RequestRecord {
             ends: Vec::with_capacity(16),
             raw: Vec::with_capacity(128),
             tries: Vec::with_capacity(4),
+            header_vars: None,
+            headers: Vec::new(),
+            header_ends: Vec::new(),
         }
     }
 }
@@ -84,6 +99,8 @@ impl RequestRecord {
         self.values.clear();
         self.ends.clear();
         self.tries.clear();
+        self.header_vars = None;
+        self.header_ends.clear();
         if set != 0 {
             self.started = Instant::now();
             self.requests = requests;
@@ -114,6 +131,9 @@ impl RequestRecord {
             connect: None,
             header: None,
             response: None,
+            bytes_sent: 0,
+            bytes_received: 0,
+            response_length: 0,
         });
     }
 
@@ -129,6 +149,21 @@ impl RequestRecord {
         if let Some(t) = self.tries.last_mut() {
             t.header = Some(t.started.elapsed());
             t.status = status;
+        }
+    }
+
+    /// The current try wrote `n` request bytes to its peer.
+    pub fn try_sent(&mut self, n: u64) {
+        if let Some(t) = self.tries.last_mut() {
+            t.bytes_sent = n;
+        }
+    }
+
+    /// The current try's answer was passed on: `received` bytes read from the peer, `body` of them the body.
+    pub fn try_received(&mut self, received: u64, body: u64) {
+        if let Some(t) = self.tries.last_mut() {
+            t.bytes_received = received;
+            t.response_length = body;
         }
     }
 

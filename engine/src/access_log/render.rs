@@ -2,10 +2,11 @@
 //! record when the head is read, since the head's buffer is reused; the line is put together when the answer is
 //! done, with the status, sizes, times and upstream tries.
 
+use super::answer_headers::is_header_var;
 use super::clock::LogClock;
 use super::record::{RequestRecord, TryPeer, UpstreamTry};
 use crate::config::key::{Var, VarSource};
-use crate::config::log_format::{append_escaped, missing, needs_escape, Escape, LogFormat, LogVar, Op};
+use crate::config::log_format::{append_escaped, missing, needs_escape, Escape, LogFormat, Op};
 use crate::http::pages::append_decimal;
 use crate::http::vars::RequestVars;
 use crate::snapshot::logs::LogTarget;
@@ -16,8 +17,6 @@ use std::time::{Duration, Instant};
 /// The request a line is about, while its head is readable.
 pub struct RequestView<'a, 'r, 'h, 'b> {
     pub vars: &'a RequestVars<'r, 'h, 'b>,
-    /// `$server_name`: the server's first name.
-    pub server_name: &'a str,
 }
 
 /// Captures the request-time values of every format of `targets` into `rec` (escaped as each format says).
@@ -25,19 +24,17 @@ pub fn capture(targets: &[LogTarget], view: &RequestView<'_, '_, '_, '_>, rec: &
     for t in targets {
         for f in t.cond.iter().chain(std::iter::once(&t.format)) {
             for op in f.ops() {
-                if let Op::Var(v) = op {
-                    if v.from_request() {
-                        capture_one(v, f.escape, view, rec);
-                    }
+                if let (true, Op::Var(v)) = (op.captured_at_request(), op) {
+                    capture_one(v, f.escape, view, rec);
                 }
             }
         }
     }
 }
 
-fn capture_one(v: &LogVar, escape: Escape, view: &RequestView<'_, '_, '_, '_>, rec: &mut RequestRecord) {
+fn capture_one(v: &Var, escape: Escape, view: &RequestView<'_, '_, '_, '_>, rec: &mut RequestRecord) {
     rec.raw.clear();
-    let found = request_value(v, view, rec.connection, rec.requests, &mut rec.raw);
+    let found = request_value(v, view, &mut rec.raw);
     if !found {
         rec.values.extend_from_slice(missing(escape));
     } else {
@@ -47,121 +44,24 @@ fn capture_one(v: &LogVar, escape: Escape, view: &RequestView<'_, '_, '_, '_>, r
 }
 
 /// Appends a request-time value; false when nginx would find the variable missing (written `-`).
-fn request_value(v: &LogVar, view: &RequestView<'_, '_, '_, '_>, conn: u64, requests: u64, out: &mut Vec<u8>) -> bool {
-    let req = view.vars.req;
+fn request_value(v: &Var, view: &RequestView<'_, '_, '_, '_>, out: &mut Vec<u8>) -> bool {
+    let vars = view.vars;
     match v {
-        LogVar::Key(Var::RemoteAddr) => {
-            match view.vars.conn.remote {
+        Var::RemoteAddr => {
+            match vars.conn.remote {
                 std::net::SocketAddr::V4(v4) => append_ipv4(out, *v4.ip()),
-                _ => view.vars.append(&Var::RemoteAddr, out),
+                _ => vars.append(&Var::RemoteAddr, out),
             }
             true
         }
-        LogVar::Key(var) => {
-            let present = match var {
-                Var::Http(name) => req.header(name).is_some(),
-                Var::Args => req.args().is_some(),
-                _ => true,
-            };
+        var => {
+            let present = vars.is_set(var);
             if present {
-                view.vars.append(var, out);
+                vars.append(var, out);
             }
-            present && !(matches!(var, Var::Arg(_) | Var::Cookie(_)) && out.is_empty())
-        }
-        LogVar::RemoteUser => basic_user(req.header("authorization").unwrap_or_default(), out),
-        LogVar::Request => {
-            out.extend_from_slice(req.method.as_bytes());
-            out.push(b' ');
-            out.extend_from_slice(req.target.as_bytes());
-            out.push(b' ');
-            out.extend_from_slice(protocol(req.version_11));
-            true
-        }
-        LogVar::ServerProtocol => {
-            out.extend_from_slice(protocol(req.version_11));
-            true
-        }
-        LogVar::ServerName => {
-            out.extend_from_slice(view.server_name.as_bytes());
-            true
-        }
-        LogVar::Connection => number(out, conn),
-        LogVar::ConnectionRequests => number(out, requests),
-        LogVar::Pid => number(out, u64::from(std::process::id())),
-        _ => false,
-    }
-}
-
-fn protocol(version_11: bool) -> &'static [u8] {
-    if version_11 {
-        b"HTTP/1.1"
-    } else {
-        b"HTTP/1.0"
-    }
-}
-
-fn number(out: &mut Vec<u8>, n: u64) -> bool {
-    append_decimal(out, n);
-    true
-}
-
-/// `$remote_user`: the user of `Authorization: Basic`, as nginx's `ngx_http_auth_basic_user` decodes it (missing
-/// when the scheme is not Basic, the base64 is bad, or there is no `:` or no user).
-fn basic_user(header: &[u8], out: &mut Vec<u8>) -> bool {
-    let Some(scheme) = header.get(..6) else {
-        return false;
-    };
-    if !scheme.eq_ignore_ascii_case(b"Basic ") {
-        return false;
-    }
-    let encoded = header.get(6..).unwrap_or_default().trim_ascii_start();
-    let start = out.len();
-    if !decode_base64(encoded, out) {
-        out.truncate(start);
-        return false;
-    }
-    match out.get(start..).and_then(|d| d.iter().position(|&c| c == b':')) {
-        Some(0) | None => {
-            out.truncate(start);
-            false
-        }
-        Some(colon) => {
-            out.truncate(start + colon);
-            true
+            present && !(matches!(var, Var::Arg(_) | Var::Cookie(_) | Var::RemoteUser) && out.is_empty())
         }
     }
-}
-
-/// Standard base64 with optional padding, as `ngx_decode_base64` accepts it.
-fn decode_base64(src: &[u8], out: &mut Vec<u8>) -> bool {
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => Some(c - b'A'),
-        b'a'..=b'z' => Some(c - b'a' + 26),
-        b'0'..=b'9' => Some(c - b'0' + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
-    };
-    let data = src
-        .strip_suffix(b"==")
-        .or_else(|| src.strip_suffix(b"="))
-        .unwrap_or(src);
-    if data.len() % 4 == 1 {
-        return false;
-    }
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for &c in data {
-        let Some(v) = value(c) else {
-            return false;
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    true
 }
 
 /// What a line needs beyond the record.
@@ -169,39 +69,85 @@ pub struct LineContext<'a> {
     pub snap: &'a Snapshot,
     pub clock: &'a LogClock,
     pub now: Instant,
+    /// The http block's maps, and the line's cache of those it evaluates.
+    pub maps: &'a [crate::config::map::Map],
+    pub answer_vars: &'a crate::http::var_cache::VarCache,
+}
+
+/// What a map evaluated when the line is written reads: the answer's values of the record.
+struct AnswerVars<'a, 'c> {
+    rec: &'a RequestRecord,
+    cx: &'a LineContext<'c>,
+}
+
+impl VarSource for AnswerVars<'_, '_> {
+    fn append(&self, var: &Var, out: &mut Vec<u8>) {
+        match var {
+            Var::Map(i) | Var::AnswerMap(i) => self.cx.answer_vars.append_map(self.cx.maps, *i, self, out),
+            v => response_value(v, Escape::None, self.rec, self.cx, out),
+        }
+    }
+}
+
+/// Where a set's lines are in the record's captured values: those of the request head, and the answer's headers.
+#[derive(Debug, Default)]
+pub struct Cursor {
+    request: usize,
+    headers: usize,
+}
+
+impl Cursor {
+    /// Steps over the values of `format` (a line its `if=` skipped).
+    pub fn skip(&mut self, format: &LogFormat) {
+        for op in format.ops() {
+            match op {
+                Op::Var(_) if op.captured_at_request() => self.request += 1,
+                Op::Var(v) if is_header_var(v) => self.headers += 1,
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Appends the line of `format` for `rec`; `next` walks the captured values (shared over a set's formats).
-pub fn render(format: &LogFormat, rec: &RequestRecord, cx: &LineContext<'_>, next: &mut usize, out: &mut Vec<u8>) {
+pub fn render(format: &LogFormat, rec: &RequestRecord, cx: &LineContext<'_>, next: &mut Cursor, out: &mut Vec<u8>) {
     for op in format.ops() {
         match op {
             Op::Text(t) => out.extend_from_slice(t),
-            Op::Var(v) if v.from_request() => {
-                let start = if *next == 0 {
+            Op::Var(_) if op.captured_at_request() => {
+                let i = next.request;
+                let start = if i == 0 {
                     0
                 } else {
-                    rec.ends.get(*next - 1).copied().unwrap_or(0)
+                    rec.ends.get(i - 1).copied().unwrap_or(0)
                 };
-                let end = rec.ends.get(*next).copied().unwrap_or(start);
+                let end = rec.ends.get(i).copied().unwrap_or(start);
                 out.extend_from_slice(rec.values.get(start..end).unwrap_or_default());
-                *next += 1;
+                next.request += 1;
+            }
+            Op::Var(v) if is_header_var(v) => {
+                match rec.header_value(next.headers) {
+                    Some(value) => append_escaped(out, value, format.escape),
+                    None => out.extend_from_slice(missing(format.escape)),
+                }
+                next.headers += 1;
             }
             Op::Var(v) => response_value(v, format.escape, rec, cx, out),
         }
     }
 }
 
-fn response_value(v: &LogVar, escape: Escape, rec: &RequestRecord, cx: &LineContext<'_>, out: &mut Vec<u8>) {
+fn response_value(v: &Var, escape: Escape, rec: &RequestRecord, cx: &LineContext<'_>, out: &mut Vec<u8>) {
     match v {
-        LogVar::Status => three_digits(out, u32::from(rec.status)),
-        LogVar::BodyBytesSent => append_decimal(out, rec.body_bytes),
-        LogVar::BytesSent => append_decimal(out, rec.header_bytes + rec.body_bytes),
-        LogVar::RequestLength => append_decimal(out, rec.request_length),
-        LogVar::RequestTime => seconds(out, cx.now.saturating_duration_since(rec.started)),
-        LogVar::Msec => cx.clock.append_msec(out),
-        LogVar::TimeLocal => out.extend_from_slice(&cx.clock.local),
-        LogVar::TimeIso8601 => out.extend_from_slice(&cx.clock.iso8601),
-        LogVar::UpstreamAddr => tries(rec, escape, out, |t, o| match t.peer {
+        Var::Status => three_digits(out, u32::from(rec.status)),
+        Var::BodyBytesSent => append_decimal(out, rec.body_bytes),
+        Var::BytesSent => append_decimal(out, rec.header_bytes + rec.body_bytes),
+        Var::RequestLength => append_decimal(out, rec.request_length),
+        Var::RequestTime => seconds(out, cx.now.saturating_duration_since(rec.started)),
+        Var::Msec => cx.clock.append_msec(out),
+        Var::TimeLocal => out.extend_from_slice(&cx.clock.local),
+        Var::TimeIso8601 => out.extend_from_slice(&cx.clock.iso8601),
+        Var::UpstreamAddr => tries(rec, escape, out, |t, o| match t.peer {
             TryPeer::Addr(a) => append_addr(o, a),
             TryPeer::Upstream(i) => {
                 let name = cx.snap.http_plans.get(i).map_or("", |p| p.name.as_str());
@@ -212,13 +158,26 @@ fn response_value(v: &LogVar, escape: Escape, rec: &RequestRecord, cx: &LineCont
                 }
             }
         }),
-        LogVar::UpstreamStatus => tries(rec, escape, out, |t, o| match t.status {
+        Var::UpstreamStatus => tries(rec, escape, out, |t, o| match t.status {
             0 => o.push(b'-'),
             s => append_decimal(o, u64::from(s)),
         }),
-        LogVar::UpstreamResponseTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.response)),
-        LogVar::UpstreamConnectTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.connect)),
-        LogVar::UpstreamHeaderTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.header)),
+        Var::UpstreamResponseTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.response)),
+        Var::UpstreamConnectTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.connect)),
+        Var::UpstreamHeaderTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.header)),
+        Var::UpstreamResponseLength => tries(rec, escape, out, |t, o| append_decimal(o, t.response_length)),
+        Var::UpstreamBytesReceived => tries(rec, escape, out, |t, o| append_decimal(o, t.bytes_received)),
+        Var::UpstreamBytesSent => tries(rec, escape, out, |t, o| append_decimal(o, t.bytes_sent)),
+        Var::AnswerMap(i) => {
+            let start = out.len();
+            let src = AnswerVars { rec, cx };
+            cx.answer_vars.append_map(cx.maps, *i, &src, out);
+            if needs_escape(out.get(start..).unwrap_or_default(), escape) {
+                // escaped from a copy (the line's buffer holds it): rare, values of answer maps are short words
+                let raw = out.split_off(start);
+                append_escaped(out, &raw, escape);
+            }
+        }
         _ => out.extend_from_slice(missing(escape)),
     }
 }
@@ -290,22 +249,6 @@ pub(super) fn optional_seconds(out: &mut Vec<u8>, d: Option<Duration>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn user(h: &str) -> Option<String> {
-        let mut out = b"x".to_vec();
-        basic_user(h.as_bytes(), &mut out).then(|| String::from_utf8(out[1..].to_vec()).unwrap())
-    }
-
-    #[test]
-    fn remote_user_from_basic_auth() {
-        assert_eq!(user("Basic YWxpY2U6c2VjcmV0").as_deref(), Some("alice")); // alice:secret
-        assert_eq!(user("basic   Ym9iOg==").as_deref(), Some("bob")); // bob:
-        assert_eq!(user("Basic OnB3"), None); // :pw, no user
-        assert_eq!(user("Basic YWxpY2U="), None); // alice, no colon
-        assert_eq!(user("Basic !!!"), None);
-        assert_eq!(user("Bearer YWxpY2U6c2VjcmV0"), None);
-        assert_eq!(user(""), None);
-    }
 
     #[test]
     fn addresses_and_statuses() {

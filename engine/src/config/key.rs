@@ -2,64 +2,7 @@
 
 use std::fmt;
 
-/// A variable a template may name. Names follow nginx; `$http_*`, `$arg_*` and `$cookie_*` carry their suffix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Var {
-    RemoteAddr,
-    /// The client address as 4 (IPv4) or 16 (IPv6) bytes.
-    BinaryRemoteAddr,
-    RemotePort,
-    ServerAddr,
-    ServerPort,
-    RequestUri,
-    Uri,
-    Args,
-    Host,
-    RequestMethod,
-    Scheme,
-    ProxyHost,
-    ProxyAddXForwardedFor,
-    /// `$http_NAME`: the request header NAME, with `_` read as `-`, case-insensitive (stored lower-case with `-`).
-    Http(String),
-    /// `$arg_NAME`: the query argument NAME (case-insensitive, as nginx).
-    Arg(String),
-    /// `$cookie_NAME`: the cookie NAME (stored lower-case; nginx lower-cases variable names and matches cookie
-    /// names without case).
-    Cookie(String),
-}
-
-impl Var {
-    /// The variable of an nginx name (without `$`; case-insensitive, as nginx), or `None` if corelb does not know it.
-    pub fn from_name(name: &str) -> Option<Var> {
-        let lower = name.to_ascii_lowercase();
-        Some(match lower.as_str() {
-            "remote_addr" => Var::RemoteAddr,
-            "binary_remote_addr" => Var::BinaryRemoteAddr,
-            "remote_port" => Var::RemotePort,
-            "server_addr" => Var::ServerAddr,
-            "server_port" => Var::ServerPort,
-            "request_uri" => Var::RequestUri,
-            "uri" | "document_uri" => Var::Uri,
-            "args" | "query_string" => Var::Args,
-            "host" => Var::Host,
-            "request_method" => Var::RequestMethod,
-            "scheme" => Var::Scheme,
-            "proxy_host" => Var::ProxyHost,
-            "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
-            _ => {
-                if let Some(h) = lower.strip_prefix("http_").filter(|s| !s.is_empty()) {
-                    Var::Http(h.to_ascii_lowercase().replace('_', "-"))
-                } else if let Some(a) = lower.strip_prefix("arg_").filter(|s| !s.is_empty()) {
-                    Var::Arg(a.to_ascii_lowercase())
-                } else if let Some(c) = lower.strip_prefix("cookie_").filter(|s| !s.is_empty()) {
-                    Var::Cookie(c.to_string())
-                } else {
-                    return None;
-                }
-            }
-        })
-    }
-}
+pub use super::var::{Phase, Var};
 
 /// One piece of a template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +36,11 @@ pub struct KeyTemplate {
 impl KeyTemplate {
     /// Compiles nginx's `$name` and `${name}` syntax; everything else is literal text.
     pub fn compile(raw: &str) -> Result<KeyTemplate, KeyError> {
+        Self::compile_with(raw, &|name| Var::from_name(name))
+    }
+
+    /// [`KeyTemplate::compile`] with the names resolved by `resolve` (a block's `map` variables, captures).
+    pub fn compile_with(raw: &str, resolve: &dyn Fn(&str) -> Option<Var>) -> Result<KeyTemplate, KeyError> {
         let b = raw.as_bytes();
         let mut parts = Vec::new();
         let mut text = Vec::new();
@@ -104,7 +52,21 @@ impl KeyTemplate {
                 continue;
             }
             i += 1;
-            let (name, next) = if b.get(i) == Some(&b'{') {
+            let digit = b
+                .get(i)
+                .filter(|c| (b'1'..=b'9').contains(*c))
+                .map(|c| usize::from(c - b'0'));
+            let (name, next) = if let Some(n) = digit {
+                // `$1`..`$9`: one digit, as nginx reads captures
+                let var = resolve(raw.get(i..i + 1).unwrap_or_default())
+                    .ok_or_else(|| KeyError::UnknownVariable(n.to_string()))?;
+                if !text.is_empty() {
+                    parts.push(Part::Text(std::mem::take(&mut text)));
+                }
+                parts.push(Part::Var(var));
+                i += 1;
+                continue;
+            } else if b.get(i) == Some(&b'{') {
                 let end = b[i + 1..]
                     .iter()
                     .position(|&c| c == b'}')
@@ -120,7 +82,7 @@ impl KeyTemplate {
             if name.is_empty() {
                 return Err(KeyError::InvalidName(raw.into()));
             }
-            let var = Var::from_name(name).ok_or_else(|| KeyError::UnknownVariable(name.into()))?;
+            let var = resolve(name).ok_or_else(|| KeyError::UnknownVariable(name.into()))?;
             if !text.is_empty() {
                 parts.push(Part::Text(std::mem::take(&mut text)));
             }

@@ -1,7 +1,7 @@
 //! `log_format` compiled once at load (nginx's `ngx_http_log_compile_format`): literal text and variables, the
 //! escaping mode, and nginx's two value escapes (`\xHH` for the default mode, JSON's for `escape=json`).
 
-use crate::config::key::Var;
+use crate::config::key::{Phase, Var};
 
 /// How variable values are escaped (`log_format NAME escape=...`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,84 +14,19 @@ pub enum Escape {
     None,
 }
 
-/// A variable a log format may name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LogVar {
-    /// A request variable shared with hash keys and header values.
-    Key(Var),
-    RemoteUser,
-    Request,
-    ServerProtocol,
-    ServerName,
-    Connection,
-    ConnectionRequests,
-    Pid,
-    Status,
-    BodyBytesSent,
-    BytesSent,
-    RequestLength,
-    RequestTime,
-    Msec,
-    TimeLocal,
-    TimeIso8601,
-    UpstreamAddr,
-    UpstreamStatus,
-    UpstreamResponseTime,
-    UpstreamConnectTime,
-    UpstreamHeaderTime,
-}
-
-impl LogVar {
-    /// The variable of an nginx name (without `$`, any case), or `None` if corelb does not know it.
-    pub fn from_name(name: &str) -> Option<LogVar> {
-        let lower = name.to_ascii_lowercase();
-        Some(match lower.as_str() {
-            "remote_user" => LogVar::RemoteUser,
-            "request" => LogVar::Request,
-            "server_protocol" => LogVar::ServerProtocol,
-            "server_name" => LogVar::ServerName,
-            "connection" => LogVar::Connection,
-            "connection_requests" => LogVar::ConnectionRequests,
-            "pid" => LogVar::Pid,
-            "status" => LogVar::Status,
-            "body_bytes_sent" => LogVar::BodyBytesSent,
-            "bytes_sent" => LogVar::BytesSent,
-            "request_length" => LogVar::RequestLength,
-            "request_time" => LogVar::RequestTime,
-            "msec" => LogVar::Msec,
-            "time_local" => LogVar::TimeLocal,
-            "time_iso8601" => LogVar::TimeIso8601,
-            "upstream_addr" => LogVar::UpstreamAddr,
-            "upstream_status" => LogVar::UpstreamStatus,
-            "upstream_response_time" => LogVar::UpstreamResponseTime,
-            "upstream_connect_time" => LogVar::UpstreamConnectTime,
-            "upstream_header_time" => LogVar::UpstreamHeaderTime,
-            _ => LogVar::Key(Var::from_name(&lower)?),
-        })
-    }
-
-    /// Whether the value is known once the request head is read (it is then captured, escaped, at that point);
-    /// the others are known when the response is done.
-    pub fn from_request(&self) -> bool {
-        matches!(
-            self,
-            LogVar::Key(_)
-                | LogVar::RemoteUser
-                | LogVar::Request
-                | LogVar::ServerProtocol
-                | LogVar::ServerName
-                | LogVar::Connection
-                | LogVar::ConnectionRequests
-                | LogVar::Pid
-        )
-    }
-}
-
 /// One piece of a format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     Text(Vec<u8>),
-    Var(LogVar),
+    Var(Var),
+}
+
+impl Op {
+    /// Whether this is a variable the log captures when the request head is read (the others are read when the
+    /// answer is done).
+    pub fn captured_at_request(&self) -> bool {
+        matches!(self, Op::Var(v) if v.phase() == Phase::Request)
+    }
 }
 
 /// Why a format did not compile (nginx's messages).
@@ -123,7 +58,7 @@ pub const COMBINED: &str = "$remote_addr - $remote_user [$time_local] \"$request
 impl LogFormat {
     /// The predefined `combined` format.
     pub fn combined() -> LogFormat {
-        let ops = compile_ops(COMBINED).unwrap_or_default();
+        let ops = compile_ops(COMBINED, &|n| Var::from_name(n)).unwrap_or_default();
         LogFormat {
             name: "combined".into(),
             escape: Escape::Default,
@@ -134,6 +69,15 @@ impl LogFormat {
     /// `log_format NAME [escape=...] STRING ...`: `args` are the arguments after the name; the strings are joined
     /// without a separator, as nginx does.
     pub fn compile(name: &str, args: &[String]) -> Result<LogFormat, FormatError> {
+        Self::compile_with(name, args, &|n| Var::from_name(n))
+    }
+
+    /// [`LogFormat::compile`] with variable names resolved by `resolve` (a block's `map` variables).
+    pub fn compile_with(
+        name: &str,
+        args: &[String],
+        resolve: &dyn Fn(&str) -> Option<Var>,
+    ) -> Result<LogFormat, FormatError> {
         let mut escape = Escape::Default;
         let mut strings = args;
         if let Some(mode) = args.first().and_then(|a| a.strip_prefix("escape=")) {
@@ -147,7 +91,7 @@ impl LogFormat {
         }
         let mut ops = Vec::new();
         for s in strings {
-            for op in compile_ops(s)? {
+            for op in compile_ops(s, resolve)? {
                 match (ops.last_mut(), op) {
                     (Some(Op::Text(t)), Op::Text(more)) => t.extend_from_slice(&more),
                     (_, op) => ops.push(op),
@@ -165,10 +109,27 @@ impl LogFormat {
     pub fn ops(&self) -> &[Op] {
         &self.ops
     }
+
+    /// This format with each variable replaced by what `f` makes of it.
+    pub fn map_vars(&self, f: impl Fn(&Var) -> Var) -> LogFormat {
+        let ops = self
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Var(v) => Op::Var(f(v)),
+                Op::Text(t) => Op::Text(t.clone()),
+            })
+            .collect();
+        LogFormat {
+            name: self.name.clone(),
+            escape: self.escape,
+            ops,
+        }
+    }
 }
 
 /// One format string: nginx's `$name` / `${name}` scan.
-fn compile_ops(s: &str) -> Result<Vec<Op>, FormatError> {
+fn compile_ops(s: &str, resolve: &dyn Fn(&str) -> Option<Var>) -> Result<Vec<Op>, FormatError> {
     let b = s.as_bytes();
     let mut ops = Vec::new();
     let mut i = 0;
@@ -211,7 +172,7 @@ fn compile_ops(s: &str) -> Result<Vec<Op>, FormatError> {
         if name.is_empty() {
             return Err(invalid());
         }
-        let var = LogVar::from_name(name).ok_or_else(|| FormatError::UnknownVariable(name.to_ascii_lowercase()))?;
+        let var = resolve(name).ok_or_else(|| FormatError::UnknownVariable(name.to_ascii_lowercase()))?;
         ops.push(Op::Var(var));
         i = j;
     }
@@ -288,11 +249,11 @@ mod tests {
     fn combined_compiles_to_nginx_pieces() {
         let f = LogFormat::combined();
         assert_eq!(f.escape, Escape::Default);
-        assert_eq!(f.ops()[0], Op::Var(LogVar::Key(Var::RemoteAddr)));
+        assert_eq!(f.ops()[0], Op::Var(Var::RemoteAddr));
         assert_eq!(f.ops()[1], Op::Text(b" - ".to_vec()));
-        assert_eq!(f.ops()[2], Op::Var(LogVar::RemoteUser));
+        assert_eq!(f.ops()[2], Op::Var(Var::RemoteUser));
         assert_eq!(f.ops()[3], Op::Text(b" [".to_vec()));
-        assert_eq!(f.ops()[4], Op::Var(LogVar::TimeLocal));
+        assert_eq!(f.ops()[4], Op::Var(Var::TimeLocal));
         assert_eq!(f.ops().last(), Some(&Op::Text(b"\"".to_vec())));
         let vars = f.ops().iter().filter(|o| matches!(o, Op::Var(_))).count();
         assert_eq!(vars, 8);
@@ -310,15 +271,15 @@ mod tests {
             f.ops(),
             &[
                 Op::Text(b"{\"a\":\"".to_vec()),
-                Op::Var(LogVar::Status),
+                Op::Var(Var::Status),
                 Op::Text(b"x\",\"u\":\"".to_vec()),
-                Op::Var(LogVar::UpstreamAddr),
+                Op::Var(Var::UpstreamAddr),
                 Op::Text(b"\"}".to_vec()),
             ]
         );
         let f = LogFormat::compile("h", &args(&["$http_x_real_ip|$arg_k"])).unwrap();
-        assert_eq!(f.ops()[0], Op::Var(LogVar::Key(Var::Http("x-real-ip".into()))));
-        assert_eq!(f.ops()[2], Op::Var(LogVar::Key(Var::Arg("k".into()))));
+        assert_eq!(f.ops()[0], Op::Var(Var::Http("x-real-ip".into())));
+        assert_eq!(f.ops()[2], Op::Var(Var::Arg("k".into())));
     }
 
     #[test]

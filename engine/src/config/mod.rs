@@ -9,6 +9,7 @@ pub mod files;
 pub mod key;
 pub mod lexer;
 pub mod log_format;
+pub mod map;
 pub mod model;
 pub mod parser;
 pub mod regex;
@@ -17,6 +18,7 @@ pub mod state_file;
 pub mod stream_format;
 pub mod url;
 pub mod value;
+pub mod var;
 
 pub use error::ConfigError;
 

@@ -549,6 +549,8 @@ pub struct HttpConf {
     pub servers: Vec<HttpServer>,
     /// `health_check` lines of its locations and its `match` blocks (nginx Plus).
     pub health: HealthConf,
+    /// `map` blocks; [`crate::config::key::Var::Map`] indexes them.
+    pub maps: Vec<super::map::Map>,
 }
 
 /// The active health checks of an `http` or `stream` block (nginx Plus), gathered from its locations or servers.
@@ -654,6 +656,8 @@ pub struct StreamConf {
     pub servers: Vec<StreamServer>,
     /// `health_check` lines of its servers (nginx Plus; TCP connect probes).
     pub health: HealthConf,
+    /// `map` blocks; [`crate::config::key::Var::Map`] indexes them.
+    pub maps: Vec<super::map::Map>,
 }
 
 impl HttpConf {

@@ -1,12 +1,15 @@
 //! HTTP/1.x framing, free of sockets: request and response heads, chunked bodies, hop-by-hop rules, fixed answers.
 
+pub mod basic_auth;
 pub mod chunked;
 pub mod head_buffers;
+pub mod host;
 pub mod keepalive;
 pub mod pages;
 pub mod request;
 pub mod response;
 pub mod uri;
+pub mod var_cache;
 pub mod vars;
 
 /// How a message body is delimited.

@@ -2,7 +2,9 @@
 //! connection (stream); both write into reused buffers, never allocating once they have grown.
 
 use crate::config::key::{Var, VarSource};
+use crate::config::map::Map;
 use crate::http::request::RequestHead;
+use crate::http::var_cache::VarCache;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 
@@ -22,9 +24,50 @@ pub struct ConnVars {
     pub local: SocketAddr,
 }
 
+/// The machine's host name (nginx's `gethostname()`, lower-cased), read once.
+pub fn hostname() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_ascii_lowercase())
+            .unwrap_or_else(|_| "localhost".into())
+    })
+}
+
+/// `$nginx_version`: corelb's own version (nginx's would be `1.x.y`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The variables every module has, whatever it serves: `$hostname`, `$nginx_version`, `$pid`.
+fn append_process(var: &Var, out: &mut Vec<u8>) {
+    match var {
+        Var::Hostname => out.extend_from_slice(hostname().as_bytes()),
+        Var::NginxVersion => out.extend_from_slice(VERSION.as_bytes()),
+        Var::Pid => crate::http::pages::append_decimal(out, u64::from(std::process::id())),
+        _ => {}
+    }
+}
+
+/// What a stream session's values read: the connection, and the stream block's maps with a cache for them.
+pub struct StreamVars<'a> {
+    pub conn: ConnVars,
+    pub maps: &'a [Map],
+    pub cache: &'a VarCache,
+}
+
+impl VarSource for StreamVars<'_> {
+    fn append(&self, var: &Var, out: &mut Vec<u8>) {
+        match var {
+            Var::Map(i) => self.cache.append_map(self.maps, *i, self, out),
+            Var::Msec | Var::TimeLocal | Var::TimeIso8601 => self.cache.append_time(var, out),
+            _ => self.conn.append(var, out),
+        }
+    }
+}
+
 impl VarSource for ConnVars {
     fn append(&self, var: &Var, out: &mut Vec<u8>) {
         match var {
+            Var::Hostname | Var::NginxVersion | Var::Pid => append_process(var, out),
             Var::RemoteAddr => append_ip(out, self.remote.ip()),
             Var::BinaryRemoteAddr => match self.remote.ip() {
                 IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
@@ -46,6 +89,37 @@ pub struct RequestVars<'a, 'h, 'b> {
     pub uri: &'a [u8],
     /// `$proxy_host`: the upstream's name.
     pub proxy_host: &'a str,
+    /// What routing knows of the request beyond its head.
+    pub ext: RequestExt<'a>,
+}
+
+/// The request's place: its server, its connection, and the block's maps with the request's cache.
+#[derive(Clone, Copy)]
+pub struct RequestExt<'a> {
+    /// `$server_name`: the server's first name.
+    pub server_name: &'a str,
+    /// `$connection`.
+    pub connection: u64,
+    /// `$connection_requests`: this request's number on its connection.
+    pub requests: u64,
+    pub maps: &'a [Map],
+    pub cache: &'a VarCache,
+}
+
+impl RequestVars<'_, '_, '_> {
+    /// Whether nginx finds `var` set for this request (an access log writes `-` for one that is not): a header
+    /// variable needs its header, `$args` a `?`; an argument or cookie variable a non-empty value, and
+    /// `$remote_user` a Basic user (both checked by the caller on the value).
+    pub fn is_set(&self, var: &Var) -> bool {
+        let req = self.req;
+        match var {
+            Var::Http(name) => req.header(name).is_some(),
+            Var::Args => req.args().is_some(),
+            Var::ContentLength => req.header("content-length").is_some(),
+            Var::ContentType => req.header("content-type").is_some(),
+            _ => true,
+        }
+    }
 }
 
 impl VarSource for RequestVars<'_, '_, '_> {
@@ -77,10 +151,45 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::Http(name) => out.extend_from_slice(req.header(name).unwrap_or(b"")),
             Var::Arg(name) => out.extend_from_slice(arg(req.args().unwrap_or(""), name).as_bytes()),
             Var::Cookie(name) => out.extend_from_slice(cookie(req.header("cookie").unwrap_or(b""), name)),
-            Var::RemoteAddr | Var::BinaryRemoteAddr | Var::RemotePort | Var::ServerAddr | Var::ServerPort => {
-                self.conn.append(var, out)
+            Var::IsArgs => {
+                if req.args().is_some() {
+                    out.push(b'?');
+                }
             }
+            Var::ContentLength => out.extend_from_slice(req.header("content-length").unwrap_or_default()),
+            Var::ContentType => out.extend_from_slice(req.header("content-type").unwrap_or_default()),
+            Var::Request => {
+                out.extend_from_slice(req.method.as_bytes());
+                out.push(b' ');
+                out.extend_from_slice(req.target.as_bytes());
+                out.push(b' ');
+                out.extend_from_slice(protocol(req.version_11));
+            }
+            Var::ServerProtocol => out.extend_from_slice(protocol(req.version_11)),
+            Var::ServerName => out.extend_from_slice(self.ext.server_name.as_bytes()),
+            Var::RequestId => self.ext.cache.append_request_id(out),
+            Var::Connection => crate::http::pages::append_decimal(out, self.ext.connection),
+            Var::ConnectionRequests => crate::http::pages::append_decimal(out, self.ext.requests),
+            Var::RemoteUser => {
+                let start = out.len();
+                if !crate::http::basic_auth::basic_user(req.header("authorization").unwrap_or_default(), out) {
+                    out.truncate(start);
+                }
+            }
+            Var::Msec | Var::TimeLocal | Var::TimeIso8601 => self.ext.cache.append_time(var, out),
+            Var::Map(i) => self.ext.cache.append_map(self.ext.maps, *i, self, out),
+            // Known only once the answer is done (an access log reads them from its record); `$request_body` and
+            // captures outside a map are refused at load.
+            _ => self.conn.append(var, out),
         }
+    }
+}
+
+fn protocol(version_11: bool) -> &'static [u8] {
+    if version_11 {
+        b"HTTP/1.1"
+    } else {
+        b"HTTP/1.0"
     }
 }
 
@@ -119,6 +228,8 @@ mod tests {
         let req = parse_request(raw, &mut hs).unwrap().unwrap();
         let mut buf = Vec::new();
         let uri = req.uri(&mut buf).unwrap();
+        let mut cache = VarCache::default();
+        cache.begin(0);
         let vars = RequestVars {
             req: &req,
             uri,
@@ -127,6 +238,13 @@ mod tests {
                 local: "127.0.0.1:8080".parse().unwrap(),
             },
             proxy_host: "backend",
+            ext: RequestExt {
+                server_name: "example.org",
+                connection: 7,
+                requests: 3,
+                maps: &[],
+                cache: &cache,
+            },
         };
         let mut out = Vec::new();
         KeyTemplate::compile(template).unwrap().eval_into(&vars, &mut out);
@@ -143,6 +261,84 @@ mod tests {
             "ex.com|/p|a=1&Key=v2|v2|9|1.1.1.1|10.1.2.3:5555|8080|backend"
         );
         assert_eq!(eval(raw, "$proxy_add_x_forwarded_for"), b"1.1.1.1, 10.1.2.3");
+    }
+
+    #[test]
+    fn request_line_server_and_connection_variables() {
+        let raw = b"POST /p?a=1 HTTP/1.0\r\nHost: h\r\nContent-Type: text/x\r\nContent-Length: 3\r\n\r\n";
+        let t = "$request|$server_protocol|$is_args|$content_type|$content_length|$server_name|$connection|\
+                 $connection_requests|$nginx_version";
+        assert_eq!(
+            String::from_utf8(eval(raw, t)).unwrap(),
+            format!("POST /p?a=1 HTTP/1.0|HTTP/1.0|?|text/x|3|example.org|7|3|{VERSION}")
+        );
+        assert_eq!(
+            eval(b"GET /p HTTP/1.1\r\nHost: h\r\n\r\n", "[$is_args$content_type]"),
+            b"[]"
+        );
+        assert_eq!(
+            eval(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "$hostname"),
+            hostname().as_bytes()
+        );
+        assert_eq!(
+            eval(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "$pid"),
+            std::process::id().to_string().as_bytes()
+        );
+        let user = eval(
+            b"GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Basic YWxpY2U6c2VjcmV0\r\n\r\n",
+            "[$remote_user]",
+        );
+        assert_eq!(user, b"[alice]");
+        assert_eq!(
+            eval(
+                b"GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Basic OnB3\r\n\r\n",
+                "[$remote_user]"
+            ),
+            b"[]"
+        );
+    }
+
+    #[test]
+    fn request_id_and_times_hold_for_the_request() {
+        let id = eval(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "$request_id $request_id");
+        let (a, b) = id.split_at(32);
+        assert_eq!(&b[1..], a, "one id in every place of a request");
+        assert!(a.iter().all(u8::is_ascii_hexdigit));
+        let times = String::from_utf8(eval(
+            b"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+            "$time_iso8601|$msec|$time_local",
+        ))
+        .unwrap();
+        let parts: Vec<&str> = times.split('|').collect();
+        assert_eq!(parts[0].len(), "1970-09-28T12:00:00+06:00".len(), "{times}");
+        assert_eq!(parts[1].split_once('.').map(|(_, ms)| ms.len()), Some(3), "{times}");
+        assert_eq!(parts[2].len(), "28/Sep/1970:12:00:00 +0600".len(), "{times}");
+    }
+
+    #[test]
+    fn stream_values_read_the_stream_maps() {
+        use crate::config::map::Map;
+        let mut m = Map::new("k", KeyTemplate::compile("$remote_port").unwrap());
+        let v = m.add_value(KeyTemplate::compile("port-$server_port").unwrap());
+        m.add_key("5555", v, false).unwrap();
+        let maps = [m];
+        let mut cache = VarCache::default();
+        cache.begin(1);
+        let vars = StreamVars {
+            conn: ConnVars {
+                remote: "10.1.2.3:5555".parse().unwrap(),
+                local: "127.0.0.1:8080".parse().unwrap(),
+            },
+            maps: &maps,
+            cache: &cache,
+        };
+        let t = KeyTemplate::compile_with("$k|$hostname", &|n| {
+            (n == "k").then_some(Var::Map(0)).or_else(|| Var::from_name(n))
+        })
+        .unwrap();
+        let mut out = Vec::new();
+        t.eval_into(&vars, &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), format!("port-8080|{}", hostname()));
     }
 
     #[test]

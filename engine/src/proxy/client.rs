@@ -105,6 +105,24 @@ impl OwnAnswer for FixedAnswer {
     }
 }
 
+/// A fixed answer whose `return` text has variables, with the text evaluated for this request.
+struct WithText<'a> {
+    answer: &'a FixedAnswer,
+    text: &'a [u8],
+}
+
+impl OwnAnswer for WithText<'_> {
+    fn status(&self) -> u16 {
+        self.answer.status
+    }
+    fn body_len(&self) -> usize {
+        self.answer.body_len_with(self.text)
+    }
+    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        self.answer.write_text(self.text, date, keepalive, head_request, out)
+    }
+}
+
 impl OwnAnswer for AdminResponse {
     fn status(&self) -> u16 {
         self.status
@@ -126,11 +144,12 @@ impl<R: Runtime> ClientConn<R> {
         self.shard
             .date(crate::clock::now_secs(), |d| answer.write(d, keep, head_request, out));
         let body = if head_request { 0 } else { answer.body_len() };
-        self.bufs.log.answered(
-            sent_status(answer.status()),
-            self.bufs.out.len().saturating_sub(body),
-            body as u64,
-        );
+        let head_len = self.bufs.out.len().saturating_sub(body);
+        self.bufs
+            .log
+            .answered(sent_status(answer.status()), head_len, body as u64);
+        let head = self.bufs.out.get(..head_len).unwrap_or_default();
+        self.bufs.log.capture_headers(head, b"");
         send::<R>(&mut self.sock, &self.bufs.out, wait).await.is_ok() && keep
     }
 
@@ -171,7 +190,14 @@ impl<R: Runtime> ClientConn<R> {
     pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();
-        self.send_own(answer, keep, req.head_request, req.timeouts.send).await
+        if answer.text.is_none() {
+            return self.send_own(answer, keep, req.head_request, req.timeouts.send).await;
+        }
+        let text = std::mem::take(&mut self.bufs.answer);
+        let with = WithText { answer, text: &text };
+        let kept = self.send_own(&with, keep, req.head_request, req.timeouts.send).await;
+        self.bufs.answer = text;
+        kept
     }
 
     /// Answers a request to an `api` or `metrics` location (`target`: its method and target), after reading its

@@ -198,6 +198,7 @@ async fn try_on<R: Runtime>(
     let cached = how.pooled;
     log.try_connected();
     let sent = send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
+    log.try_sent(sent);
     let (status, head_len, body, reusable) = read_head::<R>(
         &mut conn,
         cached,

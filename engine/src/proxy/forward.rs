@@ -161,6 +161,8 @@ impl<R: Runtime> ClientConn<R> {
         self.shard.date(crate::clock::now_secs(), |d| {
             write_client_head(&resp, d, keep_client, chunked_out, &mut bufs.out)
         });
+        let upstream_head = bufs.upstream.readable().get(..info.head_len).unwrap_or_default();
+        bufs.log.capture_headers(&bufs.out, upstream_head);
         bufs.upstream.consume(info.head_len);
         let copy = BodyCopy {
             framing: info.body,
@@ -177,6 +179,7 @@ impl<R: Runtime> ClientConn<R> {
         let body = *sent.as_ref().unwrap_or(&0);
         bufs.log.answered(info.status, head_bytes, body);
         let received = info.head_len as u64 + body;
+        bufs.log.try_received(received, body);
         let keep = match sent {
             Ok(_) => {
                 if info.reusable && from.plan.upstream_keepalive && bufs.upstream.readable().is_empty() {

@@ -15,7 +15,7 @@ use crate::http::chunked::ChunkedDecoder;
 use crate::http::head_buffers::{self, FirstBuffers};
 use crate::http::keepalive;
 use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
-use crate::http::vars::{ConnVars, RequestVars};
+use crate::http::vars::{ConnVars, RequestExt, RequestVars};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
@@ -240,11 +240,21 @@ fn route_head<'s>(
     let server = snap
         .server_for(port, head.host)
         .ok_or(Rejection::new(500, "no server"))?;
+    let maps = snap.config.http.as_ref().map_or(&[][..], |h| h.maps.as_slice());
+    bufs.vars.begin(maps.len());
+    let ext = RequestExt {
+        server_name: server.names.first().map_or("", String::as_str),
+        connection: bufs.log.connection,
+        requests: progress.served + 1,
+        maps,
+        cache: &bufs.vars,
+    };
     let phase_bufs = PhaseBufs {
         rewrite: &mut bufs.rewrite,
         scratch: &mut bufs.scratch,
         key: &mut bufs.key,
         captures: &mut bufs.captures,
+        ext,
     };
     let phases = rewrite_phase::run(snap, server, &head, uri, conn, phase_bufs);
     let (loc, changed) = (phases.loc, phases.changed);
@@ -277,6 +287,7 @@ fn route_head<'s>(
         uri,
         conn,
         proxy_host: upstream.map_or("", |u| u.name.as_str()),
+        ext,
     };
     begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
@@ -308,6 +319,9 @@ fn route_head<'s>(
         // every location (or server) that serves files has its answer above
         (None, _) => Route::Static(FileAnswer::Error(500)),
     };
+    if let Route::Fixed(f) = &route {
+        f.eval_text(&vars, &mut bufs.answer);
+    }
     bufs.client.consume(req.head_len);
     Ok(Some(Next::Request(req, route)))
 }

@@ -31,9 +31,7 @@ pub fn begin_request(
     let Some(targets) = snap.access_logs.sets.get(set) else {
         return;
     };
-    let view = RequestView {
-        vars,
-        server_name: server.names.first().map_or("", String::as_str),
-    };
+    rec.header_vars = snap.access_logs.header_vars.get(set).cloned().flatten();
+    let view = RequestView { vars };
     capture(targets, &view, rec);
 }

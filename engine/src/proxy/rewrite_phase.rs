@@ -4,7 +4,7 @@
 
 use crate::config::regex::Captures;
 use crate::http::request::RequestHead;
-use crate::http::vars::{ConnVars, RequestVars};
+use crate::http::vars::{ConnVars, RequestExt, RequestVars};
 use crate::snapshot::rewrite::{Outcome, RunCx, Script};
 use crate::snapshot::route::{FixedAnswer, LocationPlan};
 use crate::snapshot::{ServerPlan, Snapshot};
@@ -36,6 +36,8 @@ pub struct PhaseBufs<'a> {
     pub scratch: &'a mut Vec<u8>,
     pub key: &'a mut Vec<u8>,
     pub captures: &'a mut Captures,
+    /// What the scripts' variables read beyond the head (server, connection, maps and the request's cache).
+    pub ext: RequestExt<'a>,
 }
 
 /// Runs the phases for a request to `server` whose normalized path is `uri`.
@@ -145,6 +147,7 @@ impl Step<'_, '_, '_> {
             uri: self.uri,
             conn: self.conn,
             proxy_host,
+            ext: bufs.ext,
         };
         let mut cx = RunCx {
             vars: &vars,

@@ -8,7 +8,8 @@ use crate::access_log::stream::{StreamRecord, BAD_GATEWAY};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
 use crate::config::model::StreamServer;
-use crate::http::vars::ConnVars;
+use crate::http::var_cache::VarCache;
+use crate::http::vars::{ConnVars, StreamVars};
 use crate::runtime::{Conn, Runtime};
 use crate::shard::Shard;
 use crate::snapshot::Snapshot;
@@ -37,7 +38,14 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     match (&srv.ret, srv.upstream) {
         (Some(value), _) => super::stream_return::answer(&shard, &snap, &mut client, value, &mut rec).await,
         (None, Some(upstream)) => {
-            let vars = ConnVars { remote, local };
+            let maps = snap.config.stream.as_ref().map_or(&[][..], |s| s.maps.as_slice());
+            let mut cache = VarCache::default();
+            cache.begin(maps.len());
+            let vars = StreamVars {
+                conn: ConnVars { remote, local },
+                maps,
+                cache: &cache,
+            };
             let session = Session {
                 shard: &shard,
                 snap: &snap,
@@ -62,13 +70,13 @@ struct Session<'a, R: Runtime> {
 
 impl<R: Runtime> Session<'_, R> {
     /// Connects (moving on to the next peer on failure) and copies both ways; the tries and bytes go into `rec`.
-    async fn proxy(&self, client: &mut R::Conn, vars: &ConnVars, rec: &mut StreamRecord) {
+    async fn proxy(&self, client: &mut R::Conn, vars: &StreamVars<'_>, rec: &mut StreamRecord) {
         let (shard, snap, srv) = (self.shard, self.snap, self.srv);
         let Some(plan) = snap.stream_plans.get(self.upstream) else {
             return;
         };
         let mut key = Vec::new();
-        plan.key.eval_into(vars, vars.remote.ip(), &mut key);
+        plan.key.eval_into(vars, vars.conn.remote.ip(), &mut key);
         let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
         let rules = next::stream_rules(srv.next_upstream);
         rec.status = BAD_GATEWAY;

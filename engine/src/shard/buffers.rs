@@ -3,6 +3,7 @@
 
 use crate::access_log::record::RequestRecord;
 use crate::config::regex::Captures;
+use crate::http::var_cache::VarCache;
 use crate::runtime::iobuf::IoBuf;
 
 /// Per-connection buffers, recycled by the shard.
@@ -26,6 +27,10 @@ pub struct Buffers {
     pub captures: Captures,
     /// The URI a `rewrite` made (or a redirecting one's `Location`).
     pub rewrite: Vec<u8>,
+    /// The current request's computed variables (`$request_id`, times, `map` values).
+    pub vars: VarCache,
+    /// A `return` text with variables, evaluated for the current request.
+    pub answer: Vec<u8>,
 }
 
 impl Buffers {
@@ -43,6 +48,8 @@ impl Buffers {
             log: RequestRecord::default(),
             captures: Captures::default(),
             rewrite: Vec::with_capacity(256),
+            vars: VarCache::default(),
+            answer: Vec::new(),
         }
     }
 }

@@ -312,6 +312,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
         c.http = Some(HttpConf {
             upstreams: vec![other, named],
             health: Default::default(),
+            maps: Vec::new(),
             servers: vec![HttpServer {
                 listens: vec![],
                 server_names: vec![],
@@ -330,6 +331,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
         c.stream = Some(StreamConf {
             upstreams: vec![named],
             health: Default::default(),
+            maps: Vec::new(),
             servers: vec![StreamServer {
                 listens: vec![],
                 upstream: Some(0),

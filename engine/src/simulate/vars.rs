@@ -108,7 +108,7 @@ impl VarSource for Request {
                 }
             }
             // Not known to a simulated request: unset, as nginx leaves a missing value.
-            Var::RemotePort | Var::ServerAddr | Var::ServerPort | Var::ProxyHost | Var::Http(_) | Var::Cookie(_) => {}
+            _ => {}
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A snapshot's access logs, opened at load: the files (each once) and the sets of `access_log` lines that
 //! locations log to.
 
-use crate::config::log_format::LogFormat;
+use crate::config::key::Var;
+use crate::config::log_format::{LogFormat, Op};
 use crate::config::model::AccessLogConf;
 use crate::config::stream_format::StreamFormat;
 use std::fs::File;
@@ -13,6 +14,20 @@ use std::time::Duration;
 pub const DEFAULT_BUFFER: usize = 64 * 1024;
 /// The flush time of a log without `flush=`.
 pub const DEFAULT_FLUSH: Duration = Duration::from_secs(1);
+
+/// The answer header variables of a set's lines, in the order the lines read them (each target's `if=` first).
+pub fn header_vars(set: &[LogTarget]) -> Option<Arc<[Var]>> {
+    let vars: Vec<Var> = set
+        .iter()
+        .flat_map(|t| t.cond.iter().chain(std::iter::once(&t.format)))
+        .flat_map(|f| f.ops())
+        .filter_map(|op| match op {
+            Op::Var(v) if v.is_answer_header() => Some(v.clone()),
+            _ => None,
+        })
+        .collect();
+    (!vars.is_empty()).then(|| vars.into())
+}
 
 /// One open log file.
 #[derive(Debug)]
@@ -39,6 +54,8 @@ pub struct AccessLogPlan {
     pub sets: Vec<Vec<LogTarget>>,
     /// The sets stream servers log to (see [`super::stream_logs`]); set 0 is the empty one.
     pub stream_sets: Vec<Vec<LogTarget<StreamFormat>>>,
+    /// For each set, the answer header variables its lines name (see [`header_vars`]).
+    pub header_vars: Vec<Option<Arc<[Var]>>>,
 }
 
 impl Default for AccessLogPlan {
@@ -47,6 +64,7 @@ impl Default for AccessLogPlan {
             files: Vec::new(),
             sets: vec![Vec::new()],
             stream_sets: vec![Vec::new()],
+            header_vars: vec![None],
         }
     }
 }
@@ -75,6 +93,7 @@ impl AccessLogPlan {
         if let Some(i) = self.sets.iter().position(same) {
             return Ok(i);
         }
+        self.header_vars.push(header_vars(&set));
         self.sets.push(set);
         Ok(self.sets.len() - 1)
     }

@@ -16,6 +16,7 @@ use stream_logs::StreamServerPlan;
 pub mod files;
 pub mod locations;
 pub mod logs;
+pub mod return_text;
 pub mod rewrite;
 pub mod route;
 pub mod stream_logs;
@@ -148,7 +149,7 @@ impl Snapshot {
                 http_plans.push(UpstreamPlan::build(u, zone)?);
             }
             for (si, srv) in http.servers.iter().enumerate() {
-                servers.push(server_plan(srv, &http_plans, &mut access_logs)?);
+                servers.push(server_plan(srv, &http_plans, &mut access_logs, &http.maps)?);
                 add_http_listens(&mut http_ports, &srv.listens, si);
             }
         }
@@ -271,6 +272,7 @@ fn server_plan(
     srv: &HttpServer,
     plans: &[UpstreamPlan],
     logs: &mut AccessLogPlan,
+    maps: &[crate::config::map::Map],
 ) -> Result<ServerPlan, SnapshotError> {
     let mut exact = Vec::new();
     let mut prefixes = Vec::new();
@@ -281,12 +283,12 @@ fn server_plan(
             LocationMatch::Prefix(p) | LocationMatch::PrefixNoRegex(p) => prefixes.push((p.clone(), i)),
             LocationMatch::Regex(_) | LocationMatch::Named(_) => {}
         }
-        locations.push(location_plan(loc, plans, logs)?);
+        locations.push(location_plan(loc, plans, logs, maps)?);
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     Ok(ServerPlan {
         names: srv.server_names.iter().map(|n| n.to_ascii_lowercase()).collect(),
-        ret: srv.ret.as_ref().map(FixedAnswer::of_return),
+        ret: srv.ret.as_ref().map(|r| return_text::answer(r, maps)),
         script: rewrite::Script::compile(&srv.script).filter(|_| srv.ret.is_none()),
         exact,
         prefixes,
@@ -304,6 +306,7 @@ fn location_plan(
     loc: &Location,
     plans: &[UpstreamPlan],
     logs: &mut AccessLogPlan,
+    maps: &[crate::config::map::Map],
 ) -> Result<LocationPlan, SnapshotError> {
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let proxy = match (&loc.ret, &loc.proxy_pass) {
@@ -315,7 +318,8 @@ fn location_plan(
         }
         (None, None) => None,
     };
-    let fixed = loc.ret.as_ref().map(FixedAnswer::of_return);
+    // a location without a handler serves files (`files`)
+    let fixed = loc.ret.as_ref().map(|r| return_text::answer(r, maps));
     Ok(LocationPlan {
         fixed,
         admin,

@@ -1,6 +1,7 @@
 //! What a location does, compiled at load: a fixed answer with its head pre-rendered, or a proxy plan with the
 //! upstream request's static header lines pre-rendered and the per-request ones kept as templates.
 
+use super::return_text::ReturnText;
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::{AdminEndpoint, ClientConf, HttpProxyConf, Location, LocationMatch, Return};
 use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, sent_status, SERVER_NAME};
@@ -34,16 +35,29 @@ pub struct FixedAnswer {
     /// `\r\n` ending the date, then `Content-Type`, `Content-Length`, `Location`.
     head_mid: Vec<u8>,
     body: Vec<u8>,
+    /// A `return` text with variables: evaluated per request.
+    pub text: Option<ReturnText>,
 }
 
 impl FixedAnswer {
     /// The answer of `return CODE [TEXT]`: a text body (`text/plain`), a redirect (`Location`) with nginx's page,
     /// or nginx's error page when no text is given.
     pub fn of_return(r: &Return) -> FixedAnswer {
+        Self::build(r, None)
+    }
+
+    /// The answer of a `return` whose text has variables (`text`, compiled): the text or `Location` is evaluated
+    /// per request ([`FixedAnswer::eval_text`]) and written by [`FixedAnswer::write_text`].
+    pub fn of_return_text(r: &Return, text: KeyTemplate) -> FixedAnswer {
+        Self::build(r, Some(text))
+    }
+
+    fn build(r: &Return, dynamic: Option<KeyTemplate>) -> FixedAnswer {
         let redirect = matches!(r.code, 301 | 302 | 303 | 307 | 308);
         let mut body = Vec::new();
         let mut content_type: &[u8] = b"text/plain";
         match &r.text {
+            Some(_) if dynamic.is_some() && !redirect => {}
             Some(t) if !redirect => body.extend_from_slice(t.as_bytes()),
             _ if has_error_page(r.code) => {
                 append_error_page(r.code, &mut body);
@@ -51,6 +65,7 @@ impl FixedAnswer {
             }
             _ => {}
         }
+        let dynamic_body = dynamic.is_some() && !redirect;
         let mut head_start = Vec::new();
         head_start.extend_from_slice(b"HTTP/1.1 ");
         append_decimal(&mut head_start, u64::from(sent_status(r.code)));
@@ -65,12 +80,12 @@ impl FixedAnswer {
             head_mid.extend_from_slice(content_type);
             head_mid.extend_from_slice(b"\r\n");
         }
-        if r.code != 204 && r.code != 304 {
+        if r.code != 204 && r.code != 304 && !dynamic_body {
             head_mid.extend_from_slice(b"Content-Length: ");
             append_decimal(&mut head_mid, body.len() as u64);
             head_mid.extend_from_slice(b"\r\n");
         }
-        if let (true, Some(t)) = (redirect, &r.text) {
+        if let (true, Some(t), None) = (redirect, &r.text, &dynamic) {
             head_mid.extend_from_slice(b"Location: ");
             head_mid.extend_from_slice(t.as_bytes());
             head_mid.extend_from_slice(b"\r\n");
@@ -80,6 +95,7 @@ impl FixedAnswer {
             head_start,
             head_mid,
             body,
+            text: dynamic.map(|template| ReturnText { template, redirect }),
         }
     }
 
@@ -95,7 +111,7 @@ impl FixedAnswer {
 
     /// Appends the whole answer to `out` (no body for a HEAD request).
     pub fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
-        self.write_located(date, None, keepalive, head_request, out);
+        self.write_with(date, None, b"", keepalive, head_request, out);
     }
 
     /// [`FixedAnswer::write`] with a `Location` made per request (a redirecting `rewrite`'s).
@@ -107,11 +123,32 @@ impl FixedAnswer {
         head_request: bool,
         out: &mut Vec<u8>,
     ) {
+        self.write_with(date, location, b"", keepalive, head_request, out);
+    }
+
+    /// [`FixedAnswer::write`] of an answer whose `return` text has variables, with `text` evaluated for this
+    /// request (ignored by an answer without variables).
+    pub fn write_text(&self, text: &[u8], date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        self.write_with(date, None, text, keepalive, head_request, out);
+    }
+
+    fn write_with(
+        &self,
+        date: &[u8],
+        location: Option<&[u8]>,
+        text: &[u8],
+        keepalive: bool,
+        head_request: bool,
+        out: &mut Vec<u8>,
+    ) {
         out.extend_from_slice(&self.head_start);
         out.extend_from_slice(date);
         out.extend_from_slice(&self.head_mid);
         if let Some(l) = location {
             push_line(out, "Location", l);
+        }
+        if let Some(t) = &self.text {
+            t.write_head(self.status, text, out);
         }
         out.extend_from_slice(if keepalive {
             b"Connection: keep-alive\r\n\r\n"
@@ -119,7 +156,10 @@ impl FixedAnswer {
             b"Connection: close\r\n\r\n"
         });
         if !head_request {
-            out.extend_from_slice(&self.body);
+            match &self.text {
+                Some(t) if !t.redirect => out.extend_from_slice(text),
+                _ => out.extend_from_slice(&self.body),
+            }
         }
     }
 }

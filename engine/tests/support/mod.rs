@@ -116,6 +116,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
         http: Some(HttpConf {
             upstreams,
             health: Default::default(),
+            maps: Vec::new(),
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,

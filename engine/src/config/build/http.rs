@@ -7,6 +7,7 @@ use super::layers::{Cx, Layers};
 use super::listen::HttpListens;
 use super::locations::{self, Nested};
 use super::logs::LogState;
+use super::map::{self, Maps};
 use super::rewrite::Script;
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
@@ -72,6 +73,7 @@ struct HttpState {
     listens: HttpListens,
     matches: Vec<MatchConf>,
     logs: LogState,
+    maps: Maps,
 }
 
 /// Builds the http block `d`.
@@ -80,12 +82,13 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         upstreams: Upstreams::new(Module::Http),
         servers: Vec::new(),
         layers: Layers::default(),
-        vars: Vars::default(),
+        vars: Vars::with_maps(map::names(block_of(d)?)),
         header_error: None,
         http_header_error: None,
         listens: HttpListens::default(),
         matches: Vec::new(),
         logs: LogState::with_prefix(b.prefix.clone()),
+        maps: Maps::default(),
     };
     let close = walk(block_of(d)?, Ctx::HTTP, |hd| match hd.name.as_str() {
         "upstream" => h.upstreams.block(b, &mut h.vars, hd),
@@ -96,6 +99,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             Ok(())
         }
         "log_format" => h.logs.log_format(hd, &mut h.vars),
+        _ if h.maps.directive(hd, Module::Http, &mut h.vars)? => Ok(()),
         _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, &mut h.logs, hd),
     })?;
     // nginx's checks when the block ends, in its order: upstreams, header values, locations, variables.
@@ -119,10 +123,13 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
     );
     let drafts: Vec<_> = h.servers.iter_mut().map(ServerDraft::take_checks).collect();
     let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers, &b.prefix)).collect();
+    crate::config::map::mark_answer_time(&mut h.maps.maps);
     for s in &mut servers {
         h.logs.settle(&mut s.client.access_log);
+        map::answer_time_logs(&mut s.client.access_log, &h.maps.maps)?;
         for l in &mut s.locations {
             h.logs.settle(&mut l.client.access_log);
+            map::answer_time_logs(&mut l.client.access_log, &h.maps.maps)?;
         }
     }
     let checks = finish_checks(&servers, drafts, &upstreams, &h.matches)?;
@@ -134,6 +141,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         upstreams,
         servers,
         health,
+        maps: h.maps.maps,
     })
 }
 

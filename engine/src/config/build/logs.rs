@@ -2,7 +2,7 @@
 //! them: formats compiled once, looked up by name (any case) when an `access_log` line names one, the `buffer=`,
 //! `flush=` and `if=` parameters, and nginx's checks and messages.
 
-use super::vars::Vars;
+use super::vars::{Module, Vars};
 use super::{arg, value};
 use crate::config::error::ConfigError;
 use crate::config::log_format::{FormatError, LogFormat};
@@ -83,8 +83,17 @@ impl LogState {
             let msg = format!("duplicate \"log_format\" name \"{name}\"");
             return Err(ConfigError::invalid(msg, &d.span));
         }
-        let compiled = LogFormat::compile(name, d.args.get(1..).unwrap_or_default());
+        let args = d.args.get(1..).unwrap_or_default();
+        let compiled = LogFormat::compile_with(name, args, &|n| vars.resolve(n, Module::Http, None));
         let format = format_result(compiled, name, vars, &d.span)?;
+        let body = crate::config::key::Var::RequestBody;
+        if format
+            .ops()
+            .iter()
+            .any(|op| *op == crate::config::log_format::Op::Var(body.clone()))
+        {
+            return Err(Vars::refuse_request_body(&d.span));
+        }
         self.formats.push(Arc::new(format));
         Ok(())
     }
@@ -174,7 +183,8 @@ fn parameter(conf: &mut AccessLogConf, p: &str, vars: &mut Vars, at: &Span) -> R
         let msg = format!("parameter \"{p}\" of \"access_log\" is not supported by corelb");
         return Err(ConfigError::invalid(msg, at));
     } else if let Some(cond) = p.strip_prefix("if=") {
-        let compiled = LogFormat::compile("if", &["escape=none".to_string(), cond.to_string()]);
+        let args = ["escape=none".to_string(), cond.to_string()];
+        let compiled = LogFormat::compile_with("if", &args, &|n| vars.resolve(n, Module::Http, None));
         conf.cond = Some(Arc::new(format_result(compiled, "if", vars, at)?));
     } else {
         return Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), at));

@@ -12,6 +12,7 @@ mod listen;
 mod locations;
 mod logs;
 mod main_ctx;
+mod map;
 mod rewrite;
 mod server_line;
 mod spec;

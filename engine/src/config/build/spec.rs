@@ -148,6 +148,9 @@ pub const SPECS: &[Spec] = &[
         MORE1,
         true,
     ),
+    spec("map", Ctx::HTTP.or(Ctx::STREAM), Ctx::HTTP.or(Ctx::STREAM), TAKE2, true),
+    both("map_hash_max_size", Ctx::HTTP.or(Ctx::STREAM), TAKE1),
+    both("map_hash_bucket_size", Ctx::HTTP.or(Ctx::STREAM), TAKE1),
     // nginx Plus's ngx_http_api_module; `metrics` is corelb's own (Prometheus).
     both("api", Ctx::HTTP_LOC, NOARGS_TAKE1),
     both("metrics", Ctx::HTTP_LOC, NOARGS),
@@ -288,7 +291,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "set",
     "rewrite_log",
     "uninitialized_variable_warn",
-    "map",
     "geo",
     "split_clients",
     "limit_req",

@@ -4,6 +4,7 @@
 
 use super::health::{self, CheckDraft, ProbeTimeouts};
 use super::listen::StreamListens;
+use super::map::{self, Maps};
 use super::stream_logs::{self, StreamLevelLogs, StreamLogState};
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
@@ -50,6 +51,7 @@ struct StreamState {
     listens: StreamListens,
     logs: StreamLogState,
     block_logs: Option<StreamLevelLogs>,
+    maps: Maps,
 }
 
 /// Builds the stream block `d`.
@@ -58,16 +60,18 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         upstreams: Upstreams::new(Module::Stream),
         servers: Vec::new(),
         layer: StreamLayer::default(),
-        vars: Vars::default(),
+        vars: Vars::with_maps(map::names(block_of(d)?)),
         listens: StreamListens::default(),
         logs: StreamLogState::with_prefix(b.prefix.clone()),
         block_logs: None,
+        maps: Maps::default(),
     };
     walk(block_of(d)?, Ctx::STREAM, |sd| match sd.name.as_str() {
         "upstream" => st.upstreams.block(b, &mut st.vars, sd),
         "server" => st.server(sd),
         "log_format" => st.logs.log_format(sd, &mut st.vars),
         "access_log" => st.logs.access_log(&mut st.block_logs, sd, &mut st.vars),
+        _ if st.maps.directive(sd, Module::Stream, &mut st.vars)? => Ok(()),
         _ => st.layer.directive(sd),
     })?;
     // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
@@ -123,6 +127,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         upstreams,
         servers,
         health,
+        maps: st.maps.maps,
     })
 }
 

@@ -1,13 +1,12 @@
-//! Values with variables (nginx "complex values": hash keys, `proxy_set_header` values, `return` texts): nginx's
-//! syntax checks on `$name` / `${name}`, then [`KeyTemplate::compile`]. An unknown variable is reported when the
-//! `http`/`stream` block ends, as nginx reports it (corelb adds the place of the first directive naming it).
+//! Values with variables (nginx "complex values": hash keys, `proxy_set_header` values, `return` texts, `map`
+//! sources and values): nginx's syntax checks on `$name` / `${name}`, then [`KeyTemplate::compile_with`] with the
+//! block's `map` variables before the built-in ones. An unknown variable is reported when the `http`/`stream`
+//! block ends, as nginx reports it (corelb adds the place of the first directive naming it).
 
 use crate::config::error::ConfigError;
 use crate::config::key::{KeyTemplate, Var};
+use crate::config::map::MapRegex;
 use crate::config::model::Span;
-
-/// The variables a `stream` value may use (of those corelb knows).
-const STREAM_VARS: &[&str] = &["remote_addr", "remote_port", "server_addr", "server_port"];
 
 /// Which module's variables apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,11 +15,18 @@ pub enum Module {
     Stream,
 }
 
-/// The first unknown variable of a block, kept for its end.
+/// The block's `map` variable names, and its first unknown variable, kept for its end.
 #[derive(Debug, Default)]
 pub struct Vars {
     unknown: Option<ConfigError>,
+    /// The `map` variables of the block, lower-case, by map index (a name given twice: the later map wins, as
+    /// nginx's second `map` replaces the variable's handler).
+    maps: Vec<String>,
 }
+
+/// The message for `$request_body`, which corelb never has.
+const REQUEST_BODY: &str =
+    "the \"$request_body\" variable is not supported by corelb (request bodies are streamed, never buffered)";
 
 /// The variable names of `raw` and the first regex capture (`$1`..`$9`) it uses, or nginx's syntax error
 /// (`ngx_http_script_compile`'s name scan).
@@ -76,26 +82,73 @@ fn variable_scan(raw: &str) -> Result<(Vec<String>, Option<char>), String> {
 }
 
 impl Vars {
+    /// The variables of a block whose `map`s define `maps` (in order).
+    pub fn with_maps(maps: Vec<String>) -> Vars {
+        Vars {
+            unknown: None,
+            maps: maps.into_iter().map(|m| m.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// The variable `name` means in `module`: a `map` of the block, else a built-in one the module has; in a map
+    /// value (`regex`: the entry's, if a regex one), also `$1`..`$9` and the regex's named groups.
+    pub fn resolve(&self, name: &str, module: Module, in_map: Option<Option<&MapRegex>>) -> Option<Var> {
+        let lower = name.to_ascii_lowercase();
+        if let Some(i) = self.maps.iter().rposition(|m| *m == lower) {
+            return Some(Var::Map(i));
+        }
+        if let Some(regex) = in_map {
+            if let Some(n) = lower.parse::<usize>().ok().filter(|n| (1..=9).contains(n)) {
+                return Some(Var::Capture(n));
+            }
+            if let Some(g) = regex.and_then(|r| r.group(name)) {
+                return Some(Var::Capture(g));
+            }
+        }
+        match module {
+            Module::Http => Var::from_name(&lower),
+            Module::Stream => Var::from_name(&lower).filter(|_| Var::in_stream(&lower)),
+        }
+    }
+
     /// Compiles `raw`. A syntax error is returned at once (at `at`); an unknown variable is remembered for the end of
     /// the block and an empty template stands in.
     pub fn compile(&mut self, raw: &str, module: Module, at: &Span) -> Result<KeyTemplate, ConfigError> {
+        self.compile_in(raw, module, at, None)
+    }
+
+    /// [`Vars::compile`] of a `map` value (`regex`: its entry's regex, if any), where captures are allowed.
+    pub fn compile_map_value(
+        &mut self,
+        raw: &str,
+        module: Module,
+        at: &Span,
+        regex: Option<&MapRegex>,
+    ) -> Result<KeyTemplate, ConfigError> {
+        self.compile_in(raw, module, at, Some(regex))
+    }
+
+    fn compile_in(
+        &mut self,
+        raw: &str,
+        module: Module,
+        at: &Span,
+        in_map: Option<Option<&MapRegex>>,
+    ) -> Result<KeyTemplate, ConfigError> {
         let (names, capture) = variable_scan(raw).map_err(|msg| ConfigError::invalid(msg, at))?;
-        if let Some(n) = capture {
+        if let (Some(n), None) = (capture, in_map) {
             let msg = format!("regex captures (\"${n}\") are not supported by corelb");
             return Err(ConfigError::invalid(msg, at));
         }
-        let unknown = names.iter().find(|name| {
-            let known = Var::from_name(name).is_some();
-            match module {
-                Module::Http => !known,
-                Module::Stream => !known || !STREAM_VARS.contains(&name.as_str()),
-            }
-        });
+        if names.iter().any(|n| n.eq_ignore_ascii_case("request_body")) && module == Module::Http {
+            return Err(ConfigError::invalid(REQUEST_BODY, at));
+        }
+        let unknown = names.iter().find(|name| self.resolve(name, module, in_map).is_none());
         if let Some(name) = unknown {
             self.note_unknown(name, at);
             return placeholder(at);
         }
-        match KeyTemplate::compile(raw) {
+        match KeyTemplate::compile_with(raw, &|n| self.resolve(n, module, in_map)) {
             Ok(t) => Ok(t),
             Err(e) => {
                 let name = match e {
@@ -111,6 +164,11 @@ impl Vars {
     /// Checks `raw` as [`Vars::compile`] does, keeping nothing.
     pub fn check(&mut self, raw: &str, module: Module, at: &Span) -> Result<(), ConfigError> {
         self.compile(raw, module, at).map(|_| ())
+    }
+
+    /// The `$request_body` refusal, at `at`, when a log format names it.
+    pub fn refuse_request_body(at: &Span) -> ConfigError {
+        ConfigError::invalid(REQUEST_BODY, at)
     }
 
     /// Remembers an unknown variable for the end of the block (the first one is reported).

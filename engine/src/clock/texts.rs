@@ -1,4 +1,4 @@
-//! The log times, rendered once per second per shard as nginx caches them: `$time_local`
+//! The times of variables and log lines, rendered once per second as nginx caches them: `$time_local`
 //! (`28/Sep/1970:12:00:00 +0600`), `$time_iso8601` (`1970-09-28T12:00:00+06:00`), and `$msec`.
 
 use std::io::Write;
@@ -138,7 +138,7 @@ impl LogClock {
 
     /// `$msec`: seconds with milliseconds.
     pub fn append_msec(&self, out: &mut Vec<u8>) {
-        crate::http::pages::append_decimal(out, u64::try_from(self.second).unwrap_or(0));
+        let _ = write!(out, "{}", self.second.max(0));
         out.extend_from_slice(&[
             b'.',
             b'0' + (self.millis / 100 % 10) as u8,

@@ -1,0 +1,256 @@
+//! The variables corelb knows, by nginx name, and the one list of when each is known: at the request head (hash
+//! keys, `proxy_set_header`, `return`, log values captured then) or only once the answer is done (log values read
+//! from the request's record; elsewhere they are empty, as nginx's before its response).
+
+/// A variable a template may name. Names follow nginx; `$http_*`, `$arg_*`, `$cookie_*`, `$sent_http_*`,
+/// `$upstream_http_*` and `$upstream_cookie_*` carry their suffix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Var {
+    RemoteAddr,
+    /// The client address as 4 (IPv4) or 16 (IPv6) bytes.
+    BinaryRemoteAddr,
+    RemotePort,
+    ServerAddr,
+    ServerPort,
+    RequestUri,
+    Uri,
+    Args,
+    /// `?` when the request has arguments, else empty.
+    IsArgs,
+    Host,
+    RequestMethod,
+    Scheme,
+    ProxyHost,
+    ProxyAddXForwardedFor,
+    /// `$http_NAME`: the request header NAME, with `_` read as `-`, case-insensitive (stored lower-case with `-`).
+    Http(String),
+    /// `$arg_NAME`: the query argument NAME (case-insensitive, as nginx).
+    Arg(String),
+    /// `$cookie_NAME`: the cookie NAME (stored lower-case; nginx lower-cases variable names and matches cookie
+    /// names without case).
+    Cookie(String),
+    ContentLength,
+    ContentType,
+    /// The request line: `GET /x HTTP/1.1`.
+    Request,
+    ServerProtocol,
+    /// The first name of the server the request was routed to.
+    ServerName,
+    /// 32 hex digits of 16 random bytes, one value per request.
+    RequestId,
+    Hostname,
+    /// corelb's version (`docs/directives.md`).
+    NginxVersion,
+    Pid,
+    Connection,
+    ConnectionRequests,
+    RemoteUser,
+    Msec,
+    TimeLocal,
+    TimeIso8601,
+    /// `$request_body`: corelb streams request bodies and never holds one, so this name is refused at load.
+    RequestBody,
+    /// A `map` variable: index into its block's maps.
+    Map(usize),
+    /// A `map` whose value needs the answer (its source or values name `$status`, `$upstream_*`...), as an access
+    /// log reads it: evaluated when the line is written.
+    AnswerMap(usize),
+    /// `$1`..`$9` (or a named group) of a `map` regex entry, in that entry's value.
+    Capture(usize),
+    // Known once the answer is done.
+    Status,
+    BodyBytesSent,
+    BytesSent,
+    RequestLength,
+    RequestTime,
+    /// `$sent_http_NAME`: a header of the answer sent (stored lower-case with `-`).
+    SentHttp(String),
+    /// `$upstream_http_NAME`: a header of the upstream's answer (stored lower-case with `-`).
+    UpstreamHttp(String),
+    /// `$upstream_cookie_NAME`: a `Set-Cookie` of the upstream's answer (stored lower-case).
+    UpstreamCookie(String),
+    UpstreamAddr,
+    UpstreamStatus,
+    UpstreamResponseTime,
+    UpstreamConnectTime,
+    UpstreamHeaderTime,
+    UpstreamResponseLength,
+    UpstreamBytesReceived,
+    UpstreamBytesSent,
+}
+
+/// When a variable's value is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Once the request head is read.
+    Request,
+    /// Once the answer is done (an access log reads it then; before, it is empty).
+    Response,
+}
+
+/// Names without a suffix, and their variables.
+const NAMES: &[(&str, Var)] = &[
+    ("remote_addr", Var::RemoteAddr),
+    ("binary_remote_addr", Var::BinaryRemoteAddr),
+    ("remote_port", Var::RemotePort),
+    ("server_addr", Var::ServerAddr),
+    ("server_port", Var::ServerPort),
+    ("request_uri", Var::RequestUri),
+    ("uri", Var::Uri),
+    ("document_uri", Var::Uri),
+    ("args", Var::Args),
+    ("query_string", Var::Args),
+    ("is_args", Var::IsArgs),
+    ("host", Var::Host),
+    ("request_method", Var::RequestMethod),
+    ("scheme", Var::Scheme),
+    ("proxy_host", Var::ProxyHost),
+    ("proxy_add_x_forwarded_for", Var::ProxyAddXForwardedFor),
+    ("content_length", Var::ContentLength),
+    ("content_type", Var::ContentType),
+    ("request", Var::Request),
+    ("server_protocol", Var::ServerProtocol),
+    ("server_name", Var::ServerName),
+    ("request_id", Var::RequestId),
+    ("hostname", Var::Hostname),
+    ("nginx_version", Var::NginxVersion),
+    ("pid", Var::Pid),
+    ("connection", Var::Connection),
+    ("connection_requests", Var::ConnectionRequests),
+    ("remote_user", Var::RemoteUser),
+    ("msec", Var::Msec),
+    ("time_local", Var::TimeLocal),
+    ("time_iso8601", Var::TimeIso8601),
+    ("request_body", Var::RequestBody),
+    ("status", Var::Status),
+    ("body_bytes_sent", Var::BodyBytesSent),
+    ("bytes_sent", Var::BytesSent),
+    ("request_length", Var::RequestLength),
+    ("request_time", Var::RequestTime),
+    ("upstream_addr", Var::UpstreamAddr),
+    ("upstream_status", Var::UpstreamStatus),
+    ("upstream_response_time", Var::UpstreamResponseTime),
+    ("upstream_connect_time", Var::UpstreamConnectTime),
+    ("upstream_header_time", Var::UpstreamHeaderTime),
+    ("upstream_response_length", Var::UpstreamResponseLength),
+    ("upstream_bytes_received", Var::UpstreamBytesReceived),
+    ("upstream_bytes_sent", Var::UpstreamBytesSent),
+];
+
+/// The variables a `stream` value may use (of those corelb knows).
+const STREAM: &[&str] = &[
+    "remote_addr",
+    "binary_remote_addr",
+    "remote_port",
+    "server_addr",
+    "server_port",
+    "hostname",
+    "nginx_version",
+    "pid",
+    "msec",
+    "time_local",
+    "time_iso8601",
+];
+
+/// Header-like prefixes: the suffix is a header name, `_` read as `-`.
+const HEADER_PREFIXES: &[&str] = &["http_", "sent_http_", "upstream_http_"];
+
+impl Var {
+    /// The variable of an nginx name (without `$`; case-insensitive, as nginx), or `None` if corelb does not know
+    /// it. Map variables are resolved by the config builder, before this.
+    pub fn from_name(name: &str) -> Option<Var> {
+        let lower = name.to_ascii_lowercase();
+        if let Some((_, v)) = NAMES.iter().find(|(n, _)| *n == lower) {
+            return Some(v.clone());
+        }
+        // nginx tries the longer prefixes first: `sent_http_` before `http_` cannot clash, `upstream_cookie_`
+        // and `upstream_http_` are distinct.
+        for prefix in HEADER_PREFIXES {
+            if let Some(h) = lower.strip_prefix(prefix).filter(|s| !s.is_empty()) {
+                let header = h.replace('_', "-");
+                return Some(match *prefix {
+                    "http_" => Var::Http(header),
+                    "sent_http_" => Var::SentHttp(header),
+                    _ => Var::UpstreamHttp(header),
+                });
+            }
+        }
+        if let Some(a) = lower.strip_prefix("arg_").filter(|s| !s.is_empty()) {
+            return Some(Var::Arg(a.to_string()));
+        }
+        if let Some(c) = lower.strip_prefix("cookie_").filter(|s| !s.is_empty()) {
+            return Some(Var::Cookie(c.to_string()));
+        }
+        if let Some(c) = lower.strip_prefix("upstream_cookie_").filter(|s| !s.is_empty()) {
+            return Some(Var::UpstreamCookie(c.to_string()));
+        }
+        None
+    }
+
+    /// Whether a `stream` value may name `name` (a stream `map` variable aside).
+    pub fn in_stream(name: &str) -> bool {
+        STREAM.contains(&name.to_ascii_lowercase().as_str())
+    }
+
+    /// Whether the value is read from an answer's headers (`$sent_http_*`, `$upstream_http_*`,
+    /// `$upstream_cookie_*`).
+    pub fn is_answer_header(&self) -> bool {
+        matches!(self, Var::SentHttp(_) | Var::UpstreamHttp(_) | Var::UpstreamCookie(_))
+    }
+
+    /// When the value is known. A `map` is a request-time value.
+    pub fn phase(&self) -> Phase {
+        match self {
+            Var::Status
+            | Var::BodyBytesSent
+            | Var::BytesSent
+            | Var::RequestLength
+            | Var::RequestTime
+            | Var::Msec
+            | Var::TimeLocal
+            | Var::TimeIso8601
+            | Var::SentHttp(_)
+            | Var::UpstreamHttp(_)
+            | Var::UpstreamCookie(_)
+            | Var::UpstreamAddr
+            | Var::UpstreamStatus
+            | Var::UpstreamResponseTime
+            | Var::UpstreamConnectTime
+            | Var::UpstreamHeaderTime
+            | Var::UpstreamResponseLength
+            | Var::UpstreamBytesReceived
+            | Var::UpstreamBytesSent
+            | Var::AnswerMap(_) => Phase::Response,
+            _ => Phase::Request,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_prefixes() {
+        assert_eq!(Var::from_name("Server_Name"), Some(Var::ServerName));
+        assert_eq!(Var::from_name("document_uri"), Some(Var::Uri));
+        assert_eq!(
+            Var::from_name("sent_http_cache_control"),
+            Some(Var::SentHttp("cache-control".into()))
+        );
+        assert_eq!(
+            Var::from_name("upstream_http_X_Len"),
+            Some(Var::UpstreamHttp("x-len".into()))
+        );
+        assert_eq!(
+            Var::from_name("upstream_cookie_SID"),
+            Some(Var::UpstreamCookie("sid".into()))
+        );
+        assert_eq!(Var::from_name("http_user_agent"), Some(Var::Http("user-agent".into())));
+        assert_eq!(Var::from_name("upstream_http_"), None);
+        assert_eq!(Var::from_name("nope"), None);
+        assert!(Var::in_stream("Hostname") && !Var::in_stream("request_uri"));
+        assert_eq!(Var::Status.phase(), Phase::Response);
+        assert_eq!(Var::RequestId.phase(), Phase::Request);
+    }
+}
