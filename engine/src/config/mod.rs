@@ -5,6 +5,7 @@
 
 mod build;
 pub mod error;
+pub mod headers;
 pub mod key;
 pub mod lexer;
 pub mod log_format;

@@ -1,5 +1,6 @@
 //! The typed config model: what an nginx-syntax file means once parsed and checked, with nginx's defaults filled in.
 
+pub use super::headers::HeadersConf;
 use super::key::KeyTemplate;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -502,6 +503,8 @@ pub struct Location {
     pub admin: Option<AdminEndpoint>,
     pub proxy: HttpProxyConf,
     pub client: ClientConf,
+    /// `add_header`, `expires`, `server_tokens`, `proxy_hide_header`/`proxy_pass_header`, `proxy_redirect`.
+    pub headers: HeadersConf,
     pub span: Span,
 }
 
@@ -535,6 +538,8 @@ pub struct HttpServer {
     /// The server block's rewrite directives, as [`Location::script`]: run before the location is searched.
     pub script: Vec<super::rewrite::RewriteOp>,
     pub client: ClientConf,
+    /// The header settings of answers outside any location.
+    pub headers: HeadersConf,
     pub span: Span,
 }
 

@@ -8,11 +8,12 @@ use super::retry::RequestKind;
 use crate::admin::{AdminRequest, AdminResponse};
 use crate::config::model::AdminEndpoint;
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::pages::sent_status;
+use crate::http::pages::{sent_status, server_name};
 use crate::http::vars::ConnVars;
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::headers::ResponseFacts;
 use crate::snapshot::route::FixedAnswer;
 use crate::state::Shared;
 use std::rc::Rc;
@@ -71,7 +72,9 @@ pub(super) struct ClientConn<R: Runtime> {
 trait OwnAnswer {
     fn status(&self) -> u16;
     fn body_len(&self) -> usize;
-    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>);
+    /// The head up to its `Connection` line; `server` is the location's `Server` value.
+    fn write_head(&self, server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>);
+    fn write_body(&self, head_request: bool, out: &mut Vec<u8>);
 }
 
 /// A fixed answer with a `Location` made per request.
@@ -87,9 +90,12 @@ impl OwnAnswer for Located<'_> {
     fn body_len(&self) -> usize {
         self.answer.body_len()
     }
-    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+    fn write_head(&self, _server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
         self.answer
-            .write_located(date, Some(self.location), keepalive, head_request, out)
+            .write_head_located(date, Some(self.location), keepalive, out)
+    }
+    fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
+        self.answer.write_body(head_request, out)
     }
 }
 
@@ -100,8 +106,12 @@ impl OwnAnswer for FixedAnswer {
     fn body_len(&self) -> usize {
         FixedAnswer::body_len(self)
     }
-    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
-        FixedAnswer::write(self, date, keepalive, head_request, out)
+    fn write_head(&self, _server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+        // the `Server` line was rendered at load with the location's `server_tokens`
+        FixedAnswer::write_head(self, date, keepalive, out)
+    }
+    fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
+        FixedAnswer::write_body(self, head_request, out)
     }
 }
 
@@ -112,8 +122,13 @@ impl OwnAnswer for AdminResponse {
     fn body_len(&self) -> usize {
         self.body.len()
     }
-    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
-        AdminResponse::write(self, date, keepalive, head_request, out)
+    fn write_head(&self, server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+        AdminResponse::write_head(self, server, date, keepalive, out)
+    }
+    fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
+        if !head_request {
+            out.extend_from_slice(&self.body);
+        }
     }
 }
 
@@ -121,10 +136,18 @@ impl<R: Runtime> ClientConn<R> {
     /// Writes `answer`, notes it for the access log and sends it within `wait`; returns whether the connection
     /// stays open (`keep`, and the write went through).
     async fn send_own(&mut self, answer: &impl OwnAnswer, keep: bool, head_request: bool, wait: Duration) -> bool {
-        let out = &mut self.bufs.out;
+        let (out, added) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
-        self.shard
-            .date(crate::clock::now_secs(), |d| answer.write(d, keep, head_request, out));
+        let now = crate::clock::now_secs();
+        let server = server_name(added.tokens());
+        self.shard.date(now, |d| answer.write_head(server, d, keep, out));
+        let facts = ResponseFacts {
+            now,
+            last_modified: None,
+        };
+        added.append(answer.status(), facts, out);
+        out.extend_from_slice(b"\r\n");
+        answer.write_body(head_request, out);
         let body = if head_request { 0 } else { answer.body_len() };
         self.bufs.log.answered(
             sent_status(answer.status()),
@@ -229,7 +252,9 @@ impl<R: Runtime> ClientConn<R> {
     pub(super) async fn refuse(&mut self, r: Rejection, wait: Duration) {
         self.shard.counters.count_answer(sent_status(r.status));
         let shard = Rc::clone(&self.shard);
-        self.send_own(shard.error_answer(r.status), false, false, wait).await;
+        let tokens = self.bufs.headers.tokens();
+        self.send_own(shard.error_answer(r.status, tokens), false, false, wait)
+            .await;
     }
 
     /// Sends nginx's error page for `status`; the connection stays open only if the request body was consumed.
@@ -237,8 +262,14 @@ impl<R: Runtime> ClientConn<R> {
         self.shard.counters.count_answer(status);
         let keep = req.keepalive && body_consumed;
         let shard = Rc::clone(&self.shard);
-        self.send_own(shard.error_answer(status), keep, req.head_request, req.timeouts.send)
-            .await
+        let tokens = self.bufs.headers.tokens();
+        self.send_own(
+            shard.error_answer(status, tokens),
+            keep,
+            req.head_request,
+            req.timeouts.send,
+        )
+        .await
     }
 }
 

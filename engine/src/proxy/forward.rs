@@ -9,10 +9,11 @@ use super::retry::{NextStep, RetryState};
 use crate::access_log::record::TryPeer;
 use crate::balance::{Attempt, Outcome, Peer};
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::response::{parse_response, write_client_head};
+use crate::http::response::{parse_response, write_client_head_with, ClientHead};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::Buffers;
+use crate::snapshot::headers::ProxiedEdits;
 use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
@@ -158,8 +159,19 @@ impl<R: Runtime> ClientConn<R> {
             return (false, info.head_len as u64);
         };
         let chunked_out = chunked && relay == Relay::Verbatim;
-        self.shard.date(crate::clock::now_secs(), |d| {
-            write_client_head(&resp, d, keep_client, chunked_out, &mut bufs.out)
+        let now = crate::clock::now_secs();
+        let edits = ProxiedEdits {
+            plan: &from.plan.response,
+            prepared: &bufs.headers,
+            now,
+        };
+        self.shard.date(now, |date| {
+            let head = ClientHead {
+                date,
+                keepalive: keep_client,
+                chunked_out,
+            };
+            write_client_head_with(&resp, head, &edits, &mut bufs.out)
         });
         bufs.upstream.consume(info.head_len);
         let copy = BodyCopy {

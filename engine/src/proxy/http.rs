@@ -18,6 +18,7 @@ use crate::http::vars::{ConnVars, RequestVars};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::headers::HostOrAddr;
 use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan, Target};
 use crate::snapshot::Snapshot;
 use corelb_shared_state::HttpPhase;
@@ -217,6 +218,7 @@ fn route_head<'s>(
     progress: ConnProgress,
     bufs: &mut Buffers,
 ) -> Result<Option<Next<'s>>, Rejection> {
+    bufs.headers.reset();
     let first = FirstBuffers {
         size: snap.first_header_buffer(port),
         large: snap.header_buffers(port, None),
@@ -259,6 +261,8 @@ fn route_head<'s>(
         proxy_host: upstream.map_or("", |u| u.name.as_str()),
     };
     begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
+    let headers = loc.map_or(&server.headers, |l| &l.headers);
+    headers.prepare(&vars, &mut bufs.scratch, &mut bufs.headers);
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
     if let BodyFraming::Length(n) = head.body {
         if client_conf.client_max_body_size != 0 && n > client_conf.client_max_body_size {
@@ -283,6 +287,16 @@ fn route_head<'s>(
                 };
                 write_upstream_head(p, up, &vars, changed, out);
             }
+            let host = head
+                .host
+                .map_or(HostOrAddr::Addr(vars.conn.local.ip()), HostOrAddr::Host);
+            p.response.redirect.prepare(
+                &vars,
+                host,
+                vars.conn.local.port(),
+                &mut bufs.scratch,
+                &mut bufs.headers,
+            );
             Route::Proxy(p)
         }
         (None, Some(_)) => Route::Fixed(&server.not_found),

@@ -4,6 +4,7 @@
 use crate::access_log::record::RequestRecord;
 use crate::config::regex::Captures;
 use crate::runtime::iobuf::IoBuf;
+use crate::snapshot::headers::Prepared;
 
 /// Per-connection buffers, recycled by the shard.
 #[derive(Debug)]
@@ -22,6 +23,8 @@ pub struct Buffers {
     pub captures: Captures,
     /// The URI a `rewrite` made (or a redirecting one's `Location`).
     pub rewrite: Vec<u8>,
+    /// The response headers the current request's location adds, evaluated when it was routed.
+    pub headers: Prepared,
 }
 
 impl Buffers {
@@ -37,6 +40,7 @@ impl Buffers {
             log: RequestRecord::default(),
             captures: Captures::default(),
             rewrite: Vec::with_capacity(256),
+            headers: Prepared::default(),
         }
     }
 }

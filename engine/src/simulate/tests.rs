@@ -302,6 +302,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             admin: None,
             proxy,
             client: Default::default(),
+            headers: Default::default(),
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);
@@ -318,6 +319,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 ret: None,
                 script: Vec::new(),
                 client: Default::default(),
+                headers: Default::default(),
                 span: Span::default(),
             }],
         });

@@ -175,6 +175,7 @@ mod tests {
             admin: None,
             proxy: HttpProxyConf::default(),
             client: ClientConf::default(),
+            headers: Default::default(),
             span: Span::default(),
         }
     }

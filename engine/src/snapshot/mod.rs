@@ -2,18 +2,18 @@
 //! tables, location tables, pre-rendered headers and fixed answers), shared by every shard behind one `ArcSwap`.
 
 use crate::balance::{PlanError, UpstreamPlan};
-use crate::config::model::{
-    ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass, Return,
-};
+use crate::config::model::{ClientConf, Config, HeaderBuffers, HttpServer, Listen, Location, LocationMatch, ProxyPass};
 use crate::config::regex::Captures;
 use crate::http::request::host_without_port;
 use corelb_shared_state::Zone;
+use headers::HeadersPlan;
 use locations::{LocationTree, Pick};
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
+pub mod headers;
 pub mod locations;
 pub mod logs;
 pub mod rewrite;
@@ -86,6 +86,8 @@ pub struct ServerPlan {
     pub client: ClientConf,
     /// The access log set of answers outside any location (index into [`Snapshot::access_logs`]; 0 = none).
     pub log_set: usize,
+    /// `add_header`, `expires`, `server_tokens` of answers outside any location.
+    pub headers: HeadersPlan,
 }
 
 impl ServerPlan {
@@ -284,17 +286,19 @@ fn server_plan(
         locations.push(location_plan(loc, plans, logs)?);
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
+    let tokens = srv.headers.server_tokens;
     Ok(ServerPlan {
         names: srv.server_names.iter().map(|n| n.to_ascii_lowercase()).collect(),
-        ret: srv.ret.as_ref().map(FixedAnswer::of_return),
+        ret: srv.ret.as_ref().map(|r| FixedAnswer::of_return(r, tokens)),
         script: rewrite::Script::compile(&srv.script).filter(|_| srv.ret.is_none()),
         exact,
         prefixes,
         tree: LocationTree::build(&srv.locations),
         locations,
-        not_found: FixedAnswer::of_return(&Return { code: 404, text: None }),
-        cycle: FixedAnswer::error(500),
-        moved: FixedAnswer::error(301),
+        not_found: FixedAnswer::error(404, tokens),
+        cycle: FixedAnswer::error(500, tokens),
+        moved: FixedAnswer::error(301, tokens),
+        headers: HeadersPlan::new(&srv.headers),
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
     })
@@ -306,6 +310,7 @@ fn location_plan(
     logs: &mut AccessLogPlan,
 ) -> Result<LocationPlan, SnapshotError> {
     let admin = loc.admin.filter(|_| loc.ret.is_none());
+    let tokens = loc.headers.server_tokens;
     let proxy = match (&loc.ret, &loc.proxy_pass) {
         (Some(_), _) => None,
         (None, _) if admin.is_some() => None,
@@ -316,10 +321,10 @@ fn location_plan(
         (None, None) => None,
     };
     let fixed = match (&loc.ret, &proxy) {
-        (Some(r), _) => Some(FixedAnswer::of_return(r)),
+        (Some(r), _) => Some(FixedAnswer::of_return(r, tokens)),
         (None, Some(_)) => None,
         (None, None) if admin.is_some() => None,
-        (None, None) => Some(FixedAnswer::of_return(&Return { code: 404, text: None })),
+        (None, None) => Some(FixedAnswer::error(404, tokens)),
     };
     Ok(LocationPlan {
         fixed,
@@ -328,5 +333,6 @@ fn location_plan(
         script: rewrite::Script::compile(&loc.script).filter(|_| loc.ret.is_none()),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
+        headers: HeadersPlan::new(&loc.headers),
     })
 }

@@ -1,9 +1,11 @@
 //! What a location does, compiled at load: a fixed answer with its head pre-rendered, or a proxy plan with the
 //! upstream request's static header lines pre-rendered and the per-request ones kept as templates.
 
+use super::headers::{HeadersPlan, ResponsePlan};
+use crate::config::headers::ServerTokens;
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::{AdminEndpoint, ClientConf, HttpProxyConf, Location, LocationMatch, Return};
-use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, sent_status, SERVER_NAME};
+use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, sent_status, server_name};
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::{BodyFraming, REQUEST_HOP_BY_HOP};
@@ -21,6 +23,8 @@ pub struct LocationPlan {
     pub client: ClientConf,
     /// Index into the snapshot's access log sets (0 = nothing logged).
     pub log_set: usize,
+    /// `add_header`, `expires`, `server_tokens` of the location's answers.
+    pub headers: HeadersPlan,
 }
 
 /// A fixed answer with its head pre-rendered around the two parts that change (`Date`, `Connection`).
@@ -36,15 +40,15 @@ pub struct FixedAnswer {
 
 impl FixedAnswer {
     /// The answer of `return CODE [TEXT]`: a text body (`text/plain`), a redirect (`Location`) with nginx's page,
-    /// or nginx's error page when no text is given.
-    pub fn of_return(r: &Return) -> FixedAnswer {
+    /// or nginx's error page when no text is given; `Server` and the page footer as `tokens` says.
+    pub fn of_return(r: &Return, tokens: ServerTokens) -> FixedAnswer {
         let redirect = matches!(r.code, 301 | 302 | 303 | 307 | 308);
         let mut body = Vec::new();
         let mut content_type: &[u8] = b"text/plain";
         match &r.text {
             Some(t) if !redirect => body.extend_from_slice(t.as_bytes()),
             _ if has_error_page(r.code) => {
-                append_error_page(r.code, &mut body);
+                append_error_page(r.code, server_name(tokens), &mut body);
                 content_type = b"text/html";
             }
             _ => {}
@@ -55,7 +59,7 @@ impl FixedAnswer {
         head_start.push(b' ');
         head_start.extend_from_slice(reason(sent_status(r.code)).as_bytes());
         head_start.extend_from_slice(b"\r\nServer: ");
-        head_start.extend_from_slice(SERVER_NAME.as_bytes());
+        head_start.extend_from_slice(server_name(tokens).as_bytes());
         head_start.extend_from_slice(b"\r\nDate: ");
         let mut head_mid = b"\r\n".to_vec();
         if !body.is_empty() {
@@ -82,8 +86,8 @@ impl FixedAnswer {
     }
 
     /// nginx's error page for `code` as a fixed answer.
-    pub fn error(code: u16) -> FixedAnswer {
-        Self::of_return(&Return { code, text: None })
+    pub fn error(code: u16, tokens: ServerTokens) -> FixedAnswer {
+        Self::of_return(&Return { code, text: None }, tokens)
     }
 
     /// The body's length (what `write` adds after the head, unless `head_request`).
@@ -93,7 +97,9 @@ impl FixedAnswer {
 
     /// Appends the whole answer to `out` (no body for a HEAD request).
     pub fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
-        self.write_located(date, None, keepalive, head_request, out);
+        self.write_head_located(date, None, keepalive, out);
+        out.extend_from_slice(b"\r\n");
+        self.write_body(head_request, out);
     }
 
     /// [`FixedAnswer::write`] with a `Location` made per request (a redirecting `rewrite`'s).
@@ -105,6 +111,19 @@ impl FixedAnswer {
         head_request: bool,
         out: &mut Vec<u8>,
     ) {
+        self.write_head_located(date, location, keepalive, out);
+        out.extend_from_slice(b"\r\n");
+        self.write_body(head_request, out);
+    }
+
+    /// Appends the head up to its `Connection` line, without the blank line that ends it (the location's added
+    /// headers follow, where nginx writes them).
+    pub fn write_head(&self, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+        self.write_head_located(date, None, keepalive, out);
+    }
+
+    /// [`FixedAnswer::write_head`] with a `Location` made per request.
+    pub fn write_head_located(&self, date: &[u8], location: Option<&[u8]>, keepalive: bool, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head_start);
         out.extend_from_slice(date);
         out.extend_from_slice(&self.head_mid);
@@ -112,10 +131,14 @@ impl FixedAnswer {
             push_line(out, "Location", l);
         }
         out.extend_from_slice(if keepalive {
-            b"Connection: keep-alive\r\n\r\n"
+            b"Connection: keep-alive\r\n"
         } else {
-            b"Connection: close\r\n\r\n"
+            b"Connection: close\r\n"
         });
+    }
+
+    /// Appends the body (nothing for a HEAD request).
+    pub fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
         if !head_request {
             out.extend_from_slice(&self.body);
         }
@@ -152,6 +175,8 @@ pub struct ProxyPlan {
     /// A `proxy_set_header Content-Length` line: it replaces nginx's own line when no body goes upstream (with a
     /// body, corelb always frames it itself).
     sets_length: bool,
+    /// What the location changes in upstream responses (hidden and passed headers, `proxy_redirect`).
+    pub response: ResponsePlan,
 }
 
 impl ProxyPlan {
@@ -202,6 +227,7 @@ impl ProxyPlan {
         ProxyPlan {
             upstream,
             upstream_keepalive: conf.http_version_11 && !sends_close,
+            response: ResponsePlan::new(&loc.headers),
             conf,
             static_headers,
             dynamic_headers,
@@ -348,6 +374,7 @@ mod tests {
                 ..HttpProxyConf::default()
             },
             client: ClientConf::default(),
+            headers: Default::default(),
             span: Span::default(),
         }
     }
@@ -453,10 +480,13 @@ mod tests {
     #[test]
     fn fixed_answers() {
         let mut out = Vec::new();
-        FixedAnswer::of_return(&Return {
-            code: 200,
-            text: Some("hi".into()),
-        })
+        FixedAnswer::of_return(
+            &Return {
+                code: 200,
+                text: Some("hi".into()),
+            },
+            ServerTokens::Off,
+        )
         .write(b"D", true, false, &mut out);
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
@@ -464,16 +494,19 @@ mod tests {
              Connection: keep-alive\r\n\r\nhi"
         );
         out.clear();
-        FixedAnswer::of_return(&Return {
-            code: 302,
-            text: Some("http://x/".into()),
-        })
+        FixedAnswer::of_return(
+            &Return {
+                code: 302,
+                text: Some("http://x/".into()),
+            },
+            ServerTokens::On,
+        )
         .write(b"D", false, true, &mut out);
         let s = String::from_utf8(out.clone()).unwrap();
         assert!(s.starts_with("HTTP/1.1 302 Moved Temporarily\r\n") && s.contains("Location: http://x/\r\n"));
         assert!(s.ends_with("Connection: close\r\n\r\n"));
         out.clear();
-        FixedAnswer::error(502).write(b"D", false, false, &mut out);
+        FixedAnswer::error(502, ServerTokens::Off).write(b"D", false, false, &mut out);
         assert!(String::from_utf8(out)
             .unwrap()
             .ends_with("<hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"));

@@ -79,6 +79,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         admin: None,
         proxy,
         client: ClientConf::default(),
+        headers: Default::default(),
         span: Span::default(),
     }
 }
@@ -96,6 +97,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         admin: None,
         proxy: HttpProxyConf::default(),
         client: ClientConf::default(),
+        headers: Default::default(),
         span: Span::default(),
     }
 }
@@ -125,6 +127,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 ret: None,
                 script: Vec::new(),
                 client: ClientConf::default(),
+                headers: Default::default(),
                 span: Span::default(),
             }],
         }),

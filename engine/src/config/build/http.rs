@@ -276,6 +276,8 @@ impl HttpState {
                     return Err(ConfigError::invalid(msg, &ld.span));
                 }
                 loc.proxy_pass = Some(pass);
+                let name = d.args.last().map_or("", |n| n.trim_start_matches(['=', '^', '~']));
+                loc.layers.headers.proxy_pass_seen(arg(ld, 0), name);
                 Ok(())
             }
             "return" => rewrite_return(ld, &mut loc.ret, &mut loc.script, &mut self.vars),
@@ -383,6 +385,7 @@ impl ServerDraft {
                 admin: l.admin,
                 proxy: own.proxy_conf(),
                 client: own.client_conf(),
+                headers: own.headers.conf(),
                 span: l.span,
             });
             merged.push(own);
@@ -394,6 +397,7 @@ impl ServerDraft {
             ret: self.ret,
             script: self.script.ops,
             client: layers.client_conf(),
+            headers: layers.headers.conf(),
             span: self.span,
         }
     }

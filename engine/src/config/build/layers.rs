@@ -1,6 +1,7 @@
 //! The settings http, server and location share (`proxy_*` timeouts, headers and retries; client keepalive, body
 //! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
 
+use super::headers::HeadersLayer;
 use super::logs::{LevelLogs, LogState};
 use super::temp_path::{self, TempPaths};
 use super::vars::{Module, Vars};
@@ -72,6 +73,8 @@ pub struct Layers {
     pub client: ClientLayer,
     /// The `*_temp_path` lines of this level (checked, without effect).
     pub temp_paths: TempPaths,
+    /// `add_header`, `expires`, `server_tokens`, `proxy_hide_header`/`proxy_pass_header`, `proxy_redirect`.
+    pub headers: HeadersLayer,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -87,6 +90,9 @@ pub struct Cx<'a> {
 impl Layers {
     /// Reads `d` if it is one of the shared settings; `Ok(false)` when it is not.
     pub fn directive(&mut self, cx: &mut Cx<'_>, d: &Directive) -> Result<bool, ConfigError> {
+        if self.headers.directive(cx.vars, d)? {
+            return Ok(true);
+        }
         let (p, c) = (&mut self.proxy, &mut self.client);
         match d.name.as_str() {
             "proxy_http_version" => {
@@ -209,6 +215,7 @@ impl Layers {
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
             },
             temp_paths: TempPaths::default(),
+            headers: self.headers.over(&parent.headers),
         }
     }
 
