@@ -1,0 +1,227 @@
+//! Response headers end to end, on both runtimes: `add_header` (nginx's inheritance, `always`, variables, an
+//! empty value, `ETag` replacing the upstream's), `expires`, `server_tokens`, the upstream headers nginx hides by
+//! default, `proxy_hide_header`/`proxy_pass_header`, and `proxy_redirect` (`default`, explicit, `off`) on
+//! `Location` and `Refresh`; on proxied responses, `return` answers and error pages. Exact heads (the `Date` and
+//! the `Expires` of `expires 1h` masked).
+
+mod support;
+
+use corelb_engine::runtime::glommio_rt::Glommio;
+use corelb_engine::runtime::tokio_rt::Tokio;
+use corelb_engine::runtime::Runtime;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use support::{dead_addr, free_addr, glommio_usable, Client, Proxy};
+
+/// An upstream that answers every request with the same head (its `Location` and `Refresh` name the path it
+/// was asked for), then closes.
+fn upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match conn.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let text = String::from_utf8_lossy(&head);
+            let path = text.split(' ').nth(1).unwrap_or("/").to_string();
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nServer: upstream\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\nX-Pad: avoid browser bug\r\n\
+                 X-Accel-Redirect: /internal\r\nX-Accel-Other: kept\r\nX-Secret: s\r\nETag: \"up\"\r\n\
+                 Last-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nExpires: never\r\nCache-Control: private\r\n\
+                 Location: http://{addr}{path}\r\nRefresh: 5; url=http://{addr}{path}\r\nContent-Length: 2\r\n\
+                 Connection: close\r\n\r\nok"
+            );
+            let _ = conn.write_all(answer.as_bytes());
+        }
+    });
+    addr
+}
+
+fn config(front: SocketAddr, up: SocketAddr, dead: SocketAddr) -> corelb_engine::config::model::Config {
+    let text = format!(
+        r#"events {{}}
+http {{
+    add_header X-Http http-level;
+    server {{
+        listen {front};
+        server_tokens off;
+        location /plain/ {{
+            proxy_pass http://{up};
+        }}
+        location /own/ {{
+            add_header X-Own $uri always;
+            add_header ETag "";
+            expires 1h;
+            proxy_hide_header X-Secret;
+            proxy_pass_header Server;
+            proxy_pass http://{up}/x/;
+        }}
+        location /redir/ {{
+            proxy_pass http://{up};
+            proxy_redirect http://{up}/redir/ /new/;
+        }}
+        location /off/ {{
+            proxy_pass http://{up}/;
+            proxy_redirect off;
+            expires epoch;
+        }}
+        location /ret {{
+            return 200 hi;
+        }}
+        location /missing {{
+            return 404;
+        }}
+        location /always {{
+            add_header X-A "a $request_method" always;
+            add_header X-Empty $arg_none always;
+            server_tokens on;
+            return 404;
+        }}
+        location /dead/ {{
+            add_header X-A a always;
+            add_header X-Safe only-safe;
+            proxy_pass http://{dead};
+        }}
+    }}
+}}
+"#
+    );
+    corelb_engine::config::parse_str(&text, std::path::Path::new("response_headers.conf"))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The head of the answer to `GET path` (Host `Test.Example`), with the values that change masked.
+fn head_of(front: SocketAddr, path: &str) -> (String, String) {
+    let mut c = Client::connect(front);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: Test.Example\r\nConnection: close\r\n\r\n").as_bytes());
+    let r = c.read_response().expect("a response");
+    let masked: Vec<String> = r
+        .head
+        .split("\r\n")
+        .map(|l| {
+            if l.starts_with("Date: ") && !l.contains("2001") {
+                "Date: D".to_string()
+            } else if l.starts_with("Expires: ") && !l.contains("1970") && l != "Expires: never" {
+                "Expires: E".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    (masked.join("\r\n"), r.text())
+}
+
+fn sequence<R: Runtime>() {
+    let (front, up, dead) = (free_addr(), upstream(), dead_addr());
+    let _proxy = Proxy::start::<R>(config(front, up, dead), 1);
+    let port = front.port();
+    let version = env!("CARGO_PKG_VERSION");
+
+    // Inherited http-level line; nginx's hidden headers (Server, Date, X-Pad, X-Accel-Redirect) dropped, other
+    // X-Accel-* kept; proxy_redirect default (no URI part: "http://up/" -> "/"), absolute with the request's host.
+    let (head, body) = head_of(front, "/plain/a?q=1");
+    assert_eq!(
+        head,
+        format!(
+            "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nX-Accel-Other: kept\r\nX-Secret: s\r\nETag: \"up\"\r\n\
+             Last-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nExpires: never\r\nCache-Control: private\r\n\
+             Location: http://test.example:{port}/plain/a?q=1\r\nRefresh: 5; url=/plain/a?q=1\r\nContent-Length: 2\r\n\
+             Connection: close\r\nX-Http: http-level\r\n\r\n"
+        )
+    );
+    assert_eq!(body, "ok");
+
+    // Own lines only; ETag "" drops the upstream's; expires replaces Expires and Cache-Control; hidden X-Secret;
+    // the upstream's Server passed (and corelb's own left out); default redirect with a URI part.
+    let (head, _) = head_of(front, "/own/b");
+    assert_eq!(
+        head,
+        format!(
+            "HTTP/1.1 200 OK\r\nDate: D\r\nServer: upstream\r\nX-Accel-Other: kept\r\n\
+             Last-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nLocation: http://test.example:{port}/own/b\r\n\
+             Refresh: 5; url=/own/b\r\nContent-Length: 2\r\nConnection: close\r\nExpires: E\r\n\
+             Cache-Control: max-age=3600\r\nX-Own: /own/b\r\n\r\n"
+        )
+    );
+
+    // An explicit rule; `off`, with expires epoch.
+    let (head, _) = head_of(front, "/redir/c");
+    assert!(
+        head.contains(&format!(
+            "\r\nLocation: http://test.example:{port}/new/c\r\nRefresh: 5; url=/new/c\r\n"
+        )),
+        "{head}"
+    );
+    let (head, _) = head_of(front, "/off/d");
+    assert!(
+        head.contains(&format!(
+            "\r\nLocation: http://{up}/d\r\nRefresh: 5; url=http://{up}/d\r\n"
+        )),
+        "{head}"
+    );
+    assert!(
+        head.ends_with(
+            "Connection: close\r\nExpires: Thu, 01 Jan 1970 00:00:01 GMT\r\nCache-Control: no-cache\r\n\
+             X-Http: http-level\r\n\r\n"
+        ),
+        "{head}"
+    );
+
+    // A return answer gets the inherited line; a 404 does not (not `always`).
+    let (head, body) = head_of(front, "/ret");
+    assert_eq!(
+        head,
+        "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\
+         Connection: close\r\nX-Http: http-level\r\n\r\n"
+    );
+    assert_eq!(body, "hi");
+    let (head, body) = head_of(front, "/missing");
+    assert_eq!(
+        head,
+        "HTTP/1.1 404 Not Found\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/html\r\nContent-Length: 147\r\n\
+         Connection: close\r\n\r\n"
+    );
+    assert!(body.contains("<hr><center>corelb</center>"), "{body}");
+
+    // `always` on a 404, a variable in the value, an empty value dropped; server_tokens on in the location.
+    let (head, body) = head_of(front, "/always");
+    let page = 147 + version.len() + 1;
+    assert_eq!(
+        head,
+        format!(
+            "HTTP/1.1 404 Not Found\r\nServer: corelb/{version}\r\nDate: D\r\nContent-Type: text/html\r\n\
+             Content-Length: {page}\r\nConnection: close\r\nX-A: a GET\r\n\r\n"
+        )
+    );
+    assert!(
+        body.contains(&format!("<hr><center>corelb/{version}</center>")),
+        "{body}"
+    );
+
+    // corelb's own 502 page: only the `always` line.
+    let (head, _) = head_of(front, "/dead/e");
+    assert!(
+        head.starts_with("HTTP/1.1 502 Bad Gateway\r\nServer: corelb\r\n"),
+        "{head}"
+    );
+    assert!(head.ends_with("Connection: close\r\nX-A: a\r\n\r\n"), "{head}");
+}
+
+#[test]
+fn tokio_response_headers_as_nginx() {
+    sequence::<Tokio>();
+}
+
+#[test]
+fn glommio_response_headers_as_nginx() {
+    if glommio_usable() {
+        sequence::<Glommio>();
+    }
+}
