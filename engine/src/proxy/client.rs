@@ -13,7 +13,7 @@ use crate::http::vars::ConnVars;
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::{Buffers, Shard};
-use crate::snapshot::headers::ResponseFacts;
+use crate::snapshot::headers::{HeadersPlan, NoResponseVars, ResponseFacts, NO_HEADERS};
 use crate::snapshot::route::FixedAnswer;
 use crate::state::Shared;
 use std::rc::Rc;
@@ -135,7 +135,14 @@ impl OwnAnswer for AdminResponse {
 impl<R: Runtime> ClientConn<R> {
     /// Writes `answer`, notes it for the access log and sends it within `wait`; returns whether the connection
     /// stays open (`keep`, and the write went through).
-    async fn send_own(&mut self, answer: &impl OwnAnswer, keep: bool, head_request: bool, wait: Duration) -> bool {
+    async fn send_own(
+        &mut self,
+        answer: &impl OwnAnswer,
+        headers: &HeadersPlan,
+        keep: bool,
+        head_request: bool,
+        wait: Duration,
+    ) -> bool {
         let (out, added) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
         let now = crate::clock::now_secs();
@@ -145,7 +152,7 @@ impl<R: Runtime> ClientConn<R> {
             now,
             last_modified: None,
         };
-        added.append(answer.status(), facts, out);
+        headers.append(answer.status(), added, &NoResponseVars, facts, out);
         out.extend_from_slice(b"\r\n");
         answer.write_body(head_request, out);
         let body = if head_request { 0 } else { answer.body_len() };
@@ -176,7 +183,6 @@ impl<R: Runtime> ClientConn<R> {
         drained
     }
 
-    /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
     /// Answers with a redirecting `rewrite`'s `answer`, its `Location` taken from `Buffers::rewrite`.
     pub(super) async fn serve_redirect(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
@@ -186,15 +192,19 @@ impl<R: Runtime> ClientConn<R> {
             answer,
             location: &location,
         };
-        let kept = self.send_own(&located, keep, req.head_request, req.timeouts.send).await;
+        let kept = self
+            .send_own(&located, &answer.headers, keep, req.head_request, req.timeouts.send)
+            .await;
         self.bufs.rewrite = location;
         kept
     }
 
+    /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
     pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();
-        self.send_own(answer, keep, req.head_request, req.timeouts.send).await
+        self.send_own(answer, &answer.headers, keep, req.head_request, req.timeouts.send)
+            .await
     }
 
     /// Answers a request to an `api` or `metrics` location (`target`: its method and target), after reading its
@@ -244,7 +254,7 @@ impl<R: Runtime> ClientConn<R> {
         };
         self.shard.counters.count_answer(response.status);
         let keep = req.keepalive && read.is_ok();
-        self.send_own(&response, keep, req.head_request, req.timeouts.send)
+        self.send_own(&response, &NO_HEADERS, keep, req.head_request, req.timeouts.send)
             .await
     }
 
@@ -253,18 +263,26 @@ impl<R: Runtime> ClientConn<R> {
         self.shard.counters.count_answer(sent_status(r.status));
         let shard = Rc::clone(&self.shard);
         let tokens = self.bufs.headers.tokens();
-        self.send_own(shard.error_answer(r.status, tokens), false, false, wait)
+        self.send_own(shard.error_answer(r.status, tokens), &NO_HEADERS, false, false, wait)
             .await;
     }
 
-    /// Sends nginx's error page for `status`; the connection stays open only if the request body was consumed.
-    pub(super) async fn error_page(&mut self, status: u16, req: &Routed, body_consumed: bool) -> bool {
+    /// Sends nginx's error page for `status` with the location's `headers`; the connection stays open only if the
+    /// request body was consumed.
+    pub(super) async fn error_page(
+        &mut self,
+        status: u16,
+        headers: &HeadersPlan,
+        req: &Routed,
+        body_consumed: bool,
+    ) -> bool {
         self.shard.counters.count_answer(status);
         let keep = req.keepalive && body_consumed;
         let shard = Rc::clone(&self.shard);
         let tokens = self.bufs.headers.tokens();
         self.send_own(
             shard.error_answer(status, tokens),
+            headers,
             keep,
             req.head_request,
             req.timeouts.send,

@@ -13,7 +13,7 @@ use crate::http::response::{parse_response, write_client_head_with, ClientHead};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::Buffers;
-use crate::snapshot::headers::ProxiedEdits;
+use crate::snapshot::headers::{NoResponseVars, ProxiedEdits};
 use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
@@ -67,7 +67,7 @@ impl<R: Runtime> ClientConn<R> {
             let Some(peer) = retry.pick(&self.bufs.key) else {
                 crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
                 self.bufs.log.no_live(plan.upstream);
-                return self.error_page(502, req, replayable).await;
+                return self.error_page(502, &plan.headers, req, replayable).await;
             };
             let failure = match self.try_peer(&mut retry, req, peer).await {
                 TryResult::Done(keep) => return keep,
@@ -77,7 +77,7 @@ impl<R: Runtime> ClientConn<R> {
             self.bufs.log.mark_failed(failure.kind.is_timeout());
             match retry.after_failure(failure, req.kind(), peer.addr) {
                 NextStep::Retry => {}
-                NextStep::Answer(status) => return self.error_page(status, req, replayable).await,
+                NextStep::Answer(status) => return self.error_page(status, &plan.headers, req, replayable).await,
                 NextStep::Refuse(status) => {
                     self.refuse(Rejection::new(status, "request body refused"), req.timeouts.send)
                         .await;
@@ -162,7 +162,9 @@ impl<R: Runtime> ClientConn<R> {
         let now = crate::clock::now_secs();
         let edits = ProxiedEdits {
             plan: &from.plan.response,
+            headers: &from.plan.headers,
             prepared: &bufs.headers,
+            response: &NoResponseVars,
             now,
         };
         self.shard.date(now, |date| {

@@ -1,10 +1,12 @@
 //! The response headers of a location, compiled at load (nginx's headers filter: `add_header`, `expires`; and
 //! `server_tokens`), what one request evaluates of them at routing ([`Prepared`], in the connection's reused
-//! buffers: the request head is gone when the response is written), and the lines written into a response head.
+//! buffers: the request head is gone when the response is written), and the lines written into a response head
+//! ([`HeadersPlan::append`]: a line whose value needs the response, as `$upstream_addr` does in nginx's header
+//! filter, is finished then, from the request's values kept at routing and the response's).
 
 use crate::config::headers::{parse_expires, Redirect};
 use crate::config::headers::{safe_status, AddHeader, Expires, ExpiresRule, HeadersConf, ServerTokens};
-use crate::config::key::{KeyTemplate, Part, VarSource};
+use crate::config::key::{KeyTemplate, Part, Var, VarSource};
 use crate::http::pages::{append_decimal, format_http_date, server_name};
 use crate::http::response::HeadEdits;
 use crate::http::PROXY_HIDE_DEFAULT;
@@ -18,9 +20,11 @@ const REPLACING: [&str; 2] = ["etag", "last-modified"];
 #[derive(Debug, Clone)]
 enum Line {
     Fixed(Vec<u8>),
+    /// `deferred`: the value names a variable known only with the response, so the line is written then.
     Var {
         name: String,
         value: KeyTemplate,
+        deferred: bool,
     },
     /// A constant empty value: adds nothing (but still replaces, for `ETag`/`Last-Modified`).
     Empty,
@@ -37,12 +41,32 @@ struct Added {
 }
 
 /// A location's (or a server's) response headers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HeadersPlan {
     added: Vec<Added>,
     expires: Expires,
     tokens: ServerTokens,
+    at_response: fn(&Var) -> bool,
 }
+
+impl Default for HeadersPlan {
+    fn default() -> Self {
+        HeadersPlan {
+            added: Vec::new(),
+            expires: Expires::Off,
+            tokens: ServerTokens::On,
+            at_response: known_with_response,
+        }
+    }
+}
+
+/// Nothing added, `server_tokens on` (answers outside any location, endpoints).
+pub static NO_HEADERS: HeadersPlan = HeadersPlan {
+    added: Vec::new(),
+    expires: Expires::Off,
+    tokens: ServerTokens::On,
+    at_response: known_with_response,
+};
 
 /// The status classes: nginx's safe statuses, and the others (only `always` lines).
 const SAFE: usize = 0;
@@ -51,7 +75,12 @@ const OTHER: usize = 1;
 impl HeadersPlan {
     /// Compiles `conf`'s `add_header`, `expires` and `server_tokens`.
     pub fn new(conf: &HeadersConf) -> HeadersPlan {
-        let mut added: Vec<Added> = conf.add.iter().map(compile_line).collect();
+        Self::new_with(conf, known_with_response)
+    }
+
+    /// [`HeadersPlan::new`] with `at_response` saying which variables are known only with the response.
+    fn new_with(conf: &HeadersConf, at_response: fn(&Var) -> bool) -> HeadersPlan {
+        let mut added: Vec<Added> = conf.add.iter().map(|a| compile_line(a, at_response)).collect();
         for i in 0..added.len() {
             for class in [SAFE, OTHER] {
                 let applies = |a: &Added| class == SAFE || a.always;
@@ -68,6 +97,7 @@ impl HeadersPlan {
             added,
             expires: conf.expires.clone(),
             tokens: conf.server_tokens,
+            at_response,
         }
     }
 
@@ -91,7 +121,7 @@ impl HeadersPlan {
                     .unwrap_or(ExpiresRule::Off)
             }
         };
-        for a in &self.added {
+        for (i, a) in self.added.iter().enumerate() {
             for class in [SAFE, OTHER] {
                 if class == OTHER && !a.always {
                     continue;
@@ -106,7 +136,8 @@ impl HeadersPlan {
                 match &a.line {
                     Line::Fixed(line) => out.extend_from_slice(line),
                     Line::Empty => {}
-                    Line::Var { name, value } => {
+                    Line::Var { deferred: true, .. } => p.deferred[class].push((out.len(), i)),
+                    Line::Var { name, value, .. } => {
                         value.eval_into(vars, scratch);
                         if !scratch.is_empty() {
                             push_line(out, name.as_bytes(), scratch);
@@ -114,16 +145,134 @@ impl HeadersPlan {
                     }
                 }
             }
+            // the request's values of a deferred line, kept for the response
+            if let Line::Var {
+                value, deferred: true, ..
+            } = &a.line
+            {
+                for part in value.parts() {
+                    if let Part::Var(v) = part {
+                        if !(self.at_response)(v) {
+                            scratch.clear();
+                            vars.append(v, scratch);
+                            p.kept.extend_from_slice(scratch);
+                            p.kept_ends.push((i, p.kept.len()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends the lines nginx's headers filter adds for a response with `status`: `Expires` and `Cache-Control`
+    /// (`expires`, safe statuses only), then the `add_header` lines that apply, those needing the response
+    /// finished from `p` and `response` (the response's variables). This is what every answer's head calls after
+    /// its `Connection` line.
+    pub fn append(&self, status: u16, p: &Prepared, response: &dyn VarSource, facts: ResponseFacts, out: &mut Vec<u8>) {
+        let class = class_of(status);
+        if class == SAFE {
+            append_expires(p.expires, facts, out);
+        }
+        let (Some(lines), Some(deferred)) = (p.lines.get(class), p.deferred.get(class)) else {
+            return;
+        };
+        let mut from = 0;
+        for &(at, line) in deferred {
+            out.extend_from_slice(lines.get(from..at).unwrap_or_default());
+            from = at;
+            if let Some(Added {
+                line: Line::Var { name, value, .. },
+                ..
+            }) = self.added.get(line)
+            {
+                self.write_deferred(line, name, value, p, response, out);
+            }
+        }
+        out.extend_from_slice(lines.get(from..).unwrap_or_default());
+    }
+
+    /// Writes `name: VALUE` with the request's values kept in `p` and the response's from `response`; nothing
+    /// when the value is empty.
+    fn write_deferred(
+        &self,
+        line: usize,
+        name: &str,
+        value: &KeyTemplate,
+        p: &Prepared,
+        response: &dyn VarSource,
+        out: &mut Vec<u8>,
+    ) {
+        let start = out.len();
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        let value_start = out.len();
+        let mut kept = p.kept_ends.iter().scan(0, |prev, &(l, end)| {
+            let span = (*prev, end);
+            *prev = end;
+            Some((l, span))
+        });
+        for part in value.parts() {
+            match part {
+                Part::Text(t) => out.extend_from_slice(t),
+                Part::Var(v) if (self.at_response)(v) => response.append(v, out),
+                Part::Var(_) => {
+                    if let Some((_, (a, b))) = kept.by_ref().find(|(l, _)| *l == line) {
+                        out.extend_from_slice(p.kept.get(a..b).unwrap_or_default());
+                    }
+                }
+            }
+        }
+        if out.len() == value_start {
+            out.truncate(start);
+        } else {
+            out.extend_from_slice(b"\r\n");
         }
     }
 }
 
-fn compile_line(a: &AddHeader) -> Added {
+/// Whether `v` is known only once the response head is there (nginx's header filter sees it then): none of the
+/// variables corelb knows today; the response-phase ones (`$upstream_addr`, `$status`, `$upstream_http_*`...)
+/// belong here when they come.
+fn known_with_response(v: &Var) -> bool {
+    match v {
+        Var::RemoteAddr
+        | Var::BinaryRemoteAddr
+        | Var::RemotePort
+        | Var::ServerAddr
+        | Var::ServerPort
+        | Var::RequestUri
+        | Var::Uri
+        | Var::Args
+        | Var::Host
+        | Var::RequestMethod
+        | Var::Scheme
+        | Var::ProxyHost
+        | Var::ProxyAddXForwardedFor
+        | Var::Http(_)
+        | Var::Arg(_)
+        | Var::Cookie(_) => false,
+    }
+}
+
+/// A response source without variables (answers corelb makes itself have none of the upstream's).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoResponseVars;
+
+impl VarSource for NoResponseVars {
+    fn append(&self, _var: &Var, _out: &mut Vec<u8>) {}
+}
+
+fn compile_line(a: &AddHeader, at_response: fn(&Var) -> bool) -> Added {
     let constant = a.value.parts().iter().all(|p| matches!(p, Part::Text(_)));
     let line = if !constant {
         Line::Var {
             name: a.name.clone(),
             value: a.value.clone(),
+            deferred: a
+                .value
+                .parts()
+                .iter()
+                .any(|p| matches!(p, Part::Var(v) if at_response(v))),
         }
     } else if a.value.raw().is_empty() {
         Line::Empty
@@ -165,6 +314,11 @@ pub struct Prepared {
     replaced: [u8; 2],
     expires: ExpiresRule,
     tokens: ServerTokens,
+    /// Per class, the `add_header` lines finished with the response: (offset in `lines`, index of the line).
+    deferred: [Vec<(usize, usize)>; 2],
+    /// The request's values of those lines' variables, back to back, with (line index, end) of each.
+    kept: Vec<u8>,
+    kept_ends: Vec<(usize, usize)>,
     /// `proxy_redirect`: `http://HOST[:PORT]` for a rewritten `Location` that starts with `/`.
     pub(crate) redirect_base: Vec<u8>,
     /// `proxy_redirect`: the rules' evaluated FROM and TO texts, back to back.
@@ -179,6 +333,11 @@ impl Prepared {
         for l in &mut self.lines {
             l.clear();
         }
+        for d in &mut self.deferred {
+            d.clear();
+        }
+        self.kept.clear();
+        self.kept_ends.clear();
         self.replaced = [0; 2];
         self.expires = ExpiresRule::Off;
         self.tokens = ServerTokens::default();
@@ -204,18 +363,6 @@ impl Prepared {
             .iter()
             .position(|n| name.eq_ignore_ascii_case(n))
             .is_some_and(|r| self.replaced[class] & (1 << r) != 0)
-    }
-
-    /// Appends the lines nginx's headers filter adds for a response with `status`: `Expires` and `Cache-Control`
-    /// (`expires`, safe statuses only), then the `add_header` lines that apply.
-    pub fn append(&self, status: u16, facts: ResponseFacts, out: &mut Vec<u8>) {
-        let class = class_of(status);
-        if class == SAFE {
-            append_expires(self.expires, facts, out);
-        }
-        if let Some(lines) = self.lines.get(class) {
-            out.extend_from_slice(lines);
-        }
     }
 }
 
@@ -346,10 +493,13 @@ impl ResponsePlan {
     }
 }
 
-/// The edits of one proxied response: the location's plan, the request's evaluated values, the time.
+/// The edits of one proxied response: the location's plans, the request's evaluated values, the response's
+/// variables, the time.
 pub struct ProxiedEdits<'a> {
     pub plan: &'a ResponsePlan,
+    pub headers: &'a HeadersPlan,
     pub prepared: &'a Prepared,
+    pub response: &'a dyn VarSource,
     pub now: u64,
 }
 
@@ -380,7 +530,7 @@ impl HeadEdits for ProxiedEdits<'_> {
             now: self.now,
             last_modified: last_modified.and_then(parse_http_date),
         };
-        self.prepared.append(status, facts, out);
+        self.headers.append(status, self.prepared, self.response, facts, out);
     }
 }
 
@@ -508,15 +658,16 @@ mod tests {
         }
     }
 
-    fn prepared(conf: &HeadersConf) -> Prepared {
+    fn prepared(conf: &HeadersConf) -> (HeadersPlan, Prepared) {
         let mut p = Prepared::default();
-        HeadersPlan::new(conf).prepare(&Uri, &mut Vec::new(), &mut p);
-        p
+        let plan = HeadersPlan::new(conf);
+        plan.prepare(&Uri, &mut Vec::new(), &mut p);
+        (plan, p)
     }
 
-    fn lines(p: &Prepared, status: u16, facts: ResponseFacts) -> String {
+    fn lines(plan: &(HeadersPlan, Prepared), status: u16, facts: ResponseFacts) -> String {
         let mut out = Vec::new();
-        p.append(status, facts, &mut out);
+        plan.0.append(status, &plan.1, &NoResponseVars, facts, &mut out);
         String::from_utf8(out).unwrap()
     }
 
@@ -534,13 +685,13 @@ mod tests {
             expires: Expires::Fixed(ExpiresRule::Epoch),
             ..HeadersConf::default()
         };
-        let p = prepared(&conf);
-        let facts = ResponseFacts::default();
+        let plan = prepared(&conf);
+        let (facts, p) = (ResponseFacts::default(), &plan.1);
         assert_eq!(
-            lines(&p, 200, facts),
+            lines(&plan, 200, facts),
             "Expires: Thu, 01 Jan 1970 00:00:01 GMT\r\nCache-Control: no-cache\r\nX-URI: /t1\r\nX-Always: /t1\r\n"
         );
-        assert_eq!(lines(&p, 404, facts), "X-Always: /t1\r\n");
+        assert_eq!(lines(&plan, 404, facts), "X-Always: /t1\r\n");
         assert!(p.replaces(200, "ETag") && p.replaces(404, "etag") && !p.replaces(200, "X-URI"));
         assert!(p.replaces(200, "Cache-Control") && !p.replaces(404, "Expires"));
     }
@@ -557,13 +708,55 @@ mod tests {
             ],
             ..HeadersConf::default()
         };
-        let p = prepared(&conf);
+        let plan = prepared(&conf);
+        let p = &plan.1;
         assert_eq!(
-            lines(&p, 204, ResponseFacts::default()),
+            lines(&plan, 204, ResponseFacts::default()),
             "etag: b\r\nCache-Control: private\r\nCache-Control: no-store\r\n"
         );
-        assert_eq!(lines(&p, 500, ResponseFacts::default()), "");
+        assert_eq!(lines(&plan, 500, ResponseFacts::default()), "");
         assert!(!p.replaces(500, "ETag"));
+    }
+
+    /// As if `$host` were known only with the response (as `$upstream_addr` is): a line naming it is written
+    /// then, in its place, with the request's `$uri` kept from routing; an empty one is left out.
+    #[test]
+    fn lines_needing_the_response_are_finished_with_it() {
+        struct Response;
+        impl VarSource for Response {
+            fn append(&self, var: &Var, out: &mut Vec<u8>) {
+                if *var == Var::Host {
+                    out.extend_from_slice(b"127.0.0.1:8081");
+                }
+            }
+        }
+        let conf = HeadersConf {
+            add: vec![
+                add("X-A", "a", false),
+                add("X-IP", "$host for $uri", true),
+                add("X-B", "$uri", false),
+                add("X-None", "$host", false),
+            ],
+            ..HeadersConf::default()
+        };
+        let plan = HeadersPlan::new_with(&conf, |v| *v == Var::Host);
+        let mut p = Prepared::default();
+        plan.prepare(&Uri, &mut Vec::new(), &mut p);
+        let mut out = Vec::new();
+        plan.append(200, &p, &Response, ResponseFacts::default(), &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "X-A: a\r\nX-IP: 127.0.0.1:8081 for /t1\r\nX-B: /t1\r\nX-None: 127.0.0.1:8081\r\n"
+        );
+        let mut out = Vec::new();
+        plan.append(502, &p, &NoResponseVars, ResponseFacts::default(), &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), "X-IP:  for /t1\r\n");
+        let mut out = Vec::new();
+        plan.append(200, &p, &NoResponseVars, ResponseFacts::default(), &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "X-A: a\r\nX-IP:  for /t1\r\nX-B: /t1\r\n"
+        );
     }
 
     #[test]

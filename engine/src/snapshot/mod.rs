@@ -287,18 +287,22 @@ fn server_plan(
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let tokens = srv.headers.server_tokens;
+    let headers = HeadersPlan::new(&srv.headers);
     Ok(ServerPlan {
         names: srv.server_names.iter().map(|n| n.to_ascii_lowercase()).collect(),
-        ret: srv.ret.as_ref().map(|r| FixedAnswer::of_return(r, tokens)),
+        ret: srv
+            .ret
+            .as_ref()
+            .map(|r| FixedAnswer::of_return(r, tokens).with_headers(headers.clone())),
         script: rewrite::Script::compile(&srv.script).filter(|_| srv.ret.is_none()),
         exact,
         prefixes,
         tree: LocationTree::build(&srv.locations),
         locations,
-        not_found: FixedAnswer::error(404, tokens),
-        cycle: FixedAnswer::error(500, tokens),
-        moved: FixedAnswer::error(301, tokens),
-        headers: HeadersPlan::new(&srv.headers),
+        not_found: FixedAnswer::error(404, tokens).with_headers(headers.clone()),
+        cycle: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
+        moved: FixedAnswer::error(301, tokens).with_headers(headers.clone()),
+        headers,
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
     })
@@ -311,6 +315,7 @@ fn location_plan(
 ) -> Result<LocationPlan, SnapshotError> {
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
+    let headers = HeadersPlan::new(&loc.headers);
     let proxy = match (&loc.ret, &loc.proxy_pass) {
         (Some(_), _) => None,
         (None, _) if admin.is_some() => None,
@@ -321,10 +326,10 @@ fn location_plan(
         (None, None) => None,
     };
     let fixed = match (&loc.ret, &proxy) {
-        (Some(r), _) => Some(FixedAnswer::of_return(r, tokens)),
+        (Some(r), _) => Some(FixedAnswer::of_return(r, tokens).with_headers(headers.clone())),
         (None, Some(_)) => None,
         (None, None) if admin.is_some() => None,
-        (None, None) => Some(FixedAnswer::error(404, tokens)),
+        (None, None) => Some(FixedAnswer::error(404, tokens).with_headers(headers.clone())),
     };
     Ok(LocationPlan {
         fixed,
@@ -333,6 +338,6 @@ fn location_plan(
         script: rewrite::Script::compile(&loc.script).filter(|_| loc.ret.is_none()),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
-        headers: HeadersPlan::new(&loc.headers),
+        headers,
     })
 }

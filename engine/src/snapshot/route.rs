@@ -36,6 +36,8 @@ pub struct FixedAnswer {
     /// `\r\n` ending the date, then `Content-Type`, `Content-Length`, `Location`.
     head_mid: Vec<u8>,
     body: Vec<u8>,
+    /// The `add_header` and `expires` of the location (or server) answering with it.
+    pub headers: HeadersPlan,
 }
 
 impl FixedAnswer {
@@ -82,7 +84,14 @@ impl FixedAnswer {
             head_start,
             head_mid,
             body,
+            headers: HeadersPlan::default(),
         }
+    }
+
+    /// The answer with the headers of the location (or server) answering with it.
+    pub fn with_headers(mut self, headers: HeadersPlan) -> FixedAnswer {
+        self.headers = headers;
+        self
     }
 
     /// nginx's error page for `code` as a fixed answer.
@@ -175,6 +184,8 @@ pub struct ProxyPlan {
     /// A `proxy_set_header Content-Length` line: it replaces nginx's own line when no body goes upstream (with a
     /// body, corelb always frames it itself).
     sets_length: bool,
+    /// The location's `add_header`, `expires`, `server_tokens`.
+    pub headers: HeadersPlan,
     /// What the location changes in upstream responses (hidden and passed headers, `proxy_redirect`).
     pub response: ResponsePlan,
 }
@@ -228,6 +239,7 @@ impl ProxyPlan {
             upstream,
             upstream_keepalive: conf.http_version_11 && !sends_close,
             response: ResponsePlan::new(&loc.headers),
+            headers: HeadersPlan::new(&loc.headers),
             conf,
             static_headers,
             dynamic_headers,
