@@ -75,6 +75,14 @@ http {{
         location /ret {{
             return 200 hi;
         }}
+        location /modified/ {{
+            expires modified 2048;
+            proxy_pass http://{up};
+        }}
+        location /var {{
+            expires $arg_e;
+            return 204;
+        }}
         location /missing {{
             return 404;
         }}
@@ -173,6 +181,40 @@ fn sequence<R: Runtime>() {
         ),
         "{head}"
     );
+
+    // headers.t's "expires modified proxy": 2048 s after the upstream's Last-Modified, long past: no-cache.
+    let (head, _) = head_of(front, "/modified/f");
+    assert!(
+        head.ends_with(
+            "Connection: close\r\nExpires: Mon, 28 Sep 1970 06:34:08 GMT\r\nCache-Control: no-cache\r\n\
+             X-Http: http-level\r\n\r\n"
+        ),
+        "{head}"
+    );
+    assert!(!head.contains("Expires: never") && !head.contains("private"), "{head}");
+
+    // expires with a variable: parsed per request; a value that does not parse (or none) sets nothing.
+    let tail = |e: &str| {
+        let (head, _) = head_of(front, &format!("/var?e={e}"));
+        head.split("Connection: close\r\n")
+            .nth(1)
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        tail("2048"),
+        "Expires: E\r\nCache-Control: max-age=2048\r\nX-Http: http-level\r\n\r\n"
+    );
+    assert_eq!(
+        tail("-5"),
+        "Expires: E\r\nCache-Control: no-cache\r\nX-Http: http-level\r\n\r\n"
+    );
+    assert_eq!(
+        tail("epoch"),
+        "Expires: Thu, 01 Jan 1970 00:00:01 GMT\r\nCache-Control: no-cache\r\nX-Http: http-level\r\n\r\n"
+    );
+    assert_eq!(tail("bad"), "X-Http: http-level\r\n\r\n");
+    assert_eq!(tail("off"), "X-Http: http-level\r\n\r\n");
 
     // A return answer gets the inherited line; a 404 does not (not `always`).
     let (head, body) = head_of(front, "/ret");
