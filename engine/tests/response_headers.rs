@@ -1,7 +1,7 @@
 //! Response headers end to end, on both runtimes: `add_header` (nginx's inheritance, `always`, variables, an
 //! empty value, `ETag` replacing the upstream's), `expires`, `server_tokens`, the upstream headers nginx hides by
-//! default, `proxy_hide_header`/`proxy_pass_header`, and `proxy_redirect` (`default`, explicit, `off`) on
-//! `Location` and `Refresh`; on proxied responses, `return` answers and error pages. Exact heads (the `Date` and
+//! default, `proxy_hide_header`/`proxy_pass_header`, `proxy_redirect` (`default`, explicit, `off`) on
+//! `Location` and `Refresh`, `proxy_cookie_domain`/`proxy_cookie_path` on `Set-Cookie`; on proxied responses, `return` answers and error pages. Exact heads (the `Date` and
 //! the `Expires` of `expires 1h` masked).
 
 mod support;
@@ -35,7 +35,8 @@ fn upstream() -> SocketAddr {
                 "HTTP/1.1 200 OK\r\nServer: upstream\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\nX-Pad: avoid browser bug\r\n\
                  X-Accel-Redirect: /internal\r\nX-Accel-Other: kept\r\nX-Secret: s\r\nETag: \"up\"\r\n\
                  Last-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nExpires: never\r\nCache-Control: private\r\n\
-                 Location: http://{addr}{path}\r\nRefresh: 5; url=http://{addr}{path}\r\nContent-Length: 2\r\n\
+                 Location: http://{addr}{path}\r\nRefresh: 5; url=http://{addr}{path}\r\n\
+                 Set-Cookie: sid=1;Domain=.Backend.Local; Path=/app/x; HttpOnly\r\nContent-Length: 2\r\n\
                  Connection: close\r\n\r\nok"
             );
             let _ = conn.write_all(answer.as_bytes());
@@ -61,6 +62,8 @@ http {{
             expires 1h;
             proxy_hide_header X-Secret;
             proxy_pass_header Server;
+            proxy_cookie_domain backend.local example.com;
+            proxy_cookie_path /app/ /;
             proxy_pass http://{up}/x/;
         }}
         location /redir/ {{
@@ -140,7 +143,8 @@ fn sequence<R: Runtime>() {
         format!(
             "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nX-Accel-Other: kept\r\nX-Secret: s\r\nETag: \"up\"\r\n\
              Last-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nExpires: never\r\nCache-Control: private\r\n\
-             Location: http://test.example:{port}/plain/a?q=1\r\nRefresh: 5; url=/plain/a?q=1\r\nContent-Length: 2\r\n\
+             Location: http://test.example:{port}/plain/a?q=1\r\nRefresh: 5; url=/plain/a?q=1\r\n\
+             Set-Cookie: sid=1;Domain=.Backend.Local; Path=/app/x; HttpOnly\r\nContent-Length: 2\r\n\
              Connection: close\r\nX-Http: http-level\r\n\r\n"
         )
     );
@@ -154,7 +158,8 @@ fn sequence<R: Runtime>() {
         format!(
             "HTTP/1.1 200 OK\r\nDate: D\r\nServer: upstream\r\nX-Accel-Other: kept\r\n\
              Last-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nLocation: http://test.example:{port}/own/b\r\n\
-             Refresh: 5; url=/own/b\r\nContent-Length: 2\r\nConnection: close\r\nExpires: E\r\n\
+             Refresh: 5; url=/own/b\r\nSet-Cookie: sid=1; Domain=.example.com; Path=/x; HttpOnly\r\n\
+             Content-Length: 2\r\nConnection: close\r\nExpires: E\r\n\
              Cache-Control: max-age=3600\r\nX-Own: /own/b\r\n\r\n"
         )
     );

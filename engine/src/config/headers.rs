@@ -55,7 +55,8 @@ pub enum ServerTokens {
     Off,
 }
 
-/// One `proxy_redirect FROM TO` rule (a literal prefix FROM, both with variables).
+/// One `proxy_redirect FROM TO` (or `proxy_cookie_domain`/`proxy_cookie_path`) rule: a literal FROM, both with
+/// variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redirect {
     pub from: KeyTemplate,
@@ -75,6 +76,10 @@ pub struct HeadersConf {
     pub pass: Vec<String>,
     /// `proxy_redirect` rules in order (empty: `off`, or nothing to rewrite).
     pub redirects: Vec<Redirect>,
+    /// `proxy_cookie_domain` rules (FROM without its leading dot).
+    pub cookie_domains: Vec<Redirect>,
+    /// `proxy_cookie_path` rules.
+    pub cookie_paths: Vec<Redirect>,
 }
 
 /// nginx's statuses that get `add_header` lines without `always`, and `expires`.

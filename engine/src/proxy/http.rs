@@ -18,7 +18,7 @@ use crate::http::vars::{ConnVars, RequestVars};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
-use crate::snapshot::headers::HostOrAddr;
+use crate::snapshot::proxied::HostOrAddr;
 use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan, Target};
 use crate::snapshot::Snapshot;
 use corelb_shared_state::HttpPhase;
@@ -290,7 +290,7 @@ fn route_head<'s>(
             let host = head
                 .host
                 .map_or(HostOrAddr::Addr(vars.conn.local.ip()), HostOrAddr::Host);
-            p.response.redirect.prepare(
+            p.response.prepare(
                 &vars,
                 host,
                 vars.conn.local.port(),

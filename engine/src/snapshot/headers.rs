@@ -4,13 +4,11 @@
 //! ([`HeadersPlan::append`]: a line whose value needs the response, as `$upstream_addr` does in nginx's header
 //! filter, is finished then, from the request's values kept at routing and the response's).
 
-use crate::config::headers::{parse_expires, Redirect};
+use super::proxied::Rewrites;
+use crate::config::headers::parse_expires;
 use crate::config::headers::{safe_status, AddHeader, Expires, ExpiresRule, HeadersConf, ServerTokens};
 use crate::config::key::{KeyTemplate, Part, Var, VarSource};
-use crate::http::pages::{append_decimal, format_http_date, server_name};
-use crate::http::response::HeadEdits;
-use crate::http::PROXY_HIDE_DEFAULT;
-use std::io::Write;
+use crate::http::pages::{append_decimal, format_http_date};
 
 /// A header whose line replaces the answer's own (nginx's `ngx_http_set_response_header`): an `add_header` of
 /// it drops the answer's line; an empty value leaves none.
@@ -319,12 +317,8 @@ pub struct Prepared {
     /// The request's values of those lines' variables, back to back, with (line index, end) of each.
     kept: Vec<u8>,
     kept_ends: Vec<(usize, usize)>,
-    /// `proxy_redirect`: `http://HOST[:PORT]` for a rewritten `Location` that starts with `/`.
-    pub(crate) redirect_base: Vec<u8>,
-    /// `proxy_redirect`: the rules' evaluated FROM and TO texts, back to back.
-    pub(crate) redirect_text: Vec<u8>,
-    /// `proxy_redirect`: per rule, the end of its FROM and of its TO in `redirect_text`.
-    pub(crate) redirect_ends: Vec<(usize, usize)>,
+    /// `proxy_redirect` and `proxy_cookie_*` rules evaluated for a proxied request.
+    pub(crate) rewrites: Rewrites,
 }
 
 impl Prepared {
@@ -341,9 +335,7 @@ impl Prepared {
         self.replaced = [0; 2];
         self.expires = ExpiresRule::Off;
         self.tokens = ServerTokens::default();
-        self.redirect_base.clear();
-        self.redirect_text.clear();
-        self.redirect_ends.clear();
+        self.rewrites.clear();
     }
 
     /// The `server_tokens` of the request's location.
@@ -421,177 +413,6 @@ fn next_time_of_day(now: i64, secs: i64) -> i64 {
     } else {
         today + 86_400
     }
-}
-
-/// The `proxy_redirect` rules of a proxied location and their evaluation per request.
-#[derive(Debug, Clone, Default)]
-pub struct RedirectPlan {
-    rules: Vec<Redirect>,
-}
-
-impl RedirectPlan {
-    pub fn new(rules: &[Redirect]) -> RedirectPlan {
-        RedirectPlan { rules: rules.to_vec() }
-    }
-
-    /// Evaluates the rules and the base of absolute redirects (`http://` + the request's host, the local port when
-    /// not 80) into `p`; nothing when there are no rules.
-    pub fn prepare(
-        &self,
-        vars: &dyn VarSource,
-        host: HostOrAddr<'_>,
-        port: u16,
-        scratch: &mut Vec<u8>,
-        p: &mut Prepared,
-    ) {
-        if self.rules.is_empty() {
-            return;
-        }
-        p.redirect_base.extend_from_slice(b"http://");
-        match host {
-            HostOrAddr::Host(h) => p.redirect_base.extend(h.iter().map(u8::to_ascii_lowercase)),
-            HostOrAddr::Addr(ip) => {
-                let _ = write!(p.redirect_base, "{ip}");
-            }
-        }
-        if port != 80 {
-            p.redirect_base.push(b':');
-            append_decimal(&mut p.redirect_base, u64::from(port));
-        }
-        for r in &self.rules {
-            r.from.eval_into(vars, scratch);
-            p.redirect_text.extend_from_slice(scratch);
-            let from_end = p.redirect_text.len();
-            r.to.eval_into(vars, scratch);
-            p.redirect_text.extend_from_slice(scratch);
-            p.redirect_ends.push((from_end, p.redirect_text.len()));
-        }
-    }
-}
-
-/// What a proxied location changes in upstream responses: the headers not passed (nginx's default hidden ones
-/// and `proxy_hide_header`, less `proxy_pass_header`), and `proxy_redirect`.
-#[derive(Debug, Clone, Default)]
-pub struct ResponsePlan {
-    /// Lower case.
-    hidden: Vec<String>,
-    /// `proxy_pass_header` names, lower case.
-    passed: Vec<String>,
-    pub redirect: RedirectPlan,
-}
-
-impl ResponsePlan {
-    pub fn new(conf: &HeadersConf) -> ResponsePlan {
-        let mut hidden: Vec<String> = PROXY_HIDE_DEFAULT.iter().map(|s| s.to_string()).collect();
-        hidden.extend(conf.hide.iter().cloned());
-        hidden.retain(|h| !conf.pass.contains(h));
-        ResponsePlan {
-            hidden,
-            passed: conf.pass.clone(),
-            redirect: RedirectPlan::new(&conf.redirects),
-        }
-    }
-}
-
-/// The edits of one proxied response: the location's plans, the request's evaluated values, the response's
-/// variables, the time.
-pub struct ProxiedEdits<'a> {
-    pub plan: &'a ResponsePlan,
-    pub headers: &'a HeadersPlan,
-    pub prepared: &'a Prepared,
-    pub response: &'a dyn VarSource,
-    pub now: u64,
-}
-
-impl HeadEdits for ProxiedEdits<'_> {
-    fn server(&self) -> &str {
-        server_name(self.prepared.tokens())
-    }
-
-    fn passes(&self, name: &str) -> bool {
-        self.plan.passed.iter().any(|p| name.eq_ignore_ascii_case(p))
-    }
-
-    fn upstream_line(&self, status: u16, name: &str, value: &[u8], out: &mut Vec<u8>) -> bool {
-        if self.plan.hidden.iter().any(|h| name.eq_ignore_ascii_case(h)) || self.prepared.replaces(status, name) {
-            return true;
-        }
-        if name.eq_ignore_ascii_case("location") {
-            return self.prepared.write_redirect(Rewritten::Location, name, value, out);
-        }
-        if name.eq_ignore_ascii_case("refresh") {
-            return self.prepared.write_redirect(Rewritten::Refresh, name, value, out);
-        }
-        false
-    }
-
-    fn append(&self, status: u16, last_modified: Option<&[u8]>, out: &mut Vec<u8>) {
-        let facts = ResponseFacts {
-            now: self.now,
-            last_modified: last_modified.and_then(parse_http_date),
-        };
-        self.headers.append(status, self.prepared, self.response, facts, out);
-    }
-}
-
-/// The host of absolute redirects: the request's (nginx's `headers_in.server`), else the local address.
-#[derive(Debug, Clone, Copy)]
-pub enum HostOrAddr<'a> {
-    Host(&'a [u8]),
-    Addr(std::net::IpAddr),
-}
-
-/// Which header a rewrite applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rewritten {
-    Location,
-    Refresh,
-}
-
-impl Prepared {
-    /// Writes the upstream's `Location` or `Refresh` line rewritten by the first `proxy_redirect` rule whose FROM
-    /// starts its URL (for `Refresh`, the part after `url=`), as nginx's `ngx_http_proxy_rewrite_redirect`; a
-    /// rewritten `Location` starting with `/` becomes absolute, as nginx's header filter makes it. Returns false
-    /// (writing nothing) when no rule applies.
-    pub fn write_redirect(&self, which: Rewritten, name: &str, value: &[u8], out: &mut Vec<u8>) -> bool {
-        if self.redirect_ends.is_empty() {
-            return false;
-        }
-        let prefix = match which {
-            Rewritten::Location => 0,
-            Rewritten::Refresh => match find_ignore_case(value, b"url=") {
-                Some(i) => i + 4,
-                None => return false,
-            },
-        };
-        let url = value.get(prefix..).unwrap_or_default();
-        let mut start = 0;
-        for &(from_end, to_end) in &self.redirect_ends {
-            let from = self.redirect_text.get(start..from_end).unwrap_or_default();
-            let to = self.redirect_text.get(from_end..to_end).unwrap_or_default();
-            start = to_end;
-            if !url.starts_with(from) {
-                continue;
-            }
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b": ");
-            let rest = url.get(from.len()..).unwrap_or_default();
-            let absolute = which == Rewritten::Location && to.first().or(rest.first()) == Some(&b'/');
-            if absolute {
-                out.extend_from_slice(&self.redirect_base);
-            }
-            out.extend_from_slice(value.get(..prefix).unwrap_or_default());
-            out.extend_from_slice(to);
-            out.extend_from_slice(rest);
-            out.extend_from_slice(b"\r\n");
-            return true;
-        }
-        false
-    }
-}
-
-fn find_ignore_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// `Sun, 06 Nov 1994 08:49:37 GMT` (RFC 1123, the form nginx and corelb send) as seconds since the epoch.
@@ -821,48 +642,5 @@ mod tests {
         assert_eq!(parse_http_date(b"Sun, 06 Nov 1994 08:49:37"), None);
         assert_eq!(parse_http_date(b"garbage"), None);
         assert_eq!(parse_http_date(b"Sun, 06 Foo 1994 08:49:37 GMT"), None);
-    }
-
-    #[test]
-    fn redirects_rewrite_location_and_refresh() {
-        let rules = [
-            Redirect {
-                from: KeyTemplate::literal("http://127.0.0.1:8081/replace_this/"),
-                to: KeyTemplate::literal("/impl_default/"),
-            },
-            Redirect {
-                from: KeyTemplate::literal("http://other/"),
-                to: KeyTemplate::compile("http://$arg_e/").unwrap(),
-            },
-        ];
-        let mut p = Prepared::default();
-        RedirectPlan::new(&rules).prepare(&Uri, HostOrAddr::Host(b"LocalHost"), 8080, &mut Vec::new(), &mut p);
-        let rewrite = |which, name, value: &str| {
-            let mut out = Vec::new();
-            p.write_redirect(which, name, value.as_bytes(), &mut out)
-                .then(|| String::from_utf8(out).unwrap())
-        };
-        assert_eq!(
-            rewrite(
-                Rewritten::Location,
-                "Location",
-                "http://127.0.0.1:8081/replace_this/test.html"
-            ),
-            Some("Location: http://localhost:8080/impl_default/test.html\r\n".into())
-        );
-        assert_eq!(
-            rewrite(
-                Rewritten::Refresh,
-                "Refresh",
-                "7; URL=http://127.0.0.1:8081/replace_this/t"
-            ),
-            Some("Refresh: 7; URL=/impl_default/t\r\n".into())
-        );
-        assert_eq!(
-            rewrite(Rewritten::Location, "location", "http://other/x"),
-            Some("location: http://2048/x\r\n".into())
-        );
-        assert_eq!(rewrite(Rewritten::Location, "Location", "http://third/x"), None);
-        assert_eq!(rewrite(Rewritten::Refresh, "Refresh", "7"), None);
     }
 }

@@ -16,6 +16,7 @@ use stream_logs::StreamServerPlan;
 pub mod headers;
 pub mod locations;
 pub mod logs;
+pub mod proxied;
 pub mod rewrite;
 pub mod route;
 pub mod stream_logs;

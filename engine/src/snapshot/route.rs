@@ -1,7 +1,8 @@
 //! What a location does, compiled at load: a fixed answer with its head pre-rendered, or a proxy plan with the
 //! upstream request's static header lines pre-rendered and the per-request ones kept as templates.
 
-use super::headers::{HeadersPlan, ResponsePlan};
+use super::headers::HeadersPlan;
+use super::proxied::ResponsePlan;
 use crate::config::headers::ServerTokens;
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::{AdminEndpoint, ClientConf, HttpProxyConf, Location, LocationMatch, Return};

@@ -20,6 +20,62 @@ enum RedirectLayer {
     Rules(Vec<Redirect>),
 }
 
+impl RedirectLayer {
+    fn rules(&self) -> Vec<Redirect> {
+        match self {
+            RedirectLayer::Rules(r) => r.clone(),
+            RedirectLayer::Unset | RedirectLayer::Off => Vec::new(),
+        }
+    }
+}
+
+/// A level's own setting, else its parent's (`ngx_conf_merge_ptr_value`).
+fn inherit(own: &RedirectLayer, parent: &RedirectLayer) -> RedirectLayer {
+    match own {
+        RedirectLayer::Unset => parent.clone(),
+        own => own.clone(),
+    }
+}
+
+/// `proxy_cookie_domain`/`proxy_cookie_path`: `off`, or `FROM TO` (a leading dot of a domain FROM and TO
+/// dropped, as nginx drops it); a regular expression FROM is refused by name.
+fn cookie_rule(slot: &mut RedirectLayer, vars: &mut Vars, d: &Directive) -> Result<(), ConfigError> {
+    if *slot == RedirectLayer::Off {
+        return Err(directive_err(d, "is duplicate"));
+    }
+    let first = arg(d, 0);
+    if d.args.len() == 1 {
+        if first != "off" {
+            return Err(ConfigError::invalid(format!("invalid parameter \"{first}\""), &d.span));
+        }
+        if *slot != RedirectLayer::Unset {
+            return Err(directive_err(d, "is duplicate"));
+        }
+        *slot = RedirectLayer::Off;
+        return Ok(());
+    }
+    if first.starts_with('~') {
+        let msg = format!("\"{}\" with a regular expression is not supported by corelb", d.name);
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    let domain = d.name == "proxy_cookie_domain";
+    let undot = |s: &str| -> String {
+        match s.strip_prefix('.') {
+            Some(rest) if domain => rest.to_string(),
+            _ => s.to_string(),
+        }
+    };
+    let rule = Redirect {
+        from: compile(vars, &undot(first), d)?,
+        to: compile(vars, &undot(arg(d, 1)), d)?,
+    };
+    match slot {
+        RedirectLayer::Rules(rules) => rules.push(rule),
+        other => *other = RedirectLayer::Rules(vec![rule]),
+    }
+    Ok(())
+}
+
 /// The header settings one level sets.
 #[derive(Debug, Clone, Default)]
 pub struct HeadersLayer {
@@ -30,6 +86,8 @@ pub struct HeadersLayer {
     hide: Option<Vec<String>>,
     pass: Option<Vec<String>>,
     redirect: RedirectLayer,
+    cookie_domain: RedirectLayer,
+    cookie_path: RedirectLayer,
     /// This level's `proxy_pass` URL as written and the location's name (for `proxy_redirect default`).
     proxy_url: Option<(String, String)>,
 }
@@ -95,6 +153,8 @@ impl HeadersLayer {
                 .get_or_insert_with(Vec::new)
                 .push(arg(d, 0).to_ascii_lowercase()),
             "proxy_redirect" => self.proxy_redirect(vars, d)?,
+            "proxy_cookie_domain" => cookie_rule(&mut self.cookie_domain, vars, d)?,
+            "proxy_cookie_path" => cookie_rule(&mut self.cookie_path, vars, d)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -161,6 +221,8 @@ impl HeadersLayer {
             hide: self.hide.clone().or_else(|| parent.hide.clone()),
             pass: self.pass.clone().or_else(|| parent.pass.clone()),
             redirect,
+            cookie_domain: inherit(&self.cookie_domain, &parent.cookie_domain),
+            cookie_path: inherit(&self.cookie_path, &parent.cookie_path),
             proxy_url: None,
         }
     }
@@ -173,10 +235,9 @@ impl HeadersLayer {
             server_tokens: self.server_tokens.unwrap_or_default(),
             hide: self.hide.clone().unwrap_or_default(),
             pass: self.pass.clone().unwrap_or_default(),
-            redirects: match &self.redirect {
-                RedirectLayer::Rules(r) => r.clone(),
-                RedirectLayer::Unset | RedirectLayer::Off => Vec::new(),
-            },
+            redirects: self.redirect.rules(),
+            cookie_domains: self.cookie_domain.rules(),
+            cookie_paths: self.cookie_path.rules(),
         }
     }
 }
@@ -364,6 +425,41 @@ mod tests {
                 ("http://u/replace_this/".into(), "/expl_default/".into())
             ]
         );
+    }
+
+    #[test]
+    fn cookie_rules_off_and_inheritance() {
+        let server = layer(&[
+            ("proxy_cookie_domain", &[".backend", ".example.com"]),
+            ("proxy_cookie_path", &["/app/", "/"]),
+        ]);
+        let c = HeadersLayer::default().over(&server).conf();
+        assert_eq!(
+            c.cookie_domains
+                .iter()
+                .map(|r| (r.from.raw(), r.to.raw()))
+                .collect::<Vec<_>>(),
+            [("backend", "example.com")]
+        );
+        assert_eq!(c.cookie_paths.len(), 1);
+        let off = layer(&[("proxy_cookie_domain", &["off"])]);
+        let c = off.over(&server).conf();
+        assert!(c.cookie_domains.is_empty() && c.cookie_paths.len() == 1);
+        let mut vars = Vars::default();
+        let mut l = layer(&[("proxy_cookie_path", &["off"])]);
+        let e = l
+            .directive(&mut vars, &d("proxy_cookie_path", &["/a", "/b"]))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "[emerg] \"proxy_cookie_path\" directive is duplicate in t.conf:3"
+        );
+        let e = l.directive(&mut vars, &d("proxy_cookie_domain", &["x"])).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] invalid parameter \"x\" in t.conf:3");
+        let e = l
+            .directive(&mut vars, &d("proxy_cookie_domain", &["~x", "y"]))
+            .unwrap_err();
+        assert!(e.to_string().contains("is not supported by corelb"), "{e}");
     }
 
     #[test]

@@ -183,6 +183,8 @@ pub const SPECS: &[Spec] = &[
     both("proxy_hide_header", HTTP_MSL, TAKE1),
     both("proxy_pass_header", HTTP_MSL, TAKE1),
     both("proxy_redirect", HTTP_MSL, TAKE12),
+    both("proxy_cookie_domain", HTTP_MSL, TAKE12),
+    both("proxy_cookie_path", HTTP_MSL, TAKE12),
     // Checked, without effect: corelb writes no temporary files.
     both("client_body_temp_path", HTTP_MSL, TAKE1234),
     both("proxy_temp_path", HTTP_MSL, TAKE1234),
@@ -350,8 +352,7 @@ pub const UNSUPPORTED: &[&str] = &[
     "proxy_bind",
     "proxy_max_temp_file_size",
     "proxy_temp_file_write_size",
-    "proxy_cookie_domain",
-    "proxy_cookie_path",
+    "proxy_cookie_flags",
     "proxy_headers_hash_max_size",
     "proxy_headers_hash_bucket_size",
     "proxy_ignore_client_abort",
