@@ -348,6 +348,9 @@ impl Prepared {
     pub fn replaces(&self, status: u16, name: &str) -> bool {
         let class = class_of(status);
         let expires = class == SAFE && self.expires != ExpiresRule::Off;
+        if !expires && self.replaced[class] == 0 {
+            return false;
+        }
         if expires && (name.eq_ignore_ascii_case("expires") || name.eq_ignore_ascii_case("cache-control")) {
             return true;
         }

@@ -76,6 +76,11 @@ pub struct Rewrites {
 }
 
 impl Rewrites {
+    /// Whether no rule applies to this request's response.
+    fn is_empty(&self) -> bool {
+        self.redirects.ends.is_empty() && self.cookie_domains.ends.is_empty() && self.cookie_paths.ends.is_empty()
+    }
+
     pub(super) fn clear(&mut self) {
         self.base.clear();
         self.redirects.clear();
@@ -272,6 +277,9 @@ impl HeadEdits for ProxiedEdits<'_> {
             return true;
         }
         let r = &self.prepared.rewrites;
+        if r.is_empty() {
+            return false;
+        }
         if name.eq_ignore_ascii_case("location") {
             return r.write_redirect(Rewritten::Location, name, value, out);
         }
