@@ -138,6 +138,7 @@ pub fn write_client_head(
         date,
         keepalive,
         chunked_out,
+        upgrade: false,
     };
     write_client_head_with(resp, head, &NoEdits, out);
 }
@@ -150,6 +151,8 @@ pub struct ClientHead<'a> {
     pub keepalive: bool,
     /// `Transfer-Encoding: chunked` is sent.
     pub chunked_out: bool,
+    /// A `101` opening a tunnel: `Connection: upgrade`.
+    pub upgrade: bool,
 }
 
 /// Writes the head the client gets for `resp` into `out` (cleared first): the status line, `Server` and `Date`
@@ -200,7 +203,9 @@ pub fn write_client_head_with(
     if head.chunked_out {
         out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
     }
-    out.extend_from_slice(if head.keepalive {
+    out.extend_from_slice(if head.upgrade {
+        b"Connection: upgrade\r\n"
+    } else if head.keepalive {
         b"Connection: keep-alive\r\n"
     } else {
         b"Connection: close\r\n"
@@ -209,13 +214,16 @@ pub fn write_client_head_with(
     out.extend_from_slice(b"\r\n");
 }
 
-/// The head of a `101 Switching Protocols` for the client: as [`write_client_head`] writes it (the upstream's
-/// `Upgrade` header included), with `Connection: upgrade` (nginx's header filter for a 101).
-pub fn write_switching_head(resp: &ResponseHead<'_, '_>, date: &[u8], out: &mut Vec<u8>) {
-    write_client_head(resp, date, false, false, out);
-    const CLOSE: &[u8] = b"Connection: close\r\n\r\n";
-    out.truncate(out.len().saturating_sub(CLOSE.len()));
-    out.extend_from_slice(b"Connection: upgrade\r\n\r\n");
+/// The head of a `101 Switching Protocols` for the client: as [`write_client_head_with`] writes it (the
+/// upstream's `Upgrade` header included), with `Connection: upgrade` (nginx's header filter for a 101).
+pub fn write_switching_head(resp: &ResponseHead<'_, '_>, date: &[u8], edits: &dyn HeadEdits, out: &mut Vec<u8>) {
+    let head = ClientHead {
+        date,
+        keepalive: false,
+        chunked_out: false,
+        upgrade: true,
+    };
+    write_client_head_with(resp, head, edits, out);
 }
 
 #[cfg(test)]
@@ -236,11 +244,14 @@ mod tests {
         let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let resp = parse_response(raw, &mut hs, false).unwrap().unwrap();
         let mut out = Vec::new();
-        write_switching_head(&resp, b"D", &mut out);
+        write_switching_head(&resp, b"D", &NoEdits, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "HTTP/1.1 101 Switching Protocols\r\nServer: corelb\r\nDate: D\r\nUpgrade: websocket\r\n\
-             Sec-WebSocket-Accept: k\r\nConnection: upgrade\r\n\r\n"
+            format!(
+                "HTTP/1.1 101 Switching Protocols\r\nServer: corelb/{}\r\nDate: D\r\nUpgrade: websocket\r\n\
+                 Sec-WebSocket-Accept: k\r\nConnection: upgrade\r\n\r\n",
+                env!("CARGO_PKG_VERSION")
+            )
         );
     }
 

@@ -173,6 +173,7 @@ impl<R: Runtime> ClientConn<R> {
                 date,
                 keepalive: keep_client,
                 chunked_out,
+                upgrade: false,
             };
             write_client_head_with(&resp, head, &edits, &mut bufs.out)
         });
