@@ -12,6 +12,7 @@ use crate::access_log::record::RequestRecord;
 use crate::access_log::stream::StreamRecord;
 use crate::access_log::ShardLog;
 use crate::balance::ShardState;
+use crate::config::headers::ServerTokens;
 use crate::config::stream_format::StreamFormat;
 use crate::http::pages::DateCache;
 use crate::runtime::{Conn, Runtime};
@@ -85,6 +86,9 @@ impl<C> GenerationState<C> {
     }
 }
 
+/// The statuses corelb answers with its own error pages.
+const ERROR_PAGES: [u16; 14] = [400, 403, 404, 405, 408, 413, 414, 494, 500, 501, 502, 503, 504, 505];
+
 /// One shard: everything here belongs to one executor thread.
 pub struct Shard<R: Runtime> {
     pub index: usize,
@@ -93,7 +97,8 @@ pub struct Shard<R: Runtime> {
     pub counters: Arc<ShardSlot>,
     local: RefCell<GenerationState<R::Conn>>,
     date: RefCell<DateCache>,
-    errors: Vec<FixedAnswer>,
+    /// nginx's error pages under `server_tokens on`, then under `off`.
+    errors: [Vec<FixedAnswer>; 2],
     spare: RefCell<Vec<Buffers>>,
     active: Cell<usize>,
     accepting: Cell<usize>,
@@ -116,9 +121,8 @@ impl<R: Runtime> Shard<R> {
             local: RefCell::new(GenerationState::new(snap, seed)),
             shared,
             date: RefCell::new(DateCache::default()),
-            errors: [400, 403, 404, 405, 408, 413, 414, 494, 500, 501, 502, 503, 504, 505]
-                .map(FixedAnswer::error)
-                .to_vec(),
+            errors: [ServerTokens::On, ServerTokens::Off]
+                .map(|tokens| ERROR_PAGES.map(|code| FixedAnswer::error(code, tokens)).to_vec()),
             spare: RefCell::new(Vec::new()),
             active: Cell::new(0),
             accepting: Cell::new(0),
@@ -249,13 +253,17 @@ impl<R: Runtime> Shard<R> {
         f(self.date.borrow_mut().get(now));
     }
 
-    /// nginx's error page answer for `code` (500's page for a code without one here).
-    pub fn error_answer(&self, code: u16) -> &FixedAnswer {
-        self.errors
-            .iter()
+    /// nginx's error page answer for `code` under `tokens` (500's page for a code without one here).
+    pub fn error_answer(&self, code: u16, tokens: ServerTokens) -> &FixedAnswer {
+        let [on, off] = &self.errors;
+        let set = match tokens {
+            ServerTokens::On => on,
+            ServerTokens::Off => off,
+        };
+        set.iter()
             .find(|a| a.status == code)
-            .or_else(|| self.errors.iter().find(|a| a.status == 500))
-            .unwrap_or(&self.errors[0])
+            .or_else(|| set.iter().find(|a| a.status == 500))
+            .unwrap_or(&set[0])
     }
 
     /// Buffers for a new connection, with a client buffer of `client_size` bytes (the snapshot's

@@ -103,7 +103,7 @@ http {{
     let combined = lines_when(&dir.join("combined.log"), 5);
     let up = lines_when(&dir.join("up.log"), 5);
     let json = lines_when(&dir.join("json.log"), 1);
-    let page_502 = corelb_engine::snapshot::route::FixedAnswer::error(502).body_len();
+    let page_502 = corelb_engine::snapshot::route::FixedAnswer::error(502, Default::default()).body_len();
     let ua_escaped = r#"agent \\x22q\\x22 \\x5C \\xC3\\xA9"#;
     let expect_combined = [
         format!(r#"127\.0\.0\.1 - alice \[{TIME_LOCAL}\] "GET /r1 HTTP/1\.1" 200 1 "-" "{ua_escaped}""#),

@@ -113,7 +113,11 @@ fn json_string_field(line: &str, field: &str) -> String {
 
 /// The directives of the vector config that are outside corelb's subset (its `*_temp_path` lines are accepted:
 /// corelb writes no temporary files).
-const OUTSIDE: &[&str] = &["set_real_ip_from", "real_ip_header", "add_header"];
+const OUTSIDE: &[&str] = &["set_real_ip_from", "real_ip_header"];
+
+/// Lines left out of the model check although corelb reads the directive: `add_header X-Up $upstream_addr`
+/// names a variable corelb does not know yet.
+const UNKNOWN_VARIABLE: &[&str] = &["add_header"];
 
 /// `text` without the statements of the directives in `drop`.
 fn without(text: &str, drop: &[&str]) -> String {
@@ -157,7 +161,8 @@ fn config_the_vector_config_is_refused_by_name_then_parses_without_those_directi
             other => panic!("{name}: {other:?}"),
         }
     }
-    let c = parse_str(&without(&text, OUTSIDE), &path).unwrap_or_else(|e| panic!("{e}"));
+    let dropped: Vec<&str> = OUTSIDE.iter().chain(UNKNOWN_VARIABLE).copied().collect();
+    let c = parse_str(&without(&text, &dropped), &path).unwrap_or_else(|e| panic!("{e}"));
     check_vector_model(&c);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -121,6 +121,79 @@ http { upstream u { ip_hash; server 127.0.0.1:1 backup; } }
             Same,
         ),
         case(
+            "add_header_param",
+            r#"events {}
+http { server { location / {
+ add_header X-A b c; } } }
+"#
+            .to_string(),
+            r#"invalid parameter "c""#,
+            3,
+            Same,
+        ),
+        case(
+            "expires_daily",
+            r#"events {}
+http { server { expires @25h; } }
+"#
+            .to_string(),
+            r#""expires" directive daily time value must be less than 24 hours"#,
+            2,
+            Same,
+        ),
+        case(
+            "expires_modified_daily",
+            r#"events {}
+http { expires modified @1h; }
+"#
+            .to_string(),
+            r#""expires" directive daily time cannot be used with "modified" parameter"#,
+            2,
+            Same,
+        ),
+        case(
+            "server_tokens_value",
+            r#"events {}
+http { server_tokens x; }
+"#
+            .to_string(),
+            r#"invalid value "x""#,
+            2,
+            Same,
+        ),
+        case(
+            "redirect_default_first",
+            r#"events {}
+http { server { location / { proxy_redirect default; proxy_pass http://127.0.0.1:1; } } }
+"#
+            .to_string(),
+            r#""proxy_redirect default" should be placed after the "proxy_pass" directive"#,
+            2,
+            Same,
+        ),
+        case(
+            "redirect_off_twice",
+            r#"events {}
+http { server { location / {
+ proxy_redirect /a /b;
+ proxy_redirect off; } } }
+"#
+            .to_string(),
+            r#""proxy_redirect" directive is duplicate"#,
+            4,
+            Same,
+        ),
+        case(
+            "redirect_regex",
+            r#"events {}
+http { server { location / { proxy_redirect ~^/a /b; } } }
+"#
+            .to_string(),
+            r#""proxy_redirect" with a regular expression is not supported by corelb"#,
+            2,
+            Differs,
+        ),
+        case(
             "bad_modifier",
             r#"events {}
 http { server { location ! /a {} } }

@@ -27,7 +27,11 @@ fn proxies_round_robin_with_nginx_default_headers() {
         let r = c.read_response().expect("response");
         assert_eq!(r.status, 200);
         assert_eq!(r.header("connection").as_deref(), Some("keep-alive"));
-        assert_eq!(r.header("server").as_deref(), Some("corelb"));
+        // nginx's default `server_tokens on`: the name and version
+        assert_eq!(
+            r.header("server"),
+            Some(format!("corelb/{}", env!("CARGO_PKG_VERSION")))
+        );
         names.push(r.text());
     }
     assert_eq!(names, ["a", "b", "a", "b"]);
@@ -93,7 +97,10 @@ fn tries_limit_and_502_page() {
     assert_eq!(r.status, 502);
     assert_eq!(
         r.text(),
-        "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"
+        format!(
+            "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>corelb/{}</center>\r\n</body>\r\n</html>\r\n",
+            env!("CARGO_PKG_VERSION")
+        )
     );
     let accepts: usize = resets.iter().map(Backend::accepts).sum();
     assert_eq!(accepts, 2, "proxy_next_upstream_tries 2");
@@ -129,7 +136,8 @@ fn status_retry_passes_the_last_answer_through() {
     let r = get(listen, "/").expect("response");
     assert_eq!(r.status, 502);
     assert!(
-        r.text().contains("<center>corelb</center>"),
+        r.text()
+            .contains(concat!("<center>corelb/", env!("CARGO_PKG_VERSION"), "</center>")),
         "no live upstream: our page"
     );
     assert_eq!((a.requests(), b.requests()), (1, 2));

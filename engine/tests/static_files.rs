@@ -84,7 +84,7 @@ http {{
 fn page(status: &str) -> String {
     format!(
         "<html>\r\n<head><title>{status}</title></head>\r\n<body>\r\n<center><h1>{status}</h1></center>\r\n\
-         <hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"
+         <hr><center>corelb/0.1.0</center>\r\n</body>\r\n</html>\r\n"
     )
 }
 
@@ -102,7 +102,7 @@ fn file_head(path: &Path, content_type: &str, connection: &str) -> String {
     let m = std::fs::metadata(path).expect("metadata");
     let modified = corelb_engine::http::pages::format_http_date(m.mtime() as u64);
     format!(
-        "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+        "HTTP/1.1 200 OK\r\nServer: corelb/0.1.0\r\nDate: D\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          Last-Modified: {}\r\nConnection: {connection}\r\nETag: \"{:x}-{:x}\"\r\nAccept-Ranges: bytes\r\n\r\n",
         m.len(),
         String::from_utf8_lossy(&modified),
@@ -113,7 +113,7 @@ fn file_head(path: &Path, content_type: &str, connection: &str) -> String {
 
 fn error_head(status: &str, connection: &str) -> String {
     format!(
-        "HTTP/1.1 {status}\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\
+        "HTTP/1.1 {status}\r\nServer: corelb/0.1.0\r\nDate: D\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\
          Connection: {connection}\r\n\r\n",
         page(status).len()
     )
@@ -121,7 +121,7 @@ fn error_head(status: &str, connection: &str) -> String {
 
 fn moved_head(location: &str, connection: &str) -> String {
     format!(
-        "HTTP/1.1 301 Moved Permanently\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/html\r\n\
+        "HTTP/1.1 301 Moved Permanently\r\nServer: corelb/0.1.0\r\nDate: D\r\nContent-Type: text/html\r\n\
          Content-Length: {}\r\nLocation: {location}\r\nConnection: {connection}\r\n\r\n",
         page("301 Moved Permanently").len()
     )

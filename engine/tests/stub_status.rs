@@ -114,8 +114,11 @@ fn counts_as_nginx<R: Runtime>() {
     assert_eq!(post.header("content-type").as_deref(), Some("text/html"));
     assert_eq!(
         post.text(),
-        "<html>\r\n<head><title>405 Not Allowed</title></head>\r\n<body>\r\n<center><h1>405 Not Allowed</h1>\
-         </center>\r\n<hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"
+        format!(
+            "<html>\r\n<head><title>405 Not Allowed</title></head>\r\n<body>\r\n<center><h1>405 Not Allowed</h1>\
+             </center>\r\n<hr><center>corelb/{}</center>\r\n</body>\r\n</html>\r\n",
+            env!("CARGO_PKG_VERSION")
+        )
     );
     assert_eq!(status(listen, &p, idle), page(1, 11, 12, [0, 1, 0]));
 }

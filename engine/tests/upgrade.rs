@@ -90,7 +90,11 @@ http {{
     }
     let head = String::from_utf8_lossy(&head).into_owned();
     assert!(
-        head.starts_with("HTTP/1.1 101 Switching Protocols\r\nServer: corelb\r\nDate: "),
+        head.starts_with(concat!(
+            "HTTP/1.1 101 Switching Protocols\r\nServer: corelb/",
+            env!("CARGO_PKG_VERSION"),
+            "\r\nDate: "
+        )),
         "{head}"
     );
     assert!(

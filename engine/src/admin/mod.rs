@@ -8,7 +8,7 @@ pub mod metrics;
 pub mod stub_status;
 
 use crate::config::model::AdminEndpoint;
-use crate::http::pages::{append_decimal, reason, SERVER_NAME};
+use crate::http::pages::{append_decimal, reason, SERVER_FULL};
 use crate::state::Shared;
 
 /// The largest request body an endpoint reads (an API change is a small JSON object).
@@ -73,12 +73,21 @@ impl AdminResponse {
 
     /// Appends the whole answer (head and body, no body for HEAD) to `out`.
     pub fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+        self.write_head(SERVER_FULL, date, keepalive, out);
+        out.extend_from_slice(b"\r\n");
+        if !head_request {
+            out.extend_from_slice(&self.body);
+        }
+    }
+
+    /// Appends the head up to its `Connection` line (without the blank line that ends it), naming `server`.
+    pub fn write_head(&self, server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
         out.extend_from_slice(b"HTTP/1.1 ");
         append_decimal(out, u64::from(self.status));
         out.push(b' ');
         out.extend_from_slice(reason(self.status).as_bytes());
         out.extend_from_slice(b"\r\nServer: ");
-        out.extend_from_slice(SERVER_NAME.as_bytes());
+        out.extend_from_slice(server.as_bytes());
         out.extend_from_slice(b"\r\nDate: ");
         out.extend_from_slice(date);
         out.extend_from_slice(b"\r\nContent-Type: ");
@@ -90,13 +99,10 @@ impl AdminResponse {
             out.extend_from_slice(allow.as_bytes());
         }
         out.extend_from_slice(if keepalive {
-            b"\r\nConnection: keep-alive\r\n\r\n"
+            b"\r\nConnection: keep-alive\r\n"
         } else {
-            b"\r\nConnection: close\r\n\r\n"
+            b"\r\nConnection: close\r\n"
         });
-        if !head_request {
-            out.extend_from_slice(&self.body);
-        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! summed, in nginx's exact text.
 
 use super::{AdminRequest, AdminResponse};
-use crate::http::pages::{append_decimal, append_error_page};
+use crate::http::pages::{append_decimal, append_error_page, SERVER_FULL};
 use crate::state::Shared;
 use corelb_shared_state::ShardStats;
 
@@ -66,7 +66,7 @@ impl StubCounts {
 pub fn handle(shared: &Shared, req: &AdminRequest<'_>) -> AdminResponse {
     if req.method != "GET" && req.method != "HEAD" {
         let mut body = Vec::new();
-        append_error_page(405, &mut body);
+        append_error_page(405, SERVER_FULL, &mut body);
         return AdminResponse {
             status: 405,
             content_type: "text/html",

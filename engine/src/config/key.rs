@@ -95,6 +95,19 @@ impl KeyTemplate {
         Ok(KeyTemplate { raw: raw.into(), parts })
     }
 
+    /// A template of literal text only (a `$` in it stays text).
+    pub fn literal(text: &str) -> KeyTemplate {
+        let parts = if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![Part::Text(text.as_bytes().to_vec())]
+        };
+        KeyTemplate {
+            raw: text.into(),
+            parts,
+        }
+    }
+
     /// The template as written in the config.
     pub fn raw(&self) -> &str {
         &self.raw

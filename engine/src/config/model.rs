@@ -1,5 +1,6 @@
 //! The typed config model: what an nginx-syntax file means once parsed and checked, with nginx's defaults filled in.
 
+pub use super::headers::HeadersConf;
 use super::key::KeyTemplate;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -504,6 +505,8 @@ pub struct Location {
     pub client: ClientConf,
     /// What the location serves from files when it neither proxies, returns nor is an endpoint.
     pub files: super::files::FilesConf,
+    /// `add_header`, `expires`, `server_tokens`, `proxy_hide_header`/`proxy_pass_header`, `proxy_redirect`.
+    pub headers: HeadersConf,
     pub span: Span,
 }
 
@@ -539,6 +542,8 @@ pub struct HttpServer {
     pub client: ClientConf,
     /// The server level's file serving settings (for requests no location matches).
     pub files: super::files::FilesConf,
+    /// The header settings of answers outside any location.
+    pub headers: HeadersConf,
     pub span: Span,
 }
 

@@ -87,20 +87,30 @@ pub const REQUEST_HOP_BY_HOP: [&str; 10] = [
     "trailer",
 ];
 
-/// Response headers the proxy never copies to the client: hop-by-hop ones, and those nginx's proxy hides by
-/// default (it sends its own `Server` and `Date`).
+/// Response headers the proxy never copies to the client: the hop-by-hop ones (corelb frames the client's
+/// response itself).
+pub fn hop_by_hop_response_header(name: &str) -> bool {
+    const HOP_BY_HOP: [&str; 4] = ["connection", "keep-alive", "transfer-encoding", "proxy-connection"];
+    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// nginx's `ngx_http_proxy_hide_headers`: upstream headers not passed unless `proxy_pass_header` names them
+/// (lower case; corelb sends its own `Server` and `Date`).
+pub const PROXY_HIDE_DEFAULT: [&str; 8] = [
+    "date",
+    "server",
+    "x-pad",
+    "x-accel-expires",
+    "x-accel-redirect",
+    "x-accel-limit-rate",
+    "x-accel-buffering",
+    "x-accel-charset",
+];
+
+/// Response headers the proxy does not copy to the client by default: hop-by-hop ones, and nginx's
+/// [`PROXY_HIDE_DEFAULT`].
 pub fn hidden_response_header(name: &str) -> bool {
-    const HIDDEN: [&str; 7] = [
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "proxy-connection",
-        "date",
-        "server",
-        "x-pad",
-    ];
-    HIDDEN.iter().any(|h| name.eq_ignore_ascii_case(h))
-        || name.get(..8).is_some_and(|p| p.eq_ignore_ascii_case("x-accel-"))
+    hop_by_hop_response_header(name) || PROXY_HIDE_DEFAULT.iter().any(|h| name.eq_ignore_ascii_case(h))
 }
 
 #[cfg(test)]
@@ -128,6 +138,6 @@ mod tests {
             assert_eq!(parse_content_length(bad), None, "{}", String::from_utf8_lossy(bad));
         }
         assert!(hidden_response_header("X-Accel-Redirect") && hidden_response_header("Server"));
-        assert!(!hidden_response_header("Content-Type"));
+        assert!(!hidden_response_header("Content-Type") && !hidden_response_header("X-Accel-Other"));
     }
 }

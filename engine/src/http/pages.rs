@@ -1,8 +1,22 @@
 //! Fixed answers: status reason phrases, nginx-style error pages (nginx's exact layout, with `corelb` in the
 //! footer where nginx prints its name), and the cached `Date` header value.
 
-/// The name in the `Server` header and in error page footers.
+use crate::config::headers::ServerTokens;
+
+/// The name in the `Server` header and in error page footers under `server_tokens off`.
 pub const SERVER_NAME: &str = "corelb";
+
+/// The name with corelb's version: the `Server` header and error page footers under `server_tokens on` (nginx's
+/// default, where nginx says `nginx/VERSION`).
+pub const SERVER_FULL: &str = concat!("corelb/", env!("CARGO_PKG_VERSION"));
+
+/// The `Server` value and error page footer for `tokens`.
+pub fn server_name(tokens: ServerTokens) -> &'static str {
+    match tokens {
+        ServerTokens::On => SERVER_FULL,
+        ServerTokens::Off => SERVER_NAME,
+    }
+}
 
 /// The reason phrase nginx uses for `code` (empty for codes it has no text for).
 pub fn reason(code: u16) -> &'static str {
@@ -54,15 +68,16 @@ pub fn sent_status(code: u16) -> u16 {
     }
 }
 
-/// Appends nginx's error page for `code` (e.g. `<html>\r\n<head><title>502 Bad Gateway</title></head>...`).
-pub fn append_error_page(code: u16, out: &mut Vec<u8>) {
+/// Appends nginx's error page for `code` (e.g. `<html>\r\n<head><title>502 Bad Gateway</title></head>...`), its
+/// footer naming `signature`.
+pub fn append_error_page(code: u16, signature: &str, out: &mut Vec<u8>) {
     if code == crate::http::head_buffers::HEADER_TOO_LARGE {
         out.extend_from_slice(
             b"<html>\r\n<head><title>400 Request Header Or Cookie Too Large</title></head>\r\n<body>\r\n\
               <center><h1>400 Bad Request</h1></center>\r\n<center>Request Header Or Cookie Too Large</center>\r\n\
               <hr><center>",
         );
-        out.extend_from_slice(SERVER_NAME.as_bytes());
+        out.extend_from_slice(signature.as_bytes());
         out.extend_from_slice(b"</center>\r\n</body>\r\n</html>\r\n");
         return;
     }
@@ -72,7 +87,7 @@ pub fn append_error_page(code: u16, out: &mut Vec<u8>) {
     out.extend_from_slice(b"</title></head>\r\n<body>\r\n<center><h1>");
     out.extend_from_slice(title.as_bytes());
     out.extend_from_slice(b"</h1></center>\r\n<hr><center>");
-    out.extend_from_slice(SERVER_NAME.as_bytes());
+    out.extend_from_slice(signature.as_bytes());
     out.extend_from_slice(b"</center>\r\n</body>\r\n</html>\r\n");
 }
 
@@ -185,7 +200,7 @@ mod tests {
     #[test]
     fn error_page_matches_nginx_layout() {
         let mut out = Vec::new();
-        append_error_page(502, &mut out);
+        append_error_page(502, SERVER_NAME, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>\
@@ -193,7 +208,7 @@ mod tests {
         );
         assert!(has_error_page(404) && !has_error_page(200) && !has_error_page(304));
         let mut out = Vec::new();
-        append_error_page(494, &mut out);
+        append_error_page(494, SERVER_NAME, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "<html>\r\n<head><title>400 Request Header Or Cookie Too Large</title></head>\r\n<body>\r\n\

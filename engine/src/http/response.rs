@@ -1,8 +1,8 @@
 //! Upstream response heads: parsed with httparse, their framing worked out, and rewritten for the client (nginx's
 //! hop-by-hop and hidden headers dropped, `Server`, `Date` and `Connection` set by the proxy).
 
-use super::pages::{append_decimal, reason, SERVER_NAME};
-use super::{has_token, hidden_response_header, parse_content_length, BodyFraming};
+use super::pages::{append_decimal, reason, SERVER_FULL};
+use super::{has_token, hidden_response_header, hop_by_hop_response_header, parse_content_length, BodyFraming};
 use httparse::{Header, Status};
 
 /// Header lines read per upstream response at most.
@@ -94,13 +94,74 @@ pub fn parse_response<'h, 'b>(
     }))
 }
 
-/// Writes the head the client gets for `resp` into `out` (cleared first): the status line, `Server` and `Date`,
-/// the upstream's end-to-end headers, `Transfer-Encoding: chunked` when `chunked_out`, and `Connection`.
+/// What a location changes in a proxied response's head (nginx's proxy module and headers filter); implemented
+/// over the compiled plan in `snapshot::headers`.
+pub trait HeadEdits {
+    /// The `Server` value corelb sends.
+    fn server(&self) -> &str;
+    /// Whether the upstream's `name` header is passed on although nginx hides it by default (`proxy_pass_header`).
+    fn passes(&self, name: &str) -> bool;
+    /// Handles the upstream's `name: value` line for a response with `status`: true when it was dropped or
+    /// written changed into `out`, false to pass it on as it is.
+    fn upstream_line(&self, status: u16, name: &str, value: &[u8], out: &mut Vec<u8>) -> bool;
+    /// Appends the lines the location adds (after `Connection`, where nginx writes its headers list);
+    /// `last_modified` is the upstream's `Last-Modified` value.
+    fn append(&self, status: u16, last_modified: Option<&[u8]>, out: &mut Vec<u8>);
+}
+
+/// nginx's defaults: the default hidden headers, nothing changed or added.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoEdits;
+
+impl HeadEdits for NoEdits {
+    fn server(&self) -> &str {
+        SERVER_FULL
+    }
+    fn passes(&self, _name: &str) -> bool {
+        false
+    }
+    fn upstream_line(&self, _status: u16, name: &str, _value: &[u8], _out: &mut Vec<u8>) -> bool {
+        hidden_response_header(name)
+    }
+    fn append(&self, _status: u16, _last_modified: Option<&[u8]>, _out: &mut Vec<u8>) {}
+}
+
+/// Writes the head the client gets for `resp` into `out` (cleared first), under nginx's default settings.
 pub fn write_client_head(
     resp: &ResponseHead<'_, '_>,
     date: &[u8],
     keepalive: bool,
     chunked_out: bool,
+    out: &mut Vec<u8>,
+) {
+    let head = ClientHead {
+        date,
+        keepalive,
+        chunked_out,
+        upgrade: false,
+    };
+    write_client_head_with(resp, head, &NoEdits, out);
+}
+
+/// The framing of the head corelb writes for a client.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientHead<'a> {
+    /// The cached `Date` value.
+    pub date: &'a [u8],
+    pub keepalive: bool,
+    /// `Transfer-Encoding: chunked` is sent.
+    pub chunked_out: bool,
+    /// A `101` opening a tunnel: `Connection: upgrade`.
+    pub upgrade: bool,
+}
+
+/// Writes the head the client gets for `resp` into `out` (cleared first): the status line, `Server` and `Date`
+/// (unless passed from the upstream), the upstream's end-to-end headers as `edits` changes them,
+/// `Transfer-Encoding: chunked` when `chunked_out`, `Connection`, and what `edits` adds.
+pub fn write_client_head_with(
+    resp: &ResponseHead<'_, '_>,
+    head: ClientHead<'_>,
+    edits: &dyn HeadEdits,
     out: &mut Vec<u8>,
 ) {
     out.clear();
@@ -113,13 +174,25 @@ pub fn write_client_head(
         resp.reason
     };
     out.extend_from_slice(text.as_bytes());
-    out.extend_from_slice(b"\r\nServer: ");
-    out.extend_from_slice(SERVER_NAME.as_bytes());
-    out.extend_from_slice(b"\r\nDate: ");
-    out.extend_from_slice(date);
     out.extend_from_slice(b"\r\n");
+    let upstream_has = |n: &str| resp.headers.iter().any(|h| h.name.eq_ignore_ascii_case(n));
+    // nginx writes its own `Server` and `Date` unless the upstream's are passed on
+    if !(edits.passes("server") && upstream_has("server")) {
+        out.extend_from_slice(b"Server: ");
+        out.extend_from_slice(edits.server().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !(edits.passes("date") && upstream_has("date")) {
+        out.extend_from_slice(b"Date: ");
+        out.extend_from_slice(head.date);
+        out.extend_from_slice(b"\r\n");
+    }
+    let mut last_modified = None;
     for h in resp.headers {
-        if hidden_response_header(h.name) {
+        if h.name.eq_ignore_ascii_case("last-modified") {
+            last_modified = Some(h.value);
+        }
+        if hop_by_hop_response_header(h.name) || edits.upstream_line(resp.status, h.name, h.value, out) {
             continue;
         }
         out.extend_from_slice(h.name.as_bytes());
@@ -127,23 +200,30 @@ pub fn write_client_head(
         out.extend_from_slice(h.value);
         out.extend_from_slice(b"\r\n");
     }
-    if chunked_out {
+    if head.chunked_out {
         out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
     }
-    out.extend_from_slice(if keepalive {
-        b"Connection: keep-alive\r\n\r\n"
+    out.extend_from_slice(if head.upgrade {
+        b"Connection: upgrade\r\n"
+    } else if head.keepalive {
+        b"Connection: keep-alive\r\n"
     } else {
-        b"Connection: close\r\n\r\n"
+        b"Connection: close\r\n"
     });
+    edits.append(resp.status, last_modified, out);
+    out.extend_from_slice(b"\r\n");
 }
 
-/// The head of a `101 Switching Protocols` for the client: as [`write_client_head`] writes it (the upstream's
-/// `Upgrade` header included), with `Connection: upgrade` (nginx's header filter for a 101).
-pub fn write_switching_head(resp: &ResponseHead<'_, '_>, date: &[u8], out: &mut Vec<u8>) {
-    write_client_head(resp, date, false, false, out);
-    const CLOSE: &[u8] = b"Connection: close\r\n\r\n";
-    out.truncate(out.len().saturating_sub(CLOSE.len()));
-    out.extend_from_slice(b"Connection: upgrade\r\n\r\n");
+/// The head of a `101 Switching Protocols` for the client: as [`write_client_head_with`] writes it (the
+/// upstream's `Upgrade` header included), with `Connection: upgrade` (nginx's header filter for a 101).
+pub fn write_switching_head(resp: &ResponseHead<'_, '_>, date: &[u8], edits: &dyn HeadEdits, out: &mut Vec<u8>) {
+    let head = ClientHead {
+        date,
+        keepalive: false,
+        chunked_out: false,
+        upgrade: true,
+    };
+    write_client_head_with(resp, head, edits, out);
 }
 
 #[cfg(test)]
@@ -164,11 +244,14 @@ mod tests {
         let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let resp = parse_response(raw, &mut hs, false).unwrap().unwrap();
         let mut out = Vec::new();
-        write_switching_head(&resp, b"D", &mut out);
+        write_switching_head(&resp, b"D", &NoEdits, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "HTTP/1.1 101 Switching Protocols\r\nServer: corelb\r\nDate: D\r\nUpgrade: websocket\r\n\
-             Sec-WebSocket-Accept: k\r\nConnection: upgrade\r\n\r\n"
+            format!(
+                "HTTP/1.1 101 Switching Protocols\r\nServer: corelb/{}\r\nDate: D\r\nUpgrade: websocket\r\n\
+                 Sec-WebSocket-Accept: k\r\nConnection: upgrade\r\n\r\n",
+                env!("CARGO_PKG_VERSION")
+            )
         );
     }
 
@@ -221,7 +304,11 @@ mod tests {
         write_client_head(&r, b"D", true, false, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nX-A: 1\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n"
+            format!(
+                "HTTP/1.1 200 OK\r\nServer: corelb/{}\r\nDate: D\r\nX-A: 1\r\nContent-Length: 2\r\n\
+                 Connection: keep-alive\r\n\r\n",
+                env!("CARGO_PKG_VERSION")
+            )
         );
     }
 }

@@ -8,11 +8,12 @@ use super::retry::RequestKind;
 use crate::admin::{AdminRequest, AdminResponse};
 use crate::config::model::AdminEndpoint;
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::pages::sent_status;
+use crate::http::pages::{sent_status, server_name};
 use crate::http::vars::ConnVars;
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::headers::{HeadersPlan, NoResponseVars, ResponseFacts, NO_HEADERS};
 use crate::snapshot::route::FixedAnswer;
 use crate::state::Shared;
 use std::rc::Rc;
@@ -71,7 +72,9 @@ pub(super) struct ClientConn<R: Runtime> {
 trait OwnAnswer {
     fn status(&self) -> u16;
     fn body_len(&self) -> usize;
-    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>);
+    /// The head up to its `Connection` line; `server` is the location's `Server` value.
+    fn write_head(&self, server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>);
+    fn write_body(&self, head_request: bool, out: &mut Vec<u8>);
 }
 
 /// A fixed answer with a `Location` made per request.
@@ -87,9 +90,12 @@ impl OwnAnswer for Located<'_> {
     fn body_len(&self) -> usize {
         self.answer.body_len()
     }
-    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+    fn write_head(&self, _server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
         self.answer
-            .write_located(date, Some(self.location), keepalive, head_request, out)
+            .write_head_located(date, Some(self.location), keepalive, out)
+    }
+    fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
+        self.answer.write_body(head_request, out)
     }
 }
 
@@ -100,8 +106,12 @@ impl OwnAnswer for FixedAnswer {
     fn body_len(&self) -> usize {
         FixedAnswer::body_len(self)
     }
-    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
-        FixedAnswer::write(self, date, keepalive, head_request, out)
+    fn write_head(&self, _server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+        // the `Server` line was rendered at load with the location's `server_tokens`
+        FixedAnswer::write_head(self, date, keepalive, out)
+    }
+    fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
+        FixedAnswer::write_body(self, head_request, out)
     }
 }
 
@@ -118,8 +128,11 @@ impl OwnAnswer for WithText<'_> {
     fn body_len(&self) -> usize {
         self.answer.body_len_with(self.text)
     }
-    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
-        self.answer.write_text(self.text, date, keepalive, head_request, out)
+    fn write_head(&self, _server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+        self.answer.write_head_text(date, self.text, keepalive, out)
+    }
+    fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
+        self.answer.write_body_with(head_request, self.text, out)
     }
 }
 
@@ -130,19 +143,39 @@ impl OwnAnswer for AdminResponse {
     fn body_len(&self) -> usize {
         self.body.len()
     }
-    fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
-        AdminResponse::write(self, date, keepalive, head_request, out)
+    fn write_head(&self, server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+        AdminResponse::write_head(self, server, date, keepalive, out)
+    }
+    fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
+        if !head_request {
+            out.extend_from_slice(&self.body);
+        }
     }
 }
 
 impl<R: Runtime> ClientConn<R> {
     /// Writes `answer`, notes it for the access log and sends it within `wait`; returns whether the connection
     /// stays open (`keep`, and the write went through).
-    async fn send_own(&mut self, answer: &impl OwnAnswer, keep: bool, head_request: bool, wait: Duration) -> bool {
-        let out = &mut self.bufs.out;
+    async fn send_own(
+        &mut self,
+        answer: &impl OwnAnswer,
+        headers: &HeadersPlan,
+        keep: bool,
+        head_request: bool,
+        wait: Duration,
+    ) -> bool {
+        let (out, added) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
-        self.shard
-            .date(crate::clock::now_secs(), |d| answer.write(d, keep, head_request, out));
+        let now = crate::clock::now_secs();
+        let server = server_name(added.tokens());
+        self.shard.date(now, |d| answer.write_head(server, d, keep, out));
+        let facts = ResponseFacts {
+            now,
+            last_modified: None,
+        };
+        headers.append(answer.status(), added, &NoResponseVars, facts, out);
+        out.extend_from_slice(b"\r\n");
+        answer.write_body(head_request, out);
         let body = if head_request { 0 } else { answer.body_len() };
         let head_len = self.bufs.out.len().saturating_sub(body);
         self.bufs
@@ -172,7 +205,6 @@ impl<R: Runtime> ClientConn<R> {
         drained
     }
 
-    /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
     /// Answers with a redirecting `rewrite`'s `answer`, its `Location` taken from `Buffers::rewrite`.
     pub(super) async fn serve_redirect(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
@@ -182,20 +214,27 @@ impl<R: Runtime> ClientConn<R> {
             answer,
             location: &location,
         };
-        let kept = self.send_own(&located, keep, req.head_request, req.timeouts.send).await;
+        let kept = self
+            .send_own(&located, &answer.headers, keep, req.head_request, req.timeouts.send)
+            .await;
         self.bufs.rewrite = location;
         kept
     }
 
+    /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
     pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();
         if answer.text.is_none() {
-            return self.send_own(answer, keep, req.head_request, req.timeouts.send).await;
+            return self
+                .send_own(answer, &answer.headers, keep, req.head_request, req.timeouts.send)
+                .await;
         }
         let text = std::mem::take(&mut self.bufs.answer);
         let with = WithText { answer, text: &text };
-        let kept = self.send_own(&with, keep, req.head_request, req.timeouts.send).await;
+        let kept = self
+            .send_own(&with, &answer.headers, keep, req.head_request, req.timeouts.send)
+            .await;
         self.bufs.answer = text;
         kept
     }
@@ -247,7 +286,7 @@ impl<R: Runtime> ClientConn<R> {
         };
         self.shard.counters.count_answer(response.status);
         let keep = req.keepalive && read.is_ok();
-        self.send_own(&response, keep, req.head_request, req.timeouts.send)
+        self.send_own(&response, &NO_HEADERS, keep, req.head_request, req.timeouts.send)
             .await
     }
 
@@ -255,16 +294,32 @@ impl<R: Runtime> ClientConn<R> {
     pub(super) async fn refuse(&mut self, r: Rejection, wait: Duration) {
         self.shard.counters.count_answer(sent_status(r.status));
         let shard = Rc::clone(&self.shard);
-        self.send_own(shard.error_answer(r.status), false, false, wait).await;
+        let tokens = self.bufs.headers.tokens();
+        self.send_own(shard.error_answer(r.status, tokens), &NO_HEADERS, false, false, wait)
+            .await;
     }
 
-    /// Sends nginx's error page for `status`; the connection stays open only if the request body was consumed.
-    pub(super) async fn error_page(&mut self, status: u16, req: &Routed, body_consumed: bool) -> bool {
+    /// Sends nginx's error page for `status` with the location's `headers`; the connection stays open only if the
+    /// request body was consumed.
+    pub(super) async fn error_page(
+        &mut self,
+        status: u16,
+        headers: &HeadersPlan,
+        req: &Routed,
+        body_consumed: bool,
+    ) -> bool {
         self.shard.counters.count_answer(status);
         let keep = req.keepalive && body_consumed;
         let shard = Rc::clone(&self.shard);
-        self.send_own(shard.error_answer(status), keep, req.head_request, req.timeouts.send)
-            .await
+        let tokens = self.bufs.headers.tokens();
+        self.send_own(
+            shard.error_answer(status, tokens),
+            headers,
+            keep,
+            req.head_request,
+            req.timeouts.send,
+        )
+        .await
     }
 }
 

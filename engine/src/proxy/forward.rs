@@ -9,10 +9,12 @@ use super::retry::{NextStep, RetryState};
 use crate::access_log::record::TryPeer;
 use crate::balance::{Attempt, Outcome, Peer};
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::response::{parse_response, write_client_head};
+use crate::http::response::{parse_response, write_client_head_with, ClientHead};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::Buffers;
+use crate::snapshot::headers::NoResponseVars;
+use crate::snapshot::proxied::ProxiedEdits;
 use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
@@ -66,7 +68,7 @@ impl<R: Runtime> ClientConn<R> {
             let Some(peer) = retry.pick(&self.bufs.key) else {
                 crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
                 self.bufs.log.no_live(plan.upstream);
-                return self.error_page(502, req, replayable).await;
+                return self.error_page(502, &plan.headers, req, replayable).await;
             };
             let failure = match self.try_peer(&mut retry, req, peer).await {
                 TryResult::Done(keep) => return keep,
@@ -76,7 +78,7 @@ impl<R: Runtime> ClientConn<R> {
             self.bufs.log.mark_failed(failure.kind.is_timeout());
             match retry.after_failure(failure, req.kind(), peer.addr) {
                 NextStep::Retry => {}
-                NextStep::Answer(status) => return self.error_page(status, req, replayable).await,
+                NextStep::Answer(status) => return self.error_page(status, &plan.headers, req, replayable).await,
                 NextStep::Refuse(status) => {
                     self.refuse(Rejection::new(status, "request body refused"), req.timeouts.send)
                         .await;
@@ -158,8 +160,22 @@ impl<R: Runtime> ClientConn<R> {
             return (false, info.head_len as u64);
         };
         let chunked_out = chunked && relay == Relay::Verbatim;
-        self.shard.date(crate::clock::now_secs(), |d| {
-            write_client_head(&resp, d, keep_client, chunked_out, &mut bufs.out)
+        let now = crate::clock::now_secs();
+        let edits = ProxiedEdits {
+            plan: &from.plan.response,
+            headers: &from.plan.headers,
+            prepared: &bufs.headers,
+            response: &NoResponseVars,
+            now,
+        };
+        self.shard.date(now, |date| {
+            let head = ClientHead {
+                date,
+                keepalive: keep_client,
+                chunked_out,
+                upgrade: false,
+            };
+            write_client_head_with(&resp, head, &edits, &mut bufs.out)
         });
         let upstream_head = bufs.upstream.readable().get(..info.head_len).unwrap_or_default();
         bufs.log.capture_headers(&bufs.out, upstream_head);

@@ -19,8 +19,10 @@ use crate::http::vars::{ConnVars, RequestExt, RequestVars};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::headers::HeadersPlan;
+use crate::snapshot::proxied::HostOrAddr;
 use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan, Target};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{ServerPlan, Snapshot};
 use corelb_shared_state::HttpPhase;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -35,7 +37,7 @@ enum Route<'s> {
     /// An `api` or `metrics` location, with the request's method and target (copied: the head is consumed).
     Endpoint(AdminEndpoint, Box<(String, String)>),
     /// A location (or a server outside its locations) serving files.
-    Static(FileAnswer<'s>),
+    Static(FileAnswer<'s>, &'s HeadersPlan),
 }
 
 /// What reading the next head gave.
@@ -123,7 +125,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             Route::Redirect(answer) => conn.serve_redirect(answer, &req).await,
             Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
             Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
-            Route::Static(answer) => conn.serve_file(answer, &req).await,
+            Route::Static(answer, headers) => conn.serve_file(answer, headers, &req).await,
         };
         conn.shard.log_request(snap, &mut conn.bufs.log);
         if !keep || conn.shard.draining() {
@@ -221,6 +223,7 @@ fn route_head<'s>(
     progress: ConnProgress,
     bufs: &mut Buffers,
 ) -> Result<Option<Next<'s>>, Rejection> {
+    bufs.headers.reset();
     let first = FirstBuffers {
         size: snap.first_header_buffer(port),
         large: snap.header_buffers(port, None),
@@ -290,6 +293,8 @@ fn route_head<'s>(
         ext,
     };
     begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
+    let headers = loc.map_or(&server.headers, |l| &l.headers);
+    headers.prepare(&vars, &mut bufs.scratch, &mut bufs.headers);
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
     if let BodyFraming::Length(n) = head.body {
         if client_conf.client_max_body_size != 0 && n > client_conf.client_max_body_size {
@@ -300,7 +305,7 @@ fn route_head<'s>(
     let route = match (fixed_server, loc) {
         _ if redirect.is_some() => Route::Redirect(redirect.unwrap_or(&server.cycle)),
         (Some(f), _) => Route::Fixed(f),
-        _ if answer.is_some() => Route::Static(answer.unwrap_or(FileAnswer::Error(500))),
+        _ if answer.is_some() => Route::Static(answer.unwrap_or(FileAnswer::Error(500)), headers_of(server, loc)),
         (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f),
         (None, Some(LocationPlan { admin: Some(a), .. })) => {
             Route::Endpoint(*a, Box::new((head.method.to_string(), head.target.to_string())))
@@ -314,16 +319,31 @@ fn route_head<'s>(
                 };
                 write_upstream_head(p, up, &vars, changed, out);
             }
+            let host = head
+                .host
+                .map_or(HostOrAddr::Addr(vars.conn.local.ip()), HostOrAddr::Host);
+            p.response.prepare(
+                &vars,
+                host,
+                vars.conn.local.port(),
+                &mut bufs.scratch,
+                &mut bufs.headers,
+            );
             Route::Proxy(p)
         }
         // every location (or server) that serves files has its answer above
-        (None, _) => Route::Static(FileAnswer::Error(500)),
+        (None, _) => Route::Static(FileAnswer::Error(500), headers_of(server, loc)),
     };
     if let Route::Fixed(f) = &route {
         f.eval_text(&vars, &mut bufs.answer);
     }
     bufs.client.consume(req.head_len);
     Ok(Some(Next::Request(req, route)))
+}
+
+/// The `add_header` plan of the location answering (or the server's, outside any location).
+fn headers_of<'s>(server: &'s ServerPlan, loc: Option<&'s LocationPlan>) -> &'s HeadersPlan {
+    loc.map_or(&server.headers, |l| &l.headers)
 }
 
 /// What the request path keeps of a head once routed, under its location's client settings.

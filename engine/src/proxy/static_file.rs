@@ -9,13 +9,14 @@
 use super::body::{discard_body, send, BodyError};
 use super::client::{ClientConn, Routed};
 use crate::config::error::errno_text;
-use crate::http::pages::{append_decimal, append_error_page, format_http_date, SERVER_NAME};
+use crate::http::pages::{append_decimal, append_error_page, format_http_date, server_name, SERVER_FULL};
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::vars::ConnVars;
 use crate::log::Level;
 use crate::runtime::Runtime;
 use crate::snapshot::files::{FilesPlan, IndexName};
+use crate::snapshot::headers::{HeadersPlan, NoResponseVars, Prepared, ResponseFacts};
 use crate::snapshot::route::LocationPlan;
 use crate::snapshot::ServerPlan;
 use std::fs::{File, Metadata};
@@ -35,7 +36,7 @@ const CHUNK: usize = 32 * 1024;
 /// The body of the 301 to a directory's slash: nginx's page for 301.
 static MOVED_BODY: LazyLock<Vec<u8>> = LazyLock::new(|| {
     let mut body = Vec::new();
-    append_error_page(301, &mut body);
+    append_error_page(301, crate::http::pages::SERVER_FULL, &mut body);
     body
 });
 
@@ -432,14 +433,31 @@ pub enum FileHead<'a> {
     Moved { location: &'a [u8], body_len: usize },
 }
 
-/// Writes the head `head` into `out` (appended) with the cached `date`. The one writer of these heads: headers
-/// configured for the location (`add_header`) go where the comment says.
-pub fn write_file_head(head: &FileHead<'_>, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+/// The location's `add_header`/`expires`/`server_tokens` for a file's head: its plan and what was evaluated for
+/// the request.
+#[derive(Clone, Copy)]
+pub struct FileEdits<'a> {
+    pub plan: &'a HeadersPlan,
+    pub prepared: &'a Prepared,
+    /// Seconds since the epoch.
+    pub now: u64,
+}
+
+/// Writes the head `head` into `out` (appended) with the cached `date`. The one writer of these heads: the
+/// location's added headers (`edits`) go after `ETag`, where nginx's headers filter puts them.
+pub fn write_file_head(
+    head: &FileHead<'_>,
+    date: &[u8],
+    keepalive: bool,
+    edits: Option<FileEdits<'_>>,
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(match head {
         FileHead::File { .. } => b"HTTP/1.1 200 OK\r\nServer: ".as_slice(),
         FileHead::Moved { .. } => b"HTTP/1.1 301 Moved Permanently\r\nServer: ",
     });
-    out.extend_from_slice(SERVER_NAME.as_bytes());
+    let server = edits.map_or(SERVER_FULL, |e| server_name(e.prepared.tokens()));
+    out.extend_from_slice(server.as_bytes());
     out.extend_from_slice(b"\r\nDate: ");
     out.extend_from_slice(date);
     out.extend_from_slice(b"\r\nContent-Type: ");
@@ -479,7 +497,18 @@ pub fn write_file_head(head: &FileHead<'_>, date: &[u8], keepalive: bool, out: &
         use std::io::Write;
         let _ = write!(out, "ETag: \"{mtime:x}-{size:x}\"\r\n");
     }
-    // add_header: the location's added headers go here (nginx's headers filter runs before the range filter).
+    // nginx's headers filter runs before the range filter
+    if let Some(e) = edits {
+        let (status, last_modified) = match head {
+            FileHead::File { mtime, .. } => (200, Some(*mtime)),
+            FileHead::Moved { .. } => (301, None),
+        };
+        let facts = ResponseFacts {
+            now: e.now,
+            last_modified,
+        };
+        e.plan.append(status, e.prepared, &NoResponseVars, facts, out);
+    }
     if let FileHead::File { .. } = head {
         out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
     }
@@ -489,7 +518,7 @@ pub fn write_file_head(head: &FileHead<'_>, date: &[u8], keepalive: bool, out: &
 impl<R: Runtime> ClientConn<R> {
     /// Answers a request served from files, after reading and dropping its body; returns whether the connection
     /// stays open.
-    pub(super) async fn serve_file(&mut self, answer: FileAnswer<'_>, req: &Routed) -> bool {
+    pub(super) async fn serve_file(&mut self, answer: FileAnswer<'_>, headers: &HeadersPlan, req: &Routed) -> bool {
         let drained = discard_body::<R>(
             &mut self.sock,
             &mut self.bufs.client,
@@ -507,24 +536,29 @@ impl<R: Runtime> ClientConn<R> {
         match answer {
             // nginx closes the connection after a 400 or a 500 (`ngx_http_special_response_handler`)
             FileAnswer::Error(status) => {
-                self.error_page(status, req, keep && status != 400 && status != 500)
+                self.error_page(status, headers, req, keep && status != 400 && status != 500)
                     .await
             }
-            FileAnswer::ToSlash => self.send_moved(keep, req).await,
-            FileAnswer::File(f) => self.send_file(f, keep, req).await.unwrap_or(false),
+            FileAnswer::ToSlash => self.send_moved(keep, headers, req).await,
+            FileAnswer::File(f) => self.send_file(f, keep, headers, req).await.unwrap_or(false),
         }
     }
 
-    async fn send_moved(&mut self, keep: bool, req: &Routed) -> bool {
+    async fn send_moved(&mut self, keep: bool, headers: &HeadersPlan, req: &Routed) -> bool {
         let body: &[u8] = &MOVED_BODY;
         let head = FileHead::Moved {
             location: &self.bufs.path,
             body_len: body.len(),
         };
-        let out = &mut self.bufs.out;
+        let (out, prepared) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
-        self.shard
-            .date(crate::clock::now_secs(), |d| write_file_head(&head, d, keep, out));
+        let now = crate::clock::now_secs();
+        let edits = Some(FileEdits {
+            plan: headers,
+            prepared,
+            now,
+        });
+        self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
         let head_len = out.len();
         let sent = if req.head_request { 0 } else { body.len() };
         out.extend_from_slice(body.get(..sent).unwrap_or_default());
@@ -537,17 +571,28 @@ impl<R: Runtime> ClientConn<R> {
 
     /// Sends `f`: the head with as much of the file as fits a chunk, then chunk after chunk through the same
     /// buffer. A file that shrank while being sent closes the connection (nginx: "file was truncated").
-    async fn send_file(&mut self, mut f: OpenFile<'_>, keep: bool, req: &Routed) -> io::Result<bool> {
+    async fn send_file(
+        &mut self,
+        mut f: OpenFile<'_>,
+        keep: bool,
+        headers: &HeadersPlan,
+        req: &Routed,
+    ) -> io::Result<bool> {
         let head = FileHead::File {
             content_type: f.content_type,
             size: f.size,
             mtime: f.mtime,
             etag: f.etag,
         };
-        let out = &mut self.bufs.out;
+        let (out, prepared) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
-        self.shard
-            .date(crate::clock::now_secs(), |d| write_file_head(&head, d, keep, out));
+        let now = crate::clock::now_secs();
+        let edits = Some(FileEdits {
+            plan: headers,
+            prepared,
+            now,
+        });
+        self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
         let head_len = out.len();
         self.bufs.log.answered(200, head_len, 0);
         if req.head_request || f.size == 0 {
@@ -703,10 +748,10 @@ mod tests {
             mtime: 1_800_000_000,
             etag: true,
         };
-        write_file_head(&file, b"D", true, &mut out);
+        write_file_head(&file, b"D", true, None, &mut out);
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
-            "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/css\r\nContent-Length: 615\r\n\
+            "HTTP/1.1 200 OK\r\nServer: corelb/0.1.0\r\nDate: D\r\nContent-Type: text/css\r\nContent-Length: 615\r\n\
              Last-Modified: Fri, 15 Jan 2027 08:00:00 GMT\r\nConnection: keep-alive\r\nETag: \"6b49d200-267\"\r\n\
              Accept-Ranges: bytes\r\n\r\n"
         );
@@ -715,10 +760,10 @@ mod tests {
             location: b"http://x/d/",
             body_len: 7,
         };
-        write_file_head(&moved, b"D", false, &mut out);
+        write_file_head(&moved, b"D", false, None, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "HTTP/1.1 301 Moved Permanently\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/html\r\n\
+            "HTTP/1.1 301 Moved Permanently\r\nServer: corelb/0.1.0\r\nDate: D\r\nContent-Type: text/html\r\n\
              Content-Length: 7\r\nLocation: http://x/d/\r\nConnection: close\r\n\r\n"
         );
     }

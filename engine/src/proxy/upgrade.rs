@@ -8,6 +8,8 @@ use super::exchange::{ResponseInfo, TryTarget};
 use super::pump::{pump, Ends, Half, PumpEnd};
 use crate::http::response::{parse_response, write_switching_head, MAX_HEADERS};
 use crate::runtime::Runtime;
+use crate::snapshot::headers::NoResponseVars;
+use crate::snapshot::proxied::ProxiedEdits;
 
 /// Each direction's buffer while tunnelling (the stream proxy's size).
 const TUNNEL_BUF: usize = 16 * 1024;
@@ -27,9 +29,16 @@ impl<R: Runtime> ClientConn<R> {
         let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, false) else {
             return info.head_len as u64;
         };
-        self.shard.date(crate::clock::now_secs(), |d| {
-            write_switching_head(&resp, d, &mut bufs.out)
-        });
+        let now = crate::clock::now_secs();
+        let edits = ProxiedEdits {
+            plan: &from.plan.response,
+            headers: &from.plan.headers,
+            prepared: &bufs.headers,
+            response: &NoResponseVars,
+            now,
+        };
+        self.shard
+            .date(now, |d| write_switching_head(&resp, d, &edits, &mut bufs.out));
         let head_bytes = bufs.out.len();
         bufs.upstream.consume(info.head_len);
         // What the upstream already sent after its head follows ours; what the client sent after its head goes up.

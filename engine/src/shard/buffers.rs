@@ -5,6 +5,7 @@ use crate::access_log::record::RequestRecord;
 use crate::config::regex::Captures;
 use crate::http::var_cache::VarCache;
 use crate::runtime::iobuf::IoBuf;
+use crate::snapshot::headers::Prepared;
 
 /// Per-connection buffers, recycled by the shard.
 #[derive(Debug)]
@@ -31,6 +32,8 @@ pub struct Buffers {
     pub vars: VarCache,
     /// A `return` text with variables, evaluated for the current request.
     pub answer: Vec<u8>,
+    /// The response headers the current request's location adds, evaluated when it was routed.
+    pub headers: Prepared,
 }
 
 impl Buffers {
@@ -50,6 +53,7 @@ impl Buffers {
             rewrite: Vec::with_capacity(256),
             vars: VarCache::default(),
             answer: Vec::new(),
+            headers: Prepared::default(),
         }
     }
 }

@@ -303,6 +303,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             proxy,
             client: Default::default(),
             files: Default::default(),
+            headers: Default::default(),
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);
@@ -321,6 +322,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 script: Vec::new(),
                 client: Default::default(),
                 files: Default::default(),
+                headers: Default::default(),
                 span: Span::default(),
             }],
         });

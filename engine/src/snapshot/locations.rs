@@ -176,6 +176,7 @@ mod tests {
             proxy: HttpProxyConf::default(),
             client: ClientConf::default(),
             files: Default::default(),
+            headers: Default::default(),
             span: Span::default(),
         }
     }

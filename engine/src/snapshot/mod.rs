@@ -7,6 +7,7 @@ use crate::config::regex::Captures;
 use crate::http::request::host_without_port;
 use corelb_shared_state::Zone;
 use files::FilesPlan;
+use headers::HeadersPlan;
 use locations::{LocationTree, Pick};
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
@@ -14,8 +15,10 @@ use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
 pub mod files;
+pub mod headers;
 pub mod locations;
 pub mod logs;
+pub mod proxied;
 pub mod return_text;
 pub mod rewrite;
 pub mod route;
@@ -87,6 +90,8 @@ pub struct ServerPlan {
     pub client: ClientConf,
     /// The access log set of answers outside any location (index into [`Snapshot::access_logs`]; 0 = none).
     pub log_set: usize,
+    /// `add_header`, `expires`, `server_tokens` of answers outside any location.
+    pub headers: HeadersPlan,
 }
 
 impl ServerPlan {
@@ -286,17 +291,23 @@ fn server_plan(
         locations.push(location_plan(loc, plans, logs, maps)?);
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
+    let tokens = srv.headers.server_tokens;
+    let headers = HeadersPlan::new(&srv.headers);
     Ok(ServerPlan {
         names: srv.server_names.iter().map(|n| n.to_ascii_lowercase()).collect(),
-        ret: srv.ret.as_ref().map(|r| return_text::answer(r, maps)),
+        ret: srv
+            .ret
+            .as_ref()
+            .map(|r| return_text::answer(r, maps, tokens).with_headers(headers.clone())),
         script: rewrite::Script::compile(&srv.script).filter(|_| srv.ret.is_none()),
         exact,
         prefixes,
         tree: LocationTree::build(&srv.locations),
         locations,
         files: FilesPlan::new(&srv.files),
-        cycle: FixedAnswer::error(500),
-        moved: FixedAnswer::error(301),
+        cycle: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
+        moved: FixedAnswer::error(301, tokens).with_headers(headers.clone()),
+        headers,
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
     })
@@ -309,6 +320,8 @@ fn location_plan(
     maps: &[crate::config::map::Map],
 ) -> Result<LocationPlan, SnapshotError> {
     let admin = loc.admin.filter(|_| loc.ret.is_none());
+    let tokens = loc.headers.server_tokens;
+    let headers = HeadersPlan::new(&loc.headers);
     let proxy = match (&loc.ret, &loc.proxy_pass) {
         (Some(_), _) => None,
         (None, _) if admin.is_some() => None,
@@ -319,7 +332,10 @@ fn location_plan(
         (None, None) => None,
     };
     // a location without a handler serves files (`files`)
-    let fixed = loc.ret.as_ref().map(|r| return_text::answer(r, maps));
+    let fixed = loc
+        .ret
+        .as_ref()
+        .map(|r| return_text::answer(r, maps, tokens).with_headers(headers.clone()));
     Ok(LocationPlan {
         fixed,
         admin,
@@ -328,5 +344,6 @@ fn location_plan(
         files: FilesPlan::new(&loc.files),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
+        headers,
     })
 }

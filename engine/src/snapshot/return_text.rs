@@ -3,6 +3,7 @@
 //! the body (`text/plain`) or the `Location` of a redirect.
 
 use super::route::FixedAnswer;
+use crate::config::headers::ServerTokens;
 use crate::config::key::{KeyTemplate, Part, VarSource};
 use crate::config::map::{self, Map};
 use crate::config::model::Return;
@@ -38,15 +39,15 @@ impl ReturnText {
 
 /// The answer of `r`: fixed when its text has no variables, else one evaluated per request (names resolved as
 /// the config builder resolved them, `maps` first).
-pub fn answer(r: &Return, maps: &[Map]) -> FixedAnswer {
+pub fn answer(r: &Return, maps: &[Map], tokens: ServerTokens) -> FixedAnswer {
     let template = r
         .text
         .as_deref()
         .and_then(|t| KeyTemplate::compile_with(t, &|n| map::resolve(maps, n)).ok())
         .filter(|t| t.parts().iter().any(|p| matches!(p, Part::Var(_))));
     match template {
-        Some(t) => FixedAnswer::of_return_text(r, t),
-        None => FixedAnswer::of_return(r),
+        Some(t) => FixedAnswer::of_return_text(r, t, tokens),
+        None => FixedAnswer::of_return(r, tokens),
     }
 }
 
@@ -85,7 +86,7 @@ mod tests {
     }
 
     fn written(r: Return) -> String {
-        let a = answer(&r, &[]);
+        let a = answer(&r, &[], ServerTokens::On);
         let mut text = Vec::new();
         a.eval_text(&Src, &mut text);
         let mut out = Vec::new();
@@ -105,7 +106,7 @@ mod tests {
         });
         assert_eq!(
             body,
-            "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/plain\r\nContent-Length: 14\r\n\
+            "HTTP/1.1 200 OK\r\nServer: corelb/0.1.0\r\nDate: D\r\nContent-Type: text/plain\r\nContent-Length: 14\r\n\
              Connection: keep-alive\r\n\r\nhost=a.example"
         );
         let redirect = written(Return {
@@ -114,7 +115,7 @@ mod tests {
         });
         assert!(
             redirect.starts_with(
-                "HTTP/1.1 301 Moved Permanently\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/html\r\n"
+                "HTTP/1.1 301 Moved Permanently\r\nServer: corelb/0.1.0\r\nDate: D\r\nContent-Type: text/html\r\n"
             ),
             "{redirect}"
         );
@@ -133,6 +134,7 @@ mod tests {
                 text: Some("plain".into()),
             },
             &[],
+            ServerTokens::On,
         );
         assert!(fixed.text.is_none());
     }

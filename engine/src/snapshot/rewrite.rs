@@ -3,6 +3,7 @@
 //! URI, until a `return` or a redirect answers or a `break` (or the end) lets the request go on.
 
 use super::route::FixedAnswer;
+use crate::config::headers::ServerTokens;
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::Return;
 use crate::config::regex::{Captures, Regex};
@@ -91,7 +92,7 @@ impl Script {
 fn compile_ops(ops: &[RewriteOp]) -> Vec<Op> {
     ops.iter()
         .map(|op| match op {
-            RewriteOp::Return(r) => Op::Return(FixedAnswer::of_return(r)),
+            RewriteOp::Return(r) => Op::Return(FixedAnswer::of_return(r, ServerTokens::default())),
             RewriteOp::Break => Op::Break,
             RewriteOp::If { cond, then } => Op::If {
                 cond: cond.clone(),
@@ -108,10 +109,13 @@ fn compile_ops(ops: &[RewriteOp]) -> Vec<Op> {
                 flag: *flag,
                 drop_args: *drop_args,
                 redirect: match flag {
-                    RewriteFlag::Redirect(code) => Some(FixedAnswer::of_return(&Return {
-                        code: *code,
-                        text: None,
-                    })),
+                    RewriteFlag::Redirect(code) => Some(FixedAnswer::of_return(
+                        &Return {
+                            code: *code,
+                            text: None,
+                        },
+                        ServerTokens::default(),
+                    )),
                     _ => None,
                 },
             },

@@ -1,10 +1,13 @@
 //! What a location does, compiled at load: a fixed answer with its head pre-rendered, or a proxy plan with the
 //! upstream request's static header lines pre-rendered and the per-request ones kept as templates.
 
+use super::headers::HeadersPlan;
+use super::proxied::ResponsePlan;
 use super::return_text::ReturnText;
+use crate::config::headers::ServerTokens;
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::{AdminEndpoint, ClientConf, HttpProxyConf, Location, LocationMatch, Return};
-use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, sent_status, SERVER_NAME};
+use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, sent_status, server_name};
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::{BodyFraming, REQUEST_HOP_BY_HOP};
@@ -24,6 +27,8 @@ pub struct LocationPlan {
     pub client: ClientConf,
     /// Index into the snapshot's access log sets (0 = nothing logged).
     pub log_set: usize,
+    /// `add_header`, `expires`, `server_tokens` of the location's answers.
+    pub headers: HeadersPlan,
 }
 
 /// A fixed answer with its head pre-rendered around the two parts that change (`Date`, `Connection`).
@@ -37,22 +42,24 @@ pub struct FixedAnswer {
     body: Vec<u8>,
     /// A `return` text with variables: evaluated per request.
     pub text: Option<ReturnText>,
+    /// The `add_header` and `expires` of the location (or server) answering with it.
+    pub headers: HeadersPlan,
 }
 
 impl FixedAnswer {
     /// The answer of `return CODE [TEXT]`: a text body (`text/plain`), a redirect (`Location`) with nginx's page,
-    /// or nginx's error page when no text is given.
-    pub fn of_return(r: &Return) -> FixedAnswer {
-        Self::build(r, None)
+    /// or nginx's error page when no text is given; `Server` and the page footer as `tokens` says.
+    pub fn of_return(r: &Return, tokens: ServerTokens) -> FixedAnswer {
+        Self::build(r, None, tokens)
     }
 
     /// The answer of a `return` whose text has variables (`text`, compiled): the text or `Location` is evaluated
     /// per request ([`FixedAnswer::eval_text`]) and written by [`FixedAnswer::write_text`].
-    pub fn of_return_text(r: &Return, text: KeyTemplate) -> FixedAnswer {
-        Self::build(r, Some(text))
+    pub fn of_return_text(r: &Return, text: KeyTemplate, tokens: ServerTokens) -> FixedAnswer {
+        Self::build(r, Some(text), tokens)
     }
 
-    fn build(r: &Return, dynamic: Option<KeyTemplate>) -> FixedAnswer {
+    fn build(r: &Return, dynamic: Option<KeyTemplate>, tokens: ServerTokens) -> FixedAnswer {
         let redirect = matches!(r.code, 301 | 302 | 303 | 307 | 308);
         let mut body = Vec::new();
         let mut content_type: &[u8] = b"text/plain";
@@ -60,7 +67,7 @@ impl FixedAnswer {
             Some(_) if dynamic.is_some() && !redirect => {}
             Some(t) if !redirect => body.extend_from_slice(t.as_bytes()),
             _ if has_error_page(r.code) => {
-                append_error_page(r.code, &mut body);
+                append_error_page(r.code, server_name(tokens), &mut body);
                 content_type = b"text/html";
             }
             _ => {}
@@ -72,7 +79,7 @@ impl FixedAnswer {
         head_start.push(b' ');
         head_start.extend_from_slice(reason(sent_status(r.code)).as_bytes());
         head_start.extend_from_slice(b"\r\nServer: ");
-        head_start.extend_from_slice(SERVER_NAME.as_bytes());
+        head_start.extend_from_slice(server_name(tokens).as_bytes());
         head_start.extend_from_slice(b"\r\nDate: ");
         let mut head_mid = b"\r\n".to_vec();
         if !body.is_empty() {
@@ -96,12 +103,19 @@ impl FixedAnswer {
             head_mid,
             body,
             text: dynamic.map(|template| ReturnText { template, redirect }),
+            headers: HeadersPlan::default(),
         }
     }
 
+    /// The answer with the headers of the location (or server) answering with it.
+    pub fn with_headers(mut self, headers: HeadersPlan) -> FixedAnswer {
+        self.headers = headers;
+        self
+    }
+
     /// nginx's error page for `code` as a fixed answer.
-    pub fn error(code: u16) -> FixedAnswer {
-        Self::of_return(&Return { code, text: None })
+    pub fn error(code: u16, tokens: ServerTokens) -> FixedAnswer {
+        Self::of_return(&Return { code, text: None }, tokens)
     }
 
     /// The body's length (what `write` adds after the head, unless `head_request`).
@@ -141,6 +155,28 @@ impl FixedAnswer {
         head_request: bool,
         out: &mut Vec<u8>,
     ) {
+        self.write_head_with(date, location, text, keepalive, out);
+        out.extend_from_slice(b"\r\n");
+        self.write_body_with(head_request, text, out);
+    }
+
+    /// Appends the head up to its `Connection` line, without the blank line that ends it (the location's added
+    /// headers follow, where nginx writes them).
+    pub fn write_head(&self, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+        self.write_head_with(date, None, b"", keepalive, out);
+    }
+
+    /// [`FixedAnswer::write_head`] with a `Location` made per request.
+    pub fn write_head_located(&self, date: &[u8], location: Option<&[u8]>, keepalive: bool, out: &mut Vec<u8>) {
+        self.write_head_with(date, location, b"", keepalive, out);
+    }
+
+    /// [`FixedAnswer::write_head`] of an answer whose `return` text has variables (`text`, evaluated).
+    pub fn write_head_text(&self, date: &[u8], text: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+        self.write_head_with(date, None, text, keepalive, out);
+    }
+
+    fn write_head_with(&self, date: &[u8], location: Option<&[u8]>, text: &[u8], keepalive: bool, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head_start);
         out.extend_from_slice(date);
         out.extend_from_slice(&self.head_mid);
@@ -151,10 +187,19 @@ impl FixedAnswer {
             t.write_head(self.status, text, out);
         }
         out.extend_from_slice(if keepalive {
-            b"Connection: keep-alive\r\n\r\n"
+            b"Connection: keep-alive\r\n"
         } else {
-            b"Connection: close\r\n\r\n"
+            b"Connection: close\r\n"
         });
+    }
+
+    /// Appends the body (nothing for a HEAD request).
+    pub fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
+        self.write_body_with(head_request, b"", out);
+    }
+
+    /// [`FixedAnswer::write_body`] of an answer whose `return` text has variables (`text`, evaluated).
+    pub fn write_body_with(&self, head_request: bool, text: &[u8], out: &mut Vec<u8>) {
         if !head_request {
             match &self.text {
                 Some(t) if !t.redirect => out.extend_from_slice(text),
@@ -194,6 +239,10 @@ pub struct ProxyPlan {
     /// A `proxy_set_header Content-Length` line: it replaces nginx's own line when no body goes upstream (with a
     /// body, corelb always frames it itself).
     sets_length: bool,
+    /// The location's `add_header`, `expires`, `server_tokens`.
+    pub headers: HeadersPlan,
+    /// What the location changes in upstream responses (hidden and passed headers, `proxy_redirect`).
+    pub response: ResponsePlan,
 }
 
 impl ProxyPlan {
@@ -244,6 +293,8 @@ impl ProxyPlan {
         ProxyPlan {
             upstream,
             upstream_keepalive: conf.http_version_11 && !sends_close,
+            response: ResponsePlan::new(&loc.headers),
+            headers: HeadersPlan::new(&loc.headers),
             conf,
             static_headers,
             dynamic_headers,
@@ -391,6 +442,7 @@ mod tests {
             },
             client: ClientConf::default(),
             files: Default::default(),
+            headers: Default::default(),
             span: Span::default(),
         }
     }
@@ -496,10 +548,13 @@ mod tests {
     #[test]
     fn fixed_answers() {
         let mut out = Vec::new();
-        FixedAnswer::of_return(&Return {
-            code: 200,
-            text: Some("hi".into()),
-        })
+        FixedAnswer::of_return(
+            &Return {
+                code: 200,
+                text: Some("hi".into()),
+            },
+            ServerTokens::Off,
+        )
         .write(b"D", true, false, &mut out);
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
@@ -507,16 +562,19 @@ mod tests {
              Connection: keep-alive\r\n\r\nhi"
         );
         out.clear();
-        FixedAnswer::of_return(&Return {
-            code: 302,
-            text: Some("http://x/".into()),
-        })
+        FixedAnswer::of_return(
+            &Return {
+                code: 302,
+                text: Some("http://x/".into()),
+            },
+            ServerTokens::On,
+        )
         .write(b"D", false, true, &mut out);
         let s = String::from_utf8(out.clone()).unwrap();
         assert!(s.starts_with("HTTP/1.1 302 Moved Temporarily\r\n") && s.contains("Location: http://x/\r\n"));
         assert!(s.ends_with("Connection: close\r\n\r\n"));
         out.clear();
-        FixedAnswer::error(502).write(b"D", false, false, &mut out);
+        FixedAnswer::error(502, ServerTokens::Off).write(b"D", false, false, &mut out);
         assert!(String::from_utf8(out)
             .unwrap()
             .ends_with("<hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"));

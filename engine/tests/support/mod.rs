@@ -80,6 +80,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         proxy,
         client: ClientConf::default(),
         files: Default::default(),
+        headers: Default::default(),
         span: Span::default(),
     }
 }
@@ -98,6 +99,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         proxy: HttpProxyConf::default(),
         client: ClientConf::default(),
         files: Default::default(),
+        headers: Default::default(),
         span: Span::default(),
     }
 }
@@ -129,6 +131,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 script: Vec::new(),
                 client: ClientConf::default(),
                 files: Default::default(),
+                headers: Default::default(),
                 span: Span::default(),
             }],
         }),

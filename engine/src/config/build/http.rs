@@ -284,6 +284,8 @@ impl HttpState {
                     return Err(ConfigError::invalid(msg, &ld.span));
                 }
                 loc.proxy_pass = Some(pass);
+                let name = d.args.last().map_or("", |n| n.trim_start_matches(['=', '^', '~']));
+                loc.layers.headers.proxy_pass_seen(arg(ld, 0), name);
                 Ok(())
             }
             "return" => rewrite_return(ld, &mut loc.ret, &mut loc.script, &mut self.vars),
@@ -393,6 +395,7 @@ impl ServerDraft {
                 proxy: own.proxy_conf(),
                 client: own.client_conf(),
                 files: own.files.conf(prefix),
+                headers: own.headers.conf(),
                 span: l.span,
             });
             merged.push(own);
@@ -405,6 +408,7 @@ impl ServerDraft {
             script: self.script.ops,
             client: layers.client_conf(),
             files: layers.files.conf(prefix),
+            headers: layers.headers.conf(),
             span: self.span,
         }
     }

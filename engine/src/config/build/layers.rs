@@ -1,6 +1,7 @@
 //! The settings http, server and location share (`proxy_*` timeouts, headers and retries; client keepalive, body
 //! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
 
+use super::headers::HeadersLayer;
 use super::logs::{LevelLogs, LogState};
 use super::static_files::{self, FilesLayer};
 use super::temp_path::{self, TempPaths};
@@ -75,6 +76,8 @@ pub struct Layers {
     pub temp_paths: TempPaths,
     /// `root`, `index`, `types` and the other file serving settings.
     pub files: FilesLayer,
+    /// `add_header`, `expires`, `server_tokens`, `proxy_hide_header`/`proxy_pass_header`, `proxy_redirect`.
+    pub headers: HeadersLayer,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -90,6 +93,9 @@ pub struct Cx<'a> {
 impl Layers {
     /// Reads `d` if it is one of the shared settings; `Ok(false)` when it is not.
     pub fn directive(&mut self, cx: &mut Cx<'_>, d: &Directive) -> Result<bool, ConfigError> {
+        if self.headers.directive(cx.vars, d)? {
+            return Ok(true);
+        }
         let (p, c) = (&mut self.proxy, &mut self.client);
         match d.name.as_str() {
             "proxy_http_version" => {
@@ -214,6 +220,7 @@ impl Layers {
             },
             temp_paths: TempPaths::default(),
             files: self.files.over(&parent.files),
+            headers: self.headers.over(&parent.headers),
         }
     }
 

@@ -17,6 +17,7 @@ const NOARGS: Args = Args { min: 0, max: 0 };
 const TAKE1: Args = Args { min: 1, max: 1 };
 const TAKE2: Args = Args { min: 2, max: 2 };
 const TAKE12: Args = Args { min: 1, max: 2 };
+const TAKE23: Args = Args { min: 2, max: 3 };
 const NOARGS_TAKE1: Args = Args { min: 0, max: 1 };
 const NOARGS_TAKE12: Args = Args { min: 0, max: 2 };
 const TAKE1234: Args = Args { min: 1, max: 4 };
@@ -178,6 +179,15 @@ pub const SPECS: &[Spec] = &[
     both("request_pool_size", Ctx::HTTP.or(Ctx::HTTP_SRV), TAKE1),
     spec("access_log", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, MORE1, false),
     both("log_format", Ctx::HTTP, MORE2),
+    // headers filter, and the proxy module's response headers
+    both("add_header", HTTP_MSL, TAKE23),
+    both("expires", HTTP_MSL, TAKE12),
+    both("server_tokens", HTTP_MSL, TAKE1),
+    both("proxy_hide_header", HTTP_MSL, TAKE1),
+    both("proxy_pass_header", HTTP_MSL, TAKE1),
+    both("proxy_redirect", HTTP_MSL, TAKE12),
+    both("proxy_cookie_domain", HTTP_MSL, TAKE12),
+    both("proxy_cookie_path", HTTP_MSL, TAKE12),
     // Checked, without effect: corelb writes no temporary files.
     both("client_body_temp_path", HTTP_MSL, TAKE1234),
     both("proxy_temp_path", HTTP_MSL, TAKE1234),
@@ -254,7 +264,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "reset_timedout_connection",
     "resolver",
     "resolver_timeout",
-    "server_tokens",
     "server_names_hash_max_size",
     "server_names_hash_bucket_size",
     "variables_hash_max_size",
@@ -278,8 +287,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "deny",
     "open_log_file_cache",
     "charset",
-    "expires",
-    "add_header",
     "add_trailer",
     "auth_basic",
     "auth_basic_user_file",
@@ -345,17 +352,13 @@ pub const UNSUPPORTED: &[&str] = &[
     "proxy_cache_use_stale",
     "proxy_cache_lock",
     "proxy_cache_methods",
-    "proxy_redirect",
-    "proxy_hide_header",
-    "proxy_pass_header",
     "proxy_ignore_headers",
     "proxy_intercept_errors",
     "proxy_method",
     "proxy_bind",
     "proxy_max_temp_file_size",
     "proxy_temp_file_write_size",
-    "proxy_cookie_domain",
-    "proxy_cookie_path",
+    "proxy_cookie_flags",
     "proxy_headers_hash_max_size",
     "proxy_headers_hash_bucket_size",
     "proxy_ignore_client_abort",
