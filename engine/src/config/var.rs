@@ -44,6 +44,8 @@ pub enum Var {
     Pid,
     Connection,
     ConnectionRequests,
+    /// `$connection_time` (nginx 1.19.10): seconds the connection has been open, with milliseconds.
+    ConnectionTime,
     RemoteUser,
     Msec,
     TimeLocal,
@@ -117,6 +119,7 @@ const NAMES: &[(&str, Var)] = &[
     ("pid", Var::Pid),
     ("connection", Var::Connection),
     ("connection_requests", Var::ConnectionRequests),
+    ("connection_time", Var::ConnectionTime),
     ("remote_user", Var::RemoteUser),
     ("msec", Var::Msec),
     ("time_local", Var::TimeLocal),

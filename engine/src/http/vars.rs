@@ -102,6 +102,8 @@ pub struct RequestExt<'a> {
     pub connection: u64,
     /// `$connection_requests`: this request's number on its connection.
     pub requests: u64,
+    /// When the connection was accepted (`$connection_time`).
+    pub opened: std::time::Instant,
     pub maps: &'a [Map],
     pub cache: &'a VarCache,
 }
@@ -170,6 +172,18 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::RequestId => self.ext.cache.append_request_id(out),
             Var::Connection => crate::http::pages::append_decimal(out, self.ext.connection),
             Var::ConnectionRequests => crate::http::pages::append_decimal(out, self.ext.requests),
+            Var::ConnectionTime => {
+                // nginx's "%T.%03M"
+                let ms = self.ext.opened.elapsed().as_millis();
+                crate::http::pages::append_decimal(out, u64::try_from(ms / 1000).unwrap_or(u64::MAX));
+                out.push(b'.');
+                let rest = (ms % 1000) as u16;
+                out.extend_from_slice(&[
+                    b'0' + (rest / 100) as u8,
+                    b'0' + (rest / 10 % 10) as u8,
+                    b'0' + (rest % 10) as u8,
+                ]);
+            }
             Var::RemoteUser => {
                 let start = out.len();
                 if !crate::http::basic_auth::basic_user(req.header("authorization").unwrap_or_default(), out) {
@@ -242,6 +256,7 @@ mod tests {
                 server_name: "example.org",
                 connection: 7,
                 requests: 3,
+                opened: std::time::Instant::now(),
                 maps: &[],
                 cache: &cache,
             },

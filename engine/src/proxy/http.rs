@@ -249,6 +249,7 @@ fn route_head<'s>(
         server_name: server.names.first().map_or("", String::as_str),
         connection: bufs.log.connection,
         requests: progress.served + 1,
+        opened: progress.started,
         maps,
         cache: &bufs.vars,
     };

@@ -99,6 +99,10 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             Ok(())
         }
         "log_format" => h.logs.log_format(hd, &mut h.vars),
+        // the sizes of nginx's server-name hash: corelb matches names without one (checked, docs/directives.md)
+        "server_names_hash_max_size" | "server_names_hash_bucket_size" => super::value::atoi(super::arg(hd, 0))
+            .map(|_| ())
+            .ok_or_else(|| super::directive_err(hd, "invalid number")),
         _ if h.maps.directive(hd, Module::Http, &mut h.vars)? => Ok(()),
         _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, &mut h.logs, hd),
     })?;
