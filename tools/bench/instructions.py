@@ -98,7 +98,7 @@ def send_on_one(port, n):
                 buf += chunk
 
 
-def count(binary, requests, warmup):
+def count(binary, requests, warmup, keep=None):
     with tempfile.TemporaryDirectory() as d:
         front, b1, b2, b3 = free_ports(4)
         conf = os.path.join(d, "corelb.conf")
@@ -119,6 +119,13 @@ def count(binary, requests, warmup):
         finally:
             proc.terminate()
             proc.wait(timeout=60)
+        if keep:
+            # the profiles, for `callgrind_annotate DIR/N-NAME/callgrind.out.*` (which functions the requests ran)
+            import shutil
+            dest = os.path.join(keep, os.path.basename(os.path.dirname(binary) or ".") + "-" + os.path.basename(binary))
+            os.makedirs(dest, exist_ok=True)
+            for f in glob.glob(out + "*"):
+                shutil.copy(f, dest)
         total = 0
         for f in glob.glob(out + "*"):
             with open(f, encoding="utf-8", errors="replace") as fh:
@@ -135,6 +142,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--keep", metavar="DIR", help="copy each binary's callgrind profiles under DIR")
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
     for b in args.binaries:
@@ -142,7 +150,7 @@ def main():
             raise SystemExit(f"not an executable: {b}")
     results = []
     for b in args.binaries:
-        per = count(b, args.requests, args.warmup)
+        per = count(b, args.requests, args.warmup, args.keep)
         results.append((b, per))
         print(f"{per:12.0f} instructions per request  {b}", flush=True)
     if len(results) > 1:

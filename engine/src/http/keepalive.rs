@@ -17,7 +17,9 @@ pub fn keeps(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_
 
 /// `keepalive_disable msie6|safari`: the browsers nginx does not keep connections for.
 fn disabled_for(head: &RequestHead<'_, '_>, mask: u8) -> bool {
-    if mask == 0 {
+    // the default (`msie6`) only matters for a POST: no header is looked at for anything else
+    let msie6_post = mask & KEEPALIVE_DISABLE_MSIE6 != 0 && head.method == "POST";
+    if !msie6_post && mask & KEEPALIVE_DISABLE_SAFARI == 0 {
         return false;
     }
     let Some(ua) = head.header("user-agent") else {
