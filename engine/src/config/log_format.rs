@@ -130,8 +130,30 @@ impl LogFormat {
 
 /// One format string: nginx's `$name` / `${name}` scan.
 fn compile_ops(s: &str, resolve: &dyn Fn(&str) -> Option<Var>) -> Result<Vec<Op>, FormatError> {
-    let b = s.as_bytes();
     let mut ops = Vec::new();
+    scan(s, |piece| {
+        ops.push(match piece {
+            Piece::Text(t) => Op::Text(t.to_vec()),
+            Piece::Var(name) => {
+                Op::Var(resolve(name).ok_or_else(|| FormatError::UnknownVariable(name.to_ascii_lowercase()))?)
+            }
+        });
+        Ok(())
+    })?;
+    Ok(ops)
+}
+
+/// A piece of a format string: literal text, or the name of a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece<'a> {
+    Text(&'a [u8]),
+    Var(&'a str),
+}
+
+/// nginx's scan of a log format string (`ngx_http_log_compile_format`, and the stream module's copy of it): each
+/// literal run and each `$name` / `${name}` goes to `piece`, with nginx's messages for a bad name.
+pub fn scan(s: &str, mut piece: impl FnMut(Piece<'_>) -> Result<(), FormatError>) -> Result<(), FormatError> {
+    let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
         if b.get(i) != Some(&b'$') {
@@ -139,7 +161,7 @@ fn compile_ops(s: &str, resolve: &dyn Fn(&str) -> Option<Var>) -> Result<Vec<Op>
             while i < b.len() && b.get(i) != Some(&b'$') {
                 i += 1;
             }
-            ops.push(Op::Text(b.get(start..i).unwrap_or_default().to_vec()));
+            piece(Piece::Text(b.get(start..i).unwrap_or_default()))?;
             continue;
         }
         let invalid = || FormatError::InvalidParameter(s.get(i..).unwrap_or_default().into());
@@ -172,11 +194,10 @@ fn compile_ops(s: &str, resolve: &dyn Fn(&str) -> Option<Var>) -> Result<Vec<Op>
         if name.is_empty() {
             return Err(invalid());
         }
-        let var = resolve(name).ok_or_else(|| FormatError::UnknownVariable(name.to_ascii_lowercase()))?;
-        ops.push(Op::Var(var));
+        piece(Piece::Var(name))?;
         i = j;
     }
-    Ok(ops)
+    Ok(())
 }
 
 /// Whether the default escape rewrites `c` (nginx's table in `ngx_http_log_escape`).

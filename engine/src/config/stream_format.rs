@@ -2,7 +2,7 @@
 //! `access_log ... if=` condition and a `return` value, all text and nginx's stream variables
 //! (`ngx_stream_variables.c`, `ngx_stream_upstream.c`), with the http log's escaping modes.
 
-use crate::config::log_format::{Escape, FormatError};
+use crate::config::log_format::{self, Escape, FormatError, Piece};
 
 /// A variable of nginx's stream module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,56 +179,18 @@ impl StreamFormat {
         }
     }
 
-    /// One string: nginx's `$name` / `${name}` scan, with its messages.
+    /// One string: nginx's `$name` / `${name}` scan, with its messages ([`log_format::scan`]).
     fn scan(&mut self, s: &str, unknown: &mut Vec<Unknown>) -> Result<(), FormatError> {
-        let b = s.as_bytes();
-        let mut i = 0;
-        while i < b.len() {
-            if b.get(i) != Some(&b'$') {
-                let start = i;
-                while i < b.len() && b.get(i) != Some(&b'$') {
-                    i += 1;
-                }
-                self.push_text(b.get(start..i).unwrap_or_default());
-                continue;
+        log_format::scan(s, |piece| {
+            match piece {
+                Piece::Text(t) => self.push_text(t),
+                Piece::Var(name) => match StreamVar::from_name(name) {
+                    Some(v) => self.ops.push(StreamOp::Var(v)),
+                    None => unknown.push(name.to_ascii_lowercase()),
+                },
             }
-            let invalid = || FormatError::InvalidParameter(s.get(i..).unwrap_or_default().into());
-            let mut j = i + 1;
-            let mut bracket = b.get(j) == Some(&b'{');
-            if bracket {
-                j += 1;
-            }
-            if j >= b.len() {
-                return Err(invalid());
-            }
-            let start = j;
-            let mut end = None;
-            while let Some(&c) = b.get(j) {
-                if c == b'}' && bracket {
-                    end = Some(j);
-                    j += 1;
-                    bracket = false;
-                    break;
-                }
-                if !(c.is_ascii_alphanumeric() || c == b'_') {
-                    break;
-                }
-                j += 1;
-            }
-            let name = s.get(start..end.unwrap_or(j)).unwrap_or_default();
-            if bracket {
-                return Err(FormatError::Bracket(name.into()));
-            }
-            if name.is_empty() {
-                return Err(invalid());
-            }
-            match StreamVar::from_name(name) {
-                Some(v) => self.ops.push(StreamOp::Var(v)),
-                None => unknown.push(name.to_ascii_lowercase()),
-            }
-            i = j;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
