@@ -16,7 +16,7 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct LogState {
     formats: Vec<Arc<LogFormat>>,
-    buffered: Vec<(PathBuf, usize, Option<Duration>)>,
+    buffered: BufferedFiles,
     /// What relative log paths resolve against (nginx's prefix).
     prefix: PathBuf,
 }
@@ -25,7 +25,7 @@ impl Default for LogState {
     fn default() -> Self {
         LogState {
             formats: vec![Arc::new(LogFormat::combined())],
-            buffered: Vec::new(),
+            buffered: BufferedFiles::default(),
             prefix: PathBuf::new(),
         }
     }
@@ -133,30 +133,49 @@ impl LogState {
         for p in d.args.iter().skip(2) {
             parameter(&mut conf, p, vars, &d.span)?;
         }
-        if conf.flush.is_some() && conf.buffer.is_none() {
-            let msg = format!("no buffer is defined for access_log \"{path}\"");
-            return Err(ConfigError::invalid(msg, &d.span));
-        }
-        if let Some(size) = conf.buffer {
-            let conflict = self
-                .buffered
-                .iter()
-                .find(|(p, ..)| *p == conf.path)
-                .is_some_and(|&(_, s, f)| s != size || f != conf.flush);
-            if conflict {
-                let msg = format!("access_log \"{path}\" already defined with conflicting parameters");
-                return Err(ConfigError::invalid(msg, &d.span));
-            }
-            self.buffered.push((conf.path.clone(), size, conf.flush));
-        }
+        self.buffered.claim(&conf, path, &d.span)?;
         here.logs.push(conf);
         Ok(())
     }
 
     /// Gives every line of a buffered file that file's `buffer=` and `flush=` (nginx keeps one buffer per file).
     pub fn settle(&self, logs: &mut [AccessLogConf]) {
+        self.buffered.settle(logs);
+    }
+}
+
+/// The buffered log files of a block, with their `buffer=` and `flush=` (nginx keeps one buffer per file); shared
+/// by the http and the stream access logs.
+#[derive(Debug, Default)]
+pub struct BufferedFiles(Vec<(PathBuf, usize, Option<Duration>)>);
+
+impl BufferedFiles {
+    /// nginx's checks of one `access_log` line's buffering (`path`: the file as written, for the messages), and
+    /// the file's buffer noted.
+    pub fn claim<F>(&mut self, conf: &AccessLogConf<F>, path: &str, at: &Span) -> Result<(), ConfigError> {
+        if conf.flush.is_some() && conf.buffer.is_none() {
+            let msg = format!("no buffer is defined for access_log \"{path}\"");
+            return Err(ConfigError::invalid(msg, at));
+        }
+        if let Some(size) = conf.buffer {
+            let conflict = self
+                .0
+                .iter()
+                .find(|(p, ..)| *p == conf.path)
+                .is_some_and(|&(_, s, f)| s != size || f != conf.flush);
+            if conflict {
+                let msg = format!("access_log \"{path}\" already defined with conflicting parameters");
+                return Err(ConfigError::invalid(msg, at));
+            }
+            self.0.push((conf.path.clone(), size, conf.flush));
+        }
+        Ok(())
+    }
+
+    /// Gives every line of a buffered file that file's `buffer=` and `flush=`.
+    pub fn settle<F>(&self, logs: &mut [AccessLogConf<F>]) {
         for l in logs {
-            if let Some((_, size, flush)) = self.buffered.iter().find(|(p, ..)| *p == l.path) {
+            if let Some((_, size, flush)) = self.0.iter().find(|(p, ..)| *p == l.path) {
                 l.buffer = Some(*size);
                 l.flush = *flush;
             }

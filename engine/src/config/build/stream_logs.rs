@@ -2,6 +2,7 @@
 //! (no predefined format: an `access_log` line names one), and a stream server's `return VALUE`
 //! (`ngx_stream_return_module`), with nginx's checks and messages.
 
+use super::logs::BufferedFiles;
 use super::vars::Vars;
 use super::{arg, directive_err, value};
 use crate::config::error::ConfigError;
@@ -20,7 +21,7 @@ pub type StreamLog = AccessLogConf<StreamFormat>;
 #[derive(Debug, Default)]
 pub struct StreamLogState {
     formats: Vec<Arc<StreamFormat>>,
-    buffered: Vec<(PathBuf, usize, Option<Duration>)>,
+    buffered: BufferedFiles,
     /// What relative log paths resolve against (nginx's prefix).
     prefix: PathBuf,
 }
@@ -115,34 +116,14 @@ impl StreamLogState {
         for p in d.args.iter().skip(2) {
             parameter(&mut conf, p, vars, &d.span)?;
         }
-        if conf.flush.is_some() && conf.buffer.is_none() {
-            let msg = format!("no buffer is defined for access_log \"{path}\"");
-            return Err(ConfigError::invalid(msg, &d.span));
-        }
-        if let Some(size) = conf.buffer {
-            let conflict = self
-                .buffered
-                .iter()
-                .find(|(p, ..)| *p == conf.path)
-                .is_some_and(|&(_, s, f)| s != size || f != conf.flush);
-            if conflict {
-                let msg = format!("access_log \"{path}\" already defined with conflicting parameters");
-                return Err(ConfigError::invalid(msg, &d.span));
-            }
-            self.buffered.push((conf.path.clone(), size, conf.flush));
-        }
+        self.buffered.claim(&conf, path, &d.span)?;
         here.logs.push(conf);
         Ok(())
     }
 
     /// Gives every line of a buffered file that file's `buffer=` and `flush=` (nginx keeps one buffer per file).
     pub fn settle(&self, logs: &mut [StreamLog]) {
-        for l in logs {
-            if let Some((_, size, flush)) = self.buffered.iter().find(|(p, ..)| *p == l.path) {
-                l.buffer = Some(*size);
-                l.flush = *flush;
-            }
-        }
+        self.buffered.settle(logs);
     }
 }
 
