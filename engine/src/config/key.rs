@@ -113,6 +113,11 @@ impl KeyTemplate {
         &self.raw
     }
 
+    /// Whether the template has no variable (its value is its text).
+    pub fn is_constant(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Text(_)))
+    }
+
     /// The compiled pieces.
     pub fn parts(&self) -> &[Part] {
         &self.parts

@@ -90,9 +90,11 @@ pub const REQUEST_HOP_BY_HOP: [&str; 10] = [
 /// Response headers the proxy never copies to the client: the hop-by-hop ones (corelb frames the client's
 /// response itself).
 pub fn hop_by_hop_response_header(name: &str) -> bool {
-    const HOP_BY_HOP: [&str; 4] = ["connection", "keep-alive", "transfer-encoding", "proxy-connection"];
-    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+    HOP_BY_HOP_RESPONSE.iter().any(|h| name.eq_ignore_ascii_case(h))
 }
+
+/// The names [`hop_by_hop_response_header`] holds, lower case.
+pub const HOP_BY_HOP_RESPONSE: [&str; 4] = ["connection", "keep-alive", "transfer-encoding", "proxy-connection"];
 
 /// nginx's `ngx_http_proxy_hide_headers`: upstream headers not passed unless `proxy_pass_header` names them
 /// (lower case; corelb sends its own `Server` and `Date`).

@@ -49,12 +49,20 @@ impl RequestHead<'_, '_> {
 
     /// The path part of the target (before `?`).
     pub fn path(&self) -> &str {
-        self.target.split_once('?').map_or(self.target, |(p, _)| p)
+        match self.query_at() {
+            Some(q) => self.target.get(..q).unwrap_or(self.target),
+            None => self.target,
+        }
     }
 
     /// The query part of the target (after `?`), if any.
     pub fn args(&self) -> Option<&str> {
-        self.target.split_once('?').map(|(_, a)| a)
+        self.target.get(self.query_at()? + 1..)
+    }
+
+    /// Where the `?` is (a plain loop: targets are short, and most have none).
+    fn query_at(&self) -> Option<usize> {
+        self.target.bytes().position(|c| c == b'?')
     }
 
     /// The path as nginx matches locations against it (its `$uri`): `%XX` decoded, slashes merged, dot segments

@@ -2,7 +2,7 @@
 //! hop-by-hop and hidden headers dropped, `Server`, `Date` and `Connection` set by the proxy).
 
 use super::pages::{append_decimal, reason, SERVER_FULL};
-use super::{has_token, hidden_response_header, hop_by_hop_response_header, parse_content_length, BodyFraming};
+use super::{has_token, hidden_response_header, parse_content_length, BodyFraming};
 use httparse::{Header, Status};
 
 /// Header lines read per upstream response at most.
@@ -101,8 +101,13 @@ pub trait HeadEdits {
     fn server(&self) -> &str;
     /// Whether the upstream's `name` header is passed on although nginx hides it by default (`proxy_pass_header`).
     fn passes(&self, name: &str) -> bool;
-    /// Handles the upstream's `name: value` line for a response with `status`: true when it was dropped or
-    /// written changed into `out`, false to pass it on as it is.
+    /// False when [`HeadEdits::upstream_line`] surely passes the upstream's `name` line as it is (and it is no
+    /// hop-by-hop header nor `Last-Modified`): the line is copied without a look at the rules.
+    fn may_edit(&self, _name: &str) -> bool {
+        true
+    }
+    /// Handles the upstream's `name: value` line for a response with `status`: true when it was dropped (a
+    /// hop-by-hop header always is) or written changed into `out`, false to pass it on as it is.
     fn upstream_line(&self, status: u16, name: &str, value: &[u8], out: &mut Vec<u8>) -> bool;
     /// Appends the lines the location adds (after `Connection`, where nginx writes its headers list);
     /// `last_modified` is the upstream's `Last-Modified` value.
@@ -189,10 +194,17 @@ pub fn write_client_head_with(
     }
     let mut last_modified = None;
     for h in resp.headers {
+        if !edits.may_edit(h.name) {
+            out.extend_from_slice(h.name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(h.value);
+            out.extend_from_slice(b"\r\n");
+            continue;
+        }
         if h.name.eq_ignore_ascii_case("last-modified") {
             last_modified = Some(h.value);
         }
-        if hop_by_hop_response_header(h.name) || edits.upstream_line(resp.status, h.name, h.value, out) {
+        if edits.upstream_line(resp.status, h.name, h.value, out) {
             continue;
         }
         out.extend_from_slice(h.name.as_bytes());

@@ -188,6 +188,9 @@ impl<R: Runtime> ClientConn<R> {
 
     /// Reads and drops the request body (counting a malformed one or a client that left).
     pub(super) async fn drain_body(&mut self, req: &Routed) -> Result<(), BodyError> {
+        if req.body == BodyFraming::None {
+            return Ok(());
+        }
         let bufs = &mut self.bufs;
         let drained = discard_body::<R>(
             &mut self.sock,

@@ -157,14 +157,24 @@ impl<R: Runtime> ClientConn<R> {
     ) -> Next<'s> {
         let served = progress.served;
         let head_deadline = |now: Instant| now.checked_add(waits.head);
+        // when the head's first bytes were there: the time `keepalive_time` is checked at
+        let mut arrived = None;
         let mut deadline = if served == 0 || !self.bufs.client.readable().is_empty() {
-            head_deadline(Instant::now())
+            let now = Instant::now();
+            arrived = Some(now);
+            head_deadline(now)
         } else {
             None
         };
         loop {
-            self.phase.between_reads(!self.bufs.client.readable().is_empty());
-            match route_head(snap, port, self.vars, progress, &mut self.bufs) {
+            let buffered = !self.bufs.client.readable().is_empty();
+            self.phase.between_reads(buffered);
+            // an empty buffer holds no head: nothing to parse before the first read
+            let routed = match buffered {
+                true => route_head(snap, port, self.vars, (progress, arrived), &mut self.bufs),
+                false => Ok(None),
+            };
+            match routed {
                 Ok(Some(next @ Next::Request(..))) => {
                     self.phase.set(HttpPhase::Writing);
                     return next;
@@ -201,7 +211,9 @@ impl<R: Runtime> ClientConn<R> {
                 Some(Ok(Ok(n))) if n > 0 && idle && served > 0 => return Next::Arrived,
                 Some(Ok(Ok(n))) if n > 0 => {
                     if deadline.is_none() {
-                        deadline = head_deadline(Instant::now());
+                        let now = Instant::now();
+                        arrived = Some(now);
+                        deadline = head_deadline(now);
                     }
                 }
                 Some(Ok(_)) if !idle => {
@@ -220,7 +232,7 @@ fn route_head<'s>(
     snap: &'s Snapshot,
     port: usize,
     conn: ConnVars,
-    progress: ConnProgress,
+    (progress, arrived): (ConnProgress, Option<Instant>),
     bufs: &mut Buffers,
 ) -> Result<Option<Next<'s>>, Rejection> {
     bufs.headers.reset();
@@ -302,7 +314,11 @@ fn route_head<'s>(
             return Err(Rejection::new(413, "body larger than client_max_body_size"));
         }
     }
-    let req = routed(&head, client_conf, progress);
+    let open_for = arrived.map_or_else(
+        || progress.started.elapsed(),
+        |a| a.saturating_duration_since(progress.started),
+    );
+    let req = routed(&head, client_conf, progress.served, open_for);
     let route = match (fixed_server, loc) {
         _ if redirect.is_some() => Route::Redirect(redirect.unwrap_or(&server.cycle)),
         (Some(f), _) => Route::Fixed(f),
@@ -348,14 +364,15 @@ fn headers_of<'s>(server: &'s ServerPlan, loc: Option<&'s LocationPlan>) -> &'s 
 }
 
 /// What the request path keeps of a head once routed, under its location's client settings.
-fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, progress: ConnProgress) -> Routed {
+/// `open_for`: how long the connection had been open when the head arrived.
+fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for: Duration) -> Routed {
     Routed {
         head_len: head.head_len,
         body: head.body,
         head_request: head.method == "HEAD",
         non_idempotent: head.non_idempotent(),
         client_11: head.version_11,
-        keepalive: keepalive::keeps(head, client, progress.served, progress.started.elapsed()),
+        keepalive: keepalive::keeps(head, client, served, open_for),
         expect_continue: head.expect_continue && head.body != BodyFraming::None,
         upgrade: head.upgrade,
         max_body: client.client_max_body_size,

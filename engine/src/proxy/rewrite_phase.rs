@@ -94,11 +94,14 @@ pub fn run<'s>(
                 changed,
             };
         };
-        let proxy_host = plan
-            .proxy
-            .as_ref()
-            .and_then(|p| snap.http_plans.get(p.upstream))
-            .map_or("", |u| u.name.as_str());
+        let proxy_host = match plan.script {
+            Some(_) => plan
+                .proxy
+                .as_ref()
+                .and_then(|p| snap.http_plans.get(p.upstream))
+                .map_or("", |u| u.name.as_str()),
+            None => "",
+        };
         match step.script(plan.script.as_ref(), proxy_host, &mut bufs) {
             Outcome::Next => {}
             Outcome::Answer(a) => return answered(loc, Answer::Fixed(a), changed),

@@ -45,16 +45,13 @@ pub struct HeadersPlan {
     expires: Expires,
     tokens: ServerTokens,
     at_response: fn(&Var) -> bool,
+    /// No `add_header` and no `expires`: a request prepares and a head appends nothing.
+    nothing: bool,
 }
 
 impl Default for HeadersPlan {
     fn default() -> Self {
-        HeadersPlan {
-            added: Vec::new(),
-            expires: Expires::Off,
-            tokens: ServerTokens::On,
-            at_response: known_with_response,
-        }
+        NO_HEADERS.clone()
     }
 }
 
@@ -64,6 +61,7 @@ pub static NO_HEADERS: HeadersPlan = HeadersPlan {
     expires: Expires::Off,
     tokens: ServerTokens::On,
     at_response: known_with_response,
+    nothing: true,
 };
 
 /// The status classes: nginx's safe statuses, and the others (only `always` lines).
@@ -92,11 +90,17 @@ impl HeadersPlan {
             }
         }
         HeadersPlan {
+            nothing: added.is_empty() && conf.expires == Expires::Off,
             added,
             expires: conf.expires.clone(),
             tokens: conf.server_tokens,
             at_response,
         }
+    }
+
+    /// Whether these headers add no line to any answer (no `add_header`, no `expires`).
+    pub fn adds_nothing(&self) -> bool {
+        self.nothing
     }
 
     /// The `server_tokens` of these answers.
@@ -108,6 +112,9 @@ impl HeadersPlan {
     pub fn prepare(&self, vars: &dyn VarSource, scratch: &mut Vec<u8>, p: &mut Prepared) {
         p.reset();
         p.tokens = self.tokens;
+        if self.nothing {
+            return;
+        }
         p.expires = match &self.expires {
             Expires::Off => ExpiresRule::Off,
             Expires::Fixed(rule) => *rule,
@@ -167,6 +174,9 @@ impl HeadersPlan {
     /// finished from `p` and `response` (the response's variables). This is what every answer's head calls after
     /// its `Connection` line.
     pub fn append(&self, status: u16, p: &Prepared, response: &dyn VarSource, facts: ResponseFacts, out: &mut Vec<u8>) {
+        if self.nothing {
+            return;
+        }
         let class = class_of(status);
         if class == SAFE {
             append_expires(p.expires, facts, out);
@@ -322,6 +332,11 @@ impl Prepared {
     /// The `server_tokens` of the request's location.
     pub fn tokens(&self) -> ServerTokens {
         self.tokens
+    }
+
+    /// Whether the answer's `Last-Modified` matters (`expires modified`).
+    pub fn wants_last_modified(&self) -> bool {
+        matches!(self.expires, ExpiresRule::Modified(_))
     }
 
     /// Whether the answer's own `name` header gives way to what [`Prepared::append`] writes for `status`

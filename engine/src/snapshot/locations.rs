@@ -125,6 +125,10 @@ impl LocationTree {
         let Some(level) = self.levels.get(level_index) else {
             return false;
         };
+        // most locations have none nested (slash redirects come with prefixes and exact names)
+        if level.prefixes.is_empty() && level.exact.is_empty() && level.regexes.is_empty() {
+            return false;
+        }
         if let Some(&(_, i)) = level.exact.iter().find(|(p, _)| **p == *uri) {
             *current = Some(i);
             return true;

@@ -3,24 +3,30 @@
 //! and `Refresh`, and `proxy_cookie_domain`/`proxy_cookie_path` on `Set-Cookie`; the rules' values evaluated per
 //! request at routing into the connection's reused [`Rewrites`].
 
-use super::headers::{parse_http_date, HeadersPlan, Prepared, ResponseFacts};
+use super::headers::{parse_http_date, HeadersPlan, NoResponseVars, Prepared, ResponseFacts};
 use crate::config::headers::{HeadersConf, Redirect};
 use crate::config::key::VarSource;
 use crate::http::pages::{append_decimal, server_name};
 use crate::http::response::HeadEdits;
-use crate::http::PROXY_HIDE_DEFAULT;
+use crate::http::{HOP_BY_HOP_RESPONSE, PROXY_HIDE_DEFAULT};
 use std::io::Write;
 
 /// What a proxied location changes in upstream responses.
 #[derive(Debug, Clone, Default)]
 pub struct ResponsePlan {
-    /// Not passed (lower case): nginx's default hidden ones and `proxy_hide_header`, less `proxy_pass_header`.
-    hidden: Vec<String>,
+    /// Not passed (lower case): nginx's default hidden ones and `proxy_hide_header`, less `proxy_pass_header`;
+    /// then the hop-by-hop ones.
+    hidden: NameSet,
     /// `proxy_pass_header` names, lower case.
     passed: Vec<String>,
     redirects: Vec<Redirect>,
     cookie_domains: Vec<Redirect>,
     cookie_paths: Vec<Redirect>,
+    /// The rules evaluated at load when none has a variable (as `proxy_redirect default` has none): then a
+    /// request evaluates nothing.
+    constant: Option<RuleSet>,
+    /// The names [`ProxiedEdits::upstream_line`] may drop or change, for a quick pass of every other one.
+    filter: NameFilter,
 }
 
 /// The host of absolute redirects: the request's (nginx's `headers_in.server`), else the local address.
@@ -31,7 +37,7 @@ pub enum HostOrAddr<'a> {
 }
 
 /// Rules evaluated for one request: each FROM and TO back to back in `text`, with the ends of each.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Rules {
     text: Vec<u8>,
     ends: Vec<(usize, usize)>,
@@ -65,27 +71,71 @@ impl Rules {
     }
 }
 
-/// One request's evaluated `proxy_redirect` and `proxy_cookie_*` rules (in the connection's [`Prepared`]).
-#[derive(Debug, Default)]
-pub struct Rewrites {
-    /// `http://HOST[:PORT]` for a rewritten `Location` that starts with `/`.
-    base: Vec<u8>,
+/// The `proxy_redirect` and `proxy_cookie_*` rules with their values.
+#[derive(Debug, Default, Clone)]
+pub struct RuleSet {
     redirects: Rules,
     cookie_domains: Rules,
     cookie_paths: Rules,
 }
 
-impl Rewrites {
+impl RuleSet {
     /// Whether no rule applies to this request's response.
     fn is_empty(&self) -> bool {
         self.redirects.ends.is_empty() && self.cookie_domains.ends.is_empty() && self.cookie_paths.ends.is_empty()
     }
 
-    pub(super) fn clear(&mut self) {
-        self.base.clear();
+    fn clear(&mut self) {
         self.redirects.clear();
         self.cookie_domains.clear();
         self.cookie_paths.clear();
+    }
+}
+
+/// What a rewritten `Location` starting with `/` is made absolute with: the request's host as it came (made
+/// `http://HOST[:PORT]` only when such a line is written) and the local port.
+#[derive(Debug, Default)]
+pub struct RedirectBase {
+    /// The `Host` header's value, or the local address written out.
+    host: Vec<u8>,
+    port: u16,
+}
+
+impl RedirectBase {
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"http://");
+        out.extend(self.host.iter().map(u8::to_ascii_lowercase));
+        if self.port != 80 {
+            out.push(b':');
+            append_decimal(out, u64::from(self.port));
+        }
+    }
+}
+
+/// One request's evaluated `proxy_redirect` and `proxy_cookie_*` rules (in the connection's [`Prepared`]).
+#[derive(Debug, Default)]
+pub struct Rewrites {
+    base: RedirectBase,
+    /// Empty when the plan's rules are [`ResponsePlan::constant`].
+    rules: RuleSet,
+}
+
+impl Rewrites {
+    pub(super) fn clear(&mut self) {
+        self.base.host.clear();
+        self.rules.clear();
+    }
+
+    /// [`RuleSet::write_redirect`] with this request's rules.
+    #[cfg(test)]
+    fn write_redirect(&self, which: Rewritten, name: &str, value: &[u8], out: &mut Vec<u8>) -> bool {
+        self.rules.write_redirect(&self.base, which, name, value, out)
+    }
+
+    /// [`RuleSet::write_cookie`] with this request's rules.
+    #[cfg(test)]
+    fn write_cookie(&self, name: &str, value: &[u8], out: &mut Vec<u8>) -> bool {
+        self.rules.write_cookie(name, value, out)
     }
 }
 
@@ -94,17 +144,39 @@ impl ResponsePlan {
         let mut hidden: Vec<String> = PROXY_HIDE_DEFAULT.iter().map(|s| s.to_string()).collect();
         hidden.extend(conf.hide.iter().cloned());
         hidden.retain(|h| !conf.pass.contains(h));
+        // the connection's own headers are never passed, whatever `proxy_pass_header` says
+        hidden.extend(HOP_BY_HOP_RESPONSE.iter().map(|s| s.to_string()));
+        let all = || {
+            conf.redirects
+                .iter()
+                .chain(&conf.cookie_domains)
+                .chain(&conf.cookie_paths)
+        };
+        let constant = all().all(|r| r.from.is_constant() && r.to.is_constant()).then(|| {
+            let (vars, scratch) = (&NoResponseVars, &mut Vec::new());
+            let mut set = RuleSet::default();
+            set.redirects.fill(&conf.redirects, vars, scratch);
+            set.cookie_domains.fill(&conf.cookie_domains, vars, scratch);
+            set.cookie_paths.fill(&conf.cookie_paths, vars, scratch);
+            set
+        });
+        let mut filter = NameFilter::default();
+        for name in hidden.iter().map(String::as_str).chain(CHANGED).chain(REPLACEABLE) {
+            filter.add(name);
+        }
         ResponsePlan {
-            hidden,
+            hidden: NameSet::new(&hidden),
             passed: conf.pass.clone(),
             redirects: conf.redirects.clone(),
             cookie_domains: conf.cookie_domains.clone(),
             cookie_paths: conf.cookie_paths.clone(),
+            constant,
+            filter,
         }
     }
 
-    /// Evaluates the rules, and the base of absolute redirects (`http://` + the request's host, the local port
-    /// when not 80), into `p` (nothing when there are no rules).
+    /// Evaluates the rules with variables, and keeps the request's host for absolute redirects, into `p`
+    /// (nothing when there are no rules).
     pub fn prepare(
         &self,
         vars: &dyn VarSource,
@@ -115,23 +187,87 @@ impl ResponsePlan {
     ) {
         let r = &mut p.rewrites;
         if !self.redirects.is_empty() {
-            r.base.extend_from_slice(b"http://");
             match host {
-                HostOrAddr::Host(h) => r.base.extend(h.iter().map(u8::to_ascii_lowercase)),
+                HostOrAddr::Host(h) => r.base.host.extend_from_slice(h),
                 HostOrAddr::Addr(ip) => {
-                    let _ = write!(r.base, "{ip}");
+                    let _ = write!(r.base.host, "{ip}");
                 }
             }
-            if port != 80 {
-                r.base.push(b':');
-                append_decimal(&mut r.base, u64::from(port));
-            }
-            r.redirects.fill(&self.redirects, vars, scratch);
+            r.base.port = port;
         }
-        r.cookie_domains.fill(&self.cookie_domains, vars, scratch);
-        r.cookie_paths.fill(&self.cookie_paths, vars, scratch);
+        if self.constant.is_some() {
+            return;
+        }
+        r.rules.redirects.fill(&self.redirects, vars, scratch);
+        r.rules.cookie_domains.fill(&self.cookie_domains, vars, scratch);
+        r.rules.cookie_paths.fill(&self.cookie_paths, vars, scratch);
     }
 }
+
+/// A set of header names (lower case) with a test that rejects nearly every other name in a few instructions:
+/// a bit per (length, first letter, last letter) hash.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NameFilter {
+    bits: [u64; 4],
+}
+
+impl NameFilter {
+    fn slot(name: &[u8]) -> Option<usize> {
+        let (first, last) = (name.first()?, name.last()?);
+        let h = name.len() ^ (usize::from(first | 0x20) << 3) ^ (usize::from(last | 0x20) << 1);
+        Some(h & 255)
+    }
+
+    pub fn add(&mut self, name: &str) {
+        if let Some(s) = Self::slot(name.as_bytes()) {
+            if let Some(w) = self.bits.get_mut(s / 64) {
+                *w |= 1 << (s % 64);
+            }
+        }
+    }
+
+    /// False when `name` is surely not in the set (true: it may be).
+    pub fn may_hold(&self, name: &str) -> bool {
+        Self::slot(name.as_bytes())
+            .and_then(|s| self.bits.get(s / 64).map(|w| w & (1 << (s % 64)) != 0))
+            .unwrap_or(true)
+    }
+}
+
+/// Header names (lower case) kept by length, so that a look-up compares only names as long as the one sought.
+#[derive(Debug, Clone, Default)]
+pub struct NameSet {
+    by_len: Vec<Vec<Box<str>>>,
+}
+
+impl NameSet {
+    fn new(names: &[String]) -> NameSet {
+        let mut by_len: Vec<Vec<Box<str>>> = Vec::new();
+        for n in names {
+            if by_len.len() <= n.len() {
+                by_len.resize(n.len() + 1, Vec::new());
+            }
+            if let Some(slot) = by_len.get_mut(n.len()) {
+                if !slot.iter().any(|m| **m == **n) {
+                    slot.push(n.as_str().into());
+                }
+            }
+        }
+        NameSet { by_len }
+    }
+
+    /// Whether `name` is in the set, without regard to case.
+    pub fn contains(&self, name: &str) -> bool {
+        self.by_len
+            .get(name.len())
+            .is_some_and(|same| same.iter().any(|n| name.eq_ignore_ascii_case(n)))
+    }
+}
+
+/// The headers `proxy_redirect` and `proxy_cookie_*` change.
+const CHANGED: [&str; 3] = ["location", "refresh", "set-cookie"];
+/// The headers an `expires` or an `add_header` may replace ([`Prepared::replaces`]).
+const REPLACEABLE: [&str; 4] = ["expires", "cache-control", "etag", "last-modified"];
 
 /// Which header a redirect rewrite applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,12 +276,19 @@ pub enum Rewritten {
     Refresh,
 }
 
-impl Rewrites {
+impl RuleSet {
     /// Writes the upstream's `Location` or `Refresh` line rewritten by the first `proxy_redirect` rule whose FROM
     /// starts its URL (for `Refresh`, the part after `url=`), as nginx's `ngx_http_proxy_rewrite_redirect`; a
     /// rewritten `Location` starting with `/` becomes absolute, as nginx's header filter makes it. Returns false
     /// (writing nothing) when no rule applies.
-    pub fn write_redirect(&self, which: Rewritten, name: &str, value: &[u8], out: &mut Vec<u8>) -> bool {
+    pub fn write_redirect(
+        &self,
+        base: &RedirectBase,
+        which: Rewritten,
+        name: &str,
+        value: &[u8],
+        out: &mut Vec<u8>,
+    ) -> bool {
         if self.redirects.ends.is_empty() {
             return false;
         }
@@ -164,7 +307,7 @@ impl Rewrites {
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
         if which == Rewritten::Location && to.first().or(rest.first()) == Some(&b'/') {
-            out.extend_from_slice(&self.base);
+            base.write(out);
         }
         out.extend_from_slice(value.get(..prefix).unwrap_or_default());
         out.extend_from_slice(to);
@@ -272,19 +415,24 @@ impl HeadEdits for ProxiedEdits<'_> {
         self.plan.passed.iter().any(|p| name.eq_ignore_ascii_case(p))
     }
 
+    fn may_edit(&self, name: &str) -> bool {
+        self.plan.filter.may_hold(name)
+    }
+
     fn upstream_line(&self, status: u16, name: &str, value: &[u8], out: &mut Vec<u8>) -> bool {
-        if self.plan.hidden.iter().any(|h| name.eq_ignore_ascii_case(h)) || self.prepared.replaces(status, name) {
+        if self.plan.hidden.contains(name) || self.prepared.replaces(status, name) {
             return true;
         }
-        let r = &self.prepared.rewrites;
+        let r = self.plan.constant.as_ref().unwrap_or(&self.prepared.rewrites.rules);
         if r.is_empty() {
             return false;
         }
+        let base = &self.prepared.rewrites.base;
         if name.eq_ignore_ascii_case("location") {
-            return r.write_redirect(Rewritten::Location, name, value, out);
+            return r.write_redirect(base, Rewritten::Location, name, value, out);
         }
         if name.eq_ignore_ascii_case("refresh") {
-            return r.write_redirect(Rewritten::Refresh, name, value, out);
+            return r.write_redirect(base, Rewritten::Refresh, name, value, out);
         }
         if name.eq_ignore_ascii_case("set-cookie") {
             return r.write_cookie(name, value, out);
@@ -293,9 +441,14 @@ impl HeadEdits for ProxiedEdits<'_> {
     }
 
     fn append(&self, status: u16, last_modified: Option<&[u8]>, out: &mut Vec<u8>) {
+        if self.headers.adds_nothing() {
+            return;
+        }
         let facts = ResponseFacts {
             now: self.now,
-            last_modified: last_modified.and_then(parse_http_date),
+            last_modified: last_modified
+                .filter(|_| self.prepared.wants_last_modified())
+                .and_then(parse_http_date),
         };
         self.headers.append(status, self.prepared, self.response, facts, out);
     }
@@ -327,6 +480,72 @@ mod tests {
         let host = HostOrAddr::Host(b"LocalHost");
         ResponsePlan::new(conf).prepare(&Arg, host, 8080, &mut Vec::new(), &mut p);
         p
+    }
+
+    #[test]
+    fn the_name_filter_holds_every_name_it_was_given_and_passes_common_ones() {
+        let plan = ResponsePlan::new(&HeadersConf {
+            hide: vec!["x-secret".into()],
+            ..HeadersConf::default()
+        });
+        let edited = PROXY_HIDE_DEFAULT
+            .iter()
+            .chain(&HOP_BY_HOP_RESPONSE)
+            .chain(&CHANGED)
+            .chain(&REPLACEABLE)
+            .chain(&["x-secret"]);
+        for name in edited {
+            assert!(plan.filter.may_hold(name), "{name}");
+            assert!(plan.filter.may_hold(&name.to_ascii_uppercase()), "{name}");
+        }
+        for common in [
+            "Content-Type",
+            "content-length",
+            "Vary",
+            "Accept-Ranges",
+            "X-Request-Id",
+        ] {
+            assert!(!plan.filter.may_hold(common), "{common}");
+        }
+        assert!(plan.filter.may_hold(""), "an empty name is never passed unseen");
+    }
+
+    #[test]
+    fn hidden_names_are_found_by_length_without_case() {
+        let plan = ResponsePlan::new(&HeadersConf {
+            hide: vec!["x-secret".into()],
+            pass: vec!["server".into()],
+            ..HeadersConf::default()
+        });
+        for name in ["Date", "X-Secret", "CONNECTION", "keep-alive", "X-Accel-Redirect"] {
+            assert!(plan.hidden.contains(name), "{name}");
+        }
+        for name in ["Server", "Content-Type", "x-secre", "x-secrets", ""] {
+            assert!(!plan.hidden.contains(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn constant_rules_are_evaluated_at_load_and_variable_ones_per_request() {
+        let constant = HeadersConf {
+            redirects: vec![rule("http://u/", "/")],
+            ..HeadersConf::default()
+        };
+        let plan = ResponsePlan::new(&constant);
+        assert!(plan.constant.as_ref().is_some_and(|c| c.redirects.ends.len() == 1));
+        let p = prepared(&constant);
+        assert!(p.rewrites.rules.is_empty(), "nothing evaluated per request");
+        let mut out = Vec::new();
+        let base = &p.rewrites.base;
+        let rules = plan.constant.as_ref().unwrap();
+        assert!(rules.write_redirect(base, Rewritten::Location, "Location", b"http://u/a", &mut out));
+        assert_eq!(out, b"Location: http://localhost:8080/a\r\n");
+        let variable = HeadersConf {
+            redirects: vec![rule("http://u/", "/$arg_e/")],
+            ..HeadersConf::default()
+        };
+        assert!(ResponsePlan::new(&variable).constant.is_none());
+        assert_eq!(prepared(&variable).rewrites.rules.redirects.ends.len(), 1);
     }
 
     #[test]
