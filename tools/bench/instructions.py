@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """User-space instructions per proxied request, counted by callgrind: a figure the machine's load cannot move.
 
-  python3 tools/bench/instructions.py [--requests N] [--warmup W] BINARY [BINARY ...]
+  python3 tools/bench/instructions.py [--requests N] [--warmup W] [--shape plain|routing] [--keep DIR] BINARY ...
 
-Each BINARY (a corelb build) runs examples/quickstart.conf's shape (a front proxying to three of its own `return`
-servers, upstream keepalive on) on free loopback ports under `valgrind --tool=callgrind`. After W warm-up requests
-the counters are zeroed (`callgrind_control -z`), N keepalive requests are sent (500 per connection), and the
-counters are dumped; the figure is every thread's instructions over N (the front's and the backends' work, the
-same for every binary compared). Needs valgrind (Debian's package). Stdlib only.
+Each BINARY (a corelb build, or an nginx binary: a file named nginx*) runs one config shape on free loopback ports
+under `valgrind --tool=callgrind`: a front proxying to three of its own `return` servers, upstream keepalive on,
+no access log. `plain` is examples/quickstart.conf's shape; `routing` is a typical real config's routing on top
+of it (two `map`s, one read by `proxy_set_header` and one by `add_header`; two regex locations the request passes
+by; three `add_header` lines). nginx runs as `nginx -p DIR -g "daemon off; master_process off;"` (one process, no
+worker), so that the same config counts the same work. After W warm-up requests the counters are zeroed
+(`callgrind_control -z`), N keepalive requests are sent (500 per connection), and the counters are dumped; the
+figure is every thread's instructions over N (the front's and the backends' work). Needs valgrind (Debian's
+package). Stdlib only.
 """
 import argparse
 import glob
@@ -20,8 +24,11 @@ import tempfile
 import time
 
 CONF = """worker_processes 1;
+{main}
 events {{ worker_connections 1024; }}
 http {{
+    access_log off;
+{maps}
     upstream backends {{
         server 127.0.0.1:{b1} weight=5;
         server 127.0.0.1:{b2};
@@ -30,10 +37,12 @@ http {{
     }}
     server {{
         listen 127.0.0.1:{front};
+{locations}
         location / {{
             proxy_pass http://backends;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+{proxied}
         }}
     }}
     server {{ listen 127.0.0.1:{b1}; return 200 "a\\n"; }}
@@ -41,6 +50,44 @@ http {{
     server {{ listen 127.0.0.1:{b3}; return 200 "c\\n"; }}
 }}
 """
+
+# what the `routing` shape adds to `plain`, by place in CONF
+ROUTING = {
+    "maps": """    map $http_user_agent $client_kind {
+        default     other;
+        ~*curl      curl;
+        ~*mozilla   browser;
+    }
+    map $uri $cache_tag {
+        default        dynamic;
+        ~^/static/     static;
+        ~\\.(css|js)$  asset;
+    }""",
+    "locations": """        location ~ \\.php$ { return 403; }
+        location ~* ^/(admin|internal)/ { return 404; }""",
+    "proxied": """            proxy_set_header X-Client-Kind $client_kind;
+            add_header X-Cache-Tag $cache_tag;
+            add_header X-Frame-Options DENY;
+            add_header X-Content-Type-Options nosniff always;""",
+}
+
+
+def config(shape, ports, prefix=None):
+    front, b1, b2, b3 = ports
+    parts = ROUTING if shape == "routing" else {}
+    main = ""
+    if prefix is not None:
+        main = f"pid {prefix}/nginx.pid;\nerror_log {prefix}/error.log;"
+    return CONF.format(
+        main=main,
+        maps=parts.get("maps", ""),
+        locations=parts.get("locations", ""),
+        proxied=parts.get("proxied", ""),
+        front=front,
+        b1=b1,
+        b2=b2,
+        b3=b3,
+    )
 
 
 def free_ports(n):
@@ -59,7 +106,7 @@ def wait_listening(port, proc, limit=120.0):
     deadline = time.time() + limit
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"corelb exited with {proc.returncode} before listening")
+            raise SystemExit(f"the front exited with {proc.returncode} before listening")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 return
@@ -76,7 +123,7 @@ def send(port, n):
 
 
 def send_on_one(port, n):
-    req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    req = b"GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: curl/8.0\r\n\r\n"
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         buf = b""
         for _ in range(n):
@@ -98,15 +145,24 @@ def send_on_one(port, n):
                 buf += chunk
 
 
-def count(binary, requests, warmup, keep=None):
+def is_nginx(binary):
+    return os.path.basename(binary).startswith("nginx")
+
+
+def count(binary, requests, warmup, shape, keep=None):
     with tempfile.TemporaryDirectory() as d:
-        front, b1, b2, b3 = free_ports(4)
-        conf = os.path.join(d, "corelb.conf")
+        ports = free_ports(4)
+        front = ports[0]
+        conf = os.path.join(d, "front.conf")
+        nginx = is_nginx(binary)
         with open(conf, "w", encoding="utf-8") as fh:
-            fh.write(CONF.format(front=front, b1=b1, b2=b2, b3=b3))
+            fh.write(config(shape, ports, d if nginx else None))
         out = os.path.join(d, "callgrind.out")
+        cmd = [binary, "-c", conf]
+        if nginx:
+            cmd = [binary, "-p", d + "/", "-c", conf, "-g", "daemon off; master_process off;"]
         proc = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "-c", conf],
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + cmd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -143,6 +199,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--keep", metavar="DIR", help="copy each binary's callgrind profiles under DIR")
+    ap.add_argument("--shape", choices=["plain", "routing"], default="plain", help="the config (see above)")
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
     for b in args.binaries:
@@ -150,7 +207,7 @@ def main():
             raise SystemExit(f"not an executable: {b}")
     results = []
     for b in args.binaries:
-        per = count(b, args.requests, args.warmup, args.keep)
+        per = count(b, args.requests, args.warmup, args.shape, args.keep)
         results.append((b, per))
         print(f"{per:12.0f} instructions per request  {b}", flush=True)
     if len(results) > 1:
