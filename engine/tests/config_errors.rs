@@ -624,6 +624,32 @@ http {
             Same,
         ),
         case(
+            "rewrite_in_http",
+            r#"events {}
+http {
+ rewrite ^/a$ /b last;
+ server { listen 127.0.0.1:8080; }
+}
+"#
+            .to_string(),
+            r#""rewrite" directive is not allowed here"#,
+            3,
+            Same,
+        ),
+        case(
+            "if_in_http",
+            r#"events {}
+http {
+ server { listen 127.0.0.1:8080; }
+ if ($uri) { return 404; }
+}
+"#
+            .to_string(),
+            r#""if" directive is not allowed here"#,
+            4,
+            Same,
+        ),
+        case(
             "notterm",
             r#"events {}
 http { server { listen 80 { } } }
