@@ -5,6 +5,7 @@
 
 use super::body::{collect_body, discard_body, send, BodyError};
 use super::retry::RequestKind;
+use crate::access_log::head_vars::HeadVars;
 use crate::admin::{AdminRequest, AdminResponse};
 use crate::config::model::AdminEndpoint;
 use crate::http::chunked::ChunkedDecoder;
@@ -13,12 +14,15 @@ use crate::http::vars::ConnVars;
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::{Buffers, Shard};
-use crate::snapshot::headers::{HeadersPlan, NoResponseVars, ResponseFacts, NO_HEADERS};
+use crate::snapshot::headers::{HeadersPlan, ResponseFacts, NO_HEADERS};
 use crate::snapshot::route::FixedAnswer;
 use crate::state::Shared;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// nginx's non-standard status of `return 444`: close the connection without an answer.
+const CLOSE: u16 = 444;
 
 /// The client-side time limits of a request, each between two successive reads or writes (as nginx's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +168,10 @@ impl<R: Runtime> ClientConn<R> {
         head_request: bool,
         wait: Duration,
     ) -> bool {
+        if headers.reads_record() {
+            // nginx's upstream module closes the last try's time before an error page is made
+            self.bufs.log.finish_tries(std::time::Instant::now());
+        }
         let (out, added) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
         let now = crate::clock::now_secs();
@@ -173,7 +181,14 @@ impl<R: Runtime> ClientConn<R> {
             now,
             last_modified: None,
         };
-        headers.append(answer.status(), added, &NoResponseVars, facts, out);
+        let response = HeadVars {
+            status: answer.status(),
+            rec: &self.bufs.log,
+            upstream_head: b"",
+            upstream_name: added.upstream_name(),
+            cache: &self.bufs.vars,
+        };
+        headers.append(answer.status(), added, &response, facts, out);
         out.extend_from_slice(b"\r\n");
         answer.write_body(head_request, out);
         let body = if head_request { 0 } else { answer.body_len() };
@@ -226,6 +241,11 @@ impl<R: Runtime> ClientConn<R> {
 
     /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
     pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
+        if answer.status == CLOSE {
+            // nginx's `return 444`: the connection closes, nothing is sent (the access log says 444)
+            self.bufs.log.answered(CLOSE, 0, 0);
+            return false;
+        }
         let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();
         if answer.text.is_none() {

@@ -469,7 +469,10 @@ pub fn write_file_head(
     out.extend_from_slice(b"\r\nContent-Length: ");
     append_decimal(out, length);
     out.extend_from_slice(b"\r\n");
+    // an `add_header` of `ETag` or `Last-Modified` replaces the file's own (nginx's `ngx_http_set_response_header`)
+    let replaced = |name| edits.is_some_and(|e| e.prepared.replaces(200, name));
     match head {
+        FileHead::File { .. } if replaced("last-modified") => {}
         FileHead::File { mtime, .. } => {
             out.extend_from_slice(b"Last-Modified: ");
             out.extend_from_slice(&format_http_date(u64::try_from(*mtime).unwrap_or(0)));
@@ -486,12 +489,15 @@ pub fn write_file_head(
     } else {
         b"Connection: close\r\n"
     });
-    if let FileHead::File {
-        size,
-        mtime,
-        etag: true,
-        ..
-    } = head
+    if let (
+        FileHead::File {
+            size,
+            mtime,
+            etag: true,
+            ..
+        },
+        false,
+    ) = (head, replaced("etag"))
     {
         // nginx's `"%xT-%xO"`: the modification time and the size in lower-case hex
         use std::io::Write;
