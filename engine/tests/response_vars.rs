@@ -1,7 +1,8 @@
 //! Response-time variables end to end, on both runtimes: `add_header` values naming `$upstream_addr`,
 //! `$upstream_status` (a try that failed, a backup that answered, "no live upstreams" naming the upstream),
 //! `$upstream_http_*`, `$upstream_cookie_*`, `$sent_http_*` and `$status`, as nginx's header filter writes them;
-//! `return 444` closing without an answer; a stream `map` in a stream `return`. Exact heads (the `Date` masked).
+//! `return 444` closing without an answer; a stream `map` in a stream `return` and in `proxy_pass $map` (an
+//! upstream's name, an address). Exact heads (the `Date` masked).
 
 mod support;
 
@@ -42,7 +43,8 @@ struct Addrs {
     up: SocketAddr,
     dead: SocketAddr,
     gone: [SocketAddr; 2],
-    stream: [SocketAddr; 2],
+    /// Two `return` servers, then three `proxy_pass $up` ones.
+    stream: [SocketAddr; 5],
 }
 
 fn config_text(a: &Addrs) -> String {
@@ -51,7 +53,7 @@ fn config_text(a: &Addrs) -> String {
         up,
         dead,
         gone: [g1, g2],
-        stream: [s1, s2],
+        stream: [s1, s2, s3, s4, s5],
     } = a;
     format!(
         r#"events {{}}
@@ -102,9 +104,25 @@ stream {{
         listen {s2};
         return "$x:${{x}}";
     }}
+    upstream back {{
+        server {s1};
+    }}
+    map $server_port $up {{
+        {p3} back;
+        {p4} {s2};
+        default $server_addr;
+    }}
+    server {{
+        listen {s3};
+        listen {s4};
+        listen {s5};
+        proxy_pass $up;
+    }}
 }}
 "#,
         p1 = s1.port(),
+        p3 = s3.port(),
+        p4 = s4.port(),
     )
 }
 
@@ -137,7 +155,7 @@ fn sequence<R: Runtime>() {
         up: upstream(),
         dead: dead_addr(),
         gone: [dead_addr(), dead_addr()],
-        stream: [free_addr(), free_addr()],
+        stream: [free_addr(), free_addr(), free_addr(), free_addr(), free_addr()],
     };
     let config = corelb_engine::config::parse_str(&config_text(&a), std::path::Path::new("response_vars.conf"))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -197,6 +215,11 @@ fn sequence<R: Runtime>() {
     // A stream map in a stream `return`: a listed port, the default; `${x}` as `$x`.
     assert_eq!(stream_answer(a.stream[0]), "literal:literal");
     assert_eq!(stream_answer(a.stream[1]), "default:default");
+
+    // `proxy_pass $up`: an upstream's name, an address, a name only a resolver could find (closed, nothing sent).
+    assert_eq!(stream_answer(a.stream[2]), "literal:literal");
+    assert_eq!(stream_answer(a.stream[3]), "default:default");
+    assert_eq!(stream_answer(a.stream[4]), "");
 }
 
 #[test]
