@@ -45,6 +45,8 @@ struct Addrs {
     gone: [SocketAddr; 2],
     /// Two `return` servers, then three `proxy_pass $up` ones.
     stream: [SocketAddr; 5],
+    /// A `root` with `files/a.txt`.
+    root: std::path::PathBuf,
 }
 
 fn config_text(a: &Addrs) -> String {
@@ -54,6 +56,7 @@ fn config_text(a: &Addrs) -> String {
         dead,
         gone: [g1, g2],
         stream: [s1, s2, s3, s4, s5],
+        ..
     } = a;
     format!(
         r#"events {{}}
@@ -92,6 +95,10 @@ http {{
         location /close {{
             return 444;
         }}
+        location /files/ {{
+            root {root};
+            add_header X-F "$status $sent_http_content_length $sent_http_content_type";
+        }}
     }}
 }}
 stream {{
@@ -120,6 +127,7 @@ stream {{
     }}
 }}
 "#,
+        root = a.root.display(),
         p1 = s1.port(),
         p3 = s3.port(),
         p4 = s4.port(),
@@ -156,7 +164,10 @@ fn sequence<R: Runtime>() {
         dead: dead_addr(),
         gone: [dead_addr(), dead_addr()],
         stream: [free_addr(), free_addr(), free_addr(), free_addr(), free_addr()],
+        root: std::env::temp_dir().join(format!("corelb-response-vars-{}-{}", R::NAME, std::process::id())),
     };
+    std::fs::create_dir_all(a.root.join("files")).expect("root");
+    std::fs::write(a.root.join("files/a.txt"), "hello").expect("file");
     let config = corelb_engine::config::parse_str(&config_text(&a), std::path::Path::new("response_vars.conf"))
         .unwrap_or_else(|e| panic!("{e}"));
     let _proxy = Proxy::start::<R>(config, 1);
@@ -206,6 +217,15 @@ fn sequence<R: Runtime>() {
          Connection: close\r\n\r\n"
     );
     assert_eq!(body, "hi");
+
+    // A file's head: its status and lines.
+    let (head, body) = get(a.front, "/files/a.txt");
+    assert!(
+        head.ends_with("\r\nX-F: 200 5 text/plain\r\nAccept-Ranges: bytes\r\n\r\n"),
+        "{head}"
+    );
+    assert_eq!(body, "hello");
+    let _ = std::fs::remove_dir_all(&a.root);
 
     // `return 444`: closed, nothing sent.
     let mut c = Client::connect(a.front);
