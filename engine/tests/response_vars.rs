@@ -95,6 +95,13 @@ http {{
         location /close {{
             return 444;
         }}
+        location /scripted {{
+            add_header X-Script "$uri $status" always;
+            if ($arg_x) {{
+                return 204;
+            }}
+            return 200 hi;
+        }}
         location /files/ {{
             root {root};
             add_header X-F "$status $sent_http_content_length $sent_http_content_type";
@@ -226,6 +233,16 @@ fn sequence<R: Runtime>() {
     );
     assert_eq!(body, "hello");
     let _ = std::fs::remove_dir_all(&a.root);
+
+    // A `return` of the location's script gets the location's lines, as its own `return` does.
+    // (Its `Server` line is left out here: a script's answer renders it at load without the server's
+    // `server_tokens`, a separate matter.)
+    let (head, _) = get(a.front, "/scripted?x=1");
+    assert!(head.starts_with("HTTP/1.1 204 No Content\r\n"), "{head}");
+    assert!(
+        head.ends_with("\r\nDate: D\r\nConnection: close\r\nX-Script: /scripted 204\r\n\r\n"),
+        "{head}"
+    );
 
     // `return 444`: closed, nothing sent.
     let mut c = Client::connect(a.front);

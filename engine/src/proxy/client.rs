@@ -224,7 +224,7 @@ impl<R: Runtime> ClientConn<R> {
     }
 
     /// Answers with a redirecting `rewrite`'s `answer`, its `Location` taken from `Buffers::rewrite`.
-    pub(super) async fn serve_redirect(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
+    pub(super) async fn serve_redirect(&mut self, answer: &FixedAnswer, headers: &HeadersPlan, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();
         let location = std::mem::take(&mut self.bufs.rewrite);
@@ -233,14 +233,15 @@ impl<R: Runtime> ClientConn<R> {
             location: &location,
         };
         let kept = self
-            .send_own(&located, &answer.headers, keep, req.head_request, req.timeouts.send)
+            .send_own(&located, headers, keep, req.head_request, req.timeouts.send)
             .await;
         self.bufs.rewrite = location;
         kept
     }
 
     /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
-    pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
+    /// `headers`: the plan prepared for the request (a script's `return` has none of its own).
+    pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, headers: &HeadersPlan, req: &Routed) -> bool {
         if answer.status == CLOSE {
             // nginx's `return 444`: the connection closes, nothing is sent (the access log says 444)
             self.bufs.log.answered(CLOSE, 0, 0);
@@ -250,13 +251,13 @@ impl<R: Runtime> ClientConn<R> {
         let keep = req.keepalive && drained.is_ok();
         if answer.text.is_none() {
             return self
-                .send_own(answer, &answer.headers, keep, req.head_request, req.timeouts.send)
+                .send_own(answer, headers, keep, req.head_request, req.timeouts.send)
                 .await;
         }
         let text = std::mem::take(&mut self.bufs.answer);
         let with = WithText { answer, text: &text };
         let kept = self
-            .send_own(&with, &answer.headers, keep, req.head_request, req.timeouts.send)
+            .send_own(&with, headers, keep, req.head_request, req.timeouts.send)
             .await;
         self.bufs.answer = text;
         kept
