@@ -2343,9 +2343,9 @@ stream { server { listen 127.0.0.1:18110;
 } }
 "#
             .to_string(),
-            r#""proxy_pass" with variables is not supported by corelb"#,
+            r#"unknown "x" variable"#,
             4,
-            Differs,
+            NoPlace,
         ),
         case(
             "stream_return_duplicate",

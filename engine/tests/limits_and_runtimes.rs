@@ -114,6 +114,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                     span: Span::default(),
                 }],
                 upstream: Some(0),
+                pass: None,
                 ret: None,
                 access_log: Vec::new(),
                 connect_timeout: Duration::from_secs(2),

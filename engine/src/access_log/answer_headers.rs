@@ -30,7 +30,7 @@ fn same_name(name: &[u8], wanted: &str) -> bool {
 }
 
 /// Appends every `name` header of `head`, joined by `, ` as nginx joins them; false when there is none.
-fn header(head: &[u8], name: &str, out: &mut Vec<u8>) -> bool {
+pub(super) fn header(head: &[u8], name: &str, out: &mut Vec<u8>) -> bool {
     let mut found = false;
     for (_, value) in lines(head).filter(|(n, _)| same_name(n, name)) {
         if found {
@@ -45,7 +45,7 @@ fn header(head: &[u8], name: &str, out: &mut Vec<u8>) -> bool {
 /// Appends the value of cookie `name` of the first `Set-Cookie` line that sets it, as
 /// `ngx_http_parse_set_cookie_lines` reads it (the name first, without case; spaces around `=`; up to `;`); false
 /// when none does.
-fn set_cookie(head: &[u8], name: &str, out: &mut Vec<u8>) -> bool {
+pub(super) fn set_cookie(head: &[u8], name: &str, out: &mut Vec<u8>) -> bool {
     let skip_spaces = |s: &[u8]| -> usize { s.iter().take_while(|&&c| c == b' ').count() };
     for (_, value) in lines(head).filter(|(n, _)| n.eq_ignore_ascii_case(b"set-cookie")) {
         if value.len() <= name.len() || !value[..name.len()].eq_ignore_ascii_case(name.as_bytes()) {

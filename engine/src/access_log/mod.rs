@@ -3,6 +3,7 @@
 //! buffer (`buffer=`, 64k by default) or one older than `flush=` (1 s by default) goes to the writer thread.
 
 pub mod answer_headers;
+pub mod head_vars;
 pub use crate::clock::texts as clock;
 pub mod record;
 pub mod render;

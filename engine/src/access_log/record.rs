@@ -37,6 +37,9 @@ pub struct UpstreamTry {
 pub struct RequestRecord {
     /// Index of the snapshot's access log set for this request; 0 = nothing is logged.
     pub set: usize,
+    /// The tries, start and length are kept for the answer's head (an `add_header` names them) though nothing is
+    /// logged.
+    pub(crate) for_head: bool,
     pub started: Instant,
     /// `$connection` and `$connection_requests`.
     pub connection: u64,
@@ -65,6 +68,7 @@ impl Default for RequestRecord {
     fn default() -> Self {
         RequestRecord {
             set: 0,
+            for_head: false,
             started: Instant::now(),
             connection: 0,
             requests: 0,
@@ -93,6 +97,7 @@ impl RequestRecord {
     /// Starts a request logged to `set` (0: not logged, and nothing more is recorded).
     pub fn begin(&mut self, set: usize, requests: u64, request_length: u64) {
         self.set = set;
+        self.for_head = false;
         self.status = 0;
         self.header_bytes = 0;
         self.body_bytes = 0;
@@ -108,6 +113,17 @@ impl RequestRecord {
         }
     }
 
+    /// Keeps the tries, the start and the length of a request that is not logged (`set` 0), for the answer's head
+    /// (`add_header X-IP $upstream_addr`).
+    pub fn keep_for_head(&mut self, requests: u64, request_length: u64) {
+        if self.set == 0 && !self.for_head {
+            self.for_head = true;
+            self.started = Instant::now();
+            self.requests = requests;
+            self.request_length = request_length;
+        }
+    }
+
     /// The answer sent to the client: its status, head and body sizes.
     pub fn answered(&mut self, status: u16, header_bytes: usize, body_bytes: u64) {
         self.status = status;
@@ -117,7 +133,7 @@ impl RequestRecord {
 
     /// A try against `peer` starts (the previous one's response time ends here, as in nginx).
     pub fn try_start(&mut self, peer: TryPeer) {
-        if self.set == 0 {
+        if self.set == 0 && !self.for_head {
             return;
         }
         let now = Instant::now();
@@ -214,5 +230,16 @@ mod tests {
         r.no_live(3);
         assert_eq!(r.tries[0].peer, TryPeer::Upstream(3));
         assert_eq!(r.tries[0].status, 502);
+        r.begin(0, 3, 0);
+        r.keep_for_head(3, 70);
+        r.try_start(TryPeer::Addr(a));
+        assert_eq!(
+            (r.tries.len(), r.request_length),
+            (1, 70),
+            "kept for the head, though not logged"
+        );
+        r.begin(0, 4, 0);
+        r.try_start(TryPeer::Addr(a));
+        assert!(r.tries.is_empty(), "the next request keeps nothing unless asked again");
     }
 }

@@ -147,27 +147,21 @@ fn response_value(v: &Var, escape: Escape, rec: &RequestRecord, cx: &LineContext
         Var::Msec => cx.clock.append_msec(out),
         Var::TimeLocal => out.extend_from_slice(&cx.clock.local),
         Var::TimeIso8601 => out.extend_from_slice(&cx.clock.iso8601),
-        Var::UpstreamAddr => tries(rec, escape, out, |t, o| match t.peer {
-            TryPeer::Addr(a) => append_addr(o, a),
-            TryPeer::Upstream(i) => {
+        v if v.is_upstream_try() => {
+            let name = |i: usize, o: &mut Vec<u8>| {
                 let name = cx.snap.http_plans.get(i).map_or("", |p| p.name.as_str());
                 if needs_escape(name.as_bytes(), escape) {
                     append_escaped(o, name.as_bytes(), escape);
                 } else {
                     o.extend_from_slice(name.as_bytes());
                 }
+            };
+            if rec.tries.is_empty() {
+                out.extend_from_slice(missing(escape));
+            } else {
+                upstream_list(v, &rec.tries, &name, out);
             }
-        }),
-        Var::UpstreamStatus => tries(rec, escape, out, |t, o| match t.status {
-            0 => o.push(b'-'),
-            s => append_decimal(o, u64::from(s)),
-        }),
-        Var::UpstreamResponseTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.response)),
-        Var::UpstreamConnectTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.connect)),
-        Var::UpstreamHeaderTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.header)),
-        Var::UpstreamResponseLength => tries(rec, escape, out, |t, o| append_decimal(o, t.response_length)),
-        Var::UpstreamBytesReceived => tries(rec, escape, out, |t, o| append_decimal(o, t.bytes_received)),
-        Var::UpstreamBytesSent => tries(rec, escape, out, |t, o| append_decimal(o, t.bytes_sent)),
+        }
         Var::AnswerMap(i) => {
             let start = out.len();
             let src = AnswerVars { rec, cx };
@@ -182,13 +176,30 @@ fn response_value(v: &Var, escape: Escape, rec: &RequestRecord, cx: &LineContext
     }
 }
 
-/// nginx's upstream lists: one value per try, `, ` between them; missing when there was no try.
-fn tries(rec: &RequestRecord, escape: Escape, out: &mut Vec<u8>, each: impl Fn(&UpstreamTry, &mut Vec<u8>)) {
-    if rec.tries.is_empty() {
-        out.extend_from_slice(missing(escape));
+/// An upstream list variable ([`Var::is_upstream_try`]) as nginx writes it: one value per try, `, ` between
+/// them; `name` writes the upstream's name (a try that found no live peer). Nothing for another variable.
+pub(super) fn upstream_list(v: &Var, tries: &[UpstreamTry], name: &dyn Fn(usize, &mut Vec<u8>), out: &mut Vec<u8>) {
+    let each = |t: &UpstreamTry, o: &mut Vec<u8>| match v {
+        Var::UpstreamAddr => match t.peer {
+            TryPeer::Addr(a) => append_addr(o, a),
+            TryPeer::Upstream(i) => name(i, o),
+        },
+        Var::UpstreamStatus => match t.status {
+            0 => o.push(b'-'),
+            s => append_decimal(o, u64::from(s)),
+        },
+        Var::UpstreamResponseTime => optional_seconds(o, t.response),
+        Var::UpstreamConnectTime => optional_seconds(o, t.connect),
+        Var::UpstreamHeaderTime => optional_seconds(o, t.header),
+        Var::UpstreamResponseLength => append_decimal(o, t.response_length),
+        Var::UpstreamBytesReceived => append_decimal(o, t.bytes_received),
+        Var::UpstreamBytesSent => append_decimal(o, t.bytes_sent),
+        _ => {}
+    };
+    if !v.is_upstream_try() {
         return;
     }
-    for (i, t) in rec.tries.iter().enumerate() {
+    for (i, t) in tries.iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(b", ");
         }

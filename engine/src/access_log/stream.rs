@@ -7,9 +7,11 @@ use super::clock::LogClock;
 use super::record::TryPeer;
 use super::render::{append_addr, append_ipv4, optional_seconds, seconds, three_digits};
 use super::ShardLog;
-use crate::config::log_format::{append_escaped, missing, Escape};
+use crate::config::log_format::{append_escaped, missing, needs_escape, Escape};
 use crate::config::stream_format::{StreamFormat, StreamOp, StreamVar};
 use crate::http::pages::append_decimal;
+use crate::http::var_cache::VarCache;
+use crate::http::vars::{ConnVars, StreamVars};
 use crate::snapshot::Snapshot;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::OnceLock;
@@ -145,6 +147,8 @@ pub struct StreamContext<'a> {
     pub snap: &'a Snapshot,
     pub clock: &'a LogClock,
     pub now: Instant,
+    /// The session's values of the stream block's maps (begun for it).
+    pub maps: &'a VarCache,
 }
 
 /// Appends `format` for `rec`.
@@ -191,7 +195,30 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
         StreamVar::UpstreamConnectTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.connect)),
         StreamVar::UpstreamFirstByteTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.first_byte)),
         StreamVar::UpstreamSessionTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.session)),
+        StreamVar::Map(i) => {
+            let maps = stream_maps(cx.snap);
+            let vars = StreamVars {
+                conn: ConnVars {
+                    remote: rec.remote,
+                    local: rec.local,
+                },
+                maps,
+                cache: cx.maps,
+            };
+            let start = out.len();
+            cx.maps.append_map(maps, i, &vars, out);
+            if needs_escape(out.get(start..).unwrap_or_default(), escape) {
+                // escaped from a copy (the line's buffer holds it): rare, map values are short words
+                let raw = out.split_off(start);
+                append_escaped(out, &raw, escape);
+            }
+        }
     }
+}
+
+/// The stream block's maps.
+fn stream_maps(snap: &Snapshot) -> &[crate::config::map::Map] {
+    snap.config.stream.as_ref().map_or(&[][..], |s| s.maps.as_slice())
 }
 
 fn append_ip(out: &mut Vec<u8>, ip: IpAddr) {
@@ -255,10 +282,12 @@ impl ShardLog {
         out: &mut Vec<u8>,
     ) {
         self.clock.update();
+        self.answer_vars.begin(stream_maps(snap).len());
         let cx = StreamContext {
             snap,
             clock: &self.clock,
             now: Instant::now(),
+            maps: &self.answer_vars,
         };
         render(format, rec, &cx, out);
     }
@@ -272,10 +301,12 @@ impl ShardLog {
         let now = Instant::now();
         rec.finish_tries(now);
         self.clock.update();
+        self.answer_vars.begin(stream_maps(snap).len());
         let cx = StreamContext {
             snap,
             clock: &self.clock,
             now,
+            maps: &self.answer_vars,
         };
         for t in set {
             if let Some(cond) = &t.cond {
@@ -321,10 +352,46 @@ mod tests {
             snap: &snap,
             clock: &clock,
             now,
+            maps: &VarCache::default(),
         };
         let mut out = Vec::new();
         render(f, rec, &cx, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    /// A stream `map` in a `return` value and in a log format (a map naming a map), read once per
+    /// session from its connection's values.
+    #[test]
+    fn stream_maps_in_values_and_formats() {
+        let text = "events {}\nstream {\n map $server_port $x { 8080 \"a b\"; default def; }\n \
+                    map $remote_addr $y { default \"[$x]\"; }\n \
+                    log_format f '$x|$y|$remote_port';\n \
+                    server { listen 127.0.0.1:8080; return \"$y-${x}\"; }\n}\n";
+        let config = crate::config::parse_str(text, std::path::Path::new("m.conf")).unwrap();
+        let zone = corelb_shared_state::Zone::new();
+        let snap = Snapshot::build(config, &zone, 1).unwrap();
+        let server = &snap.config.stream.as_ref().unwrap().servers[0];
+        let value = server.ret.clone().unwrap();
+        assert_eq!(value.ops().len(), 3);
+        let (log, unknown) = StreamFormat::compile_with("f", &["$x|$y|$remote_port".to_string()], &|n| {
+            ["x", "y"].iter().position(|m| *m == n)
+        })
+        .unwrap();
+        assert!(unknown.is_empty());
+        let mut log_shard = ShardLog::default();
+        let mut rec = session();
+        for (local, want_value, want_line) in [
+            ("127.0.0.1:8080", "[a b]-a b", "a b|[a b]|40000"),
+            ("127.0.0.1:8081", "[def]-def", "def|[def]|40000"),
+        ] {
+            rec.local = local.parse().unwrap();
+            let mut out = Vec::new();
+            log_shard.render_stream_value(&snap, &value, &rec, &mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), want_value);
+            let mut out = Vec::new();
+            log_shard.render_stream_value(&snap, &log, &rec, &mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), want_line);
+        }
     }
 
     fn session() -> StreamRecord {

@@ -636,6 +636,8 @@ pub struct StreamServer {
     pub listens: Vec<Listen>,
     /// `proxy_pass`: index into `StreamConf::upstreams`; `None` when the server answers with `return`.
     pub upstream: Option<usize>,
+    /// `proxy_pass` with variables: per session, the value names an upstream of the block or an `IP:PORT`.
+    pub pass: Option<crate::config::key::KeyTemplate>,
     /// `return VALUE`: sent to the client, then the session ends.
     pub ret: Option<std::sync::Arc<crate::config::stream_format::StreamFormat>>,
     /// The `access_log` lines in effect (the server's, else the stream block's); empty for `off` or none.

@@ -34,6 +34,8 @@ pub enum StreamVar {
     UpstreamConnectTime,
     UpstreamFirstByteTime,
     UpstreamSessionTime,
+    /// A stream `map` variable: index into the stream block's maps (their sources are known at the start).
+    Map(usize),
 }
 
 const NAMES: &[(&str, StreamVar)] = &[
@@ -107,11 +109,23 @@ pub struct StreamFormat {
 /// A name a format named that is not a stream variable (nginx reports it when the stream block ends).
 pub type Unknown = String;
 
+/// The stream block's `map` variables: a name (any case) to its map's index.
+pub type MapNames<'a> = &'a dyn Fn(&str) -> Option<usize>;
+
 impl StreamFormat {
     /// `log_format NAME [escape=...] STRING ...`: `args` are the arguments after the name, joined without a
     /// separator as nginx does. An unknown variable is left out and returned beside the format (nginx's error
     /// comes when the block ends).
     pub fn compile(name: &str, args: &[String]) -> Result<(StreamFormat, Vec<Unknown>), FormatError> {
+        Self::compile_with(name, args, &|_| None)
+    }
+
+    /// [`StreamFormat::compile`] in a block whose `map` variables `maps` resolves (name to map index).
+    pub fn compile_with(
+        name: &str,
+        args: &[String],
+        maps: MapNames<'_>,
+    ) -> Result<(StreamFormat, Vec<Unknown>), FormatError> {
         let mut escape = Escape::Default;
         let mut strings = args;
         if let Some(mode) = args.first().and_then(|a| a.strip_prefix("escape=")) {
@@ -130,20 +144,25 @@ impl StreamFormat {
         };
         let mut unknown = Vec::new();
         for s in strings {
-            format.scan(s, &mut unknown)?;
+            format.scan(s, maps, &mut unknown)?;
         }
         Ok((format, unknown))
     }
 
     /// A value written as it is (`if=`, `return`): no escaping, a missing value is empty.
     pub fn value(name: &str, text: &str) -> Result<(StreamFormat, Vec<Unknown>), FormatError> {
+        Self::value_with(name, text, &|_| None)
+    }
+
+    /// [`StreamFormat::value`] in a block whose `map` variables `maps` resolves (name to map index).
+    pub fn value_with(name: &str, text: &str, maps: MapNames<'_>) -> Result<(StreamFormat, Vec<Unknown>), FormatError> {
         let mut format = StreamFormat {
             name: name.into(),
             escape: Escape::None,
             ops: Vec::new(),
         };
         let mut unknown = Vec::new();
-        format.scan(text, &mut unknown)?;
+        format.scan(text, maps, &mut unknown)?;
         Ok((format, unknown))
     }
 
@@ -180,11 +199,11 @@ impl StreamFormat {
     }
 
     /// One string: nginx's `$name` / `${name}` scan, with its messages ([`log_format::scan`]).
-    fn scan(&mut self, s: &str, unknown: &mut Vec<Unknown>) -> Result<(), FormatError> {
+    fn scan(&mut self, s: &str, maps: MapNames<'_>, unknown: &mut Vec<Unknown>) -> Result<(), FormatError> {
         log_format::scan(s, |piece| {
             match piece {
                 Piece::Text(t) => self.push_text(t),
-                Piece::Var(name) => match StreamVar::from_name(name) {
+                Piece::Var(name) => match maps(name).map(StreamVar::Map).or_else(|| StreamVar::from_name(name)) {
                     Some(v) => self.ops.push(StreamOp::Var(v)),
                     None => unknown.push(name.to_ascii_lowercase()),
                 },

@@ -201,6 +201,22 @@ impl Var {
         matches!(self, Var::SentHttp(_) | Var::UpstreamHttp(_) | Var::UpstreamCookie(_))
     }
 
+    /// Whether the value is a list over the request's upstream tries (`$upstream_addr`, `$upstream_status`, their
+    /// times and sizes): read from the request's record of them.
+    pub fn is_upstream_try(&self) -> bool {
+        matches!(
+            self,
+            Var::UpstreamAddr
+                | Var::UpstreamStatus
+                | Var::UpstreamResponseTime
+                | Var::UpstreamConnectTime
+                | Var::UpstreamHeaderTime
+                | Var::UpstreamResponseLength
+                | Var::UpstreamBytesReceived
+                | Var::UpstreamBytesSent
+        )
+    }
+
     /// When the value is known. A `map` is a request-time value.
     pub fn phase(&self) -> Phase {
         match self {
@@ -255,5 +271,7 @@ mod tests {
         assert!(Var::in_stream("Hostname") && !Var::in_stream("request_uri"));
         assert_eq!(Var::Status.phase(), Phase::Response);
         assert_eq!(Var::RequestId.phase(), Phase::Request);
+        assert!(Var::UpstreamAddr.is_upstream_try() && Var::UpstreamBytesSent.is_upstream_try());
+        assert!(!Var::UpstreamHttp("x".into()).is_upstream_try() && !Var::Status.is_upstream_try());
     }
 }

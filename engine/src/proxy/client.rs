@@ -5,6 +5,7 @@
 
 use super::body::{collect_body, discard_body, send, BodyError};
 use super::retry::RequestKind;
+use crate::access_log::head_vars::HeadVars;
 use crate::admin::{AdminRequest, AdminResponse};
 use crate::config::model::AdminEndpoint;
 use crate::http::chunked::ChunkedDecoder;
@@ -13,12 +14,15 @@ use crate::http::vars::ConnVars;
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::{Buffers, Shard};
-use crate::snapshot::headers::{HeadersPlan, NoResponseVars, ResponseFacts, NO_HEADERS};
+use crate::snapshot::headers::{HeadersPlan, ResponseFacts, NO_HEADERS};
 use crate::snapshot::route::FixedAnswer;
 use crate::state::Shared;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// nginx's non-standard status of `return 444`: close the connection without an answer.
+const CLOSE: u16 = 444;
 
 /// The client-side time limits of a request, each between two successive reads or writes (as nginx's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +168,10 @@ impl<R: Runtime> ClientConn<R> {
         head_request: bool,
         wait: Duration,
     ) -> bool {
+        if headers.reads_record() {
+            // nginx's upstream module closes the last try's time before an error page is made
+            self.bufs.log.finish_tries(std::time::Instant::now());
+        }
         let (out, added) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
         let now = crate::clock::now_secs();
@@ -173,7 +181,14 @@ impl<R: Runtime> ClientConn<R> {
             now,
             last_modified: None,
         };
-        headers.append(answer.status(), added, &NoResponseVars, facts, out);
+        let response = HeadVars {
+            status: answer.status(),
+            rec: &self.bufs.log,
+            upstream_head: b"",
+            upstream_name: added.upstream_name(),
+            cache: &self.bufs.vars,
+        };
+        headers.append(answer.status(), added, &response, facts, out);
         out.extend_from_slice(b"\r\n");
         answer.write_body(head_request, out);
         let body = if head_request { 0 } else { answer.body_len() };
@@ -209,7 +224,7 @@ impl<R: Runtime> ClientConn<R> {
     }
 
     /// Answers with a redirecting `rewrite`'s `answer`, its `Location` taken from `Buffers::rewrite`.
-    pub(super) async fn serve_redirect(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
+    pub(super) async fn serve_redirect(&mut self, answer: &FixedAnswer, headers: &HeadersPlan, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();
         let location = std::mem::take(&mut self.bufs.rewrite);
@@ -218,25 +233,31 @@ impl<R: Runtime> ClientConn<R> {
             location: &location,
         };
         let kept = self
-            .send_own(&located, &answer.headers, keep, req.head_request, req.timeouts.send)
+            .send_own(&located, headers, keep, req.head_request, req.timeouts.send)
             .await;
         self.bufs.rewrite = location;
         kept
     }
 
     /// Answers a request with a fixed answer (`return`, or a 404), after reading and dropping its body.
-    pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, req: &Routed) -> bool {
+    /// `headers`: the plan prepared for the request (a script's `return` has none of its own).
+    pub(super) async fn serve_fixed(&mut self, answer: &FixedAnswer, headers: &HeadersPlan, req: &Routed) -> bool {
+        if answer.status == CLOSE {
+            // nginx's `return 444`: the connection closes, nothing is sent (the access log says 444)
+            self.bufs.log.answered(CLOSE, 0, 0);
+            return false;
+        }
         let drained = self.drain_body(req).await;
         let keep = req.keepalive && drained.is_ok();
         if answer.text.is_none() {
             return self
-                .send_own(answer, &answer.headers, keep, req.head_request, req.timeouts.send)
+                .send_own(answer, headers, keep, req.head_request, req.timeouts.send)
                 .await;
         }
         let text = std::mem::take(&mut self.bufs.answer);
         let with = WithText { answer, text: &text };
         let kept = self
-            .send_own(&with, &answer.headers, keep, req.head_request, req.timeouts.send)
+            .send_own(&with, headers, keep, req.head_request, req.timeouts.send)
             .await;
         self.bufs.answer = text;
         kept

@@ -6,6 +6,7 @@ use super::body::{forward_body, BodyCopy, BodyError, Limits, Relay};
 use super::client::{ClientConn, Routed};
 use super::exchange::{exchange, ResponseInfo, StreamedBody, TryIo, TryTarget};
 use super::retry::{NextStep, RetryState};
+use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::TryPeer;
 use crate::balance::{Attempt, Outcome, Peer};
 use crate::http::chunked::ChunkedDecoder;
@@ -13,7 +14,6 @@ use crate::http::response::{parse_response, write_client_head_with, ClientHead};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::Buffers;
-use crate::snapshot::headers::NoResponseVars;
 use crate::snapshot::proxied::ProxiedEdits;
 use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
@@ -161,11 +161,18 @@ impl<R: Runtime> ClientConn<R> {
         };
         let chunked_out = chunked && relay == Relay::Verbatim;
         let now = crate::clock::now_secs();
+        let response = HeadVars {
+            status: info.status,
+            rec: &bufs.log,
+            upstream_head: bufs.upstream.readable().get(..info.head_len).unwrap_or_default(),
+            upstream_name: bufs.headers.upstream_name(),
+            cache: &bufs.vars,
+        };
         let edits = ProxiedEdits {
             plan: &from.plan.response,
             headers: &from.plan.headers,
             prepared: &bufs.headers,
-            response: &NoResponseVars,
+            response: &response,
             now,
         };
         self.shard.date(now, |date| {

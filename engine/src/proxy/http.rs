@@ -30,9 +30,10 @@ use std::time::{Duration, Instant};
 
 /// Where a routed request goes.
 enum Route<'s> {
-    Fixed(&'s FixedAnswer),
+    /// With the headers plan prepared for the request (a script's `return` has none of its own).
+    Fixed(&'s FixedAnswer, &'s HeadersPlan),
     /// A redirecting `rewrite`'s answer; its `Location` is in the connection's `Buffers::rewrite`.
-    Redirect(&'s FixedAnswer),
+    Redirect(&'s FixedAnswer, &'s HeadersPlan),
     Proxy(&'s ProxyPlan),
     /// An `api` or `metrics` location, with the request's method and target (copied: the head is consumed).
     Endpoint(AdminEndpoint, Box<(String, String)>),
@@ -121,8 +122,8 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             break;
         }
         let keep = match route {
-            Route::Fixed(answer) => conn.serve_fixed(answer, &req).await,
-            Route::Redirect(answer) => conn.serve_redirect(answer, &req).await,
+            Route::Fixed(answer, headers) => conn.serve_fixed(answer, headers, &req).await,
+            Route::Redirect(answer, headers) => conn.serve_redirect(answer, headers, &req).await,
             Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
             Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
             Route::Static(answer, headers) => conn.serve_file(answer, headers, &req).await,
@@ -320,10 +321,10 @@ fn route_head<'s>(
     );
     let req = routed(&head, client_conf, progress.served, open_for);
     let route = match (fixed_server, loc) {
-        _ if redirect.is_some() => Route::Redirect(redirect.unwrap_or(&server.cycle)),
-        (Some(f), _) => Route::Fixed(f),
+        _ if redirect.is_some() => Route::Redirect(redirect.unwrap_or(&server.cycle), headers),
+        (Some(f), _) => Route::Fixed(f, headers),
         _ if answer.is_some() => Route::Static(answer.unwrap_or(FileAnswer::Error(500)), headers_of(server, loc)),
-        (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f),
+        (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f, headers),
         (None, Some(LocationPlan { admin: Some(a), .. })) => {
             Route::Endpoint(*a, Box::new((head.method.to_string(), head.target.to_string())))
         }
@@ -351,7 +352,7 @@ fn route_head<'s>(
         // every location (or server) that serves files has its answer above
         (None, _) => Route::Static(FileAnswer::Error(500), headers_of(server, loc)),
     };
-    if let Route::Fixed(f) = &route {
+    if let Route::Fixed(f, _) = &route {
         f.eval_text(&vars, &mut bufs.answer);
     }
     bufs.client.consume(req.head_len);

@@ -15,5 +15,6 @@ pub mod retry;
 pub mod rewrite_phase;
 mod static_file;
 pub mod stream;
+mod stream_pass;
 mod stream_return;
 mod upgrade;

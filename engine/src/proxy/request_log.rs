@@ -9,7 +9,8 @@ use crate::snapshot::route::LocationPlan;
 use crate::snapshot::{ServerPlan, Snapshot};
 
 /// Starts the record of a routed request (`requests`: its number on the connection) and, when its location logs,
-/// captures the values only the head has (`vars`: the head, the normalized path, `$proxy_host`).
+/// captures the values only the head has (`vars`: the head, the normalized path, `$proxy_host`); when it does not
+/// log but its `add_header` lines read the upstream tries, keeps those for the answer's head.
 pub fn begin_request(
     snap: &Snapshot,
     server: &ServerPlan,
@@ -26,6 +27,9 @@ pub fn begin_request(
     };
     rec.begin(set, requests, head.head_len as u64 + body);
     if set == 0 {
+        if loc.map_or(&server.headers, |l| &l.headers).reads_record() {
+            rec.keep_for_head(requests, head.head_len as u64 + body);
+        }
         return;
     }
     let Some(targets) = snap.access_logs.sets.get(set) else {

@@ -8,15 +8,19 @@
 
 use super::body::{discard_body, send, BodyError};
 use super::client::{ClientConn, Routed};
+use crate::access_log::head_vars::HeadVars;
+use crate::access_log::record::RequestRecord;
 use crate::config::error::errno_text;
+use crate::config::key::VarSource;
 use crate::http::pages::{append_decimal, append_error_page, format_http_date, server_name, SERVER_FULL};
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
+use crate::http::var_cache::VarCache;
 use crate::http::vars::ConnVars;
 use crate::log::Level;
 use crate::runtime::Runtime;
 use crate::snapshot::files::{FilesPlan, IndexName};
-use crate::snapshot::headers::{HeadersPlan, NoResponseVars, Prepared, ResponseFacts};
+use crate::snapshot::headers::{HeadersPlan, Prepared, ResponseFacts};
 use crate::snapshot::route::LocationPlan;
 use crate::snapshot::ServerPlan;
 use std::fs::{File, Metadata};
@@ -433,12 +437,28 @@ pub enum FileHead<'a> {
     Moved { location: &'a [u8], body_len: usize },
 }
 
+/// The status of a redirect to a directory's slash.
+const MOVED: u16 = 301;
+
+/// The answer's variables of a file's head (no upstream).
+fn file_vars<'a>(status: u16, rec: &'a RequestRecord, cache: &'a VarCache) -> HeadVars<'a> {
+    HeadVars {
+        status,
+        rec,
+        upstream_head: b"",
+        upstream_name: b"",
+        cache,
+    }
+}
+
 /// The location's `add_header`/`expires`/`server_tokens` for a file's head: its plan and what was evaluated for
 /// the request.
 #[derive(Clone, Copy)]
 pub struct FileEdits<'a> {
     pub plan: &'a HeadersPlan,
     pub prepared: &'a Prepared,
+    /// The answer's variables (`$status`...) for lines that need them.
+    pub response: &'a dyn VarSource,
     /// Seconds since the epoch.
     pub now: u64,
 }
@@ -469,7 +489,10 @@ pub fn write_file_head(
     out.extend_from_slice(b"\r\nContent-Length: ");
     append_decimal(out, length);
     out.extend_from_slice(b"\r\n");
+    // an `add_header` of `ETag` or `Last-Modified` replaces the file's own (nginx's `ngx_http_set_response_header`)
+    let replaced = |name| edits.is_some_and(|e| e.prepared.replaces(200, name));
     match head {
+        FileHead::File { .. } if replaced("last-modified") => {}
         FileHead::File { mtime, .. } => {
             out.extend_from_slice(b"Last-Modified: ");
             out.extend_from_slice(&format_http_date(u64::try_from(*mtime).unwrap_or(0)));
@@ -486,12 +509,15 @@ pub fn write_file_head(
     } else {
         b"Connection: close\r\n"
     });
-    if let FileHead::File {
-        size,
-        mtime,
-        etag: true,
-        ..
-    } = head
+    if let (
+        FileHead::File {
+            size,
+            mtime,
+            etag: true,
+            ..
+        },
+        false,
+    ) = (head, replaced("etag"))
     {
         // nginx's `"%xT-%xO"`: the modification time and the size in lower-case hex
         use std::io::Write;
@@ -507,7 +533,7 @@ pub fn write_file_head(
             now: e.now,
             last_modified,
         };
-        e.plan.append(status, e.prepared, &NoResponseVars, facts, out);
+        e.plan.append(status, e.prepared, e.response, facts, out);
     }
     if let FileHead::File { .. } = head {
         out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
@@ -553,9 +579,11 @@ impl<R: Runtime> ClientConn<R> {
         let (out, prepared) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
         let now = crate::clock::now_secs();
+        let response = file_vars(MOVED, &self.bufs.log, &self.bufs.vars);
         let edits = Some(FileEdits {
             plan: headers,
             prepared,
+            response: &response,
             now,
         });
         self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
@@ -587,9 +615,11 @@ impl<R: Runtime> ClientConn<R> {
         let (out, prepared) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
         let now = crate::clock::now_secs();
+        let response = file_vars(200, &self.bufs.log, &self.bufs.vars);
         let edits = Some(FileEdits {
             plan: headers,
             prepared,
+            response: &response,
             now,
         });
         self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));

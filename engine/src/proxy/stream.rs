@@ -3,6 +3,7 @@
 //! with the server's `return`. The session's access log lines are written when it ends.
 
 use super::pump::{pump, Ends, Half, PumpEnd};
+use super::stream_pass::{self, PassTarget};
 use crate::access_log::record::TryPeer;
 use crate::access_log::stream::{StreamRecord, BAD_GATEWAY};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
@@ -35,17 +36,35 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     let mut rec = shard.stream_record();
     let set = snap.stream_servers.get(index).map_or(0, |p| p.log_set);
     rec.begin(set, shard.next_connection_id(), remote, local);
-    match (&srv.ret, srv.upstream) {
-        (Some(value), _) => super::stream_return::answer(&shard, &snap, &mut client, value, &mut rec).await,
-        (None, Some(upstream)) => {
-            let maps = snap.config.stream.as_ref().map_or(&[][..], |s| s.maps.as_slice());
-            let mut cache = VarCache::default();
-            cache.begin(maps.len());
-            let vars = StreamVars {
-                conn: ConnVars { remote, local },
-                maps,
-                cache: &cache,
-            };
+    if let Some(value) = &srv.ret {
+        super::stream_return::answer(&shard, &snap, &mut client, value, &mut rec).await;
+        shard.log_session(&snap, rec);
+        return;
+    }
+    let maps = snap.config.stream.as_ref().map_or(&[][..], |s| s.maps.as_slice());
+    let mut cache = VarCache::default();
+    cache.begin(maps.len());
+    let vars = StreamVars {
+        conn: ConnVars { remote, local },
+        maps,
+        cache: &cache,
+    };
+    let target = match (srv.upstream, &srv.pass) {
+        (Some(upstream), _) => Some(PassTarget::Upstream(upstream)),
+        (None, Some(pass)) => {
+            let mut value = Vec::new();
+            pass.eval_into(&vars, &mut value);
+            let target = stream_pass::target(&snap, &value);
+            if target.is_none() {
+                rec.status = BAD_GATEWAY;
+                stream_pass::log_unreachable(&value);
+            }
+            target
+        }
+        (None, None) => None,
+    };
+    match target {
+        Some(PassTarget::Upstream(upstream)) => {
             let session = Session {
                 shard: &shard,
                 snap: &snap,
@@ -54,7 +73,11 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
             };
             session.proxy(&mut client, &vars, &mut rec).await;
         }
-        (None, None) => {}
+        Some(PassTarget::Addr(addr)) => {
+            rec.status = BAD_GATEWAY;
+            stream_pass::direct::<R>(srv, addr, &mut client, &mut rec).await;
+        }
+        None => {}
     }
     shard.log_session(&snap, rec);
 }

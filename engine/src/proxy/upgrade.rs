@@ -6,9 +6,9 @@ use super::body::send;
 use super::client::{ClientConn, Routed};
 use super::exchange::{ResponseInfo, TryTarget};
 use super::pump::{pump, Ends, Half, PumpEnd};
+use crate::access_log::head_vars::HeadVars;
 use crate::http::response::{parse_response, write_switching_head, MAX_HEADERS};
 use crate::runtime::Runtime;
-use crate::snapshot::headers::NoResponseVars;
 use crate::snapshot::proxied::ProxiedEdits;
 
 /// Each direction's buffer while tunnelling (the stream proxy's size).
@@ -30,11 +30,18 @@ impl<R: Runtime> ClientConn<R> {
             return info.head_len as u64;
         };
         let now = crate::clock::now_secs();
+        let response = HeadVars {
+            status: 101,
+            rec: &bufs.log,
+            upstream_head: bufs.upstream.readable().get(..info.head_len).unwrap_or_default(),
+            upstream_name: bufs.headers.upstream_name(),
+            cache: &bufs.vars,
+        };
         let edits = ProxiedEdits {
             plan: &from.plan.response,
             headers: &from.plan.headers,
             prepared: &bufs.headers,
-            response: &NoResponseVars,
+            response: &response,
             now,
         };
         self.shard

@@ -337,6 +337,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             servers: vec![StreamServer {
                 listens: vec![],
                 upstream: Some(0),
+                pass: None,
                 ret: None,
                 access_log: Vec::new(),
                 connect_timeout: Duration::from_secs(1),

@@ -47,6 +47,9 @@ pub struct HeadersPlan {
     at_response: fn(&Var) -> bool,
     /// No `add_header` and no `expires`: a request prepares and a head appends nothing.
     nothing: bool,
+    /// Whether a line reads the request's record when the head is written (the upstream tries, `$request_time`):
+    /// decided at load, so that a request of a location without such a line records nothing for it.
+    reads_record: bool,
 }
 
 impl Default for HeadersPlan {
@@ -62,6 +65,7 @@ pub static NO_HEADERS: HeadersPlan = HeadersPlan {
     tokens: ServerTokens::On,
     at_response: known_with_response,
     nothing: true,
+    reads_record: false,
 };
 
 /// The status classes: nginx's safe statuses, and the others (only `always` lines).
@@ -89,12 +93,22 @@ impl HeadersPlan {
                 }
             }
         }
+        let reads_record = added.iter().any(|a| match &a.line {
+            Line::Var {
+                value, deferred: true, ..
+            } => value
+                .parts()
+                .iter()
+                .any(|p| matches!(p, Part::Var(v) if reads_record(v))),
+            _ => false,
+        });
         HeadersPlan {
             nothing: added.is_empty() && conf.expires == Expires::Off,
             added,
             expires: conf.expires.clone(),
             tokens: conf.server_tokens,
             at_response,
+            reads_record,
         }
     }
 
@@ -108,12 +122,22 @@ impl HeadersPlan {
         self.tokens
     }
 
+    /// Whether a line names the upstream tries or `$request_time`/`$request_length`: the request's record must keep
+    /// them (and the upstream's name, for a try that found no live peer) even when no access log reads them.
+    pub fn reads_record(&self) -> bool {
+        self.reads_record
+    }
+
     /// Evaluates this request's values into `p` (cleared first); `scratch` is a reused buffer.
     pub fn prepare(&self, vars: &dyn VarSource, scratch: &mut Vec<u8>, p: &mut Prepared) {
         p.reset();
         p.tokens = self.tokens;
         if self.nothing {
             return;
+        }
+        if self.reads_record {
+            // `$upstream_addr` of a try that found no live peer is the upstream's name, as `$proxy_host` is
+            vars.append(&Var::ProxyHost, &mut p.upstream);
         }
         p.expires = match &self.expires {
             Expires::Off => ExpiresRule::Off,
@@ -222,6 +246,8 @@ impl HeadersPlan {
         for part in value.parts() {
             match part {
                 Part::Text(t) => out.extend_from_slice(t),
+                // the head written so far has the answer's lines, and those added before this one
+                Part::Var(Var::SentHttp(name)) => append_sent(out, start, name),
                 Part::Var(v) if (self.at_response)(v) => response.append(v, out),
                 Part::Var(_) => {
                     if let Some((_, (a, b))) = kept.by_ref().find(|(l, _)| *l == line) {
@@ -241,6 +267,50 @@ impl HeadersPlan {
 /// Whether `v` is known only once the response is there (nginx's header filter sees it then).
 fn known_with_response(v: &Var) -> bool {
     v.phase() == crate::config::var::Phase::Response
+}
+
+/// Whether `v` is read from the request's record when the head is written.
+fn reads_record(v: &Var) -> bool {
+    v.is_upstream_try() || matches!(v, Var::RequestTime | Var::RequestLength)
+}
+
+/// `$sent_http_NAME` while the head is written: appends the value of every `name` line of `out[..end]` (the head
+/// so far, from its status line), joined by `, ` as nginx joins them; copied within `out`, nothing allocated.
+fn append_sent(out: &mut Vec<u8>, end: usize, name: &str) {
+    let end = end.min(out.len());
+    let mut at = out
+        .get(..end)
+        .and_then(|h| h.iter().position(|&c| c == b'\n'))
+        .map_or(end, |i| i + 1);
+    let mut found = false;
+    while at < end {
+        let line_end = out
+            .get(at..end)
+            .and_then(|r| r.iter().position(|&c| c == b'\n'))
+            .map_or(end, |i| at + i);
+        let line = out.get(at..line_end).unwrap_or_default();
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let value = line.iter().position(|&c| c == b':').and_then(|colon| {
+            let (n, v) = (line.get(..colon)?, line.get(colon + 1..)?);
+            let same = n.len() == name.len()
+                && n.iter().zip(name.bytes()).all(|(&c, w)| {
+                    let c = c.to_ascii_lowercase();
+                    c == w || (c == b'_' && w == b'-')
+                });
+            let lead = v.iter().take_while(|c| c.is_ascii_whitespace()).count();
+            let trail = v.iter().rev().take_while(|c| c.is_ascii_whitespace()).count();
+            let from = at + colon + 1 + lead;
+            same.then_some(from..(at + colon + 1 + v.len() - trail).max(from))
+        });
+        if let Some(range) = value {
+            if found {
+                out.extend_from_slice(b", ");
+            }
+            out.extend_from_within(range);
+            found = true;
+        }
+        at = line_end + 1;
+    }
 }
 
 /// A response source without variables (answers corelb makes itself have none of the upstream's).
@@ -308,6 +378,8 @@ pub struct Prepared {
     /// The request's values of those lines' variables, back to back, with (line index, end) of each.
     kept: Vec<u8>,
     kept_ends: Vec<(usize, usize)>,
+    /// The upstream's name (`$proxy_host`), when a line reads the upstream tries.
+    upstream: Vec<u8>,
     /// `proxy_redirect` and `proxy_cookie_*` rules evaluated for a proxied request.
     pub(crate) rewrites: Rewrites,
 }
@@ -323,6 +395,7 @@ impl Prepared {
         }
         self.kept.clear();
         self.kept_ends.clear();
+        self.upstream.clear();
         self.replaced = [0; 2];
         self.expires = ExpiresRule::Off;
         self.tokens = ServerTokens::default();
@@ -337,6 +410,11 @@ impl Prepared {
     /// Whether the answer's `Last-Modified` matters (`expires modified`).
     pub fn wants_last_modified(&self) -> bool {
         matches!(self.expires, ExpiresRule::Modified(_))
+    }
+
+    /// The upstream's name, kept at routing when the location's lines read the upstream tries (else empty).
+    pub fn upstream_name(&self) -> &[u8] {
+        &self.upstream
     }
 
     /// Whether the answer's own `name` header gives way to what [`Prepared::append`] writes for `status`
@@ -577,6 +655,41 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "X-A: a\r\nX-IP:  for /t1\r\nX-B: /t1\r\n"
         );
+    }
+
+    /// `$sent_http_NAME` reads the head written so far: the answer's lines and the lines added before it.
+    #[test]
+    fn sent_headers_are_read_from_the_head_so_far() {
+        let conf = HeadersConf {
+            add: vec![
+                add("X-A", "a1", false),
+                add("X-CT", "[$sent_http_content_type]", false),
+                add(
+                    "X-Seen",
+                    "$sent_http_x_a|$sent_http_x_later|$sent_http_cache_control",
+                    false,
+                ),
+                add("X-Later", "l", false),
+            ],
+            ..HeadersConf::default()
+        };
+        let (plan, p) = prepared(&conf);
+        assert!(!plan.reads_record(), "no upstream try is named");
+        let head = "HTTP/1.1 200 OK\r\nContent-Type:  text/plain \r\nCache-Control: private\r\n\
+                    cache-control: no-store\r\nConnection: keep-alive\r\n";
+        let mut out = head.as_bytes().to_vec();
+        plan.append(200, &p, &NoResponseVars, ResponseFacts::default(), &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap().strip_prefix(head).unwrap(),
+            "X-A: a1\r\nX-CT: [text/plain]\r\nX-Seen: a1||private, no-store\r\nX-Later: l\r\n"
+        );
+        let tries = HeadersConf {
+            add: vec![add("X-IP", "$upstream_addr", true)],
+            ..HeadersConf::default()
+        };
+        let (plan, p) = prepared(&tries);
+        assert!(plan.reads_record());
+        assert_eq!(p.upstream_name(), b"", "the test's requests have no `$proxy_host`");
     }
 
     #[test]

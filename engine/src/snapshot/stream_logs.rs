@@ -60,6 +60,7 @@ mod tests {
         StreamServer {
             listens: Vec::new(),
             upstream: Some(0),
+            pass: None,
             ret: None,
             access_log: logs,
             connect_timeout: Duration::from_secs(1),

@@ -1,4 +1,4 @@
-//! The `stream` block: upstreams, servers (`listen`, `proxy_pass NAME|host:port`) and the proxy settings inherited
+//! The `stream` block: upstreams, servers (`listen`, `proxy_pass NAME|host:port|VALUE-WITH-VARIABLES`) and the proxy settings inherited
 //! stream -> server (`proxy_connect_timeout`, `proxy_timeout`, `proxy_next_upstream on|off`, `..._tries`); the
 //! access logs and `return` are read by [`super::stream_logs`].
 
@@ -10,6 +10,7 @@ use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, flag_slot, msec_slot, num_slot, unset, walk, Build, Ctx};
 use crate::config::error::ConfigError;
+use crate::config::key::KeyTemplate;
 use crate::config::model::{HealthConf, Listen, Span, StreamConf, StreamServer};
 use crate::config::parser::Directive;
 use crate::config::stream_format::StreamFormat;
@@ -33,6 +34,8 @@ struct ServerDraft {
     span: Span,
     listens: Vec<Listen>,
     upstream: Option<usize>,
+    /// `proxy_pass` with variables.
+    pass: Option<KeyTemplate>,
     /// `return VALUE`, and whether it came after `proxy_pass` (the later one is the handler, as in nginx).
     ret: Option<Arc<StreamFormat>>,
     ret_last: bool,
@@ -78,9 +81,12 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
     let mut servers = Vec::with_capacity(st.servers.len());
     let mut drafts = Vec::new();
     for s in st.servers {
-        let ret = s.ret.filter(|_| s.ret_last || s.upstream.is_none());
+        let ret = s
+            .ret
+            .filter(|_| s.ret_last || (s.upstream.is_none() && s.pass.is_none()));
         let upstream = s.upstream.filter(|_| ret.is_none());
-        if ret.is_none() && upstream.is_none() {
+        let pass = s.pass.filter(|_| ret.is_none());
+        if ret.is_none() && upstream.is_none() && pass.is_none() {
             return Err(ConfigError::invalid("no handler for server", &s.span));
         }
         let layer = s.layer.over(&st.layer);
@@ -90,6 +96,10 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         };
         match (upstream, s.health.first()) {
             (Some(up), _) => drafts.extend(s.health.into_iter().map(|c| (up, timeouts, c))),
+            (None, Some(_)) if pass.is_some() => {
+                let msg = "\"health_check\" with \"proxy_pass\" with variables is not supported by corelb";
+                return Err(ConfigError::invalid(msg, &s.span));
+            }
             (None, Some(_)) => {
                 let msg = "\"health_check\" in a server answering with \"return\" is not supported by corelb";
                 return Err(ConfigError::invalid(msg, &s.span));
@@ -101,6 +111,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         servers.push(StreamServer {
             listens: s.listens,
             upstream,
+            pass,
             ret,
             access_log,
             connect_timeout: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
@@ -137,6 +148,7 @@ impl StreamState {
             span: d.span.clone(),
             listens: Vec::new(),
             upstream: None,
+            pass: None,
             ret: None,
             ret_last: false,
             logs: None,
@@ -150,7 +162,13 @@ impl StreamState {
             }
             "proxy_pass" => {
                 unset(&s.upstream, sd)?;
-                s.upstream = Some(self.proxy_pass(sd)?);
+                unset(&s.pass, sd)?;
+                if arg(sd, 0).contains('$') {
+                    // nginx's "complex value": evaluated per session, naming an upstream or an address
+                    s.pass = Some(self.vars.compile(arg(sd, 0), Module::Stream, &sd.span)?);
+                } else {
+                    s.upstream = Some(self.proxy_pass(sd)?);
+                }
                 s.ret_last = false;
                 Ok(())
             }
@@ -176,12 +194,6 @@ impl StreamState {
     /// `proxy_pass NAME` (an upstream of this block) or `proxy_pass host:port` (an implicit one).
     fn proxy_pass(&mut self, d: &Directive) -> Result<usize, ConfigError> {
         let text = arg(d, 0);
-        if text.contains('$') {
-            return Err(ConfigError::invalid(
-                "\"proxy_pass\" with variables is not supported by corelb",
-                &d.span,
-            ));
-        }
         let opts = UrlOpts {
             no_resolve: true,
             ..UrlOpts::default()

@@ -73,7 +73,8 @@ impl StreamLogState {
             let msg = format!("duplicate \"log_format\" name \"{name}\"");
             return Err(ConfigError::invalid(msg, &d.span));
         }
-        let compiled = StreamFormat::compile(name, d.args.get(1..).unwrap_or_default());
+        let maps = |n: &str| vars.map_index(n);
+        let compiled = StreamFormat::compile_with(name, d.args.get(1..).unwrap_or_default(), &maps);
         let format = noted(compiled, vars, &d.span)?;
         self.formats.push(Arc::new(format));
         Ok(())
@@ -132,7 +133,9 @@ pub fn stream_return(slot: &mut Option<Arc<StreamFormat>>, d: &Directive, vars: 
     if slot.is_some() {
         return Err(directive_err(d, "is duplicate"));
     }
-    let value = noted(StreamFormat::value("return", arg(d, 0)), vars, &d.span)?;
+    let maps = |n: &str| vars.map_index(n);
+    let compiled = StreamFormat::value_with("return", arg(d, 0), &maps);
+    let value = noted(compiled, vars, &d.span)?;
     *slot = Some(Arc::new(value));
     Ok(())
 }
@@ -156,7 +159,9 @@ fn parameter(conf: &mut StreamLog, p: &str, vars: &mut Vars, at: &Span) -> Resul
         let msg = format!("parameter \"{p}\" of \"access_log\" is not supported by corelb");
         return Err(ConfigError::invalid(msg, at));
     } else if let Some(cond) = p.strip_prefix("if=") {
-        conf.cond = Some(Arc::new(noted(StreamFormat::value("if", cond), vars, at)?));
+        let maps = |n: &str| vars.map_index(n);
+        let compiled = StreamFormat::value_with("if", cond, &maps);
+        conf.cond = Some(Arc::new(noted(compiled, vars, at)?));
     } else {
         return Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), at));
     }

@@ -90,6 +90,12 @@ impl Vars {
         }
     }
 
+    /// The index of the block's `map` that defines `$name` (any case; the later one of a name given twice).
+    pub fn map_index(&self, name: &str) -> Option<usize> {
+        let lower = name.to_ascii_lowercase();
+        self.maps.iter().rposition(|m| *m == lower)
+    }
+
     /// The variable `name` means in `module`: a `map` of the block, else a built-in one the module has; in a map
     /// value (`regex`: the entry's, if a regex one), also `$1`..`$9` and the regex's named groups.
     pub fn resolve(&self, name: &str, module: Module, in_map: Option<Option<&MapRegex>>) -> Option<Var> {
