@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config_parse request_head chunked response_head)
+[ ${#targets[@]} -gt 0 ] || targets=(config_parse request_head chunked response_head proxy_header)
 if ! rustup toolchain list | grep -q '^nightly'; then
     echo "tools/fuzz.sh: no nightly toolchain; run 'cargo test -p corelb-engine --test fuzz_smoke' instead" >&2
     exit 2

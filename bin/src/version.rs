@@ -9,7 +9,12 @@ pub fn version_line() -> String {
 }
 
 /// Non-default nginx modules corelb has.
-pub const WITH: &[&str] = &["--with-stream", "--with-http_stub_status_module"];
+pub const WITH: &[&str] = &[
+    "--with-stream",
+    "--with-http_stub_status_module",
+    "--with-http_realip_module",
+    "--with-stream_realip_module",
+];
 
 /// nginx's default modules corelb does not have: every directive of each is refused by the config reader. (A
 /// module of which corelb has a part, such as the rewrite module's `return`, counts as present; what corelb
@@ -110,7 +115,8 @@ mod tests {
         assert_eq!(lines.next(), Some(version_line().as_str()));
         let configure = lines.next().unwrap();
         assert!(configure.starts_with(
-            "configure arguments: --with-stream --with-http_stub_status_module --without-http_charset_module"
+            "configure arguments: --with-stream --with-http_stub_status_module --with-http_realip_module \
+             --with-stream_realip_module --without-http_charset_module"
         ));
         assert_eq!(lines.next(), None);
         assert!(text(true, false).contains("\n  -g directives : set global directives out of configuration file\n"));

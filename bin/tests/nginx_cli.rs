@@ -438,6 +438,8 @@ fn probe(module: &str) -> Option<&'static str> {
         "stream_upstream_least_time_module" => "stream { upstream u { least_time connect; server 127.0.0.1:9; } }",
         // Modules corelb has.
         "http_map_module" => "http { map $uri $m { default 1; } }",
+        "http_realip_module" => "http { set_real_ip_from 127.0.0.1; real_ip_header X-Forwarded-For; }",
+        "stream_realip_module" => "stream { server { listen 127.0.0.1:9; set_real_ip_from ::1; return x; } }",
         "stream_map_module" => "stream { map $remote_addr $m { default 1; } }",
         "http_proxy_module" => "http { server { location / { proxy_pass http://127.0.0.1:9; } } }",
         "http_rewrite_module" => "http { server { location / { return 204; } } }",
@@ -484,6 +486,8 @@ fn configure_arguments_tell_the_truth_about_modules() {
         "stream_return_module",
         "http_map_module",
         "stream_map_module",
+        "http_realip_module",
+        "stream_realip_module",
     ];
     let prefix = common::temp_dir("nginx-cli", "modules");
     let mut checked = 0;
@@ -513,14 +517,19 @@ fn configure_arguments_tell_the_truth_about_modules() {
         checked += 1;
     }
     assert!(checked > 40, "{checked}");
-    // Non-default modules are named only when present: stream and stub_status are; ssl, http_v2 are not.
-    for present in ["--with-stream", "--with-http_stub_status_module"] {
+    // Non-default modules are named only when present: stream, stub_status and realip are; ssl, http_v2 are not.
+    for present in [
+        "--with-stream",
+        "--with-http_stub_status_module",
+        "--with-http_realip_module",
+        "--with-stream_realip_module",
+    ] {
         assert!(
             configure.split_whitespace().any(|a| a == present),
             "{present} in {configure}"
         );
     }
-    for absent in ["ssl", "http_v2", "realip", "TLS SNI"] {
+    for absent in ["ssl", "http_v2", "TLS SNI"] {
         assert!(!err.contains(absent), "{absent} in {err}");
     }
     let _ = fs::remove_dir_all(&prefix);

@@ -111,9 +111,9 @@ fn json_string_field(line: &str, field: &str) -> String {
     panic!("unterminated string field {field}");
 }
 
-/// The directives of the vector config that are outside corelb's subset (its `*_temp_path` lines are accepted:
-/// corelb writes no temporary files).
-const OUTSIDE: &[&str] = &["set_real_ip_from", "real_ip_header"];
+/// The directives of the vector config that are outside corelb's subset (none since realip; its `*_temp_path`
+/// lines are accepted: corelb writes no temporary files).
+const OUTSIDE: &[&str] = &[];
 
 /// Lines left out of the model check although corelb reads the directive: `add_header X-Up $upstream_addr`
 /// names a variable corelb does not know yet.
@@ -192,6 +192,15 @@ fn check_vector_model(c: &Config) {
     assert_eq!((ft.max_fails, ft.fail_timeout.as_secs()), (2, 1));
     assert_eq!(h.servers.len(), 4);
     let front = &h.servers[3];
+    // `set_real_ip_from 127.0.0.0/8; real_ip_header X-Real-IP;` of the front server, in each of its locations
+    let realip = front.realip.as_deref().expect("realip");
+    assert_eq!(realip.from.len(), 1);
+    assert_eq!(
+        (realip.from[0].addr.to_string(), realip.from[0].bits),
+        ("127.0.0.0".into(), 8)
+    );
+    assert_eq!(realip.header, corelb_engine::config::realip::RealIpHeader::XRealIp);
+    assert!(front.locations.iter().all(|l| l.realip.as_deref() == Some(realip)));
     assert_eq!(front.locations.len(), 11);
     for l in &front.locations {
         let LocationMatch::Prefix(uri) = &l.matcher else {

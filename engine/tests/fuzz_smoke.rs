@@ -1,5 +1,6 @@
-//! A bounded, stable-Rust stand-in for the cargo-fuzz targets in `fuzz/`: the same four checks (config parser,
-//! request head, chunked decoder, response head) over the seed corpus in `fuzz/corpus/<target>/` and over
+//! A bounded, stable-Rust stand-in for the cargo-fuzz targets in `fuzz/`: the same five checks (config parser,
+//! request head, chunked decoder, response head, PROXY protocol header) over the seed corpus in
+//! `fuzz/corpus/<target>/` and over
 //! seeded random mutations of it (byte flips, HTTP-significant bytes inserted, ranges deleted or repeated,
 //! inputs spliced). A failure prints the input that broke the check.
 
@@ -137,6 +138,11 @@ fn chunked_decoder_survives_mutations() {
 #[test]
 fn response_head_survives_mutations() {
     assert!(run("response_head", 3, checks::response_head) > 12);
+}
+
+#[test]
+fn proxy_header_survives_mutations() {
+    assert!(run("proxy_header", 5, checks::proxy_header) > 6);
 }
 
 #[test]

@@ -110,6 +110,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
             servers: vec![StreamServer {
                 listens: vec![Listen {
                     addr: listen,
+                    proxy_protocol: false,
                     default_server: false,
                     span: Span::default(),
                 }],
@@ -122,6 +123,9 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                 next_upstream: true,
                 next_upstream_tries: 0,
                 half_close: true,
+                realip: None,
+                proxy_protocol: false,
+                proxy_protocol_timeout: std::time::Duration::from_secs(30),
                 span: Span::default(),
             }],
         }),

@@ -5,6 +5,7 @@
 use corelb_engine::config::parse_str;
 use corelb_engine::http::chunked::ChunkedDecoder;
 use corelb_engine::http::head_buffers::{self, HeaderBuffers};
+use corelb_engine::http::proxy_protocol::{self, Read, TlvName};
 use corelb_engine::http::request::{parse_request, MAX_HEADERS};
 use corelb_engine::http::response::{parse_response, write_client_head};
 use corelb_engine::http::{BodyFraming, MAX_LENGTH};
@@ -150,4 +151,33 @@ pub fn response_head(data: &[u8]) {
     };
     assert_eq!((client.status, client.head_len), (resp.status, out.len()));
     assert_eq!(client.body, resp.body, "{:?}", String::from_utf8_lossy(&out));
+}
+
+/// The PROXY protocol reader: a whole header lies within the input and its TLVs within the header; every shorter
+/// cut of it asks for more (a header read in pieces reads the same), and bytes after it change nothing. TLV
+/// lookups over any bytes never panic.
+pub fn proxy_header(data: &[u8]) {
+    for name in [
+        TlvName::Top(1),
+        TlvName::Ssl(0x22),
+        TlvName::SslVerify,
+        TlvName::Unknown,
+    ] {
+        let _ = proxy_protocol::append_tlv(data, name, &mut Vec::new());
+    }
+    let Read::Done(h) = proxy_protocol::read(data) else {
+        return;
+    };
+    assert!(
+        h.len <= data.len() && h.tlvs.start <= h.tlvs.end && h.tlvs.end <= h.len,
+        "{h:?}"
+    );
+    for cut in 0..h.len {
+        assert_eq!(proxy_protocol::read(&data[..cut]), Read::More, "cut at {cut}");
+    }
+    assert_eq!(proxy_protocol::read(&data[..h.len]), Read::Done(h.clone()));
+    let tlvs = &data[h.tlvs.clone()];
+    for name in [TlvName::Top(1), TlvName::Ssl(0x22), TlvName::SslVerify] {
+        let _ = proxy_protocol::append_tlv(tlvs, name, &mut Vec::new());
+    }
 }

@@ -10,8 +10,9 @@ use super::ShardLog;
 use crate::config::log_format::{append_escaped, missing, needs_escape, Escape};
 use crate::config::stream_format::{StreamFormat, StreamOp, StreamVar};
 use crate::http::pages::append_decimal;
+use crate::http::proxy_protocol::ProxyAddrs;
 use crate::http::var_cache::VarCache;
-use crate::http::vars::{ConnVars, StreamVars};
+use crate::http::vars::{ConnVars, ProxyVars, StreamVars};
 use crate::snapshot::Snapshot;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::OnceLock;
@@ -23,6 +24,7 @@ const SPARE_RECORDS: usize = 64;
 /// nginx's session statuses (`NGX_STREAM_OK`, `..._BAD_GATEWAY`, ...).
 pub const OK: u16 = 200;
 pub const BAD_GATEWAY: u16 = 502;
+pub const BAD_REQUEST: u16 = 400;
 
 /// One upstream try of a session.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +49,11 @@ pub struct StreamRecord {
     pub connection: u64,
     pub remote: SocketAddr,
     pub local: SocketAddr,
+    /// The connection's own peer (`$realip_remote_addr`), and what its PROXY protocol header said.
+    pub peer: SocketAddr,
+    pub proxy: Option<ProxyAddrs>,
+    /// The header's v2 TLVs.
+    pub tlvs: Vec<u8>,
     /// 0 until the session ends.
     pub status: u16,
     /// To the client and from it.
@@ -66,6 +73,9 @@ impl Default for StreamRecord {
             connection: 0,
             remote: any,
             local: any,
+            peer: any,
+            proxy: None,
+            tlvs: Vec::new(),
             status: 0,
             bytes_sent: 0,
             bytes_received: 0,
@@ -83,6 +93,9 @@ impl StreamRecord {
         self.connection = connection;
         self.remote = remote;
         self.local = local;
+        self.peer = remote;
+        self.proxy = None;
+        self.tlvs.clear();
         self.status = 0;
         self.bytes_sent = 0;
         self.bytes_received = 0;
@@ -169,6 +182,21 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
             IpAddr::V6(ip) => append_escaped(out, &ip.octets(), escape),
         },
         StreamVar::RemotePort => append_decimal(out, u64::from(rec.remote.port())),
+        StreamVar::RealipRemoteAddr => append_ip(out, rec.peer.ip()),
+        StreamVar::RealipRemotePort => append_decimal(out, u64::from(rec.peer.port())),
+        StreamVar::ProxyProtocolAddr => {
+            append_escaped(out, rec.proxy.as_ref().map_or(&[][..], |p| p.src.as_bytes()), escape)
+        }
+        StreamVar::ProxyProtocolServerAddr => {
+            append_escaped(out, rec.proxy.as_ref().map_or(&[][..], |p| p.dst.as_bytes()), escape)
+        }
+        StreamVar::ProxyProtocolPort => nonzero(out, rec.proxy.map_or(0, |p| p.src_port)),
+        StreamVar::ProxyProtocolServerPort => nonzero(out, rec.proxy.map_or(0, |p| p.dst_port)),
+        StreamVar::ProxyProtocolTlv(name) => {
+            let mut value = Vec::new();
+            crate::http::vars::append_tlv(&rec.tlvs, name, &mut value);
+            append_escaped(out, &value, escape);
+        }
         StreamVar::ServerAddr => append_ip(out, rec.local.ip()),
         StreamVar::ServerPort => append_decimal(out, u64::from(rec.local.port())),
         StreamVar::Protocol => out.extend_from_slice(b"TCP"),
@@ -201,6 +229,11 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
                 conn: ConnVars {
                     remote: rec.remote,
                     local: rec.local,
+                    peer: rec.peer,
+                },
+                proxy: ProxyVars {
+                    addrs: rec.proxy.as_ref(),
+                    tlvs: &rec.tlvs,
                 },
                 maps,
                 cache: cx.maps,
@@ -219,6 +252,13 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
 /// The stream block's maps.
 fn stream_maps(snap: &Snapshot) -> &[crate::config::map::Map] {
     snap.config.stream.as_ref().map_or(&[][..], |s| s.maps.as_slice())
+}
+
+/// nginx writes a PROXY protocol port only when it is not 0.
+fn nonzero(out: &mut Vec<u8>, port: u16) {
+    if port != 0 {
+        append_decimal(out, u64::from(port));
+    }
 }
 
 fn append_ip(out: &mut Vec<u8>, ip: IpAddr) {

@@ -13,6 +13,8 @@ pub mod log_format;
 pub mod map;
 pub mod model;
 pub mod parser;
+pub mod proxy_tlv;
+pub mod realip;
 pub mod regex;
 pub mod rewrite;
 pub mod state_file;

@@ -507,6 +507,8 @@ pub struct Location {
     pub files: super::files::FilesConf,
     /// `add_header`, `expires`, `server_tokens`, `proxy_hide_header`/`proxy_pass_header`, `proxy_redirect`.
     pub headers: HeadersConf,
+    /// `set_real_ip_from` and the rest, where some level trusts an address.
+    pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
     pub span: Span,
 }
 
@@ -526,6 +528,8 @@ pub enum AdminEndpoint {
 pub struct Listen {
     pub addr: SocketAddr,
     pub default_server: bool,
+    /// `proxy_protocol`: each connection starts with a PROXY protocol header.
+    pub proxy_protocol: bool,
     pub span: Span,
 }
 
@@ -544,6 +548,8 @@ pub struct HttpServer {
     pub files: super::files::FilesConf,
     /// The header settings of answers outside any location.
     pub headers: HeadersConf,
+    /// `set_real_ip_from` and the rest of the server block (nginx's post-read phase reads these).
+    pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
     pub span: Span,
 }
 
@@ -653,6 +659,12 @@ pub struct StreamServer {
     /// `proxy_half_close` (nginx 1.21.4), default off: the session ends when either side ends its stream; on: an
     /// end of stream is passed on as a half-close and the session ends when both sides have ended.
     pub half_close: bool,
+    /// `set_real_ip_from`: whose PROXY protocol header names the client.
+    pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
+    /// `proxy_protocol on`: send nginx's v1 header to the upstream first.
+    pub proxy_protocol: bool,
+    /// `proxy_protocol_timeout`: how long a `listen ... proxy_protocol` waits for the client's header.
+    pub proxy_protocol_timeout: Duration,
     pub span: Span,
 }
 

@@ -11,6 +11,15 @@ pub enum StreamVar {
     /// The client address as 4 (IPv4) or 16 (IPv6) bytes.
     BinaryRemoteAddr,
     RemotePort,
+    /// The connection's own peer, before `set_real_ip_from`.
+    RealipRemoteAddr,
+    RealipRemotePort,
+    /// What the connection's PROXY protocol header said; empty without one.
+    ProxyProtocolAddr,
+    ProxyProtocolPort,
+    ProxyProtocolServerAddr,
+    ProxyProtocolServerPort,
+    ProxyProtocolTlv(crate::config::proxy_tlv::TlvName),
     ServerAddr,
     ServerPort,
     /// `TCP` (corelb has no UDP stream servers).
@@ -42,6 +51,12 @@ const NAMES: &[(&str, StreamVar)] = &[
     ("remote_addr", StreamVar::RemoteAddr),
     ("binary_remote_addr", StreamVar::BinaryRemoteAddr),
     ("remote_port", StreamVar::RemotePort),
+    ("realip_remote_addr", StreamVar::RealipRemoteAddr),
+    ("realip_remote_port", StreamVar::RealipRemotePort),
+    ("proxy_protocol_addr", StreamVar::ProxyProtocolAddr),
+    ("proxy_protocol_port", StreamVar::ProxyProtocolPort),
+    ("proxy_protocol_server_addr", StreamVar::ProxyProtocolServerAddr),
+    ("proxy_protocol_server_port", StreamVar::ProxyProtocolServerPort),
     ("server_addr", StreamVar::ServerAddr),
     ("server_port", StreamVar::ServerPort),
     ("protocol", StreamVar::Protocol),
@@ -67,10 +82,14 @@ const NAMES: &[(&str, StreamVar)] = &[
 impl StreamVar {
     /// The variable of an nginx name (without `$`, any case), or `None` if corelb does not know it.
     pub fn from_name(name: &str) -> Option<StreamVar> {
-        NAMES
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|&(_, v)| v)
+        let lower = name.to_ascii_lowercase();
+        if let Some(t) = lower.strip_prefix("proxy_protocol_tlv_").filter(|t| !t.is_empty()) {
+            let tlv = crate::config::proxy_tlv::TlvName::parse(t);
+            return Some(StreamVar::ProxyProtocolTlv(
+                tlv.unwrap_or(crate::config::proxy_tlv::TlvName::Unknown),
+            ));
+        }
+        NAMES.iter().find(|(n, _)| *n == lower).map(|&(_, v)| v)
     }
 
     /// Whether the value is known when the session starts (a `return` value may name only these).

@@ -10,6 +10,17 @@ pub enum Var {
     /// The client address as 4 (IPv4) or 16 (IPv6) bytes.
     BinaryRemoteAddr,
     RemotePort,
+    /// The connection's own peer, before `set_real_ip_from` (`$realip_remote_addr`, `_port`).
+    RealipRemoteAddr,
+    RealipRemotePort,
+    /// What the connection's PROXY protocol header said (`$proxy_protocol_addr`, `_port`, `_server_addr`,
+    /// `_server_port`); empty without one.
+    ProxyProtocolAddr,
+    ProxyProtocolPort,
+    ProxyProtocolServerAddr,
+    ProxyProtocolServerPort,
+    /// `$proxy_protocol_tlv_NAME`: a TLV of the connection's v2 header.
+    ProxyProtocolTlv(super::proxy_tlv::TlvName),
     ServerAddr,
     ServerPort,
     RequestUri,
@@ -95,6 +106,12 @@ const NAMES: &[(&str, Var)] = &[
     ("remote_addr", Var::RemoteAddr),
     ("binary_remote_addr", Var::BinaryRemoteAddr),
     ("remote_port", Var::RemotePort),
+    ("realip_remote_addr", Var::RealipRemoteAddr),
+    ("realip_remote_port", Var::RealipRemotePort),
+    ("proxy_protocol_addr", Var::ProxyProtocolAddr),
+    ("proxy_protocol_port", Var::ProxyProtocolPort),
+    ("proxy_protocol_server_addr", Var::ProxyProtocolServerAddr),
+    ("proxy_protocol_server_port", Var::ProxyProtocolServerPort),
     ("server_addr", Var::ServerAddr),
     ("server_port", Var::ServerPort),
     ("request_uri", Var::RequestUri),
@@ -145,6 +162,12 @@ const STREAM: &[&str] = &[
     "remote_addr",
     "binary_remote_addr",
     "remote_port",
+    "realip_remote_addr",
+    "realip_remote_port",
+    "proxy_protocol_addr",
+    "proxy_protocol_port",
+    "proxy_protocol_server_addr",
+    "proxy_protocol_server_port",
     "server_addr",
     "server_port",
     "hostname",
@@ -154,6 +177,9 @@ const STREAM: &[&str] = &[
     "time_local",
     "time_iso8601",
 ];
+
+/// `$proxy_protocol_tlv_NAME`.
+const TLV_PREFIX: &str = "proxy_protocol_tlv_";
 
 /// Header-like prefixes: the suffix is a header name, `_` read as `-`.
 const HEADER_PREFIXES: &[&str] = &["http_", "sent_http_", "upstream_http_"];
@@ -178,6 +204,11 @@ impl Var {
                 });
             }
         }
+        if let Some(t) = lower.strip_prefix(TLV_PREFIX).filter(|s| !s.is_empty()) {
+            // nginx resolves the name when the variable is read: a malformed one is empty then
+            let name = super::proxy_tlv::TlvName::parse(t).unwrap_or(super::proxy_tlv::TlvName::Unknown);
+            return Some(Var::ProxyProtocolTlv(name));
+        }
         if let Some(a) = lower.strip_prefix("arg_").filter(|s| !s.is_empty()) {
             return Some(Var::Arg(a.to_string()));
         }
@@ -192,7 +223,8 @@ impl Var {
 
     /// Whether a `stream` value may name `name` (a stream `map` variable aside).
     pub fn in_stream(name: &str) -> bool {
-        STREAM.contains(&name.to_ascii_lowercase().as_str())
+        let lower = name.to_ascii_lowercase();
+        STREAM.contains(&lower.as_str()) || lower.strip_prefix(TLV_PREFIX).is_some_and(|t| !t.is_empty())
     }
 
     /// Whether the value is read from an answer's headers (`$sent_http_*`, `$upstream_http_*`,

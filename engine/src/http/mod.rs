@@ -6,6 +6,8 @@ pub mod head_buffers;
 pub mod host;
 pub mod keepalive;
 pub mod pages;
+pub mod proxy_protocol;
+pub mod realip;
 pub mod request;
 pub mod response;
 pub mod uri;

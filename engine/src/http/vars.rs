@@ -3,6 +3,8 @@
 
 use crate::config::key::{Var, VarSource};
 use crate::config::map::Map;
+use crate::config::proxy_tlv::TlvName;
+use crate::http::proxy_protocol::ProxyAddrs;
 use crate::http::request::RequestHead;
 use crate::http::var_cache::VarCache;
 use std::io::Write;
@@ -20,8 +22,61 @@ fn append_port(out: &mut Vec<u8>, port: u16) {
 /// The variables of a connection: addresses and ports (the stream module's `$remote_addr`, `$server_port`...).
 #[derive(Debug, Clone, Copy)]
 pub struct ConnVars {
+    /// `$remote_addr`: the client, after `set_real_ip_from` if it applied.
     pub remote: SocketAddr,
     pub local: SocketAddr,
+    /// `$realip_remote_addr`: the connection's own peer.
+    pub peer: SocketAddr,
+}
+
+/// What a connection's PROXY protocol header said (`$proxy_protocol_*`): nothing without one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProxyVars<'a> {
+    /// The header's addresses, if its listener takes one and it carried them.
+    pub addrs: Option<&'a ProxyAddrs>,
+    /// Its v2 TLVs.
+    pub tlvs: &'a [u8],
+}
+
+impl ProxyVars<'_> {
+    fn append(&self, var: &Var, out: &mut Vec<u8>) {
+        let a = self.addrs;
+        match var {
+            Var::ProxyProtocolAddr => out.extend_from_slice(a.map_or(&[][..], |p| p.src.as_bytes())),
+            Var::ProxyProtocolServerAddr => out.extend_from_slice(a.map_or(&[][..], |p| p.dst.as_bytes())),
+            Var::ProxyProtocolPort => append_nonzero_port(out, a.map_or(0, |p| p.src_port)),
+            Var::ProxyProtocolServerPort => append_nonzero_port(out, a.map_or(0, |p| p.dst_port)),
+            Var::ProxyProtocolTlv(name) => append_tlv(self.tlvs, *name, out),
+            _ => {}
+        }
+    }
+}
+
+impl ConnVars {
+    /// A connection from `remote` to `local`, with no PROXY protocol header.
+    pub fn new(remote: SocketAddr, local: SocketAddr) -> Self {
+        ConnVars {
+            remote,
+            local,
+            peer: remote,
+        }
+    }
+}
+
+/// nginx writes a port only when it is not 0.
+fn append_nonzero_port(out: &mut Vec<u8>, port: u16) {
+    if port != 0 {
+        append_port(out, port);
+    }
+}
+
+/// `$proxy_protocol_tlv_NAME` of a connection whose v2 header left `tlvs` (nginx logs a broken list).
+pub fn append_tlv(tlvs: &[u8], name: TlvName, out: &mut Vec<u8>) {
+    let start = out.len();
+    if let Err(e) = crate::http::proxy_protocol::append_tlv(tlvs, name, out) {
+        out.truncate(start);
+        crate::log_error!("{e}");
+    }
 }
 
 /// The machine's host name (nginx's `gethostname()`, lower-cased), read once.
@@ -50,6 +105,7 @@ fn append_process(var: &Var, out: &mut Vec<u8>) {
 /// What a stream session's values read: the connection, and the stream block's maps with a cache for them.
 pub struct StreamVars<'a> {
     pub conn: ConnVars,
+    pub proxy: ProxyVars<'a>,
     pub maps: &'a [Map],
     pub cache: &'a VarCache,
 }
@@ -59,6 +115,11 @@ impl VarSource for StreamVars<'_> {
         match var {
             Var::Map(i) => self.cache.append_map(self.maps, *i, self, out),
             Var::Msec | Var::TimeLocal | Var::TimeIso8601 => self.cache.append_time(var, out),
+            Var::ProxyProtocolAddr
+            | Var::ProxyProtocolPort
+            | Var::ProxyProtocolServerAddr
+            | Var::ProxyProtocolServerPort
+            | Var::ProxyProtocolTlv(_) => self.proxy.append(var, out),
             _ => self.conn.append(var, out),
         }
     }
@@ -73,7 +134,9 @@ impl VarSource for ConnVars {
                 IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
                 IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
             },
-            Var::RemotePort => append_port(out, self.remote.port()),
+            Var::RemotePort => append_nonzero_port(out, self.remote.port()),
+            Var::RealipRemoteAddr => append_ip(out, self.peer.ip()),
+            Var::RealipRemotePort => append_nonzero_port(out, self.peer.port()),
             Var::ServerAddr => append_ip(out, self.local.ip()),
             Var::ServerPort => append_port(out, self.local.port()),
             _ => {}
@@ -106,6 +169,8 @@ pub struct RequestExt<'a> {
     pub opened: std::time::Instant,
     pub maps: &'a [Map],
     pub cache: &'a VarCache,
+    /// The connection's PROXY protocol header.
+    pub proxy: ProxyVars<'a>,
 }
 
 impl RequestVars<'_, '_, '_> {
@@ -192,6 +257,11 @@ impl VarSource for RequestVars<'_, '_, '_> {
             }
             Var::Msec | Var::TimeLocal | Var::TimeIso8601 => self.ext.cache.append_time(var, out),
             Var::Map(i) => self.ext.cache.append_map(self.ext.maps, *i, self, out),
+            Var::ProxyProtocolAddr
+            | Var::ProxyProtocolPort
+            | Var::ProxyProtocolServerAddr
+            | Var::ProxyProtocolServerPort
+            | Var::ProxyProtocolTlv(_) => self.ext.proxy.append(var, out),
             // Known only once the answer is done (an access log reads them from its record); `$request_body` and
             // captures outside a map are refused at load.
             _ => self.conn.append(var, out),
@@ -247,10 +317,7 @@ mod tests {
         let vars = RequestVars {
             req: &req,
             uri,
-            conn: ConnVars {
-                remote: "10.1.2.3:5555".parse().unwrap(),
-                local: "127.0.0.1:8080".parse().unwrap(),
-            },
+            conn: ConnVars::new("10.1.2.3:5555".parse().unwrap(), "127.0.0.1:8080".parse().unwrap()),
             proxy_host: "backend",
             ext: RequestExt {
                 server_name: "example.org",
@@ -259,6 +326,7 @@ mod tests {
                 opened: std::time::Instant::now(),
                 maps: &[],
                 cache: &cache,
+                proxy: ProxyVars::default(),
             },
         };
         let mut out = Vec::new();
@@ -340,12 +408,10 @@ mod tests {
         let mut cache = VarCache::default();
         cache.begin(1);
         let vars = StreamVars {
-            conn: ConnVars {
-                remote: "10.1.2.3:5555".parse().unwrap(),
-                local: "127.0.0.1:8080".parse().unwrap(),
-            },
+            conn: ConnVars::new("10.1.2.3:5555".parse().unwrap(), "127.0.0.1:8080".parse().unwrap()),
             maps: &maps,
             cache: &cache,
+            proxy: ProxyVars::default(),
         };
         let t = KeyTemplate::compile_with("$k|$hostname", &|n| {
             (n == "k").then_some(Var::Map(0)).or_else(|| Var::from_name(n))

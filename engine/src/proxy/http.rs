@@ -15,7 +15,7 @@ use crate::http::chunked::ChunkedDecoder;
 use crate::http::head_buffers::{self, FirstBuffers};
 use crate::http::keepalive;
 use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
-use crate::http::vars::{ConnVars, RequestExt, RequestVars};
+use crate::http::vars::{ConnVars, ProxyVars, RequestExt, RequestVars};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
@@ -72,12 +72,11 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     let Some(mut at) = ConnSnapshot::take(&shard, listen) else {
         return;
     };
-    let vars = ConnVars {
-        remote,
-        local: sock.local_addr().unwrap_or(listen),
-    };
+    let vars = ConnVars::new(remote, sock.local_addr().unwrap_or(listen));
     let mut bufs = shard.take_buffers(at.snap.client_buffer);
     bufs.log.new_connection(shard.next_connection_id());
+    bufs.proxy = None;
+    bufs.tlvs.clear();
     let phase = ConnPhase::waiting(&shard.counters);
     let mut conn = ClientConn {
         shard,
@@ -87,6 +86,10 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         vars,
         phase,
     };
+    if at.snap.http_ports.get(at.port).is_some_and(|p| p.proxy_protocol) && !conn.proxy_header(&at).await {
+        conn.shard.give_buffers(conn.bufs);
+        return;
+    }
     let mut progress = ConnProgress {
         served: 0,
         started: Instant::now(),
@@ -137,6 +140,25 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
 }
 
 impl<R: Runtime> ClientConn<R> {
+    /// Reads the connection's PROXY protocol header within the default server's `client_header_timeout`, as
+    /// nginx's; false when it is broken or missing (the connection closes).
+    async fn proxy_header(&mut self, at: &ConnSnapshot) -> bool {
+        let read = super::proxy_header::HeaderRead::<R> {
+            sock: &mut self.sock,
+            buf: &mut self.bufs.client,
+            tlvs: &mut self.bufs.tlvs,
+            peer: self.vars.peer,
+            local: self.vars.local,
+        };
+        match read.read(at.defaults.client_header_timeout).await {
+            Ok(addrs) => {
+                self.bufs.proxy = addrs;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Tells a client that waits for it to send its body (nginx's `ngx_http_test_expect`); false if it left.
     async fn continue_if_expected(&mut self, req: &Routed) -> bool {
         if !req.expect_continue || !self.bufs.client.readable().is_empty() {
@@ -232,7 +254,7 @@ impl<R: Runtime> ClientConn<R> {
 fn route_head<'s>(
     snap: &'s Snapshot,
     port: usize,
-    conn: ConnVars,
+    mut conn: ConnVars,
     (progress, arrived): (ConnProgress, Option<Instant>),
     bufs: &mut Buffers,
 ) -> Result<Option<Next<'s>>, Rejection> {
@@ -265,6 +287,10 @@ fn route_head<'s>(
         opened: progress.started,
         maps,
         cache: &bufs.vars,
+        proxy: ProxyVars {
+            addrs: bufs.proxy.as_ref(),
+            tlvs: &bufs.tlvs,
+        },
     };
     let phase_bufs = PhaseBufs {
         rewrite: &mut bufs.rewrite,
@@ -273,8 +299,16 @@ fn route_head<'s>(
         captures: &mut bufs.captures,
         ext,
     };
+    // nginx's realip handler: post-read with the server's settings, then preaccess with the location's
+    let real = crate::snapshot::realip::apply(server.realip.as_ref(), &head, &mut conn, bufs.proxy.as_ref());
     let phases = rewrite_phase::run(snap, server, &head, uri, conn, phase_bufs);
     let (loc, changed) = (phases.loc, phases.changed);
+    if let Some(plan) = loc.and_then(|l| l.realip.as_ref()).filter(|_| !real) {
+        // a `return` or a redirect answers in the rewrite phase, before nginx's preaccess
+        if phases.answer.is_none() && loc.is_some_and(|l| l.fixed.is_none()) {
+            crate::snapshot::realip::apply(Some(plan), &head, &mut conn, bufs.proxy.as_ref());
+        }
+    }
     let (fixed_server, redirect) = match phases.answer {
         Some(Answer::Fixed(a)) => (Some(a), None),
         Some(Answer::Redirect(a)) => (None, Some(a)),

@@ -9,6 +9,7 @@ pub mod exchange;
 mod forward;
 pub mod http;
 mod phase;
+mod proxy_header;
 pub mod pump;
 pub mod request_log;
 pub mod retry;

@@ -43,6 +43,21 @@ impl Half {
         }
     }
 
+    /// Queues `data` to be written before anything read (up to the buffer's room): bytes that came with a
+    /// PROXY protocol header count as read from the source (`from_source`), a header corelb writes does not.
+    pub fn preload(&mut self, data: &[u8], from_source: bool) {
+        let end = (self.len + data.len()).min(self.buf.len());
+        let n = end - self.len;
+        if let (Some(to), Some(from)) = (self.buf.get_mut(self.len..end), data.get(..n)) {
+            to.copy_from_slice(from);
+            self.len = end;
+            if from_source && n > 0 {
+                self.read += n as u64;
+                self.first_read.get_or_insert_with(std::time::Instant::now);
+            }
+        }
+    }
+
     /// Whether the direction is finished (end of stream seen and passed on).
     pub fn done(&self) -> bool {
         self.shut

@@ -2,15 +2,17 @@
 //! on to the next peer on failure, then copy both ways from one future with the idle `proxy_timeout`; or answer
 //! with the server's `return`. The session's access log lines are written when it ends.
 
+use super::proxy_header::NoHeader;
 use super::pump::{pump, Ends, Half, PumpEnd};
 use super::stream_pass::{self, PassTarget};
 use crate::access_log::record::TryPeer;
-use crate::access_log::stream::{StreamRecord, BAD_GATEWAY};
+use crate::access_log::stream::{StreamRecord, BAD_GATEWAY, BAD_REQUEST, OK};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
 use crate::config::model::StreamServer;
 use crate::http::var_cache::VarCache;
-use crate::http::vars::{ConnVars, StreamVars};
+use crate::http::vars::{ConnVars, ProxyVars, StreamVars};
+use crate::runtime::iobuf::IoBuf;
 use crate::runtime::{Conn, Runtime};
 use crate::shard::Shard;
 use crate::snapshot::Snapshot;
@@ -34,18 +36,54 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let mut rec = shard.stream_record();
-    let set = snap.stream_servers.get(index).map_or(0, |p| p.log_set);
-    rec.begin(set, shard.next_connection_id(), remote, local);
+    let plan = snap.stream_servers.get(index);
+    rec.begin(plan.map_or(0, |p| p.log_set), shard.next_connection_id(), remote, local);
+    let mut conn = ConnVars::new(remote, local);
+    // what the client sent after its PROXY protocol header, passed on first
+    let mut early = None;
+    let mut proxy = None;
+    if snap.stream_ports.iter().any(|p| p.addr == listen && p.proxy_protocol) {
+        let mut buf = IoBuf::new(crate::http::proxy_protocol::V2_MAX);
+        let read = super::proxy_header::HeaderRead::<R> {
+            sock: &mut client,
+            buf: &mut buf,
+            tlvs: &mut rec.tlvs,
+            peer: remote,
+            local,
+        };
+        let addrs = match read.read(srv.proxy_protocol_timeout).await {
+            Ok(addrs) => addrs,
+            Err(end) => {
+                // nginx finalizes the session: 400 for a broken header, 200 for a client that left or timed out
+                rec.status = if end == NoHeader::Broken { BAD_REQUEST } else { OK };
+                shard.log_session(&snap, rec);
+                return;
+            }
+        };
+        proxy = addrs;
+        // nginx's stream realip: the header's source, when the connection's peer is trusted
+        if let Some(real) = plan.and_then(|p| p.realip.as_ref()?.stream(remote, addrs.as_ref())) {
+            conn.remote = real;
+        }
+        (rec.remote, rec.proxy) = (conn.remote, proxy);
+        early = Some(buf);
+    }
     if let Some(value) = &srv.ret {
         super::stream_return::answer(&shard, &snap, &mut client, value, &mut rec).await;
         shard.log_session(&snap, rec);
         return;
     }
+    let early = early.as_ref().map_or(&[][..], IoBuf::readable);
     let maps = snap.config.stream.as_ref().map_or(&[][..], |s| s.maps.as_slice());
     let mut cache = VarCache::default();
     cache.begin(maps.len());
+    let tlvs = std::mem::take(&mut rec.tlvs);
     let vars = StreamVars {
-        conn: ConnVars { remote, local },
+        conn,
+        proxy: ProxyVars {
+            addrs: proxy.as_ref(),
+            tlvs: &tlvs,
+        },
         maps,
         cache: &cache,
     };
@@ -70,15 +108,18 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
                 snap: &snap,
                 srv,
                 upstream,
+                early,
             };
             session.proxy(&mut client, &vars, &mut rec).await;
         }
         Some(PassTarget::Addr(addr)) => {
             rec.status = BAD_GATEWAY;
-            stream_pass::direct::<R>(srv, addr, &mut client, &mut rec).await;
+            let first = super::stream_pass::First { conn: vars.conn, early };
+            stream_pass::direct::<R>(srv, addr, &mut client, &mut rec, first).await;
         }
         None => {}
     }
+    rec.tlvs = tlvs;
     shard.log_session(&snap, rec);
 }
 
@@ -89,6 +130,8 @@ struct Session<'a, R: Runtime> {
     srv: &'a StreamServer,
     /// Index into the snapshot's stream plans.
     upstream: usize,
+    /// Client bytes that came with its PROXY protocol header.
+    early: &'a [u8],
 }
 
 impl<R: Runtime> Session<'_, R> {
@@ -148,6 +191,13 @@ impl<R: Runtime> Session<'_, R> {
         peer.slot.count_request();
         let session = std::time::Instant::now();
         let mut up_half = Half::new(BUF);
+        if srv.proxy_protocol {
+            // nginx's `proxy_protocol on`: its v1 line for the client's (real) address, before any client byte
+            let mut line = Vec::with_capacity(crate::http::proxy_protocol::V1_MAX);
+            crate::http::proxy_protocol::write_v1(vars.conn.remote, vars.conn.local, &mut line);
+            up_half.preload(&line, false);
+        }
+        up_half.preload(self.early, true);
         let mut down_half = Half::new(BUF);
         let ends = if srv.half_close { Ends::Both } else { Ends::First };
         let halves = (&mut up_half, &mut down_half);

@@ -42,9 +42,22 @@ pub fn log_unreachable(value: &[u8]) {
     }
 }
 
+/// What goes to the upstream before the client's next bytes: `proxy_protocol on`'s line for `conn`, then what came
+/// with the client's own PROXY protocol header.
+pub struct First<'a> {
+    pub conn: crate::http::vars::ConnVars,
+    pub early: &'a [u8],
+}
+
 /// Proxies the session of `client` to `addr` (one try: nginx's round robin of one peer), the try and bytes into
 /// `rec`.
-pub async fn direct<R: Runtime>(srv: &StreamServer, addr: SocketAddr, client: &mut R::Conn, rec: &mut StreamRecord) {
+pub async fn direct<R: Runtime>(
+    srv: &StreamServer,
+    addr: SocketAddr,
+    client: &mut R::Conn,
+    rec: &mut StreamRecord,
+    first: First<'_>,
+) {
     rec.try_start(TryPeer::Addr(addr));
     let mut upstream = match R::connect(addr, srv.connect_timeout).await {
         Ok(c) => c,
@@ -56,6 +69,12 @@ pub async fn direct<R: Runtime>(srv: &StreamServer, addr: SocketAddr, client: &m
     rec.try_connected();
     let _ = upstream.set_nodelay(true);
     let (mut up_half, mut down_half) = (Half::new(BUF), Half::new(BUF));
+    if srv.proxy_protocol {
+        let mut line = Vec::with_capacity(crate::http::proxy_protocol::V1_MAX);
+        crate::http::proxy_protocol::write_v1(first.conn.remote, first.conn.local, &mut line);
+        up_half.preload(&line, false);
+    }
+    up_half.preload(first.early, true);
     let ends = if srv.half_close { Ends::Both } else { Ends::First };
     let end = pump::<R, _, _>(client, &mut upstream, (&mut up_half, &mut down_half), srv.timeout, ends).await;
     if let PumpEnd::Failed(e) = &end {

@@ -34,6 +34,9 @@ pub struct Buffers {
     pub answer: Vec<u8>,
     /// The response headers the current request's location adds, evaluated when it was routed.
     pub headers: Prepared,
+    /// The connection's PROXY protocol header: its addresses and v2 TLVs (none, empty without one).
+    pub proxy: Option<crate::http::proxy_protocol::ProxyAddrs>,
+    pub tlvs: Vec<u8>,
 }
 
 impl Buffers {
@@ -54,6 +57,8 @@ impl Buffers {
             vars: VarCache::default(),
             answer: Vec::new(),
             headers: Prepared::default(),
+            proxy: None,
+            tlvs: Vec::new(),
         }
     }
 }

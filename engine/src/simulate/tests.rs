@@ -304,6 +304,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             client: Default::default(),
             files: Default::default(),
             headers: Default::default(),
+            realip: None,
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);
@@ -323,6 +324,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 client: Default::default(),
                 files: Default::default(),
                 headers: Default::default(),
+                realip: None,
                 span: Span::default(),
             }],
         });
@@ -345,6 +347,9 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 next_upstream: false,
                 next_upstream_tries: 0,
                 half_close: false,
+                realip: None,
+                proxy_protocol: false,
+                proxy_protocol_timeout: std::time::Duration::from_secs(30),
                 span: Span::default(),
             }],
         });

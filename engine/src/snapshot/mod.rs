@@ -19,6 +19,7 @@ pub mod headers;
 pub mod locations;
 pub mod logs;
 pub mod proxied;
+pub mod realip;
 pub mod return_text;
 pub mod rewrite;
 pub mod route;
@@ -54,6 +55,8 @@ pub struct HttpPort {
     pub servers: Vec<usize>,
     /// The server for requests whose `Host` names none of them.
     pub default_server: usize,
+    /// Connections start with a PROXY protocol header (a `listen ... proxy_protocol` of any server here).
+    pub proxy_protocol: bool,
 }
 
 /// One stream listen address and its server.
@@ -62,6 +65,8 @@ pub struct StreamPort {
     pub addr: SocketAddr,
     /// Index into the stream block's servers.
     pub server: usize,
+    /// Connections start with a PROXY protocol header.
+    pub proxy_protocol: bool,
 }
 
 /// An http server's routing table.
@@ -92,6 +97,8 @@ pub struct ServerPlan {
     pub log_set: usize,
     /// `add_header`, `expires`, `server_tokens` of answers outside any location.
     pub headers: HeadersPlan,
+    /// `set_real_ip_from` and the rest of the server block (nginx's post-read phase).
+    pub realip: Option<realip::RealIpPlan>,
 }
 
 impl ServerPlan {
@@ -179,6 +186,7 @@ impl Snapshot {
                     stream_ports.push(StreamPort {
                         addr: l.addr,
                         server: si,
+                        proxy_protocol: l.proxy_protocol,
                     });
                 }
             }
@@ -260,6 +268,7 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
         match ports.iter_mut().find(|p| p.addr == l.addr) {
             Some(p) => {
                 p.servers.push(server);
+                p.proxy_protocol |= l.proxy_protocol;
                 if l.default_server {
                     p.default_server = server;
                 }
@@ -268,6 +277,7 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
                 addr: l.addr,
                 servers: vec![server],
                 default_server: server,
+                proxy_protocol: l.proxy_protocol,
             }),
         }
     }
@@ -310,6 +320,7 @@ fn server_plan(
         headers,
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
+        realip: srv.realip.as_deref().map(realip::RealIpPlan::new),
     })
 }
 
@@ -345,5 +356,6 @@ fn location_plan(
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
         headers,
+        realip: loc.realip.as_deref().map(realip::RealIpPlan::new),
     })
 }

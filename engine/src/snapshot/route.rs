@@ -29,6 +29,8 @@ pub struct LocationPlan {
     pub log_set: usize,
     /// `add_header`, `expires`, `server_tokens` of the location's answers.
     pub headers: HeadersPlan,
+    /// `set_real_ip_from` and the rest, where some level trusts an address (nginx's preaccess phase).
+    pub realip: Option<super::realip::RealIpPlan>,
 }
 
 /// A fixed answer with its head pre-rendered around the two parts that change (`Date`, `Connection`).
@@ -443,6 +445,7 @@ mod tests {
             client: ClientConf::default(),
             files: Default::default(),
             headers: Default::default(),
+            realip: None,
             span: Span::default(),
         }
     }

@@ -5,10 +5,12 @@ use super::SnapshotError;
 use crate::config::model::StreamServer;
 
 /// What a stream server needs at session time beyond its config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamServerPlan {
     /// Index into [`AccessLogPlan::stream_sets`]; 0 = sessions are not logged.
     pub log_set: usize,
+    /// `set_real_ip_from`: whose PROXY protocol header names the client.
+    pub realip: Option<super::realip::RealIpPlan>,
 }
 
 impl StreamServerPlan {
@@ -16,6 +18,7 @@ impl StreamServerPlan {
     pub fn build(srv: &StreamServer, logs: &mut AccessLogPlan) -> Result<StreamServerPlan, SnapshotError> {
         Ok(StreamServerPlan {
             log_set: logs.stream_set_of(srv).map_err(SnapshotError::AccessLog)?,
+            realip: srv.realip.as_deref().map(super::realip::RealIpPlan::new),
         })
     }
 }
@@ -68,6 +71,9 @@ mod tests {
             next_upstream: true,
             next_upstream_tries: 0,
             half_close: false,
+            realip: None,
+            proxy_protocol: false,
+            proxy_protocol_timeout: std::time::Duration::from_secs(30),
             span: Span::default(),
         }
     }

@@ -81,6 +81,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         client: ClientConf::default(),
         files: Default::default(),
         headers: Default::default(),
+        realip: None,
         span: Span::default(),
     }
 }
@@ -100,6 +101,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         client: ClientConf::default(),
         files: Default::default(),
         headers: Default::default(),
+        realip: None,
         span: Span::default(),
     }
 }
@@ -122,6 +124,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,
+                    proxy_protocol: false,
                     default_server: false,
                     span: Span::default(),
                 }],
@@ -132,6 +135,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 client: ClientConf::default(),
                 files: Default::default(),
                 headers: Default::default(),
+                realip: None,
                 span: Span::default(),
             }],
         }),

@@ -78,6 +78,8 @@ pub struct Layers {
     pub files: FilesLayer,
     /// `add_header`, `expires`, `server_tokens`, `proxy_hide_header`/`proxy_pass_header`, `proxy_redirect`.
     pub headers: HeadersLayer,
+    /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
+    pub realip: super::realip::RealIpLayer,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -93,7 +95,7 @@ pub struct Cx<'a> {
 impl Layers {
     /// Reads `d` if it is one of the shared settings; `Ok(false)` when it is not.
     pub fn directive(&mut self, cx: &mut Cx<'_>, d: &Directive) -> Result<bool, ConfigError> {
-        if self.headers.directive(cx.vars, d)? {
+        if self.headers.directive(cx.vars, d)? || self.realip.directive(cx.build, d)? {
             return Ok(true);
         }
         let (p, c) = (&mut self.proxy, &mut self.client);
@@ -221,6 +223,7 @@ impl Layers {
             temp_paths: TempPaths::default(),
             files: self.files.over(&parent.files),
             headers: self.headers.over(&parent.headers),
+            realip: self.realip.over(&parent.realip),
         }
     }
 

@@ -11,8 +11,8 @@ use crate::config::value;
 use std::net::{Ipv4Addr, SocketAddr};
 
 /// nginx `listen` parameters corelb does not implement (refused by name rather than called invalid).
-const UNSUPPORTED_HTTP: &[&str] = &["ssl", "http2", "proxy_protocol", "deferred", "quic"];
-const UNSUPPORTED_STREAM: &[&str] = &["udp", "ssl", "proxy_protocol"];
+const UNSUPPORTED_HTTP: &[&str] = &["ssl", "http2", "deferred", "quic"];
+const UNSUPPORTED_STREAM: &[&str] = &["udp", "ssl"];
 /// `name=value` parameters corelb does not implement.
 const UNSUPPORTED_VALUED: &[&str] = &[
     "fastopen=",
@@ -46,6 +46,8 @@ pub struct HttpListens {
 struct Params {
     default_server: bool,
     options: bool,
+    /// `proxy_protocol`: connections start with a PROXY protocol header.
+    proxy_protocol: bool,
 }
 
 fn not_supported(p: &str, d: &Directive) -> ConfigError {
@@ -57,7 +59,9 @@ fn not_supported(p: &str, d: &Directive) -> ConfigError {
 
 /// Parameters common to http and stream: `bind`, `reuseport`, `backlog=N`, and the refused ones.
 fn common_param(p: &str, d: &Directive, out: &mut Params, refused: &[&str]) -> Result<bool, ConfigError> {
-    if p == "bind" || p == "reuseport" {
+    if p == "proxy_protocol" {
+        out.proxy_protocol = true;
+    } else if p == "bind" || p == "reuseport" {
         out.options = true;
     } else if let Some(n) = p.strip_prefix("backlog=") {
         if !matches!(value::atoi(n), Some(n) if n != 0) {
@@ -103,6 +107,7 @@ impl HttpListens {
             out.push(Listen {
                 addr,
                 default_server: params.default_server,
+                proxy_protocol: params.proxy_protocol,
                 span: d.span.clone(),
             });
         }
@@ -117,6 +122,7 @@ impl HttpListens {
         Ok(Listen {
             addr,
             default_server: false,
+            proxy_protocol: false,
             span: at.clone(),
         })
     }
@@ -202,6 +208,7 @@ impl StreamListens {
             out.push(Listen {
                 addr,
                 default_server: false,
+                proxy_protocol: params.proxy_protocol,
                 span: d.span.clone(),
             });
         }
@@ -282,7 +289,9 @@ mod tests {
             "[emerg] invalid host in \"a/b\" of the \"listen\" directive in t.conf:1"
         );
         let l = t.listen(&listen_directive("listen [::]:8080 default;"), 0).unwrap();
-        assert!(l[0].default_server);
+        assert!(l[0].default_server && !l[0].proxy_protocol);
+        let l = t.listen(&listen_directive("listen 8081 proxy_protocol;"), 0).unwrap();
+        assert!(l[0].proxy_protocol);
     }
 
     #[test]
@@ -298,6 +307,7 @@ mod tests {
             err(t.listen(&listen_directive("listen 5001 default_server;"))),
             "[emerg] the invalid \"default_server\" parameter in t.conf:1"
         );
+        assert!(t.listen(&listen_directive("listen 5002 proxy_protocol;")).unwrap()[0].proxy_protocol);
         let no_port = t.listen(&listen_directive("listen 127.0.0.2;")).unwrap();
         assert_eq!(no_port[0].addr.port(), 0);
     }

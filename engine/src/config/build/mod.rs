@@ -14,6 +14,7 @@ mod locations;
 mod logs;
 mod main_ctx;
 mod map;
+mod realip;
 mod rewrite;
 mod server_line;
 mod spec;

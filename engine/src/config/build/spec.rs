@@ -215,6 +215,12 @@ pub const SPECS: &[Spec] = &[
     both("types_hash_bucket_size", HTTP_MSL, TAKE1),
     both("access_log", STREAM_MS, MORE1),
     both("log_format", Ctx::STREAM, MORE2),
+    // realip (http and stream) and the PROXY protocol (config/build/realip.rs)
+    both("set_real_ip_from", HTTP_MSL.or(STREAM_MS), TAKE1),
+    both("real_ip_header", HTTP_MSL, TAKE1),
+    both("real_ip_recursive", HTTP_MSL, TAKE1),
+    both("proxy_protocol", STREAM_MS, TAKE1),
+    both("proxy_protocol_timeout", STREAM_MS, TAKE1),
     both("least_conn", UPS, NOARGS),
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
     both("hash", UPS, TAKE12),
@@ -306,9 +312,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "limit_conn",
     "limit_conn_zone",
     "limit_conn_status",
-    "set_real_ip_from",
-    "real_ip_header",
-    "real_ip_recursive",
     // gzip
     "gzip",
     "gzip_types",
@@ -374,7 +377,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "proxy_ssl_trusted_certificate",
     "proxy_ssl_session_reuse",
     "proxy_ssl",
-    "proxy_protocol",
     "proxy_buffer",
     "proxy_download_rate",
     "proxy_upload_rate",
@@ -398,7 +400,6 @@ pub const UNSUPPORTED: &[&str] = &[
     // stream extras
     "preread_buffer_size",
     "preread_timeout",
-    "proxy_protocol_timeout",
 ];
 
 /// nginx's `ngx_conf_handler` checks for `d` in `ctx`: known name, allowed here, `;` vs `{`, argument count. A

@@ -13,6 +13,7 @@ use crate::config::error::ConfigError;
 use crate::config::key::KeyTemplate;
 use crate::config::model::{HealthConf, Listen, Span, StreamConf, StreamServer};
 use crate::config::parser::Directive;
+use crate::config::realip::{RealIpConf, RealIpHeader, TrustedList};
 use crate::config::stream_format::StreamFormat;
 use crate::config::url::{self, UrlOpts};
 use std::sync::Arc;
@@ -26,6 +27,10 @@ struct StreamLayer {
     next_upstream: Option<bool>,
     next_upstream_tries: Option<u64>,
     half_close: Option<bool>,
+    /// `set_real_ip_from` (a level with its own lines replaces the inherited list).
+    realip: Option<TrustedList>,
+    proxy_protocol: Option<bool>,
+    proxy_protocol_timeout: Option<Duration>,
 }
 
 /// A stream server as read.
@@ -71,11 +76,11 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
     };
     walk(block_of(d)?, Ctx::STREAM, |sd| match sd.name.as_str() {
         "upstream" => st.upstreams.block(b, &mut st.vars, sd),
-        "server" => st.server(sd),
+        "server" => st.server(b, sd),
         "log_format" => st.logs.log_format(sd, &mut st.vars),
         "access_log" => st.logs.access_log(&mut st.block_logs, sd, &mut st.vars),
         _ if st.maps.directive(sd, Module::Stream, &mut st.vars)? => Ok(()),
-        _ => st.layer.directive(sd),
+        _ => st.layer.directive(b, sd),
     })?;
     // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
     let mut servers = Vec::with_capacity(st.servers.len());
@@ -121,6 +126,16 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
                 .next_upstream_tries
                 .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             half_close: layer.half_close.unwrap_or(false),
+            realip: layer.realip.map(|t| {
+                Arc::new(RealIpConf {
+                    from: t.from,
+                    unix: t.unix,
+                    header: RealIpHeader::ProxyProtocol,
+                    recursive: false,
+                })
+            }),
+            proxy_protocol: layer.proxy_protocol.unwrap_or(false),
+            proxy_protocol_timeout: layer.proxy_protocol_timeout.unwrap_or(Duration::from_secs(30)),
             span: s.span,
         });
     }
@@ -143,7 +158,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
 }
 
 impl StreamState {
-    fn server(&mut self, d: &Directive) -> Result<(), ConfigError> {
+    fn server(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
         let mut s = ServerDraft {
             span: d.span.clone(),
             listens: Vec::new(),
@@ -182,7 +197,7 @@ impl StreamState {
                 s.health.push(health::health_check(sd, Module::Stream)?);
                 Ok(())
             }
-            _ => s.layer.directive(sd),
+            _ => s.layer.directive(b, sd),
         })?;
         if s.listens.is_empty() {
             return Err(ConfigError::invalid("no \"listen\" is defined for server", &d.span));
@@ -205,8 +220,25 @@ impl StreamState {
 }
 
 impl StreamLayer {
-    fn directive(&mut self, d: &Directive) -> Result<(), ConfigError> {
+    fn directive(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
         match d.name.as_str() {
+            "set_real_ip_from" => {
+                super::realip::set_real_ip_from(self.realip.get_or_insert_with(TrustedList::default), b, d)
+            }
+            "proxy_protocol" => {
+                unset(&self.proxy_protocol, d)?;
+                self.proxy_protocol = Some(match arg(d, 0) {
+                    "on" => true,
+                    "off" => false,
+                    "v2" => {
+                        let msg = "\"proxy_protocol v2\" towards upstreams is not supported by corelb";
+                        return Err(ConfigError::invalid(msg, &d.span));
+                    }
+                    v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
+                });
+                Ok(())
+            }
+            "proxy_protocol_timeout" => msec_slot(&mut self.proxy_protocol_timeout, d),
             "proxy_connect_timeout" => msec_slot(&mut self.connect_timeout, d),
             "proxy_timeout" => msec_slot(&mut self.timeout, d),
             "proxy_next_upstream" => flag_slot(&mut self.next_upstream, d),
@@ -227,6 +259,9 @@ impl StreamLayer {
             next_upstream: self.next_upstream.or(parent.next_upstream),
             next_upstream_tries: self.next_upstream_tries.or(parent.next_upstream_tries),
             half_close: self.half_close.or(parent.half_close),
+            realip: self.realip.clone().or_else(|| parent.realip.clone()),
+            proxy_protocol: self.proxy_protocol.or(parent.proxy_protocol),
+            proxy_protocol_timeout: self.proxy_protocol_timeout.or(parent.proxy_protocol_timeout),
         }
     }
 }
