@@ -40,7 +40,6 @@ pub const WITHOUT: &[&str] = &[
     "--without-http_limit_req_module",
     "--without-http_empty_gif_module",
     "--without-http_browser_module",
-    "--without-http_upstream_least_time_module",
     "--without-http_upstream_sticky_module",
     "--without-http_tunnel_module",
     "--without-http-cache",
@@ -50,7 +49,6 @@ pub const WITHOUT: &[&str] = &[
     "--without-stream_pass_module",
     "--without-stream_set_module",
     "--without-stream_split_clients_module",
-    "--without-stream_upstream_least_time_module",
 ];
 
 /// The `configure arguments:` line.

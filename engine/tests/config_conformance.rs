@@ -78,6 +78,7 @@ fn config_every_oracle_scenario_parses_to_its_upstream() {
             }
             Method::LeastConn => conf.contains("least_conn;"),
             Method::Random { .. } => conf.contains("random"),
+            Method::LeastTime { .. } => conf.contains("least_time"),
             Method::RoundRobin => !conf.contains("hash") && !conf.contains("least_conn") && !conf.contains("random"),
         };
         assert!(method_ok, "{:?} for\n{conf}", u.method);

@@ -11,12 +11,14 @@
 
 mod guard;
 mod latency;
+mod least_time;
 mod shard_slot;
 mod slot;
 mod zone;
 
 pub use guard::ConnGuard;
 pub use latency::{bucket_index, LatencyHistogram, LatencySnapshot, LATENCY_BOUNDS_US, LATENCY_BUCKETS};
+pub use least_time::{time_avg, PeerTimes, TimeMetric};
 pub use shard_slot::{HttpPhase, ShardSlot, ShardStats};
 pub use slot::{HealthStats, PeerFlags, PeerSlot, PeerStats, StatusClass};
 pub use zone::{PeerKey, Zone};

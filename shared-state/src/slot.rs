@@ -3,6 +3,7 @@
 
 use crate::guard::ConnGuard;
 use crate::latency::LatencyHistogram;
+use crate::least_time::PeerTimes;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Administrative and health state bits of a peer, as seen by every shard.
@@ -152,6 +153,8 @@ pub struct PeerSlot {
     unavail: AtomicU64,
     /// Upstream response times, one stripe per shard (out of line: its own cache lines).
     latency: LatencyHistogram,
+    /// `least_time`'s moving averages and in-flight accounting (written only by `least_time` upstreams).
+    times: PeerTimes,
 }
 
 impl PeerSlot {
@@ -368,6 +371,11 @@ impl PeerSlot {
     /// The upstream response time histogram.
     pub fn latency(&self) -> &LatencyHistogram {
         &self.latency
+    }
+
+    /// `least_time`'s averages and in-flight accounting of this peer.
+    pub fn times(&self) -> &PeerTimes {
+        &self.times
     }
 
     /// Records one upstream response time measured on shard `shard` (two relaxed adds, see [`LatencyHistogram`]).

@@ -1,5 +1,6 @@
 //! One request's attempt: the `tried` set, the tries budget, per-method hash state, and the `conns` guard.
 
+use super::least_time::{FreeCx, Phase, TryTimes};
 use super::{Choice, ListKind, Peer, PickCx, ShardState, UpstreamPlan};
 use corelb_shared_state::ConnGuard;
 
@@ -76,6 +77,8 @@ pub struct AttemptState {
     pub misses: u32,
     /// ip_hash: the running hash, seeded with 89 and stored only on success.
     pub iphash: u32,
+    /// least_time: the current try's in-flight unit and whether `notify` recorded its average.
+    pub least_time: FreeCx,
 }
 
 impl AttemptState {
@@ -89,6 +92,7 @@ impl AttemptState {
             rehash: 0,
             misses: 0,
             iphash: 89,
+            least_time: FreeCx::default(),
         }
     }
 
@@ -159,6 +163,11 @@ impl<'p> Attempt<'p> {
     /// peer is usable: answer 502. A peer that another shard filled up between the check and the take (only
     /// possible with `max_conns` and several shards) is marked tried and the pick runs again.
     pub fn pick(&mut self, shard: &mut ShardState, key: &[u8], now: u64) -> Option<&'p Peer> {
+        self.pick_at(shard, key, now, now.saturating_mul(1000))
+    }
+
+    /// [`pick`](Self::pick) with the millisecond clock too (`now_ms`, read with `now`), for `least_time`.
+    pub fn pick_at(&mut self, shard: &mut ShardState, key: &[u8], now: u64, now_ms: u64) -> Option<&'p Peer> {
         debug_assert!(self.guard.is_none(), "report the previous outcome before picking again");
         self.guard = None;
         if self.plan.primary.is_empty() {
@@ -173,6 +182,7 @@ impl<'p> Attempt<'p> {
                 attempt: &mut self.state,
                 key,
                 now,
+                now_ms,
             };
             let choice = plan.balancer.choose(&mut cx)?;
             let peer = plan.peer(choice);
@@ -183,6 +193,13 @@ impl<'p> Attempt<'p> {
                         self.state.tried.insert(choice.index);
                         peer.slot
                             .note_selected_recovering(now, peer.max_fails, peer.fail_timeout);
+                        if let Some(lt) = plan.least_time {
+                            let holding = lt.on_pick(peer.slot.times(), now_ms);
+                            self.state.least_time = FreeCx {
+                                holding,
+                                notified: false,
+                            };
+                        }
                     }
                     self.guard = Some(g);
                     self.current = Some(choice);
@@ -197,8 +214,31 @@ impl<'p> Attempt<'p> {
     /// Reports how the attempt on the current peer ended (nginx's `free`): updates `fails`/`checked`/`accessed` in
     /// the zone and the shard's `effective_weight`, gives the `conns` unit back, and spends one try.
     pub fn report(&mut self, outcome: Outcome, shard: &mut ShardState, now: u64) {
+        self.report_timed(outcome, shard, now, TryTimes::None, now.saturating_mul(1000));
+    }
+
+    /// `least_time`'s `notify`: the current try reached `phase` after `ms` (at `now_ms`).
+    pub fn notify(&mut self, phase: Phase, ms: u64, now_ms: u64) {
+        let (Some(lt), Some(peer)) = (self.plan.least_time, self.current()) else {
+            return;
+        };
+        let cx = &mut self.state.least_time;
+        if lt.notify(peer.slot.times(), phase, ms, now_ms, cx.holding) {
+            *cx = FreeCx {
+                holding: false,
+                notified: true,
+            };
+        }
+    }
+
+    /// [`report`](Self::report) with what the try measured (`least_time` averages them; others ignore it).
+    pub fn report_timed(&mut self, outcome: Outcome, shard: &mut ShardState, now: u64, times: TryTimes, now_ms: u64) {
         let Some(choice) = self.current.take() else { return };
         let peer = self.plan.peer(choice);
+        if let Some(lt) = self.plan.least_time {
+            let cx = std::mem::take(&mut self.state.least_time);
+            lt.on_free(peer.slot.times(), outcome, times, now_ms, cx);
+        }
         if self.plan.single && choice.list == ListKind::Primary {
             self.guard = None;
             self.state.tries = 0;

@@ -15,6 +15,7 @@ pub mod consistent_hash;
 pub mod hash;
 pub mod ip_hash;
 pub mod least_conn;
+pub mod least_time;
 pub mod random;
 pub mod ranges;
 pub mod round_robin;
@@ -57,6 +58,8 @@ pub struct PickCx<'a> {
     /// Whole seconds since the epoch, read once for this pick by the caller ([`crate::clock::now_secs`]; nginx
     /// reads its per-loop-turn cache `ngx_time()`).
     pub now: u64,
+    /// Milliseconds since the epoch, read with `now` (`least_time`'s in-flight ages; nginx's `ngx_current_msec`).
+    pub now_ms: u64,
 }
 
 /// A load-balancing method. Implementations hold what they precompute at config load (a hash ring, weight ranges)
@@ -140,6 +143,10 @@ pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>
         }
         Method::LeastConn => (Box::new(LeastConn), KeySpec::None),
         Method::Random { two } => (Box::new(Random::build(primary, two.is_some())), KeySpec::None),
+        &Method::LeastTime { mode, inflight } => (
+            Box::new(least_time::LeastTime(least_time::LeastTimeConf { mode, inflight })),
+            KeySpec::None,
+        ),
     }
 }
 
@@ -180,6 +187,14 @@ mod tests {
                 "random two least_conn",
                 KeySpec::None,
             ),
+            (
+                Method::LeastTime {
+                    mode: crate::config::model::LeastTimeMode::Header,
+                    inflight: true,
+                },
+                "least_time",
+                KeySpec::None,
+            ),
         ];
         for (method, name, spec) in cases {
             let plan = testkit::plan(method, testkit::spec_servers([1, 1, 1], &[]));
@@ -203,6 +218,10 @@ mod tests {
             Method::Random { two: None },
             Method::Random {
                 two: Some(RandomTwo::LeastConn),
+            },
+            Method::LeastTime {
+                mode: crate::config::model::LeastTimeMode::LastByte,
+                inflight: false,
             },
         ];
         for method in methods {

@@ -173,6 +173,8 @@ pub struct UpstreamPlan {
     pub key: KeySpec,
     /// The method, built at load.
     pub balancer: Box<dyn Balancer>,
+    /// `least_time`'s settings: the attempt's timing hooks run only when this is set.
+    pub least_time: Option<super::least_time::LeastTimeConf>,
 }
 
 impl UpstreamPlan {
@@ -243,6 +245,12 @@ impl UpstreamPlan {
             single,
             key,
             balancer,
+            least_time: match conf.method {
+                crate::config::model::Method::LeastTime { mode, inflight } => {
+                    Some(super::least_time::LeastTimeConf { mode, inflight })
+                }
+                _ => None,
+            },
         })
     }
 

@@ -155,9 +155,29 @@ impl Default for MainConf {
 pub enum Method {
     RoundRobin,
     IpHash,
-    Hash { key: KeyTemplate, consistent: bool },
+    Hash {
+        key: KeyTemplate,
+        consistent: bool,
+    },
     LeastConn,
-    Random { two: Option<RandomTwo> },
+    Random {
+        two: Option<RandomTwo>,
+    },
+    /// `least_time MODE [inflight]` (nginx 1.31): see [`crate::balance::least_time`].
+    LeastTime {
+        mode: LeastTimeMode,
+        inflight: bool,
+    },
+}
+
+/// The time `least_time` averages: http takes `header` and `last_byte`, stream `connect`, `first_byte` and
+/// `last_byte`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeastTimeMode {
+    Header,
+    LastByte,
+    Connect,
+    FirstByte,
 }
 
 /// The comparison `random two` makes between its two candidates.

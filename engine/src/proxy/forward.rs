@@ -63,6 +63,7 @@ impl<R: Runtime> ClientConn<R> {
             attempt: Attempt::new(up, plan.conf.next_upstream_tries, &self.bufs.key),
             started: Instant::now(),
             replayable,
+            clock: Default::default(),
         };
         loop {
             let Some(peer) = retry.pick(&self.bufs.key) else {
@@ -121,6 +122,7 @@ impl<R: Runtime> ClientConn<R> {
         let started = Instant::now();
         match exchange::<R>(to, body, io).await {
             Ok((conn, info)) if !retry.retry_on_status(info.status, req.kind()) => {
+                retry.header_read();
                 peer.slot.count_response(info.status);
                 let sent = info.sent;
                 let (keep, received) = self.pass_response(to, req, conn, info).await;

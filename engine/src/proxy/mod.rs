@@ -18,4 +18,5 @@ mod static_file;
 pub mod stream;
 mod stream_pass;
 mod stream_return;
+pub mod try_clock;
 mod upgrade;

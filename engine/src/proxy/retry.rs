@@ -3,6 +3,8 @@
 //! balancer.
 
 use super::exchange::{Failure, FailureKind, Sent};
+use super::try_clock::{self, TryClock};
+use crate::balance::least_time::{Phase, TryTimes};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome, Peer};
 use crate::runtime::Runtime;
@@ -36,23 +38,40 @@ pub struct RetryState<'a, R: Runtime> {
     pub started: Instant,
     /// The whole request is held, so it can be sent again.
     pub replayable: bool,
+    /// The current try's times (`least_time` upstreams only).
+    pub clock: TryClock,
 }
 
 impl<'a, R: Runtime> RetryState<'a, R> {
     /// Picks the next peer for this request (`None`: no live upstreams).
     pub fn pick(&mut self, key: &[u8]) -> Option<&'a Peer> {
-        let now = crate::clock::now_secs();
+        let timed = self.attempt.plan().least_time.is_some();
+        let (now, now_ms) = try_clock::pick_time(timed);
         let attempt = &mut self.attempt;
-        self.shard
-            .with_http_state(self.snap, self.plan.upstream, |st| attempt.pick(st, key, now))
-            .flatten()
+        let picked = self
+            .shard
+            .with_http_state(self.snap, self.plan.upstream, |st| {
+                attempt.pick_at(st, key, now, now_ms)
+            })
+            .flatten();
+        self.clock.start(timed && picked.is_some());
+        picked
+    }
+
+    /// The current try's response header was read (`least_time`'s `notify`).
+    pub fn header_read(&mut self) {
+        if let Some(ms) = self.clock.header() {
+            self.attempt.notify(Phase::Header, ms, crate::clock::now_ms());
+        }
     }
 
     /// Reports the current try's outcome.
     pub fn report(&mut self, outcome: Outcome) {
         let attempt = &mut self.attempt;
+        let times = self.clock.http();
+        let (now, now_ms) = try_clock::pick_time(times != TryTimes::None);
         self.shard.with_http_state(self.snap, self.plan.upstream, |st| {
-            attempt.report(outcome, st, crate::clock::now_secs())
+            attempt.report_timed(outcome, st, now, times, now_ms)
         });
     }
 

@@ -5,8 +5,10 @@
 use super::proxy_header::NoHeader;
 use super::pump::{pump, Ends, Half, PumpEnd};
 use super::stream_pass::{self, PassTarget};
+use super::try_clock;
 use crate::access_log::record::TryPeer;
 use crate::access_log::stream::{StreamRecord, BAD_GATEWAY, BAD_REQUEST, OK};
+use crate::balance::least_time::{Phase, TryTimes};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
 use crate::config::model::StreamServer;
@@ -18,6 +20,7 @@ use crate::shard::Shard;
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::Instant;
 
 /// Copy buffer per direction.
 const BUF: usize = 16 * 1024;
@@ -146,11 +149,13 @@ impl<R: Runtime> Session<'_, R> {
         let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
         let rules = next::stream_rules(srv.next_upstream);
         rec.status = BAD_GATEWAY;
-        let (mut upstream, peer) = loop {
-            let now = crate::clock::now_secs();
+        let timed = plan.least_time.is_some();
+        let (mut upstream, peer, started) = loop {
+            let (now, now_ms) = try_clock::pick_time(timed);
             let picked = shard
-                .with_stream_state(snap, self.upstream, |st| attempt.pick(st, &key, now))
+                .with_stream_state(snap, self.upstream, |st| attempt.pick_at(st, &key, now, now_ms))
                 .flatten();
+            let started = timed.then(Instant::now);
             let Some(peer) = picked else {
                 crate::log_error!("no live upstreams while connecting to upstream \"{}\"", plan.name);
                 rec.no_live(self.upstream);
@@ -158,7 +163,7 @@ impl<R: Runtime> Session<'_, R> {
             };
             rec.try_start(TryPeer::Addr(peer.addr));
             match R::connect(peer.addr, srv.connect_timeout).await {
-                Ok(c) => break (c, peer),
+                Ok(c) => break (c, peer, started),
                 Err(e) => {
                     crate::log_error!("connect() to {} failed ({e}) while connecting to upstream", peer.addr);
                     let cause = if e.kind() == std::io::ErrorKind::TimedOut {
@@ -174,8 +179,10 @@ impl<R: Runtime> Session<'_, R> {
                         in_time: true,
                     };
                     let step = next::decide(&rules, TryEnd::Failed { cause, sent: false }, cx);
+                    let times = stream_times(started, 0, None);
+                    let (now, now_ms) = try_clock::pick_time(timed);
                     shard.with_stream_state(snap, self.upstream, |st| {
-                        attempt.report(Outcome::Failed, st, crate::clock::now_secs())
+                        attempt.report_timed(Outcome::Failed, st, now, times, now_ms)
                     });
                     if !matches!(step, Step::Retry(_)) {
                         return;
@@ -184,6 +191,10 @@ impl<R: Runtime> Session<'_, R> {
             }
         };
         rec.try_connected();
+        let connect_ms = started.map_or(0, try_clock::ms_since);
+        if timed {
+            attempt.notify(Phase::Connect, connect_ms, crate::clock::now_ms());
+        }
         // nginx marks a peer live again when a TCP connect succeeds (NGX_STREAM_UPSTREAM_NOTIFY_CONNECT), not
         // when the session ends: other sessions may pick it while this one lasts.
         peer.slot.record_success();
@@ -212,8 +223,22 @@ impl<R: Runtime> Session<'_, R> {
         );
         peer.slot.count_bytes(up_half.bytes, down_half.bytes);
         peer.slot.record_response_time(shard.index, session.elapsed());
+        let times = stream_times(started, connect_ms, down_half.first_read);
+        let (now, now_ms) = try_clock::pick_time(timed);
         shard.with_stream_state(snap, self.upstream, |st| {
-            attempt.report(Outcome::Success, st, crate::clock::now_secs())
+            attempt.report_timed(Outcome::Success, st, now, times, now_ms)
         });
+    }
+}
+
+/// What a stream try measured from `started` (its connect's start; `None`: not `least_time`, nothing timed).
+fn stream_times(started: Option<Instant>, connect: u64, first_read: Option<Instant>) -> TryTimes {
+    let Some(t) = started else {
+        return TryTimes::None;
+    };
+    TryTimes::Stream {
+        response: try_clock::ms_since(t),
+        connect,
+        first_byte: first_read.map(|at| u64::try_from(at.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)),
     }
 }

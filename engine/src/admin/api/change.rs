@@ -274,7 +274,10 @@ fn modified(
 
 /// Round robin and least_conn take `backup` (and `slow_start`); hash, ip_hash and random do not.
 fn allows_backup(method: &Method) -> bool {
-    matches!(method, Method::RoundRobin | Method::LeastConn)
+    matches!(
+        method,
+        Method::RoundRobin | Method::LeastConn | Method::LeastTime { .. }
+    )
 }
 
 /// The address of a `server` parameter: an IP address with a port (http's default port is 80). A name would need

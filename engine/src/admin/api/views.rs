@@ -7,7 +7,7 @@ use crate::balance::{Peer, UpstreamPlan};
 use crate::config::model::UpstreamConf;
 use crate::snapshot::Snapshot;
 use crate::state::Shared;
-use corelb_shared_state::{PeerFlags, PeerStats, Zone};
+use corelb_shared_state::{PeerFlags, PeerStats, TimeMetric, Zone};
 use std::borrow::Cow;
 
 /// An upstream of the running snapshot with its plan.
@@ -152,7 +152,24 @@ pub fn peer(p: &Peer, backup: bool, block: Block, now: u64) -> Json {
             Json::str(timestamp_ms(s.last_selected.saturating_mul(1000))),
         ));
     }
-    // nginx Plus's average time to the full response, in milliseconds (http, once a response was timed).
+    // nginx Plus's average times, in milliseconds: a `least_time` upstream's moving averages from the zone (the
+    // ones it balances on), otherwise the mean of the response time histogram.
+    let times = p.slot.times();
+    let averaged = times.avg(TimeMetric::Response);
+    if averaged != 0 {
+        let phases: &[(&str, TimeMetric)] = match block {
+            Block::Http => &[("header_time", TimeMetric::Header)],
+            Block::Stream => &[
+                ("connect_time", TimeMetric::Connect),
+                ("first_byte_time", TimeMetric::FirstByte),
+            ],
+        };
+        for &(name, metric) in phases {
+            f.push((name, Json::Num(times.avg(metric))));
+        }
+        f.push(("response_time", Json::Num(averaged)));
+        return Json::obj(f);
+    }
     let timed = p.slot.latency().snapshot();
     if let Some(avg_us) = timed.sum_us.checked_div(timed.count()) {
         f.push(("response_time", Json::Num(avg_us / 1000)));

@@ -225,6 +225,7 @@ pub const SPECS: &[Spec] = &[
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
     both("hash", UPS, TAKE12),
     both("random", UPS, NOARGS_TAKE12),
+    both("least_time", UPS, TAKE12),
     both("keepalive", Ctx::HTTP_UPS, TAKE1),
     both("zone", UPS, TAKE12),
     both("state", UPS, TAKE1),
@@ -393,7 +394,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "grpc_pass",
     "memcached_pass",
     // upstream extras (newer or commercial nginx)
-    "least_time",
     "sticky",
     "queue",
     "ntlm",

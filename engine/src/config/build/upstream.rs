@@ -9,7 +9,7 @@ use super::vars::{Module, Vars};
 use super::{arg, block_of, msec_slot, num_slot, unset, walk, Build, Ctx};
 use crate::config::error::ConfigError;
 use crate::config::key::KeyTemplate;
-use crate::config::model::{Method, RandomTwo, ServerLine, Span, UpstreamConf, ZoneConf};
+use crate::config::model::{LeastTimeMode, Method, RandomTwo, ServerLine, Span, UpstreamConf, ZoneConf};
 use crate::config::parser::Directive;
 use crate::config::url::{self, Url};
 use crate::config::value;
@@ -54,6 +54,7 @@ enum MethodKind {
     Hash { key: KeyTemplate, consistent: bool },
     LeastConn,
     Random,
+    LeastTime { mode: LeastTimeMode, inflight: bool },
 }
 
 /// The contents of an `upstream {}` block as read so far.
@@ -63,6 +64,8 @@ struct BlockConf {
     method: MethodKind,
     /// `random two` stays set when a later `random` has no `two`, as in nginx.
     random_two: bool,
+    /// A `least_time` was read (nginx's enum slot: a second one "is duplicate").
+    least_time_set: bool,
     /// A method (or `keepalive`) has been set: nginx's `peer.init_upstream`, for `load balancing method redefined`.
     method_set: bool,
     /// Whether `server ... backup` is allowed at this point (a method without backup support clears it).
@@ -210,6 +213,7 @@ impl Entry {
             MethodKind::IpHash => Method::IpHash,
             MethodKind::Hash { key, consistent } => Method::Hash { key, consistent },
             MethodKind::LeastConn => Method::LeastConn,
+            MethodKind::LeastTime { mode, inflight } => Method::LeastTime { mode, inflight },
             MethodKind::Random => Method::Random {
                 two: conf.random_two.then_some(RandomTwo::LeastConn),
             },
@@ -255,6 +259,7 @@ impl BlockConf {
             servers: Vec::new(),
             method: MethodKind::RoundRobin,
             random_two: false,
+            least_time_set: false,
             method_set: false,
             allow_backup: true,
             keepalive: None,
@@ -300,6 +305,14 @@ impl BlockConf {
                 Ok(())
             }
             "random" => self.random(b, d),
+            "least_time" => {
+                // nginx warns of a redefined method before it reads the arguments
+                self.set_method(b, d, MethodKind::RoundRobin, true);
+                let (mode, inflight) = super::least_time::directive(d, module, self.least_time_set)?;
+                self.least_time_set = true;
+                self.method = MethodKind::LeastTime { mode, inflight };
+                Ok(())
+            }
             "keepalive" => self.keepalive(d),
             "keepalive_requests" => num_slot(&mut self.keepalive_requests, d),
             "keepalive_timeout" => msec_slot(&mut self.keepalive_timeout, d),
