@@ -3,6 +3,7 @@
 
 use crate::config::key::{Var, VarSource};
 use crate::config::map::Map;
+use crate::config::regex::Captures;
 use crate::http::request::RequestHead;
 use crate::http::var_cache::VarCache;
 use std::io::Write;
@@ -52,6 +53,22 @@ pub struct StreamVars<'a> {
     pub conn: ConnVars,
     pub maps: &'a [Map],
     pub cache: &'a VarCache,
+}
+
+/// What nginx's named-capture variables of a regex `server_name` read ([`Var::ServerCapture`]).
+#[derive(Clone, Copy, Default)]
+pub struct ServerMatch<'a> {
+    /// The group number of each of the http block's named groups (none: not a regex match).
+    pub groups: &'a [Option<usize>],
+    pub caps: Option<&'a Captures>,
+}
+
+impl ServerMatch<'_> {
+    fn append(&self, id: usize, out: &mut Vec<u8>) {
+        if let (Some(Some(g)), Some(caps)) = (self.groups.get(id), self.caps) {
+            out.extend_from_slice(caps.group(*g));
+        }
+    }
 }
 
 impl VarSource for StreamVars<'_> {
@@ -106,6 +123,8 @@ pub struct RequestExt<'a> {
     pub opened: std::time::Instant,
     pub maps: &'a [Map],
     pub cache: &'a VarCache,
+    /// The regex server name the host matched: its groups by the block's named groups, and their text.
+    pub server_match: ServerMatch<'a>,
 }
 
 impl RequestVars<'_, '_, '_> {
@@ -192,6 +211,7 @@ impl VarSource for RequestVars<'_, '_, '_> {
             }
             Var::Msec | Var::TimeLocal | Var::TimeIso8601 => self.ext.cache.append_time(var, out),
             Var::Map(i) => self.ext.cache.append_map(self.ext.maps, *i, self, out),
+            Var::ServerCapture(id) => self.ext.server_match.append(*id, out),
             // Known only once the answer is done (an access log reads them from its record); `$request_body` and
             // captures outside a map are refused at load.
             _ => self.conn.append(var, out),
@@ -259,6 +279,7 @@ mod tests {
                 opened: std::time::Instant::now(),
                 maps: &[],
                 cache: &cache,
+                server_match: ServerMatch::default(),
             },
         };
         let mut out = Vec::new();

@@ -15,7 +15,7 @@ use crate::http::chunked::ChunkedDecoder;
 use crate::http::head_buffers::{self, FirstBuffers};
 use crate::http::keepalive;
 use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
-use crate::http::vars::{ConnVars, RequestExt, RequestVars};
+use crate::http::vars::{ConnVars, RequestExt, RequestVars, ServerMatch};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
@@ -253,13 +253,17 @@ fn route_head<'s>(
     if head.header("x-corelb-panic").is_some() {
         panic!("fault injection: x-corelb-panic");
     }
-    let server = snap
-        .server_for(port, head.host)
+    let (server, name_regex) = snap
+        .server_named(port, head.host, Some(&mut bufs.server_captures))
         .ok_or(Rejection::new(500, "no server"))?;
     let maps = snap.config.http.as_ref().map_or(&[][..], |h| h.maps.as_slice());
     bufs.vars.begin(maps.len());
     let ext = RequestExt {
-        server_name: server.names.first().map_or("", String::as_str),
+        server_name: &server.server_name,
+        server_match: ServerMatch {
+            groups: name_regex.map_or(&[][..], |r| r.groups()),
+            caps: name_regex.map(|_| &bufs.server_captures),
+        },
         connection: bufs.log.connection,
         requests: progress.served + 1,
         opened: progress.started,

@@ -16,6 +16,7 @@ mod main_ctx;
 mod map;
 mod rewrite;
 mod server_line;
+pub mod server_names;
 mod spec;
 mod state;
 mod static_files;
