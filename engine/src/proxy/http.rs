@@ -91,11 +91,13 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         served: 0,
         started: Instant::now(),
     };
+    // before the first request, the default server's; then the last request's location's
+    let mut idle = None;
     loop {
         at.refresh(&conn.shard);
         let step = loop {
             let waits = HeadWaits {
-                idle: at.defaults.keepalive_timeout,
+                idle: idle.unwrap_or(at.defaults.keepalive_timeout),
                 head: at.defaults.client_header_timeout,
             };
             match conn.next_request(&at.snap, at.port, progress, waits).await {
@@ -115,7 +117,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             }
             Next::Request(req, route) => (req, route),
         };
-        req.keepalive &= !at.gone;
+        req.keepalive = req.keepalive.and(!at.gone);
         conn.shard.counters.count_request();
         progress.served += 1;
         if !conn.continue_if_expected(&req).await {
@@ -129,6 +131,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             Route::Static(answer, headers) => conn.serve_file(answer, headers, &req).await,
         };
         conn.shard.log_request(snap, &mut conn.bufs.log);
+        idle = Some(req.timeouts.keepalive);
         if !keep || conn.shard.draining() {
             break;
         }
@@ -377,13 +380,14 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for
         head_request: head.method == "HEAD",
         non_idempotent: head.non_idempotent(),
         client_11: head.version_11,
-        keepalive: keepalive::keeps(head, client, served, open_for),
+        keepalive: keepalive::connection(head, client, served, open_for),
         expect_continue: head.expect_continue && head.body != BodyFraming::None,
         upgrade: head.upgrade,
         max_body: client.client_max_body_size,
         timeouts: ClientTimeouts {
             body: client.client_body_timeout,
             send: client.send_timeout,
+            keepalive: client.keepalive_timeout,
         },
     }
 }

@@ -93,7 +93,7 @@ mod tests {
         let mut text = Vec::new();
         a.eval_text(&Src, &mut text);
         let mut out = Vec::new();
-        a.write_text(&text, b"D", true, false, &mut out);
+        a.write_text(&text, b"D", crate::http::keepalive::Connection::KEEP, false, &mut out);
         assert_eq!(
             out.len() - a.body_len_with(&text),
             out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4
