@@ -149,7 +149,8 @@ impl VarSource for RequestVars<'_, '_, '_> {
         match var {
             Var::RequestUri => out.extend_from_slice(req.target.as_bytes()),
             Var::Uri => out.extend_from_slice(self.uri),
-            Var::Args => out.extend_from_slice(req.args().unwrap_or("").as_bytes()),
+            // up to a `#`, as nginx's parser ends the arguments there
+            Var::Args => out.extend_from_slice(req.query().as_bytes()),
             Var::Host => match req.host {
                 Some(h) => out.extend(h.iter().map(u8::to_ascii_lowercase)),
                 None => append_ip(out, self.conn.local.ip()),
@@ -173,7 +174,8 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::Arg(name) => out.extend_from_slice(arg(req.args().unwrap_or(""), name).as_bytes()),
             Var::Cookie(name) => out.extend_from_slice(cookie(req.header("cookie").unwrap_or(b""), name)),
             Var::IsArgs => {
-                if req.args().is_some() {
+                // nginx's: `?` when `$args` is not empty
+                if !req.query().is_empty() {
                     out.push(b'?');
                 }
             }

@@ -353,6 +353,15 @@ impl ProxyPlan {
                     out.extend_from_slice(query.as_bytes());
                 }
             }
+            (None, Target::AsSent) if req.has_empty_path() => {
+                // nginx sends the path `/` and the query (its `valid_unparsed_uri` is off)
+                out.push(b'/');
+                let query = req.query();
+                if !query.is_empty() {
+                    out.push(b'?');
+                    out.extend_from_slice(query.as_bytes());
+                }
+            }
             (None, Target::AsSent) => out.extend_from_slice(req.target.as_bytes()),
         }
         out.extend_from_slice(if self.conf.http_version_11 {
@@ -469,6 +478,12 @@ mod tests {
             "POST /api/x?y HTTP/1.0\r\nHost: backend\r\nConnection: close\r\nContent-Length: 2\r\nX-A: 1\r\n\r\n"
         );
         assert!(!plan.upstream_keepalive);
+        // an absolute target without a path: nginx sends `/` and the arguments, without the fragment
+        let raw = b"GET http://a?x=1#f HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(
+            head_for(&plan, raw),
+            "GET /?x=1 HTTP/1.0\r\nHost: backend\r\nConnection: close\r\n\r\n"
+        );
     }
 
     #[test]
