@@ -2126,13 +2126,13 @@ http { server {
             "regex_server_name",
             r#"events {}
 http { server {
- server_name ~^www\.(.+)$;
+ server_name "~^www\.(.+$";
 } }
 "#
             .to_string(),
-            r#"regular expression server name "~^www\.(.+)$" is not supported by corelb"#,
+            r#"pcre2_compile() failed: missing closing parenthesis in "^www\.(.+$""#,
             3,
-            Differs,
+            Same,
         ),
         case(
             "root_dup",

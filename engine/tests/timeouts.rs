@@ -25,6 +25,10 @@ fn closes_idle_and_slow_clients<R: Runtime>() {
     if let Some(server) = config.http.as_mut().and_then(|h| h.servers.first_mut()) {
         server.client.keepalive_timeout = WAIT;
         server.client.client_header_timeout = WAIT;
+        // the wait after a request is its location's (inherited from the server in a config file)
+        for l in &mut server.locations {
+            l.client.keepalive_timeout = WAIT;
+        }
     }
     let _p = Proxy::start::<R>(config, 1);
     let late = WAIT + 20 * TICK; // generous: the machine may be loaded

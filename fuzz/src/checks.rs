@@ -2,10 +2,12 @@
 //! parses the same from its own bytes, a chunked body decodes the same however it is split, a rewritten response
 //! head frames its body as the upstream's did, every config error names a line of the input).
 
+use corelb_engine::config::model::KeepaliveHeader;
 use corelb_engine::config::parse_str;
 use corelb_engine::http::chunked::ChunkedDecoder;
 use corelb_engine::http::head_buffers::{self, HeaderBuffers};
 use corelb_engine::http::proxy_protocol::{self, Read, TlvName};
+use corelb_engine::http::keepalive::Connection;
 use corelb_engine::http::request::{parse_request, MAX_HEADERS};
 use corelb_engine::http::response::{parse_response, write_client_head};
 use corelb_engine::http::{BodyFraming, MAX_LENGTH};
@@ -42,7 +44,8 @@ pub fn request_head(data: &[u8]) {
         Ok(Some(head)) => {
             assert!(head.head_len <= data.len());
             assert!(!head.method.is_empty());
-            assert!(head.target.starts_with('/'), "{}", head.target);
+            // a path, or the query of an absolute target without one (`http://h?q`, whose path is `/`)
+            assert!(head.target.starts_with('/') || head.has_empty_path(), "{}", head.target);
             if let BodyFraming::Length(n) = head.body {
                 assert!(n > 0 && n <= MAX_LENGTH);
             }
@@ -124,7 +127,11 @@ fn decode(input: &[u8], step: usize) -> Decoded {
 /// status and the same body framing as the upstream's head.
 pub fn response_head(data: &[u8]) {
     let head_request = data.first().is_some_and(|b| b & 1 == 1);
-    let keepalive = data.first().is_some_and(|b| b & 2 == 2);
+    let keepalive = if data.first().is_some_and(|b| b & 2 == 2) {
+        Connection::kept(KeepaliveHeader::new(75))
+    } else {
+        Connection::CLOSE
+    };
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let Ok(Some(resp)) = parse_response(data, &mut headers, head_request) else {
         return;

@@ -16,6 +16,9 @@ pub struct PeerKey {
     pub server: String,
     /// The address it resolved to.
     pub addr: SocketAddr,
+    /// Which of the upstream's peers with this server text and address it is (0: the first): nginx counts each
+    /// line as a peer of its own, with its own connections (so two `server A max_conns=1;` lines take two).
+    pub nth: u32,
 }
 
 /// The shared zone. Only config loads (the control plane) take its lock; shards hold `Arc<PeerSlot>`s through the
@@ -181,6 +184,7 @@ mod tests {
             upstream: up.into(),
             server: server.into(),
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            nth: 0,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod stub_status;
 
 use crate::config::model::AdminEndpoint;
+use crate::http::keepalive::Connection;
 use crate::http::pages::{append_decimal, reason, SERVER_FULL};
 use crate::state::Shared;
 
@@ -72,7 +73,7 @@ impl AdminResponse {
     }
 
     /// Appends the whole answer (head and body, no body for HEAD) to `out`.
-    pub fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+    pub fn write(&self, date: &[u8], keepalive: Connection, head_request: bool, out: &mut Vec<u8>) {
         self.write_head(SERVER_FULL, date, keepalive, out);
         out.extend_from_slice(b"\r\n");
         if !head_request {
@@ -81,7 +82,7 @@ impl AdminResponse {
     }
 
     /// Appends the head up to its `Connection` line (without the blank line that ends it), naming `server`.
-    pub fn write_head(&self, server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+    pub fn write_head(&self, server: &str, date: &[u8], keepalive: Connection, out: &mut Vec<u8>) {
         out.extend_from_slice(b"HTTP/1.1 ");
         append_decimal(out, u64::from(self.status));
         out.push(b' ');
@@ -98,11 +99,8 @@ impl AdminResponse {
             out.extend_from_slice(b"\r\nAllow: ");
             out.extend_from_slice(allow.as_bytes());
         }
-        out.extend_from_slice(if keepalive {
-            b"\r\nConnection: keep-alive\r\n"
-        } else {
-            b"\r\nConnection: close\r\n"
-        });
+        out.extend_from_slice(b"\r\n");
+        keepalive.write(out);
     }
 }
 

@@ -181,13 +181,16 @@ impl UpstreamPlan {
     /// Builds the plan of `conf`, binding each peer to its slot in `zone` (existing slots are kept, see
     /// [`Zone::attach`]).
     pub fn build(conf: &UpstreamConf, zone: &Zone) -> Result<UpstreamPlan, PlanError> {
-        let mut keys = Vec::new();
+        let mut keys: Vec<PeerKey> = Vec::new();
         for line in &conf.servers {
             for addr in &line.addrs {
+                let same = |k: &&PeerKey| k.server == line.text && k.addr == *addr;
+                let nth = u32::try_from(keys.iter().filter(same).count()).unwrap_or(u32::MAX);
                 keys.push(PeerKey {
                     upstream: conf.name.clone(),
                     server: line.text.clone(),
                     addr: *addr,
+                    nth,
                 });
             }
         }
@@ -284,6 +287,23 @@ mod tests {
     use crate::balance::testkit::line;
     use crate::config::model::{Method, ServerLine};
 
+    /// stream_upstream_max_conns.t's `u_many`: two equal lines are two peers, each with its own connections (and
+    /// each keeps its slot across a reload).
+    #[test]
+    fn equal_lines_are_peers_of_their_own() {
+        let zone = Zone::new();
+        let conf = UpstreamConf::new(
+            "u",
+            Method::RoundRobin,
+            vec![line("127.0.0.1:1"), line("127.0.0.1:1"), line("127.0.0.1:2")],
+        );
+        let slots = |p: &UpstreamPlan| p.primary.peers.iter().map(|p| Arc::clone(&p.slot)).collect::<Vec<_>>();
+        let first = slots(&UpstreamPlan::build(&conf, &zone).expect("plan"));
+        assert!(!Arc::ptr_eq(&first[0], &first[1]));
+        let again = slots(&UpstreamPlan::build(&conf, &zone).expect("plan"));
+        assert!(first.iter().zip(&again).all(|(a, b)| Arc::ptr_eq(a, b)));
+    }
+
     #[test]
     fn drain_in_the_config_sets_and_clears_the_kept_slot_s_flag() {
         let zone = Zone::new();
@@ -305,6 +325,7 @@ mod tests {
             upstream: "u".into(),
             server: "127.0.0.1:1".into(),
             addr: "127.0.0.1:1".parse().expect("addr"),
+            nth: 0,
         });
         conf.servers[0].drain = false;
         conf.servers[1].drain = true;

@@ -23,6 +23,7 @@ pub mod url;
 pub mod value;
 pub mod var;
 
+pub use build::server_names;
 pub use error::ConfigError;
 
 use std::path::{Path, PathBuf};

@@ -413,11 +413,52 @@ pub const KEEPALIVE_DISABLE_MSIE6: u8 = 1;
 /// `keepalive_disable safari`: no keepalive for Safari on macOS.
 pub const KEEPALIVE_DISABLE_SAFARI: u8 = 2;
 
+/// nginx's `Keep-Alive: timeout=N` response line (N: `keepalive_timeout`'s second value, seconds), rendered once;
+/// a fixed-size value so that a routed request carries it without a reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepaliveHeader {
+    bytes: [u8; 48],
+    len: u8,
+}
+
+impl Default for KeepaliveHeader {
+    fn default() -> Self {
+        KeepaliveHeader::NONE
+    }
+}
+
+impl KeepaliveHeader {
+    /// No line (`keepalive_timeout` without a second value).
+    pub const NONE: KeepaliveHeader = KeepaliveHeader { bytes: [0; 48], len: 0 };
+
+    /// The line for `secs` (none for 0, as nginx sends none).
+    pub fn new(secs: u64) -> KeepaliveHeader {
+        let mut h = KeepaliveHeader::NONE;
+        if secs == 0 {
+            return h;
+        }
+        let line = format!("Keep-Alive: timeout={secs}\r\n");
+        if let Some(dst) = h.bytes.get_mut(..line.len()) {
+            dst.copy_from_slice(line.as_bytes());
+            h.len = line.len() as u8;
+        }
+        h
+    }
+
+    /// The line, with its CRLF; empty when none is sent.
+    pub fn line(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
+    }
+}
+
 /// Client-side settings that inherit from `http` to `server` to `location`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientConf {
     /// `keepalive_timeout`, default 75s; zero disables client keepalive.
     pub keepalive_timeout: Duration,
+    /// `keepalive_timeout`'s second value (nginx merges it apart from the first): the `Keep-Alive: timeout=N` line
+    /// of kept connections' answers, rendered at load; empty when unset or 0.
+    pub keepalive_header: KeepaliveHeader,
     /// Default 1000.
     pub keepalive_requests: u64,
     /// `keepalive_time`, default 1h: no request is kept alive after a connection has been open this long.
@@ -464,6 +505,7 @@ impl Default for ClientConf {
     fn default() -> Self {
         ClientConf {
             keepalive_timeout: Duration::from_secs(75),
+            keepalive_header: KeepaliveHeader::default(),
             keepalive_requests: 1000,
             keepalive_time: Duration::from_secs(3600),
             keepalive_disable: KEEPALIVE_DISABLE_MSIE6,

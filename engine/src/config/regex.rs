@@ -21,6 +21,8 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod pcre_syntax;
+
 /// A compiled pattern.
 #[derive(Clone)]
 pub struct Regex {
@@ -80,7 +82,6 @@ const PCRE_ONLY: &[(&str, &str)] = &[
     ("(?(", "a conditional group"),
     ("(*", "a backtracking verb"),
     ("\\K", "\\K"),
-    ("\\Q", "\\Q...\\E quoting"),
     ("\\G", "\\G"),
     ("\\Z", "\\Z"),
     ("++", "a possessive quantifier"),
@@ -95,11 +96,13 @@ pub fn compile(pattern: &str, caseless: bool) -> Result<Regex, RegexError> {
         feature,
         pattern: pattern.to_string(),
     };
-    if let Some((_, feature)) = PCRE_ONLY.iter().find(|(text, _)| pattern.contains(text)) {
+    let translated = pcre_syntax::translate(pattern);
+    let pcre = translated.as_deref().unwrap_or(pattern);
+    if let Some((_, feature)) = PCRE_ONLY.iter().find(|(text, _)| pcre.contains(text)) {
         return Err(unsupported(feature));
     }
-    if let Err(e) = regex_syntax::ast::parse::Parser::new().parse(pattern) {
-        let rest = pattern.get(e.span().start.offset..).unwrap_or_default();
+    if let Err(e) = regex_syntax::ast::parse::Parser::new().parse(pcre) {
+        let rest = pcre.get(e.span().start.offset..).unwrap_or_default();
         let (reason, at) = match e.kind() {
             ErrorKind::UnsupportedBackreference => return Err(unsupported("a backreference")),
             ErrorKind::UnsupportedLookAround => return Err(unsupported("look-around")),
@@ -122,7 +125,7 @@ pub fn compile(pattern: &str, caseless: bool) -> Result<Regex, RegexError> {
     let re = meta::Builder::new()
         .syntax(config)
         .configure(meta::Config::new().utf8_empty(false))
-        .build(pattern)
+        .build(pcre)
         .map_err(|e| RegexError::Invalid {
             reason: e.to_string(),
             pattern: pattern.to_string(),
@@ -360,6 +363,24 @@ mod tests {
                 ),
             );
         }
+    }
+
+    /// nginx-tests' http_server_name.t patterns: PCRE's quoting and a property over bytes, as PCRE2 without UTF.
+    #[test]
+    fn pcre_quoting_and_properties() {
+        let quoted = compile(r"^(?P<name>[a-z]+)\Q.example.com\E$", false).unwrap();
+        assert!(quoted.is_match(b"blah.example.com"));
+        assert!(!quoted.is_match(b"blah.exampleXcom"));
+        assert_eq!(quoted.pattern(), r"^(?P<name>[a-z]+)\Q.example.com\E$");
+        let digits = compile(r"^(?P<name>www\p{N}+)\.example\.com$", false).unwrap();
+        let mut caps = Captures::default();
+        assert!(digits.captures_into(b"www01.example.com", &mut caps));
+        assert_eq!(caps.group(1), b"www01");
+        assert!(
+            digits.is_match(b"www\xb2.example.com"),
+            "superscript two is a number in Latin-1"
+        );
+        assert!(!digits.is_match(b"wwwx.example.com"));
     }
 
     #[test]

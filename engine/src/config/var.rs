@@ -70,6 +70,9 @@ pub enum Var {
     AnswerMap(usize),
     /// `$1`..`$9` (or a named group) of a `map` regex entry, in that entry's value.
     Capture(usize),
+    /// A named group of a regex `server_name` (`~^(?<sub>.+)\.example\.com$`): index into the http block's
+    /// group names ([`crate::config::server_names::capture_names`]); set by the server's name match.
+    ServerCapture(usize),
     // Known once the answer is done.
     Status,
     BodyBytesSent,

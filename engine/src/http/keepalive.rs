@@ -1,9 +1,70 @@
 //! nginx's choice to keep a client connection after a request (`ngx_http_update_location_config`): the
-//! location's `keepalive_timeout`, `keepalive_requests`, `keepalive_time` and `keepalive_disable`.
+//! location's `keepalive_timeout`, `keepalive_requests`, `keepalive_time` and `keepalive_disable`; and the
+//! `Connection` line every answer carries for it (nginx's header filter), with `keepalive_timeout`'s
+//! `Keep-Alive: timeout=N` line.
 
 use super::request::RequestHead;
-use crate::config::model::{ClientConf, KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI};
+use crate::config::model::{ClientConf, KeepaliveHeader, KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI};
 use std::time::Duration;
+
+/// Whether a connection stays open after an answer, and the lines that say so: `Connection: close`, or
+/// `Connection: keep-alive` and the location's `Keep-Alive: timeout=N` (rendered at load).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connection {
+    keep: bool,
+    header: KeepaliveHeader,
+}
+
+impl Connection {
+    /// The connection closes after the answer.
+    pub const CLOSE: Connection = Connection {
+        keep: false,
+        header: KeepaliveHeader::NONE,
+    };
+    /// It stays open, with no `Keep-Alive` line.
+    pub const KEEP: Connection = Connection {
+        keep: true,
+        header: KeepaliveHeader::NONE,
+    };
+
+    /// It stays open; `header` follows the `Connection` line.
+    pub fn kept(header: KeepaliveHeader) -> Connection {
+        Connection { keep: true, header }
+    }
+
+    /// Whether the connection stays open.
+    pub fn keeps(self) -> bool {
+        self.keep
+    }
+
+    /// This, or [`Connection::CLOSE`] unless `still` (the body was read, the client is still there...).
+    pub fn and(self, still: bool) -> Connection {
+        if still {
+            self
+        } else {
+            Connection::CLOSE
+        }
+    }
+
+    /// Appends the lines (each with its CRLF).
+    pub fn write(self, out: &mut Vec<u8>) {
+        if self.keep {
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
+            out.extend_from_slice(self.header.line());
+        } else {
+            out.extend_from_slice(b"Connection: close\r\n");
+        }
+    }
+}
+
+/// The connection decision for a request whose location's settings are `client` (see [`keeps`]).
+pub fn connection(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for: Duration) -> Connection {
+    if keeps(head, client, served, open_for) {
+        Connection::kept(client.keepalive_header)
+    } else {
+        Connection::CLOSE
+    }
+}
 
 /// Whether the connection may serve another request after this one: `served` requests before it, open for
 /// `open_for`.
@@ -96,6 +157,38 @@ mod tests {
         let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let head = parse_request(raw.as_bytes(), &mut hs).unwrap().unwrap();
         keeps(&head, client, served, open_for)
+    }
+
+    #[test]
+    fn connection_lines_as_nginx_header_filter() {
+        let mut out = Vec::new();
+        Connection::kept(KeepaliveHeader::new(9)).write(&mut out);
+        assert_eq!(out, b"Connection: keep-alive\r\nKeep-Alive: timeout=9\r\n");
+        out.clear();
+        Connection::kept(KeepaliveHeader::new(0)).write(&mut out);
+        assert_eq!(out, b"Connection: keep-alive\r\n", "0: no Keep-Alive line");
+        out.clear();
+        Connection::kept(KeepaliveHeader::new(9)).and(false).write(&mut out);
+        assert_eq!(out, b"Connection: close\r\n");
+        assert!(!Connection::KEEP.and(false).keeps() && Connection::KEEP.and(true).keeps());
+        let longest = KeepaliveHeader::new(u64::MAX);
+        assert_eq!(
+            longest.line(),
+            format!("Keep-Alive: timeout={}\r\n", u64::MAX).as_bytes()
+        );
+        let header = ClientConf {
+            keepalive_header: KeepaliveHeader::new(5),
+            ..ClientConf::default()
+        };
+        let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let head = parse_request(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &mut hs)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            connection(&head, &header, 0, Duration::ZERO),
+            Connection::kept(KeepaliveHeader::new(5))
+        );
+        assert_eq!(connection(&head, &header, 999, Duration::ZERO), Connection::CLOSE);
     }
 
     #[test]

@@ -70,11 +70,20 @@ impl RequestHead<'_, '_> {
     /// `buf`. A `..` above the root or a bad escape is nginx's 400.
     pub fn uri<'a>(&'a self, buf: &'a mut Vec<u8>) -> Result<&'a [u8], Rejection> {
         let target = self.target.as_bytes();
+        if self.has_empty_path() {
+            return Ok(b"/");
+        }
         if !needs_normalizing(target) {
             return Ok(self.path().as_bytes());
         }
         normalize(target, buf).map_err(|_| Rejection::bad("invalid request target"))?;
         Ok(buf)
+    }
+
+    /// Whether the target is an absolute-form one without a path (`http://host?args`): only its query (and
+    /// fragment) are kept, and its path is `/` (nginx's `empty_path_in_uri`).
+    pub fn has_empty_path(&self) -> bool {
+        self.target.starts_with('?')
     }
 
     /// The query as nginx's `$args` (after the first `?`, up to a `#`; none when a `#` comes first).
@@ -256,7 +265,9 @@ fn split_target(t: &str) -> Result<(&str, Option<&[u8]>), Rejection> {
     if !scheme_ok {
         return Err(bad);
     }
-    let (host, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
+    // the host ends at the path, or at the query of a target without a path (nginx's `empty_path_in_uri`: its
+    // path is `/`, see [`RequestHead::uri`]); a `#` there is a bad host, as in nginx
+    let (host, path) = rest.find(['/', '?']).map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
     if host.is_empty() {
         return Err(bad);
     }
@@ -397,6 +408,7 @@ mod tests {
             "/a/%2e%2e/%2E%2E/x",
             "/..",
             "http://h/../x",
+            "http://localhost#frag",
             "/%zz",
             "/%00",
         ] {
@@ -421,6 +433,9 @@ mod tests {
             ("/..a/x?", "/..a/x", ""),
             ("http://h//a/%62?c#d", "/a/b", "c"),
             ("/a#b?c", "/a", ""),
+            // nginx's answers (1.22, on loopback) for absolute targets without a path: `$uri` `/`
+            ("http://localhost?args#frag", "/", "args"),
+            ("http://h:1?x", "/", "x"),
         ] {
             let raw = format!("GET {target} HTTP/1.1\r\nHost: a.\r\n\r\n");
             let r = parse(raw.as_bytes());

@@ -1,6 +1,7 @@
 //! Upstream response heads: parsed with httparse, their framing worked out, and rewritten for the client (nginx's
 //! hop-by-hop and hidden headers dropped, `Server`, `Date` and `Connection` set by the proxy).
 
+use super::keepalive::Connection;
 use super::pages::{append_decimal, reason, SERVER_FULL};
 use super::{has_token, hidden_response_header, parse_content_length, BodyFraming};
 use httparse::{Header, Status};
@@ -135,7 +136,7 @@ impl HeadEdits for NoEdits {
 pub fn write_client_head(
     resp: &ResponseHead<'_, '_>,
     date: &[u8],
-    keepalive: bool,
+    keepalive: Connection,
     chunked_out: bool,
     out: &mut Vec<u8>,
 ) {
@@ -153,7 +154,8 @@ pub fn write_client_head(
 pub struct ClientHead<'a> {
     /// The cached `Date` value.
     pub date: &'a [u8],
-    pub keepalive: bool,
+    /// The `Connection` line (and `Keep-Alive`), unless `upgrade`.
+    pub keepalive: Connection,
     /// `Transfer-Encoding: chunked` is sent.
     pub chunked_out: bool,
     /// A `101` opening a tunnel: `Connection: upgrade`.
@@ -215,13 +217,11 @@ pub fn write_client_head_with(
     if head.chunked_out {
         out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
     }
-    out.extend_from_slice(if head.upgrade {
-        b"Connection: upgrade\r\n"
-    } else if head.keepalive {
-        b"Connection: keep-alive\r\n"
+    if head.upgrade {
+        out.extend_from_slice(b"Connection: upgrade\r\n");
     } else {
-        b"Connection: close\r\n"
-    });
+        head.keepalive.write(out);
+    }
     edits.append(resp.status, last_modified, out);
     out.extend_from_slice(b"\r\n");
 }
@@ -231,7 +231,7 @@ pub fn write_client_head_with(
 pub fn write_switching_head(resp: &ResponseHead<'_, '_>, date: &[u8], edits: &dyn HeadEdits, out: &mut Vec<u8>) {
     let head = ClientHead {
         date,
-        keepalive: false,
+        keepalive: Connection::CLOSE,
         chunked_out: false,
         upgrade: true,
     };
@@ -313,7 +313,7 @@ mod tests {
         let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let r = parse_response(raw, &mut hs, false).unwrap().unwrap();
         let mut out = Vec::new();
-        write_client_head(&r, b"D", true, false, &mut out);
+        write_client_head(&r, b"D", Connection::KEEP, false, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             format!(

@@ -5,6 +5,7 @@ use crate::config::key::{Var, VarSource};
 use crate::config::map::Map;
 use crate::config::proxy_tlv::TlvName;
 use crate::http::proxy_protocol::ProxyAddrs;
+use crate::config::regex::Captures;
 use crate::http::request::RequestHead;
 use crate::http::var_cache::VarCache;
 use std::io::Write;
@@ -110,6 +111,22 @@ pub struct StreamVars<'a> {
     pub cache: &'a VarCache,
 }
 
+/// What nginx's named-capture variables of a regex `server_name` read ([`Var::ServerCapture`]).
+#[derive(Clone, Copy, Default)]
+pub struct ServerMatch<'a> {
+    /// The group number of each of the http block's named groups (none: not a regex match).
+    pub groups: &'a [Option<usize>],
+    pub caps: Option<&'a Captures>,
+}
+
+impl ServerMatch<'_> {
+    fn append(&self, id: usize, out: &mut Vec<u8>) {
+        if let (Some(Some(g)), Some(caps)) = (self.groups.get(id), self.caps) {
+            out.extend_from_slice(caps.group(*g));
+        }
+    }
+}
+
 impl VarSource for StreamVars<'_> {
     fn append(&self, var: &Var, out: &mut Vec<u8>) {
         match var {
@@ -171,6 +188,8 @@ pub struct RequestExt<'a> {
     pub cache: &'a VarCache,
     /// The connection's PROXY protocol header.
     pub proxy: ProxyVars<'a>,
+    /// The regex server name the host matched: its groups by the block's named groups, and their text.
+    pub server_match: ServerMatch<'a>,
 }
 
 impl RequestVars<'_, '_, '_> {
@@ -195,7 +214,8 @@ impl VarSource for RequestVars<'_, '_, '_> {
         match var {
             Var::RequestUri => out.extend_from_slice(req.target.as_bytes()),
             Var::Uri => out.extend_from_slice(self.uri),
-            Var::Args => out.extend_from_slice(req.args().unwrap_or("").as_bytes()),
+            // up to a `#`, as nginx's parser ends the arguments there
+            Var::Args => out.extend_from_slice(req.query().as_bytes()),
             Var::Host => match req.host {
                 Some(h) => out.extend(h.iter().map(u8::to_ascii_lowercase)),
                 None => append_ip(out, self.conn.local.ip()),
@@ -219,7 +239,8 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::Arg(name) => out.extend_from_slice(arg(req.args().unwrap_or(""), name).as_bytes()),
             Var::Cookie(name) => out.extend_from_slice(cookie(req.header("cookie").unwrap_or(b""), name)),
             Var::IsArgs => {
-                if req.args().is_some() {
+                // nginx's: `?` when `$args` is not empty
+                if !req.query().is_empty() {
                     out.push(b'?');
                 }
             }
@@ -262,6 +283,7 @@ impl VarSource for RequestVars<'_, '_, '_> {
             | Var::ProxyProtocolServerAddr
             | Var::ProxyProtocolServerPort
             | Var::ProxyProtocolTlv(_) => self.ext.proxy.append(var, out),
+            Var::ServerCapture(id) => self.ext.server_match.append(*id, out),
             // Known only once the answer is done (an access log reads them from its record); `$request_body` and
             // captures outside a map are refused at load.
             _ => self.conn.append(var, out),
@@ -327,6 +349,7 @@ mod tests {
                 maps: &[],
                 cache: &cache,
                 proxy: ProxyVars::default(),
+                server_match: ServerMatch::default(),
             },
         };
         let mut out = Vec::new();

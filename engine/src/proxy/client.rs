@@ -9,6 +9,7 @@ use crate::access_log::head_vars::HeadVars;
 use crate::admin::{AdminRequest, AdminResponse};
 use crate::config::model::AdminEndpoint;
 use crate::http::chunked::ChunkedDecoder;
+use crate::http::keepalive::Connection;
 use crate::http::pages::{sent_status, server_name};
 use crate::http::vars::ConnVars;
 use crate::http::{BodyFraming, Rejection};
@@ -31,6 +32,9 @@ pub struct ClientTimeouts {
     pub body: Duration,
     /// `send_timeout`: for the next write to the client.
     pub send: Duration,
+    /// `keepalive_timeout`: the wait for the next request once this one is answered (nginx sets it with the
+    /// location's, `ngx_http_set_keepalive`).
+    pub keepalive: Duration,
 }
 
 /// What a request head asks for, once routed (the head itself is consumed by then).
@@ -41,7 +45,7 @@ pub(super) struct Routed {
     pub(super) non_idempotent: bool,
     pub(super) client_11: bool,
     /// The client wants, and the config allows, another request on this connection.
-    pub(super) keepalive: bool,
+    pub(super) keepalive: Connection,
     /// The client waits for `100 Continue` before sending its body.
     pub(super) expect_continue: bool,
     /// The client sent `Upgrade`: a `101` answer turns the connection into a tunnel.
@@ -77,7 +81,7 @@ trait OwnAnswer {
     fn status(&self) -> u16;
     fn body_len(&self) -> usize;
     /// The head up to its `Connection` line; `server` is the location's `Server` value.
-    fn write_head(&self, server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>);
+    fn write_head(&self, server: &str, date: &[u8], keepalive: Connection, out: &mut Vec<u8>);
     fn write_body(&self, head_request: bool, out: &mut Vec<u8>);
 }
 
@@ -94,7 +98,7 @@ impl OwnAnswer for Located<'_> {
     fn body_len(&self) -> usize {
         self.answer.body_len()
     }
-    fn write_head(&self, _server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+    fn write_head(&self, _server: &str, date: &[u8], keepalive: Connection, out: &mut Vec<u8>) {
         self.answer
             .write_head_located(date, Some(self.location), keepalive, out)
     }
@@ -110,7 +114,7 @@ impl OwnAnswer for FixedAnswer {
     fn body_len(&self) -> usize {
         FixedAnswer::body_len(self)
     }
-    fn write_head(&self, _server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+    fn write_head(&self, _server: &str, date: &[u8], keepalive: Connection, out: &mut Vec<u8>) {
         // the `Server` line was rendered at load with the location's `server_tokens`
         FixedAnswer::write_head(self, date, keepalive, out)
     }
@@ -132,7 +136,7 @@ impl OwnAnswer for WithText<'_> {
     fn body_len(&self) -> usize {
         self.answer.body_len_with(self.text)
     }
-    fn write_head(&self, _server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+    fn write_head(&self, _server: &str, date: &[u8], keepalive: Connection, out: &mut Vec<u8>) {
         self.answer.write_head_text(date, self.text, keepalive, out)
     }
     fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
@@ -147,7 +151,7 @@ impl OwnAnswer for AdminResponse {
     fn body_len(&self) -> usize {
         self.body.len()
     }
-    fn write_head(&self, server: &str, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+    fn write_head(&self, server: &str, date: &[u8], keepalive: Connection, out: &mut Vec<u8>) {
         AdminResponse::write_head(self, server, date, keepalive, out)
     }
     fn write_body(&self, head_request: bool, out: &mut Vec<u8>) {
@@ -164,7 +168,7 @@ impl<R: Runtime> ClientConn<R> {
         &mut self,
         answer: &impl OwnAnswer,
         headers: &HeadersPlan,
-        keep: bool,
+        keep: Connection,
         head_request: bool,
         wait: Duration,
     ) -> bool {
@@ -198,7 +202,7 @@ impl<R: Runtime> ClientConn<R> {
             .answered(sent_status(answer.status()), head_len, body as u64);
         let head = self.bufs.out.get(..head_len).unwrap_or_default();
         self.bufs.log.capture_headers(head, b"");
-        send::<R>(&mut self.sock, &self.bufs.out, wait).await.is_ok() && keep
+        send::<R>(&mut self.sock, &self.bufs.out, wait).await.is_ok() && keep.keeps()
     }
 
     /// Reads and drops the request body (counting a malformed one or a client that left).
@@ -226,7 +230,7 @@ impl<R: Runtime> ClientConn<R> {
     /// Answers with a redirecting `rewrite`'s `answer`, its `Location` taken from `Buffers::rewrite`.
     pub(super) async fn serve_redirect(&mut self, answer: &FixedAnswer, headers: &HeadersPlan, req: &Routed) -> bool {
         let drained = self.drain_body(req).await;
-        let keep = req.keepalive && drained.is_ok();
+        let keep = req.keepalive.and(drained.is_ok());
         let location = std::mem::take(&mut self.bufs.rewrite);
         let located = Located {
             answer,
@@ -248,7 +252,7 @@ impl<R: Runtime> ClientConn<R> {
             return false;
         }
         let drained = self.drain_body(req).await;
-        let keep = req.keepalive && drained.is_ok();
+        let keep = req.keepalive.and(drained.is_ok());
         if answer.text.is_none() {
             return self
                 .send_own(answer, headers, keep, req.head_request, req.timeouts.send)
@@ -309,7 +313,7 @@ impl<R: Runtime> ClientConn<R> {
             return false;
         };
         self.shard.counters.count_answer(response.status);
-        let keep = req.keepalive && read.is_ok();
+        let keep = req.keepalive.and(read.is_ok());
         self.send_own(&response, &NO_HEADERS, keep, req.head_request, req.timeouts.send)
             .await
     }
@@ -319,8 +323,14 @@ impl<R: Runtime> ClientConn<R> {
         self.shard.counters.count_answer(sent_status(r.status));
         let shard = Rc::clone(&self.shard);
         let tokens = self.bufs.headers.tokens();
-        self.send_own(shard.error_answer(r.status, tokens), &NO_HEADERS, false, false, wait)
-            .await;
+        self.send_own(
+            shard.error_answer(r.status, tokens),
+            &NO_HEADERS,
+            Connection::CLOSE,
+            false,
+            wait,
+        )
+        .await;
     }
 
     /// Sends nginx's error page for `status` with the location's `headers`; the connection stays open only if the
@@ -333,7 +343,7 @@ impl<R: Runtime> ClientConn<R> {
         body_consumed: bool,
     ) -> bool {
         self.shard.counters.count_answer(status);
-        let keep = req.keepalive && body_consumed;
+        let keep = req.keepalive.and(body_consumed);
         let shard = Rc::clone(&self.shard);
         let tokens = self.bufs.headers.tokens();
         self.send_own(

@@ -155,7 +155,9 @@ impl<R: Runtime> ClientConn<R> {
         } else {
             Relay::Verbatim
         };
-        let keep_client = req.keepalive && info.body != BodyFraming::UntilClose && relay == Relay::Verbatim;
+        let keep_client = req
+            .keepalive
+            .and(info.body != BodyFraming::UntilClose && relay == Relay::Verbatim);
         let bufs = &mut self.bufs;
         let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
         let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
@@ -211,7 +213,7 @@ impl<R: Runtime> ClientConn<R> {
                     from.shard
                         .pool_put(from.snap, from.plan.upstream, from.addr, conn, info.age.served_one());
                 }
-                keep_client
+                keep_client.keeps()
             }
             Err(BodyError::Write(_)) => false,
             Err(e) => {

@@ -15,7 +15,7 @@ use crate::http::chunked::ChunkedDecoder;
 use crate::http::head_buffers::{self, FirstBuffers};
 use crate::http::keepalive;
 use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
-use crate::http::vars::{ConnVars, ProxyVars, RequestExt, RequestVars};
+use crate::http::vars::{ConnVars, ProxyVars, RequestExt, RequestVars, ServerMatch};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
@@ -94,11 +94,13 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         served: 0,
         started: Instant::now(),
     };
+    // before the first request, the default server's; then the last request's location's
+    let mut idle = None;
     loop {
         at.refresh(&conn.shard);
         let step = loop {
             let waits = HeadWaits {
-                idle: at.defaults.keepalive_timeout,
+                idle: idle.unwrap_or(at.defaults.keepalive_timeout),
                 head: at.defaults.client_header_timeout,
             };
             match conn.next_request(&at.snap, at.port, progress, waits).await {
@@ -118,7 +120,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             }
             Next::Request(req, route) => (req, route),
         };
-        req.keepalive &= !at.gone;
+        req.keepalive = req.keepalive.and(!at.gone);
         conn.shard.counters.count_request();
         progress.served += 1;
         if !conn.continue_if_expected(&req).await {
@@ -132,6 +134,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             Route::Static(answer, headers) => conn.serve_file(answer, headers, &req).await,
         };
         conn.shard.log_request(snap, &mut conn.bufs.log);
+        idle = Some(req.timeouts.keepalive);
         if !keep || conn.shard.draining() {
             break;
         }
@@ -275,13 +278,17 @@ fn route_head<'s>(
     if head.header("x-corelb-panic").is_some() {
         panic!("fault injection: x-corelb-panic");
     }
-    let server = snap
-        .server_for(port, head.host)
+    let (server, name_regex) = snap
+        .server_named(port, head.host, Some(&mut bufs.server_captures))
         .ok_or(Rejection::new(500, "no server"))?;
     let maps = snap.config.http.as_ref().map_or(&[][..], |h| h.maps.as_slice());
     bufs.vars.begin(maps.len());
     let ext = RequestExt {
-        server_name: server.names.first().map_or("", String::as_str),
+        server_name: &server.server_name,
+        server_match: ServerMatch {
+            groups: name_regex.map_or(&[][..], |r| r.groups()),
+            caps: name_regex.map(|_| &bufs.server_captures),
+        },
         connection: bufs.log.connection,
         requests: progress.served + 1,
         opened: progress.started,
@@ -407,13 +414,14 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for
         head_request: head.method == "HEAD",
         non_idempotent: head.non_idempotent(),
         client_11: head.version_11,
-        keepalive: keepalive::keeps(head, client, served, open_for),
+        keepalive: keepalive::connection(head, client, served, open_for),
         expect_continue: head.expect_continue && head.body != BodyFraming::None,
         upgrade: head.upgrade,
         max_body: client.client_max_body_size,
         timeouts: ClientTimeouts {
             body: client.client_body_timeout,
             send: client.send_timeout,
+            keepalive: client.keepalive_timeout,
         },
     }
 }

@@ -12,6 +12,7 @@ use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::RequestRecord;
 use crate::config::error::errno_text;
 use crate::config::key::VarSource;
+use crate::http::keepalive::Connection;
 use crate::http::pages::{append_decimal, append_error_page, format_http_date, server_name, SERVER_FULL};
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
@@ -468,7 +469,7 @@ pub struct FileEdits<'a> {
 pub fn write_file_head(
     head: &FileHead<'_>,
     date: &[u8],
-    keepalive: bool,
+    keepalive: Connection,
     edits: Option<FileEdits<'_>>,
     out: &mut Vec<u8>,
 ) {
@@ -504,11 +505,7 @@ pub fn write_file_head(
             out.extend_from_slice(b"\r\n");
         }
     }
-    out.extend_from_slice(if keepalive {
-        b"Connection: keep-alive\r\n"
-    } else {
-        b"Connection: close\r\n"
-    });
+    keepalive.write(out);
     if let (
         FileHead::File {
             size,
@@ -558,11 +555,11 @@ impl<R: Runtime> ClientConn<R> {
             Err(BodyError::Read(_) | BodyError::Truncated) => self.shard.counters.count_client_abort(),
             _ => {}
         }
-        let keep = req.keepalive && drained.is_ok();
+        let keep = req.keepalive.and(drained.is_ok());
         match answer {
             // nginx closes the connection after a 400 or a 500 (`ngx_http_special_response_handler`)
             FileAnswer::Error(status) => {
-                self.error_page(status, headers, req, keep && status != 400 && status != 500)
+                self.error_page(status, headers, req, keep.keeps() && status != 400 && status != 500)
                     .await
             }
             FileAnswer::ToSlash => self.send_moved(keep, headers, req).await,
@@ -570,7 +567,7 @@ impl<R: Runtime> ClientConn<R> {
         }
     }
 
-    async fn send_moved(&mut self, keep: bool, headers: &HeadersPlan, req: &Routed) -> bool {
+    async fn send_moved(&mut self, keep: Connection, headers: &HeadersPlan, req: &Routed) -> bool {
         let body: &[u8] = &MOVED_BODY;
         let head = FileHead::Moved {
             location: &self.bufs.path,
@@ -594,7 +591,7 @@ impl<R: Runtime> ClientConn<R> {
         send::<R>(&mut self.sock, &self.bufs.out, req.timeouts.send)
             .await
             .is_ok()
-            && keep
+            && keep.keeps()
     }
 
     /// Sends `f`: the head with as much of the file as fits a chunk, then chunk after chunk through the same
@@ -602,7 +599,7 @@ impl<R: Runtime> ClientConn<R> {
     async fn send_file(
         &mut self,
         mut f: OpenFile<'_>,
-        keep: bool,
+        keep: Connection,
         headers: &HeadersPlan,
         req: &Routed,
     ) -> io::Result<bool> {
@@ -627,7 +624,7 @@ impl<R: Runtime> ClientConn<R> {
         self.bufs.log.answered(200, head_len, 0);
         if req.head_request || f.size == 0 {
             send::<R>(&mut self.sock, out, req.timeouts.send).await?;
-            return Ok(keep);
+            return Ok(keep.keeps());
         }
         let mut left = f.size;
         let mut start = head_len;
@@ -651,7 +648,7 @@ impl<R: Runtime> ClientConn<R> {
             left -= got as u64;
             start = 0;
         }
-        Ok(keep)
+        Ok(keep.keeps())
     }
 }
 
@@ -778,7 +775,7 @@ mod tests {
             mtime: 1_800_000_000,
             etag: true,
         };
-        write_file_head(&file, b"D", true, None, &mut out);
+        write_file_head(&file, b"D", Connection::KEEP, None, &mut out);
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
             "HTTP/1.1 200 OK\r\nServer: corelb/0.1.0\r\nDate: D\r\nContent-Type: text/css\r\nContent-Length: 615\r\n\
@@ -790,7 +787,7 @@ mod tests {
             location: b"http://x/d/",
             body_len: 7,
         };
-        write_file_head(&moved, b"D", false, None, &mut out);
+        write_file_head(&moved, b"D", Connection::CLOSE, None, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 301 Moved Permanently\r\nServer: corelb/0.1.0\r\nDate: D\r\nContent-Type: text/html\r\n\

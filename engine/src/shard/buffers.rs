@@ -26,6 +26,8 @@ pub struct Buffers {
     pub log: RequestRecord,
     /// The groups of the last regex the current request matched (`$1`..`$9`, named captures).
     pub captures: Captures,
+    /// The groups of the regex `server_name` the current request's host matched (its named-capture variables).
+    pub server_captures: Captures,
     /// The URI a `rewrite` made (or a redirecting one's `Location`).
     pub rewrite: Vec<u8>,
     /// The current request's computed variables (`$request_id`, times, `map` values).
@@ -53,6 +55,7 @@ impl Buffers {
             redirect: Vec::with_capacity(256),
             log: RequestRecord::default(),
             captures: Captures::default(),
+            server_captures: Captures::default(),
             rewrite: Vec::with_capacity(256),
             vars: VarCache::default(),
             answer: Vec::new(),

@@ -11,6 +11,7 @@ use headers::HeadersPlan;
 use locations::{LocationTree, Pick};
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
+use server_names::{NameRegex, ServerNames};
 use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
@@ -23,6 +24,7 @@ pub mod realip;
 pub mod return_text;
 pub mod rewrite;
 pub mod route;
+pub mod server_names;
 pub mod stream_logs;
 
 /// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
@@ -45,6 +47,9 @@ pub enum SnapshotError {
     /// An access log file could not be opened (nginx's `open() "PATH" failed (...)`).
     #[error("{0}")]
     AccessLog(String),
+    /// A regex server name that does not compile (the config build refuses it first).
+    #[error("{0}")]
+    ServerName(String),
 }
 
 /// One http listen address and the servers on it.
@@ -57,6 +62,8 @@ pub struct HttpPort {
     pub default_server: usize,
     /// Connections start with a PROXY protocol header (a `listen ... proxy_protocol` of any server here).
     pub proxy_protocol: bool,
+    /// Their names, as nginx looks a `Host` up.
+    pub names: ServerNames,
 }
 
 /// One stream listen address and its server.
@@ -72,8 +79,8 @@ pub struct StreamPort {
 /// An http server's routing table.
 #[derive(Debug)]
 pub struct ServerPlan {
-    /// Lower-case names; `*.example.com` kept with its `*`.
-    pub names: Vec<String>,
+    /// `$server_name`: the first name, as nginx gives it.
+    pub server_name: String,
     /// `return` in the server block itself.
     pub ret: Option<FixedAnswer>,
     /// The server block's `if`/`break`/`return` when a `return` is not first: run before the location search.
@@ -115,16 +122,6 @@ impl ServerPlan {
             Pick::SlashRedirect(to) => Err(to),
         }
     }
-
-    /// Whether `host` (port stripped) is one of this server's names.
-    pub fn has_name(&self, host: &[u8]) -> bool {
-        self.names.iter().any(|n| match n.strip_prefix('*') {
-            Some(suffix) => {
-                host.len() > suffix.len() && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
-            }
-            None => n.as_bytes().eq_ignore_ascii_case(host),
-        })
-    }
 }
 
 /// Everything one config generation needs at request time.
@@ -160,9 +157,21 @@ impl Snapshot {
             for u in &http.upstreams {
                 http_plans.push(UpstreamPlan::build(u, zone)?);
             }
+            let all_names = http
+                .servers
+                .iter()
+                .flat_map(|s| s.server_names.iter().map(String::as_str));
+            let groups = crate::config::server_names::group_names(all_names);
             for (si, srv) in http.servers.iter().enumerate() {
-                servers.push(server_plan(srv, &http_plans, &mut access_logs, &http.maps)?);
+                servers.push(server_plan(srv, &http_plans, &mut access_logs, &http.maps, &groups)?);
                 add_http_listens(&mut http_ports, &srv.listens, si);
+            }
+            for p in &mut http_ports {
+                let of_port = p
+                    .servers
+                    .iter()
+                    .filter_map(|&i| Some((i, http.servers.get(i)?.server_names.as_slice())));
+                p.names = ServerNames::build(of_port, &groups).map_err(SnapshotError::ServerName)?;
             }
         }
         let mut stream_plans = Vec::new();
@@ -253,13 +262,25 @@ impl Snapshot {
 
     /// The server of `port` for a request naming `host`.
     pub fn server_for(&self, port: usize, host: Option<&[u8]>) -> Option<&ServerPlan> {
+        self.server_named(port, host, None).map(|(s, _)| s)
+    }
+
+    /// The server of `port` for a request naming `host` (none: `""`), as nginx picks it, and the regex name that
+    /// matched, whose groups are left in `caps`.
+    pub fn server_named(
+        &self,
+        port: usize,
+        host: Option<&[u8]>,
+        caps: Option<&mut Captures>,
+    ) -> Option<(&ServerPlan, Option<&NameRegex>)> {
         let p = self.http_ports.get(port)?;
-        let by_name = host.and_then(|h| {
-            p.servers
-                .iter()
-                .find(|&&s| self.servers.get(s).is_some_and(|sp| sp.has_name(h)))
-        });
-        self.servers.get(*by_name.unwrap_or(&p.default_server))
+        let found = if p.names.is_trivial(p.servers.len()) {
+            None
+        } else {
+            p.names.find(host.unwrap_or_default(), caps)
+        };
+        let server = found.map_or(p.default_server, |f| f.server);
+        Some((self.servers.get(server)?, found.and_then(|f| f.regex)))
     }
 }
 
@@ -278,6 +299,7 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
                 servers: vec![server],
                 default_server: server,
                 proxy_protocol: l.proxy_protocol,
+                names: ServerNames::default(),
             }),
         }
     }
@@ -288,6 +310,7 @@ fn server_plan(
     plans: &[UpstreamPlan],
     logs: &mut AccessLogPlan,
     maps: &[crate::config::map::Map],
+    groups: &[String],
 ) -> Result<ServerPlan, SnapshotError> {
     let mut exact = Vec::new();
     let mut prefixes = Vec::new();
@@ -298,17 +321,17 @@ fn server_plan(
             LocationMatch::Prefix(p) | LocationMatch::PrefixNoRegex(p) => prefixes.push((p.clone(), i)),
             LocationMatch::Regex(_) | LocationMatch::Named(_) => {}
         }
-        locations.push(location_plan(loc, plans, logs, maps)?);
+        locations.push(location_plan(loc, plans, logs, maps, groups)?);
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let tokens = srv.headers.server_tokens;
     let headers = HeadersPlan::new(&srv.headers);
     Ok(ServerPlan {
-        names: srv.server_names.iter().map(|n| n.to_ascii_lowercase()).collect(),
+        server_name: crate::config::server_names::first_name(&srv.server_names).to_string(),
         ret: srv
             .ret
             .as_ref()
-            .map(|r| return_text::answer(r, maps, tokens).with_headers(headers.clone())),
+            .map(|r| return_text::answer(r, maps, groups, tokens).with_headers(headers.clone())),
         script: rewrite::Script::compile(&srv.script).filter(|_| srv.ret.is_none()),
         exact,
         prefixes,
@@ -329,6 +352,7 @@ fn location_plan(
     plans: &[UpstreamPlan],
     logs: &mut AccessLogPlan,
     maps: &[crate::config::map::Map],
+    groups: &[String],
 ) -> Result<LocationPlan, SnapshotError> {
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
@@ -346,7 +370,7 @@ fn location_plan(
     let fixed = loc
         .ret
         .as_ref()
-        .map(|r| return_text::answer(r, maps, tokens).with_headers(headers.clone()));
+        .map(|r| return_text::answer(r, maps, groups, tokens).with_headers(headers.clone()));
     Ok(LocationPlan {
         fixed,
         admin,

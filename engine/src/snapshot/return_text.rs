@@ -4,7 +4,7 @@
 
 use super::route::FixedAnswer;
 use crate::config::headers::ServerTokens;
-use crate::config::key::{KeyTemplate, Part, VarSource};
+use crate::config::key::{KeyTemplate, Part, Var, VarSource};
 use crate::config::map::{self, Map};
 use crate::config::model::Return;
 use crate::http::pages::append_decimal;
@@ -38,12 +38,16 @@ impl ReturnText {
 }
 
 /// The answer of `r`: fixed when its text has no variables, else one evaluated per request (names resolved as
-/// the config builder resolved them, `maps` first).
-pub fn answer(r: &Return, maps: &[Map], tokens: ServerTokens) -> FixedAnswer {
+/// the config builder resolved them, `maps` first, `server_groups` the named groups of regex server names).
+pub fn answer(r: &Return, maps: &[Map], server_groups: &[String], tokens: ServerTokens) -> FixedAnswer {
+    let resolve = |n: &str| {
+        let group = || server_groups.iter().position(|g| g == n).map(Var::ServerCapture);
+        map::resolve(maps, n).or_else(group)
+    };
     let template = r
         .text
         .as_deref()
-        .and_then(|t| KeyTemplate::compile_with(t, &|n| map::resolve(maps, n)).ok())
+        .and_then(|t| KeyTemplate::compile_with(t, &resolve).ok())
         .filter(|t| t.parts().iter().any(|p| matches!(p, Part::Var(_))));
     match template {
         Some(t) => FixedAnswer::of_return_text(r, t, tokens),
@@ -72,7 +76,6 @@ impl FixedAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::key::Var;
 
     struct Src;
     impl VarSource for Src {
@@ -86,11 +89,11 @@ mod tests {
     }
 
     fn written(r: Return) -> String {
-        let a = answer(&r, &[], ServerTokens::On);
+        let a = answer(&r, &[], &[], ServerTokens::On);
         let mut text = Vec::new();
         a.eval_text(&Src, &mut text);
         let mut out = Vec::new();
-        a.write_text(&text, b"D", true, false, &mut out);
+        a.write_text(&text, b"D", crate::http::keepalive::Connection::KEEP, false, &mut out);
         assert_eq!(
             out.len() - a.body_len_with(&text),
             out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4
@@ -133,6 +136,7 @@ mod tests {
                 code: 200,
                 text: Some("plain".into()),
             },
+            &[],
             &[],
             ServerTokens::On,
         );

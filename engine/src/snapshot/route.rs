@@ -7,6 +7,7 @@ use super::return_text::ReturnText;
 use crate::config::headers::ServerTokens;
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::{AdminEndpoint, ClientConf, HttpProxyConf, Location, LocationMatch, Return};
+use crate::http::keepalive::Connection;
 use crate::http::pages::{append_decimal, append_error_page, has_error_page, reason, sent_status, server_name};
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
@@ -126,7 +127,7 @@ impl FixedAnswer {
     }
 
     /// Appends the whole answer to `out` (no body for a HEAD request).
-    pub fn write(&self, date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+    pub fn write(&self, date: &[u8], keepalive: Connection, head_request: bool, out: &mut Vec<u8>) {
         self.write_with(date, None, b"", keepalive, head_request, out);
     }
 
@@ -135,7 +136,7 @@ impl FixedAnswer {
         &self,
         date: &[u8],
         location: Option<&[u8]>,
-        keepalive: bool,
+        keepalive: Connection,
         head_request: bool,
         out: &mut Vec<u8>,
     ) {
@@ -144,7 +145,7 @@ impl FixedAnswer {
 
     /// [`FixedAnswer::write`] of an answer whose `return` text has variables, with `text` evaluated for this
     /// request (ignored by an answer without variables).
-    pub fn write_text(&self, text: &[u8], date: &[u8], keepalive: bool, head_request: bool, out: &mut Vec<u8>) {
+    pub fn write_text(&self, text: &[u8], date: &[u8], keepalive: Connection, head_request: bool, out: &mut Vec<u8>) {
         self.write_with(date, None, text, keepalive, head_request, out);
     }
 
@@ -153,7 +154,7 @@ impl FixedAnswer {
         date: &[u8],
         location: Option<&[u8]>,
         text: &[u8],
-        keepalive: bool,
+        keepalive: Connection,
         head_request: bool,
         out: &mut Vec<u8>,
     ) {
@@ -164,21 +165,28 @@ impl FixedAnswer {
 
     /// Appends the head up to its `Connection` line, without the blank line that ends it (the location's added
     /// headers follow, where nginx writes them).
-    pub fn write_head(&self, date: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+    pub fn write_head(&self, date: &[u8], keepalive: Connection, out: &mut Vec<u8>) {
         self.write_head_with(date, None, b"", keepalive, out);
     }
 
     /// [`FixedAnswer::write_head`] with a `Location` made per request.
-    pub fn write_head_located(&self, date: &[u8], location: Option<&[u8]>, keepalive: bool, out: &mut Vec<u8>) {
+    pub fn write_head_located(&self, date: &[u8], location: Option<&[u8]>, keepalive: Connection, out: &mut Vec<u8>) {
         self.write_head_with(date, location, b"", keepalive, out);
     }
 
     /// [`FixedAnswer::write_head`] of an answer whose `return` text has variables (`text`, evaluated).
-    pub fn write_head_text(&self, date: &[u8], text: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+    pub fn write_head_text(&self, date: &[u8], text: &[u8], keepalive: Connection, out: &mut Vec<u8>) {
         self.write_head_with(date, None, text, keepalive, out);
     }
 
-    fn write_head_with(&self, date: &[u8], location: Option<&[u8]>, text: &[u8], keepalive: bool, out: &mut Vec<u8>) {
+    fn write_head_with(
+        &self,
+        date: &[u8],
+        location: Option<&[u8]>,
+        text: &[u8],
+        keepalive: Connection,
+        out: &mut Vec<u8>,
+    ) {
         out.extend_from_slice(&self.head_start);
         out.extend_from_slice(date);
         out.extend_from_slice(&self.head_mid);
@@ -188,11 +196,7 @@ impl FixedAnswer {
         if let Some(t) = &self.text {
             t.write_head(self.status, text, out);
         }
-        out.extend_from_slice(if keepalive {
-            b"Connection: keep-alive\r\n"
-        } else {
-            b"Connection: close\r\n"
-        });
+        keepalive.write(out);
     }
 
     /// Appends the body (nothing for a HEAD request).
@@ -351,6 +355,15 @@ impl ProxyPlan {
                     out.extend_from_slice(query.as_bytes());
                 }
             }
+            (None, Target::AsSent) if req.has_empty_path() => {
+                // nginx sends the path `/` and the query (its `valid_unparsed_uri` is off)
+                out.push(b'/');
+                let query = req.query();
+                if !query.is_empty() {
+                    out.push(b'?');
+                    out.extend_from_slice(query.as_bytes());
+                }
+            }
             (None, Target::AsSent) => out.extend_from_slice(req.target.as_bytes()),
         }
         out.extend_from_slice(if self.conf.http_version_11 {
@@ -468,6 +481,12 @@ mod tests {
             "POST /api/x?y HTTP/1.0\r\nHost: backend\r\nConnection: close\r\nContent-Length: 2\r\nX-A: 1\r\n\r\n"
         );
         assert!(!plan.upstream_keepalive);
+        // an absolute target without a path: nginx sends `/` and the arguments, without the fragment
+        let raw = b"GET http://a?x=1#f HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(
+            head_for(&plan, raw),
+            "GET /?x=1 HTTP/1.0\r\nHost: backend\r\nConnection: close\r\n\r\n"
+        );
     }
 
     #[test]
@@ -558,7 +577,7 @@ mod tests {
             },
             ServerTokens::Off,
         )
-        .write(b"D", true, false, &mut out);
+        .write(b"D", Connection::KEEP, false, &mut out);
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
             "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\
@@ -572,12 +591,12 @@ mod tests {
             },
             ServerTokens::On,
         )
-        .write(b"D", false, true, &mut out);
+        .write(b"D", Connection::CLOSE, true, &mut out);
         let s = String::from_utf8(out.clone()).unwrap();
         assert!(s.starts_with("HTTP/1.1 302 Moved Temporarily\r\n") && s.contains("Location: http://x/\r\n"));
         assert!(s.ends_with("Connection: close\r\n\r\n"));
         out.clear();
-        FixedAnswer::error(502, ServerTokens::Off).write(b"D", false, false, &mut out);
+        FixedAnswer::error(502, ServerTokens::Off).write(b"D", Connection::CLOSE, false, &mut out);
         assert!(String::from_utf8(out)
             .unwrap()
             .ends_with("<hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"));

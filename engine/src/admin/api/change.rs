@@ -199,7 +199,7 @@ fn exploded(conf: &UpstreamConf) -> Vec<ServerLine> {
     out
 }
 
-/// The zone identity of a one-address line.
+/// The zone identity of a one-address line (the first of equal lines: the API adds no duplicates).
 fn key_of(conf: &UpstreamConf, line: &ServerLine) -> PeerKey {
     PeerKey {
         upstream: conf.name.clone(),
@@ -209,6 +209,7 @@ fn key_of(conf: &UpstreamConf, line: &ServerLine) -> PeerKey {
             .first()
             .copied()
             .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
+        nth: 0,
     }
 }
 

@@ -82,7 +82,8 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         upstreams: Upstreams::new(Module::Http),
         servers: Vec::new(),
         layers: Layers::default(),
-        vars: Vars::with_maps(map::names(block_of(d)?)),
+        vars: Vars::with_maps(map::names(block_of(d)?))
+            .with_server_captures(super::server_names::capture_names(block_of(d)?)),
         header_error: None,
         http_header_error: None,
         listens: HttpListens::default(),
@@ -218,7 +219,7 @@ impl HttpState {
                 s.listens.extend(self.listens.listen(sd, index)?);
                 Ok(())
             }
-            "server_name" => server_names(b, sd, &mut s.names),
+            "server_name" => super::server_names::directive(b, sd, &mut s.names),
             "location" => {
                 let loc = self.location(b, sd, None)?;
                 s.locations.push(loc);
@@ -480,41 +481,6 @@ pub(super) fn ret(d: &Directive, slot: &mut Option<Return>, vars: &mut Vars) -> 
         *slot = Some(Return { code, text });
     }
     Ok(())
-}
-
-/// `server_name NAME...`: nginx's checks, lower-cased, `$hostname` replaced; regex names are refused.
-fn server_names(b: &mut Build, d: &Directive, names: &mut Vec<String>) -> Result<(), ConfigError> {
-    for v in &d.args {
-        let bytes = v.as_bytes();
-        let bad_wildcard = bytes.first() == Some(&b'*') && (v.len() < 3 || bytes.get(1) != Some(&b'.'));
-        if bad_wildcard || (bytes.first() == Some(&b'.') && v.len() < 2) {
-            return Err(ConfigError::invalid(format!("server name \"{v}\" is invalid"), &d.span));
-        }
-        if v.contains('/') {
-            b.warn(&format!("server name \"{v}\" has suspicious symbols"), &d.span);
-        }
-        if v.eq_ignore_ascii_case("$hostname") {
-            names.push(hostname());
-        } else if v == "~" {
-            return Err(ConfigError::invalid(
-                format!("empty regex in server name \"{v}\""),
-                &d.span,
-            ));
-        } else if v.starts_with('~') {
-            let msg = format!("regular expression server name \"{v}\" is not supported by corelb");
-            return Err(ConfigError::invalid(msg, &d.span));
-        } else {
-            names.push(v.to_ascii_lowercase());
-        }
-    }
-    Ok(())
-}
-
-/// The machine's host name (nginx's `gethostname()`), lower-cased.
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_ascii_lowercase())
-        .unwrap_or_else(|_| "localhost".into())
 }
 
 #[cfg(test)]

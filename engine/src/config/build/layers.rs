@@ -10,7 +10,8 @@ use super::{arg, directive_err, flag_slot, msec_slot, num_slot, unset, value, Bu
 use crate::config::error::ConfigError;
 use crate::config::key::KeyTemplate;
 use crate::config::model::{
-    ClientConf, HeaderBuffers, HttpProxyConf, NextUpstream, KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI,
+    ClientConf, HeaderBuffers, HttpProxyConf, KeepaliveHeader, NextUpstream, KEEPALIVE_DISABLE_MSIE6,
+    KEEPALIVE_DISABLE_SAFARI,
 };
 use crate::config::parser::Directive;
 use std::time::Duration;
@@ -54,6 +55,7 @@ pub struct ProxyLayer {
 #[derive(Debug, Clone, Default)]
 pub struct ClientLayer {
     keepalive_timeout: Option<Duration>,
+    keepalive_header: Option<u64>,
     keepalive_requests: Option<u64>,
     keepalive_time: Option<Duration>,
     keepalive_disable: Option<u8>,
@@ -136,9 +138,10 @@ impl Layers {
             "keepalive_timeout" => {
                 unset(&c.keepalive_timeout, d)?;
                 let timeout = value::parse_msec(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid value"))?;
-                // The second value (the `Keep-Alive: timeout=` header) is checked; corelb does not send it.
+                // the second value: the `Keep-Alive: timeout=` line, inherited apart from the first (as nginx)
                 if let Some(header) = d.args.get(1) {
-                    value::parse_sec(header).ok_or_else(|| directive_err(d, "invalid value"))?;
+                    let secs = value::parse_sec(header).ok_or_else(|| directive_err(d, "invalid value"))?;
+                    c.keepalive_header = Some(secs.as_secs());
                 }
                 c.keepalive_timeout = Some(timeout);
             }
@@ -208,6 +211,7 @@ impl Layers {
             },
             client: ClientLayer {
                 keepalive_timeout: c.keepalive_timeout.or(pc.keepalive_timeout),
+                keepalive_header: c.keepalive_header.or(pc.keepalive_header),
                 keepalive_requests: c.keepalive_requests.or(pc.keepalive_requests),
                 keepalive_time: c.keepalive_time.or(pc.keepalive_time),
                 keepalive_disable: c.keepalive_disable.or(pc.keepalive_disable),
@@ -259,6 +263,7 @@ impl Layers {
         let d = ClientConf::default();
         ClientConf {
             keepalive_timeout: c.keepalive_timeout.unwrap_or(d.keepalive_timeout),
+            keepalive_header: c.keepalive_header.map_or(d.keepalive_header, KeepaliveHeader::new),
             keepalive_requests: c.keepalive_requests.unwrap_or(d.keepalive_requests),
             keepalive_time: c.keepalive_time.unwrap_or(d.keepalive_time),
             keepalive_disable: c.keepalive_disable.unwrap_or(d.keepalive_disable),

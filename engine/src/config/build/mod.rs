@@ -18,6 +18,7 @@ mod map;
 mod realip;
 mod rewrite;
 mod server_line;
+pub mod server_names;
 mod spec;
 mod state;
 mod static_files;

@@ -22,6 +22,8 @@ pub struct Vars {
     /// The `map` variables of the block, lower-case, by map index (a name given twice: the later map wins, as
     /// nginx's second `map` replaces the variable's handler).
     maps: Vec<String>,
+    /// The named groups of the block's regex server names, by index ([`Var::ServerCapture`]).
+    server_captures: Vec<String>,
 }
 
 /// The message for `$request_body`, which corelb never has.
@@ -87,6 +89,7 @@ impl Vars {
         Vars {
             unknown: None,
             maps: maps.into_iter().map(|m| m.to_ascii_lowercase()).collect(),
+            server_captures: Vec::new(),
         }
     }
 
@@ -94,6 +97,12 @@ impl Vars {
     pub fn map_index(&self, name: &str) -> Option<usize> {
         let lower = name.to_ascii_lowercase();
         self.maps.iter().rposition(|m| *m == lower)
+    }
+
+    /// These variables, with the named groups of the block's regex server names.
+    pub fn with_server_captures(mut self, names: Vec<String>) -> Vars {
+        self.server_captures = names;
+        self
     }
 
     /// The variable `name` means in `module`: a `map` of the block, else a built-in one the module has; in a map
@@ -110,6 +119,14 @@ impl Vars {
             if let Some(g) = regex.and_then(|r| r.group(name)) {
                 return Some(Var::Capture(g));
             }
+        }
+        if let Some(i) = self
+            .server_captures
+            .iter()
+            .position(|n| *n == name)
+            .filter(|_| module == Module::Http)
+        {
+            return Some(Var::ServerCapture(i));
         }
         match module {
             Module::Http => Var::from_name(&lower),
