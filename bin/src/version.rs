@@ -9,14 +9,17 @@ pub fn version_line() -> String {
 }
 
 /// Non-default nginx modules corelb has.
-pub const WITH: &[&str] = &["--with-stream", "--with-http_stub_status_module"];
+pub const WITH: &[&str] = &[
+    "--with-stream",
+    "--with-http_stub_status_module",
+    "--with-http_gzip_static_module",
+];
 
 /// nginx's default modules corelb does not have: every directive of each is refused by the config reader. (A
 /// module of which corelb has a part, such as the rewrite module's `return`, counts as present; what corelb
 /// lacks of it is in `docs/directives.md`.)
 pub const WITHOUT: &[&str] = &[
     "--without-http_charset_module",
-    "--without-http_gzip_module",
     "--without-http_ssi_module",
     "--without-http_userid_module",
     "--without-http_access_module",

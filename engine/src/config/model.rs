@@ -507,6 +507,8 @@ pub struct Location {
     pub files: super::files::FilesConf,
     /// `add_header`, `expires`, `server_tokens`, `proxy_hide_header`/`proxy_pass_header`, `proxy_redirect`.
     pub headers: HeadersConf,
+    /// `gzip*` and `gzip_static`.
+    pub gzip: super::gzip::GzipConf,
     pub span: Span,
 }
 
@@ -544,6 +546,8 @@ pub struct HttpServer {
     pub files: super::files::FilesConf,
     /// The header settings of answers outside any location.
     pub headers: HeadersConf,
+    /// `gzip*` and `gzip_static`.
+    pub gzip: super::gzip::GzipConf,
     pub span: Span,
 }
 

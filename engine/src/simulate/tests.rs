@@ -304,6 +304,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             client: Default::default(),
             files: Default::default(),
             headers: Default::default(),
+            gzip: Default::default(),
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);
@@ -323,6 +324,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 client: Default::default(),
                 files: Default::default(),
                 headers: Default::default(),
+                gzip: Default::default(),
                 span: Span::default(),
             }],
         });

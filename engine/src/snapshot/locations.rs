@@ -181,6 +181,7 @@ mod tests {
             client: ClientConf::default(),
             files: Default::default(),
             headers: Default::default(),
+            gzip: Default::default(),
             span: Span::default(),
         }
     }

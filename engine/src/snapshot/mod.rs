@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
 pub mod files;
+pub mod gzip;
 pub mod headers;
 pub mod locations;
 pub mod logs;
@@ -92,6 +93,8 @@ pub struct ServerPlan {
     pub log_set: usize,
     /// `add_header`, `expires`, `server_tokens` of answers outside any location.
     pub headers: HeadersPlan,
+    /// `gzip`/`gzip_static` of answers outside any location (`None`: off).
+    pub gzip: Option<gzip::GzipPlan>,
 }
 
 impl ServerPlan {
@@ -308,6 +311,7 @@ fn server_plan(
         cycle: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
         moved: FixedAnswer::error(301, tokens).with_headers(headers.clone()),
         headers,
+        gzip: gzip::GzipPlan::of(&srv.gzip),
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
     })
@@ -345,5 +349,6 @@ fn location_plan(
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
         headers,
+        gzip: gzip::GzipPlan::of(&loc.gzip),
     })
 }

@@ -29,6 +29,8 @@ pub struct LocationPlan {
     pub log_set: usize,
     /// `add_header`, `expires`, `server_tokens` of the location's answers.
     pub headers: HeadersPlan,
+    /// `gzip`/`gzip_static` (`None`: off, nothing to check per request).
+    pub gzip: Option<super::gzip::GzipPlan>,
 }
 
 /// A fixed answer with its head pre-rendered around the two parts that change (`Date`, `Connection`).
@@ -243,6 +245,8 @@ pub struct ProxyPlan {
     pub headers: HeadersPlan,
     /// What the location changes in upstream responses (hidden and passed headers, `proxy_redirect`).
     pub response: ResponsePlan,
+    /// The location's `gzip` (`None`: off).
+    pub gzip: Option<super::gzip::GzipPlan>,
 }
 
 impl ProxyPlan {
@@ -295,6 +299,7 @@ impl ProxyPlan {
             upstream_keepalive: conf.http_version_11 && !sends_close,
             response: ResponsePlan::new(&loc.headers),
             headers: HeadersPlan::new(&loc.headers),
+            gzip: super::gzip::GzipPlan::of(&loc.gzip).filter(|g| g.enable),
             conf,
             static_headers,
             dynamic_headers,
@@ -443,6 +448,7 @@ mod tests {
             client: ClientConf::default(),
             files: Default::default(),
             headers: Default::default(),
+            gzip: Default::default(),
             span: Span::default(),
         }
     }

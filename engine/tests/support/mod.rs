@@ -81,6 +81,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         client: ClientConf::default(),
         files: Default::default(),
         headers: Default::default(),
+        gzip: Default::default(),
         span: Span::default(),
     }
 }
@@ -100,6 +101,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         client: ClientConf::default(),
         files: Default::default(),
         headers: Default::default(),
+        gzip: Default::default(),
         span: Span::default(),
     }
 }
@@ -132,6 +134,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 client: ClientConf::default(),
                 files: Default::default(),
                 headers: Default::default(),
+                gzip: Default::default(),
                 span: Span::default(),
             }],
         }),

@@ -400,6 +400,7 @@ impl ServerDraft {
                 client: own.client_conf(),
                 files: own.files.conf(prefix),
                 headers: own.headers.conf(),
+                gzip: own.gzip.conf(),
                 span: l.span,
             });
             merged.push(own);
@@ -413,6 +414,7 @@ impl ServerDraft {
             client: layers.client_conf(),
             files: layers.files.conf(prefix),
             headers: layers.headers.conf(),
+            gzip: layers.gzip.conf(),
             span: self.span,
         }
     }

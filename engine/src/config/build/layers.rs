@@ -1,6 +1,7 @@
 //! The settings http, server and location share (`proxy_*` timeouts, headers and retries; client keepalive, body
 //! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
 
+use super::gzip::{self, GzipLayer};
 use super::headers::HeadersLayer;
 use super::logs::{LevelLogs, LogState};
 use super::static_files::{self, FilesLayer};
@@ -78,6 +79,8 @@ pub struct Layers {
     pub files: FilesLayer,
     /// `add_header`, `expires`, `server_tokens`, `proxy_hide_header`/`proxy_pass_header`, `proxy_redirect`.
     pub headers: HeadersLayer,
+    /// `gzip*` and `gzip_static`.
+    pub gzip: GzipLayer,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -171,6 +174,7 @@ impl Layers {
             }
             name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
             name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, d)?,
+            name if gzip::NAMES.contains(&name) => self.gzip.directive(cx.build, d)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -221,6 +225,7 @@ impl Layers {
             temp_paths: TempPaths::default(),
             files: self.files.over(&parent.files),
             headers: self.headers.over(&parent.headers),
+            gzip: self.gzip.over(&parent.gzip),
         }
     }
 
