@@ -435,6 +435,8 @@ pub struct AccessLogConf<F = crate::config::log_format::LogFormat> {
     pub buffer: Option<usize>,
     /// `flush=`; 1 s when it is not given.
     pub flush: Option<Duration>,
+    /// `gzip[=LEVEL]`: each buffer written is one gzip member at this level.
+    pub gzip: Option<u32>,
     /// `if=`: the line is skipped when this evaluates to empty or `0`.
     pub cond: Option<std::sync::Arc<F>>,
     pub span: Span,

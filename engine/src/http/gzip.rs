@@ -3,8 +3,19 @@
 
 use flate2::{Compress, Compression, FlushCompress, Status};
 
-/// The header nginx writes: no name, no mtime, OS 3 (Unix).
+/// The header nginx has zlib write: no name, no mtime, OS 3 (Unix); byte 8 (XFL) as [`header`] sets it.
 pub const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+
+/// [`HEADER`] for `level`, with zlib's XFL: 4 (fastest) at level 1, 2 (best) at level 9, else 0.
+pub fn header(level: u32) -> [u8; 10] {
+    let mut h = HEADER;
+    h[8] = match level {
+        1 => 4,
+        9 => 2,
+        _ => 0,
+    };
+    h
+}
 
 /// Output room reserved before each deflate call.
 const ROOM: usize = 16 * 1024;
@@ -85,7 +96,7 @@ impl Encoder {
     fn start(&mut self, out: &mut Vec<u8>) {
         if !self.started {
             self.started = true;
-            out.extend_from_slice(&HEADER);
+            out.extend_from_slice(&header(self.level));
         }
     }
 }
@@ -232,7 +243,7 @@ mod tests {
                 enc.write(piece, &mut out);
             }
             enc.finish(&mut out);
-            assert_eq!(&out[..10], &HEADER, "round {round}");
+            assert_eq!(&out[..10], &header(6), "round {round}");
             assert!(out.len() < text.len() / 2);
             assert_eq!(gunzip(&out), text, "round {round}");
             enc.reset();

@@ -78,6 +78,7 @@ mod tests {
             format: Arc::clone(format),
             buffer: None,
             flush: None,
+            gzip: None,
             cond: None,
             span: Span::default(),
         }
@@ -97,6 +98,7 @@ mod tests {
             format: http,
             buffer: None,
             flush: None,
+            gzip: None,
             cond: None,
             span: Span::default(),
         };
