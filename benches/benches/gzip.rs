@@ -26,7 +26,7 @@ fn json_100k() -> Vec<u8> {
             seed % 10_000,
             seed % 100,
             (seed >> 8) % 1000,
-            seed % 3 == 0,
+            seed.is_multiple_of(3),
             words[((seed >> 16) % 8) as usize],
             1 + (seed >> 20) % 28,
             (seed >> 24) % 24,

@@ -5,7 +5,7 @@
 use super::body::{forward_body, BodyCopy, BodyError, Limits, Relay};
 use super::client::{ClientConn, Routed};
 use super::exchange::{exchange, ResponseInfo, StreamedBody, TryIo, TryTarget};
-use super::gzip::{self, GzipAnswer, GzipEdits, GzipOut};
+use super::gzip::{self, CopyIo, GzipAnswer, GzipEdits, GzipOut};
 use super::retry::{NextStep, RetryState};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::TryPeer;
@@ -227,17 +227,14 @@ impl<R: Runtime> ClientConn<R> {
                     chunked: chunked_out,
                     limits: copy.limits,
                 };
-                let moved = gzip::compress_body::<R>(
-                    &mut conn,
-                    ubuf,
-                    &mut self.decoder,
-                    &mut self.sock,
+                let io = CopyIo {
+                    src: &mut conn,
+                    buf: ubuf,
+                    decoder: &mut self.decoder,
+                    dst: &mut self.sock,
                     out,
-                    &mut stream,
-                    info.body,
-                    how,
-                )
-                .await;
+                };
+                let moved = gzip::compress_body::<R>(io, &mut stream, info.body, how).await;
                 self.shard.gzip.give(stream);
                 moved.map(|m| (m.read, m.sent))
             }

@@ -36,12 +36,12 @@ pub struct GzipStream {
 /// ends.
 #[derive(Debug, Default)]
 pub struct GzipPool {
-    idle: RefCell<Vec<Box<GzipStream>>>,
+    idle: RefCell<Vec<GzipStream>>,
 }
 
 impl GzipPool {
     /// A compressor at `level`, reset: an idle one of that level, else a new one.
-    pub fn take(&self, level: u32) -> Box<GzipStream> {
+    pub fn take(&self, level: u32) -> GzipStream {
         let mut idle = self.idle.borrow_mut();
         match idle.iter().position(|s| s.enc.level() == level) {
             Some(i) => {
@@ -50,16 +50,16 @@ impl GzipPool {
                 s.z.clear();
                 s
             }
-            None => Box::new(GzipStream {
+            None => GzipStream {
                 enc: Encoder::new(level),
                 z: Vec::new(),
                 input: Vec::new(),
-            }),
+            },
         }
     }
 
     /// Gives a compressor back (dropped when the pool is full).
-    pub fn give(&self, s: Box<GzipStream>) {
+    pub fn give(&self, s: GzipStream) {
         let mut idle = self.idle.borrow_mut();
         if idle.len() < POOL_IDLE {
             idle.push(s);
@@ -258,18 +258,33 @@ fn frame(s: &mut GzipStream, chunked: bool, out: &mut Vec<u8>) {
     s.z.clear();
 }
 
-/// Reads a body framed as `framing` from `src` (its already-read bytes in `buf`), compresses its data with `s`
-/// and writes it to `dst`; `out` holds the head, sent with the first piece. Bytes after the body stay in `buf`.
+/// The connections and buffers a compressed copy works with.
+pub struct CopyIo<'a, C> {
+    /// The upstream.
+    pub src: &'a mut C,
+    /// Bytes already read from `src`; what follows the body stays in it.
+    pub buf: &'a mut IoBuf,
+    pub decoder: &'a mut ChunkedDecoder,
+    /// The client.
+    pub dst: &'a mut C,
+    /// The head, sent with the first piece; then each piece framed.
+    pub out: &'a mut Vec<u8>,
+}
+
+/// Reads a body framed as `framing` from `io.src`, compresses its data with `s` and writes it to `io.dst`.
 pub async fn compress_body<R: Runtime>(
-    src: &mut R::Conn,
-    buf: &mut IoBuf,
-    decoder: &mut ChunkedDecoder,
-    dst: &mut R::Conn,
-    out: &mut Vec<u8>,
+    io: CopyIo<'_, R::Conn>,
     s: &mut GzipStream,
     framing: BodyFraming,
     how: GzipOut,
 ) -> Result<Moved, BodyError> {
+    let CopyIo {
+        src,
+        buf,
+        decoder,
+        dst,
+        out,
+    } = io;
     decoder.reset();
     let head = out.len() as u64;
     let mut moved = Moved::default();
