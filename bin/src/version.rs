@@ -113,8 +113,11 @@ mod tests {
         assert_eq!(lines.next(), Some(version_line().as_str()));
         let configure = lines.next().unwrap();
         assert!(configure.starts_with(
-            "configure arguments: --with-stream --with-http_stub_status_module --without-http_charset_module"
+            "configure arguments: --with-stream --with-http_stub_status_module --with-http_gzip_static_module \
+             --without-http_charset_module"
         ));
+        // nginx-tests' has('gzip') looks for --without-http_gzip_module
+        assert!(!configure.contains("--without-http_gzip_module"));
         assert_eq!(lines.next(), None);
         assert!(text(true, false).contains("\n  -g directives : set global directives out of configuration file\n"));
     }
