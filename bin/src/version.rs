@@ -14,6 +14,7 @@ pub const WITH: &[&str] = &[
     "--with-http_stub_status_module",
     "--with-http_realip_module",
     "--with-stream_realip_module",
+    "--with-http_gzip_static_module",
 ];
 
 /// nginx's default modules corelb does not have: every directive of each is refused by the config reader. (A
@@ -21,7 +22,6 @@ pub const WITH: &[&str] = &[
 /// lacks of it is in `docs/directives.md`.)
 pub const WITHOUT: &[&str] = &[
     "--without-http_charset_module",
-    "--without-http_gzip_module",
     "--without-http_ssi_module",
     "--without-http_userid_module",
     "--without-http_access_module",
@@ -114,8 +114,10 @@ mod tests {
         let configure = lines.next().unwrap();
         assert!(configure.starts_with(
             "configure arguments: --with-stream --with-http_stub_status_module --with-http_realip_module \
-             --with-stream_realip_module --without-http_charset_module"
+             --with-stream_realip_module --with-http_gzip_static_module --without-http_charset_module"
         ));
+        // nginx-tests' has('gzip') looks for --without-http_gzip_module
+        assert!(!configure.contains("--without-http_gzip_module"));
         assert_eq!(lines.next(), None);
         assert!(text(true, false).contains("\n  -g directives : set global directives out of configuration file\n"));
     }

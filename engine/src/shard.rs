@@ -107,6 +107,8 @@ pub struct Shard<R: Runtime> {
     log: RefCell<ShardLog>,
     /// Connections accepted so far (for `$connection`).
     accepted: Cell<u64>,
+    /// Idle gzip compressors for the next compressed answers.
+    pub gzip: crate::proxy::gzip::GzipPool,
 }
 
 impl<R: Runtime> Shard<R> {
@@ -129,6 +131,7 @@ impl<R: Runtime> Shard<R> {
             stop: tokio::sync::Notify::new(),
             log: RefCell::new(ShardLog::default()),
             accepted: Cell::new(0),
+            gzip: Default::default(),
         }
     }
 

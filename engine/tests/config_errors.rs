@@ -1698,14 +1698,50 @@ http { upstream u { server 127.0.0.1:1 weight=4294967296; } }
             Differs,
         ),
         case(
-            "access_log_gzip",
+            "access_log_gzip_level",
             r#"events {}
 http {
- access_log /tmp/a.log combined buffer=32k gzip;
+ access_log /tmp/a.log combined buffer=32k gzip=10;
 }
 "#
             .to_string(),
-            r#"parameter "gzip" of "access_log" is not supported by corelb"#,
+            r#"invalid compression level "10""#,
+            3,
+            Same,
+        ),
+        case(
+            "gzip_comp_level_bounds",
+            r#"events {}
+http {
+ gzip_comp_level 0;
+}
+"#
+            .to_string(),
+            "value must be between 1 and 9",
+            3,
+            Same,
+        ),
+        case(
+            "gzip_proxied_value",
+            r#"events {}
+http {
+ gzip_proxied any sometimes;
+}
+"#
+            .to_string(),
+            r#"invalid value "sometimes""#,
+            3,
+            Same,
+        ),
+        case(
+            "gzip_in_if",
+            r#"events {}
+http {
+ server { location / { if ($arg_a) { gzip on; } } }
+}
+"#
+            .to_string(),
+            r#""gzip" directive is not supported by corelb"#,
             3,
             Differs,
         ),
@@ -1827,14 +1863,14 @@ events {}
             Differs,
         ),
         case(
-            "gzip",
+            "gunzip",
             r#"events {}
 http {
- gzip on;
+ gunzip on;
 }
 "#
             .to_string(),
-            r#""gzip" directive is not supported by corelb"#,
+            r#""gunzip" directive is not supported by corelb"#,
             3,
             Differs,
         ),

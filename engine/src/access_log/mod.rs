@@ -64,6 +64,8 @@ struct FileBuf {
     file: Arc<File>,
     buffer: usize,
     flush: Duration,
+    /// `gzip=LEVEL`: the writer compresses each buffer as a gzip member.
+    gzip: Option<u32>,
     data: Vec<u8>,
     /// When the first line still in `data` was added.
     since: Option<Instant>,
@@ -73,7 +75,7 @@ impl FileBuf {
     /// Hands the lines over to the writer and takes an empty buffer in exchange.
     fn hand_over(&mut self, writer: &LogWriter) {
         let full = std::mem::take(&mut self.data);
-        self.data = writer.send(&self.file, full, self.buffer + 1024);
+        self.data = writer.send_gzip(&self.file, full, self.buffer + 1024, self.gzip);
         self.since = None;
     }
 }
@@ -107,6 +109,7 @@ impl ShardLog {
                     file: Arc::clone(&f.file),
                     buffer: f.buffer,
                     flush: f.flush,
+                    gzip: f.gzip,
                     data: Vec::with_capacity(f.buffer.min(DEFAULT_BUFFER) + 1024),
                     since: None,
                 })

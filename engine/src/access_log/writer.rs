@@ -4,6 +4,7 @@
 //! disk falls more than [`MAX_QUEUED`] bytes behind, new buffers are dropped (and counted, and logged once per
 //! episode) rather than let memory grow — nginx would stall its worker on the write instead.
 
+use crate::http::gzip::Encoder;
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::File;
 use std::io::{self, Write};
@@ -29,7 +30,8 @@ struct Backlog {
 }
 
 enum Msg {
-    Batch(Arc<File>, Vec<u8>),
+    /// Lines for a file, and the gzip level they are compressed at (as one gzip member) if any.
+    Batch(Arc<File>, Vec<u8>, Option<u32>),
     /// Answered once everything sent before it is written.
     Sync(Sender<()>),
 }
@@ -47,7 +49,7 @@ pub struct LogWriter {
 impl std::fmt::Debug for Msg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Msg::Batch(_, b) => write!(f, "Batch({} bytes)", b.len()),
+            Msg::Batch(_, b, _) => write!(f, "Batch({} bytes)", b.len()),
             Msg::Sync(_) => f.write_str("Sync"),
         }
     }
@@ -79,7 +81,13 @@ impl LogWriter {
 
     /// Hands `data` over to be appended to `file`; returns an empty buffer to fill next (a reused one if any).
     /// When the writer is more than the limit behind, `data` is dropped instead (its lines counted).
-    pub fn send(&self, file: &Arc<File>, mut data: Vec<u8>, capacity: usize) -> Vec<u8> {
+    pub fn send(&self, file: &Arc<File>, data: Vec<u8>, capacity: usize) -> Vec<u8> {
+        self.send_gzip(file, data, capacity, None)
+    }
+
+    /// [`LogWriter::send`], the lines written as one gzip member at `gzip` (`access_log ... gzip=LEVEL`): the
+    /// writer thread compresses them, not the shard.
+    pub fn send_gzip(&self, file: &Arc<File>, mut data: Vec<u8>, capacity: usize, gzip: Option<u32>) -> Vec<u8> {
         let queued = self.backlog.queued.load(Ordering::Relaxed);
         if queued.saturating_add(data.len()) > self.max_queued {
             let lines = data.iter().filter(|&&b| b == b'\n').count() as u64;
@@ -94,7 +102,7 @@ impl LogWriter {
             return data;
         }
         self.backlog.queued.fetch_add(data.len(), Ordering::Relaxed);
-        let _ = self.tx.send(Msg::Batch(Arc::clone(file), data));
+        let _ = self.tx.send(Msg::Batch(Arc::clone(file), data, gzip));
         self.spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(capacity))
     }
 
@@ -123,10 +131,27 @@ impl Drop for LogWriter {
 }
 
 fn run(rx: &Receiver<Msg>, spare: &Sender<Vec<u8>>, backlog: &Backlog, max_queued: usize) {
+    // the compressor of gzipped logs (one, reused; made again for another level) and its output
+    let mut gzip: Option<Encoder> = None;
+    let mut z = Vec::new();
     while let Ok(msg) = rx.recv() {
         match msg {
-            Msg::Batch(file, mut data) => {
-                if let Err(e) = (&*file).write_all(&data) {
+            Msg::Batch(file, mut data, level) => {
+                let out = match level {
+                    None => &data,
+                    Some(level) => {
+                        let enc = match &mut gzip {
+                            Some(e) if e.level() == level => e,
+                            slot => slot.insert(Encoder::new(level)),
+                        };
+                        enc.reset();
+                        z.clear();
+                        enc.write(&data, &mut z);
+                        enc.finish(&mut z);
+                        &z
+                    }
+                };
+                if let Err(e) = (&*file).write_all(out) {
                     crate::log_alert!("write() to an access log failed ({e})");
                 }
                 let left = backlog.queued.fetch_sub(data.len(), Ordering::Relaxed) - data.len();
@@ -173,6 +198,37 @@ mod tests {
             b"one\ntwo\nthree\n",
             "dropping the writer drains it"
         );
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn gzipped_batches_are_gzip_members_appended() {
+        use std::io::Read;
+        let path = std::env::temp_dir().join(format!("corelb-writer-gz-{}.log", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let file = Arc::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap(),
+        );
+        let w = LogWriter::start().unwrap();
+        let _ = w.send_gzip(&file, b"one\n".to_vec(), 16, Some(1));
+        let _ = w.send_gzip(&file, b"two\nthree\n".to_vec(), 16, Some(9));
+        assert!(w.sync(Duration::from_secs(5)));
+        let raw = std::fs::read(&path).unwrap();
+        assert_eq!(&raw[..2], &[0x1f, 0x8b]);
+        let members = raw
+            .windows(10)
+            .filter(|w| w[..4] == [0x1f, 0x8b, 8, 0] && w[9] == 3)
+            .count();
+        assert_eq!(members, 2, "one member per buffer");
+        let mut text = String::new();
+        flate2::read::MultiGzDecoder::new(&raw[..])
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "one\ntwo\nthree\n");
         let _ = std::fs::remove_file(&path);
     }
 

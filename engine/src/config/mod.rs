@@ -6,6 +6,7 @@
 mod build;
 pub mod error;
 pub mod files;
+pub mod gzip;
 pub mod headers;
 pub mod key;
 pub mod lexer;

@@ -496,6 +496,8 @@ pub struct AccessLogConf<F = crate::config::log_format::LogFormat> {
     pub buffer: Option<usize>,
     /// `flush=`; 1 s when it is not given.
     pub flush: Option<Duration>,
+    /// `gzip[=LEVEL]`: each buffer written is one gzip member at this level.
+    pub gzip: Option<u32>,
     /// `if=`: the line is skipped when this evaluates to empty or `0`.
     pub cond: Option<std::sync::Arc<F>>,
     pub span: Span,
@@ -571,6 +573,8 @@ pub struct Location {
     pub headers: HeadersConf,
     /// `set_real_ip_from` and the rest, where some level trusts an address.
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
+    /// `gzip*` and `gzip_static`.
+    pub gzip: super::gzip::GzipConf,
     pub span: Span,
 }
 
@@ -612,6 +616,8 @@ pub struct HttpServer {
     pub headers: HeadersConf,
     /// `set_real_ip_from` and the rest of the server block (nginx's post-read phase reads these).
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
+    /// `gzip*` and `gzip_static`.
+    pub gzip: super::gzip::GzipConf,
     pub span: Span,
 }
 

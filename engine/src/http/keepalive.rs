@@ -93,13 +93,13 @@ fn disabled_for(head: &RequestHead<'_, '_>, mask: u8) -> bool {
 
 /// What nginx reads off a `User-Agent` (`ngx_http_process_user_agent`), as far as keepalive needs it.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Browser {
-    msie6: bool,
+pub(crate) struct Browser {
+    pub(crate) msie6: bool,
     safari: bool,
 }
 
 impl Browser {
-    fn of(ua: &[u8]) -> Browser {
+    pub(crate) fn of(ua: &[u8]) -> Browser {
         let mut b = Browser::default();
         let mut msie = false;
         if let Some(at) = find(ua, b"MSIE ") {

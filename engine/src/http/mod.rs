@@ -2,6 +2,7 @@
 
 pub mod basic_auth;
 pub mod chunked;
+pub mod gzip;
 pub mod head_buffers;
 pub mod host;
 pub mod keepalive;

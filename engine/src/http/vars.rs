@@ -4,8 +4,8 @@
 use crate::config::key::{Var, VarSource};
 use crate::config::map::Map;
 use crate::config::proxy_tlv::TlvName;
-use crate::http::proxy_protocol::ProxyAddrs;
 use crate::config::regex::Captures;
+use crate::http::proxy_protocol::ProxyAddrs;
 use crate::http::request::RequestHead;
 use crate::http::var_cache::VarCache;
 use std::io::Write;

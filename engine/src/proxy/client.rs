@@ -54,6 +54,8 @@ pub(super) struct Routed {
     pub(super) max_body: u64,
     /// `client_body_timeout` and `send_timeout` of the location.
     pub(super) timeouts: ClientTimeouts,
+    /// What the request says about gzip (`No` where the location has no gzip plan).
+    pub(super) gzip: crate::snapshot::gzip::GzipAsk,
 }
 
 impl Routed {

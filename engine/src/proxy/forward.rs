@@ -5,12 +5,13 @@
 use super::body::{forward_body, BodyCopy, BodyError, Limits, Relay};
 use super::client::{ClientConn, Routed};
 use super::exchange::{exchange, ResponseInfo, StreamedBody, TryIo, TryTarget};
+use super::gzip::{self, CopyIo, GzipAnswer, GzipEdits, GzipOut};
 use super::retry::{NextStep, RetryState};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::TryPeer;
 use crate::balance::{Attempt, Outcome, Peer};
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::response::{parse_response, write_client_head_with, ClientHead};
+use crate::http::response::{parse_response, write_client_head_with, ClientHead, HeadEdits};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::Buffers;
@@ -155,16 +156,29 @@ impl<R: Runtime> ClientConn<R> {
         } else {
             Relay::Verbatim
         };
-        let keep_client = req
-            .keepalive
-            .and(info.body != BodyFraming::UntilClose && relay == Relay::Verbatim);
         let bufs = &mut self.bufs;
         let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
         let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
             return (false, info.head_len as u64);
         };
-        let chunked_out = chunked && relay == Relay::Verbatim;
         let now = crate::clock::now_secs();
+        let gzip = from
+            .plan
+            .gzip
+            .as_ref()
+            .map_or(GzipAnswer::default(), |g| gzip::for_upstream(g, req.gzip, &resp, now));
+        let compress = gzip.compress && !req.head_request;
+        let keep_client = req.keepalive.and(if compress {
+            // a compressed body has no length: chunked to HTTP/1.1, ended by the close for HTTP/1.0
+            req.client_11
+        } else {
+            info.body != BodyFraming::UntilClose && relay == Relay::Verbatim
+        });
+        let chunked_out = if compress {
+            req.client_11
+        } else {
+            chunked && relay == Relay::Verbatim
+        };
         let response = HeadVars {
             status: info.status,
             rec: &bufs.log,
@@ -179,6 +193,11 @@ impl<R: Runtime> ClientConn<R> {
             response: &response,
             now,
         };
+        let gzip_edits = GzipEdits {
+            inner: &edits,
+            answer: gzip,
+        };
+        let edits: &dyn HeadEdits = if gzip.any() { &gzip_edits } else { &edits };
         self.shard.date(now, |date| {
             let head = ClientHead {
                 date,
@@ -186,7 +205,7 @@ impl<R: Runtime> ClientConn<R> {
                 chunked_out,
                 upgrade: false,
             };
-            write_client_head_with(&resp, head, &edits, &mut bufs.out)
+            write_client_head_with(&resp, head, edits, &mut bufs.out)
         });
         let upstream_head = bufs.upstream.readable().get(..info.head_len).unwrap_or_default();
         bufs.log.capture_headers(&bufs.out, upstream_head);
@@ -202,11 +221,32 @@ impl<R: Runtime> ClientConn<R> {
         };
         let head_bytes = bufs.out.len();
         let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
-        let sent = forward_body::<R>(&mut conn, ubuf, &mut self.decoder, &mut self.sock, out, copy).await;
-        let body = *sent.as_ref().unwrap_or(&0);
+        let sent = match from.plan.gzip.as_ref().filter(|_| compress) {
+            Some(g) => {
+                let mut stream = self.shard.gzip.take(g.level);
+                let how = GzipOut {
+                    chunked: chunked_out,
+                    limits: copy.limits,
+                };
+                let io = CopyIo {
+                    src: &mut conn,
+                    buf: ubuf,
+                    decoder: &mut self.decoder,
+                    dst: &mut self.sock,
+                    out,
+                };
+                let moved = gzip::compress_body::<R>(io, &mut stream, info.body, how).await;
+                self.shard.gzip.give(stream);
+                moved.map(|m| (m.read, m.sent))
+            }
+            None => forward_body::<R>(&mut conn, ubuf, &mut self.decoder, &mut self.sock, out, copy)
+                .await
+                .map(|n| (n, n)),
+        };
+        let (read, body) = *sent.as_ref().unwrap_or(&(0, 0));
         bufs.log.answered(info.status, head_bytes, body);
-        let received = info.head_len as u64 + body;
-        bufs.log.try_received(received, body);
+        let received = info.head_len as u64 + read;
+        bufs.log.try_received(received, read);
         let keep = match sent {
             Ok(_) => {
                 if info.reusable && from.plan.upstream_keepalive && bufs.upstream.readable().is_empty() {

@@ -19,6 +19,7 @@ use crate::http::vars::{ConnVars, ProxyVars, RequestExt, RequestVars, ServerMatc
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::gzip::{GzipAsk, GzipPlan};
 use crate::snapshot::headers::HeadersPlan;
 use crate::snapshot::proxied::HostOrAddr;
 use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan, Target};
@@ -37,8 +38,8 @@ enum Route<'s> {
     Proxy(&'s ProxyPlan),
     /// An `api` or `metrics` location, with the request's method and target (copied: the head is consumed).
     Endpoint(AdminEndpoint, Box<(String, String)>),
-    /// A location (or a server outside its locations) serving files.
-    Static(FileAnswer<'s>, &'s HeadersPlan),
+    /// A location (or a server outside its locations) serving files, with its `add_header` and gzip plans.
+    Static(FileAnswer<'s>, &'s HeadersPlan, Option<&'s GzipPlan>),
 }
 
 /// What reading the next head gave.
@@ -131,7 +132,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             Route::Redirect(answer, headers) => conn.serve_redirect(answer, headers, &req).await,
             Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
             Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
-            Route::Static(answer, headers) => conn.serve_file(answer, headers, &req).await,
+            Route::Static(answer, headers, gzip) => conn.serve_file(answer, headers, gzip, &req).await,
         };
         conn.shard.log_request(snap, &mut conn.bufs.log);
         idle = Some(req.timeouts.keepalive);
@@ -360,11 +361,16 @@ fn route_head<'s>(
         || progress.started.elapsed(),
         |a| a.saturating_duration_since(progress.started),
     );
-    let req = routed(&head, client_conf, progress.served, open_for);
+    let mut req = routed(&head, client_conf, progress.served, open_for);
+    req.gzip = gzip_of(server, loc).map_or(GzipAsk::No, |g| g.ask(&head));
     let route = match (fixed_server, loc) {
         _ if redirect.is_some() => Route::Redirect(redirect.unwrap_or(&server.cycle), headers),
         (Some(f), _) => Route::Fixed(f, headers),
-        _ if answer.is_some() => Route::Static(answer.unwrap_or(FileAnswer::Error(500)), headers_of(server, loc)),
+        _ if answer.is_some() => Route::Static(
+            answer.unwrap_or(FileAnswer::Error(500)),
+            headers_of(server, loc),
+            gzip_of(server, loc),
+        ),
         (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f, headers),
         (None, Some(LocationPlan { admin: Some(a), .. })) => {
             Route::Endpoint(*a, Box::new((head.method.to_string(), head.target.to_string())))
@@ -391,7 +397,7 @@ fn route_head<'s>(
             Route::Proxy(p)
         }
         // every location (or server) that serves files has its answer above
-        (None, _) => Route::Static(FileAnswer::Error(500), headers_of(server, loc)),
+        (None, _) => Route::Static(FileAnswer::Error(500), headers_of(server, loc), gzip_of(server, loc)),
     };
     if let Route::Fixed(f, _) = &route {
         f.eval_text(&vars, &mut bufs.answer);
@@ -403,6 +409,11 @@ fn route_head<'s>(
 /// The `add_header` plan of the location answering (or the server's, outside any location).
 fn headers_of<'s>(server: &'s ServerPlan, loc: Option<&'s LocationPlan>) -> &'s HeadersPlan {
     loc.map_or(&server.headers, |l| &l.headers)
+}
+
+/// The gzip plan of the location answering (or the server's), `None` when gzip is off there.
+fn gzip_of<'s>(server: &'s ServerPlan, loc: Option<&'s LocationPlan>) -> Option<&'s GzipPlan> {
+    loc.map_or(&server.gzip, |l| &l.gzip).as_ref()
 }
 
 /// What the request path keeps of a head once routed, under its location's client settings.
@@ -423,6 +434,7 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for
             send: client.send_timeout,
             keepalive: client.keepalive_timeout,
         },
+        gzip: GzipAsk::No,
     }
 }
 

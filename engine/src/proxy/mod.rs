@@ -7,6 +7,7 @@ mod client;
 pub mod conn_snapshot;
 pub mod exchange;
 mod forward;
+pub mod gzip;
 pub mod http;
 mod phase;
 mod proxy_header;

@@ -8,9 +8,11 @@
 
 use super::body::{discard_body, send, BodyError};
 use super::client::{ClientConn, Routed};
+use super::gzip::{self as gz, FileEncoding, FileFacts};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::RequestRecord;
 use crate::config::error::errno_text;
+use crate::config::gzip::GzipStatic;
 use crate::config::key::VarSource;
 use crate::http::keepalive::Connection;
 use crate::http::pages::{append_decimal, append_error_page, format_http_date, server_name, SERVER_FULL};
@@ -21,6 +23,7 @@ use crate::http::vars::ConnVars;
 use crate::log::Level;
 use crate::runtime::Runtime;
 use crate::snapshot::files::{FilesPlan, IndexName};
+use crate::snapshot::gzip::{AnswerFacts, GzipAsk, GzipPlan};
 use crate::snapshot::headers::{HeadersPlan, Prepared, ResponseFacts};
 use crate::snapshot::route::LocationPlan;
 use crate::snapshot::ServerPlan;
@@ -65,6 +68,10 @@ pub(super) struct OpenFile<'s> {
     mtime: i64,
     content_type: &'s str,
     etag: bool,
+    /// A `gzip_static` file (`FILE.gz`) sent as it is with `Content-Encoding: gzip`.
+    precompressed: bool,
+    /// `gzip_static on` found `FILE.gz`: `Vary` under `gzip_vary on`, whatever is sent.
+    vary: bool,
 }
 
 /// The request method as the static and index modules tell them apart.
@@ -98,6 +105,8 @@ pub(super) struct FileRequest<'a> {
     pub(super) host: Option<&'a [u8]>,
     /// The address the client connected to (the redirect's host without a `Host`, and its port).
     pub(super) local: SocketAddr,
+    /// The head, for `gzip_static on` (`ngx_http_gzip_ok`).
+    pub(super) head: Option<&'a RequestHead<'a, 'a>>,
 }
 
 /// The connection's buffers file serving writes into.
@@ -148,7 +157,8 @@ pub(super) fn resolve<'s>(
             None => &server.files,
         };
         let path: &[u8] = if redirected { bufs.redirect } else { uri };
-        match step(plan, path, req, bufs.path) {
+        let gzip = loc.map_or(&server.gzip, |l| &l.gzip).as_ref();
+        match step(plan, gzip, path, req, bufs.path) {
             Step::Answer(a) => {
                 return Resolved {
                     loc,
@@ -204,13 +214,20 @@ pub(super) fn resolve_head<'s>(
         args: head.query().as_bytes(),
         host: head.host,
         local: conn.local,
+        head: Some(head),
     };
     resolve(server, loc, uri, &req, bufs)
 }
 
 /// nginx's content phase for a location without a handler: the index module for a path ending in `/`, else the
 /// static module.
-fn step<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut Vec<u8>) -> Step<'s> {
+fn step<'s>(
+    plan: &'s FilesPlan,
+    gzip: Option<&GzipPlan>,
+    uri: &[u8],
+    req: &FileRequest<'_>,
+    path: &mut Vec<u8>,
+) -> Step<'s> {
     if req.method == FileMethod::Other {
         return Step::Answer(FileAnswer::Error(405));
     }
@@ -221,7 +238,97 @@ fn step<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut V
     if uri.ends_with(b"/") {
         return index(plan, uri, path);
     }
-    Step::Answer(open(plan, uri, req, path))
+    // the gzip_static handler runs before the static one
+    let mut vary = false;
+    if let Some(gz) = gzip.filter(|g| g.static_files != GzipStatic::Off) {
+        match open_gz(plan, gz, uri, req, path) {
+            GzStatic::Sent(answer) => return Step::Answer(answer),
+            GzStatic::Declined { vary: v } => vary = v,
+        }
+    }
+    let mut answer = open(plan, uri, req, path);
+    if let FileAnswer::File(f) = &mut answer {
+        f.vary = vary;
+    }
+    Step::Answer(answer)
+}
+
+/// What `ngx_http_gzip_static_handler` did.
+enum GzStatic<'s> {
+    /// It answers (with `FILE.gz`, or an error).
+    Sent(FileAnswer<'s>),
+    /// The static handler goes on; `vary`: `FILE.gz` exists under `gzip_static on`.
+    Declined { vary: bool },
+}
+
+/// `gzip_static`: `FILE.gz` for a GET or HEAD when the request takes gzip (`on`) or always (`always`).
+fn open_gz<'s>(
+    plan: &'s FilesPlan,
+    gz: &GzipPlan,
+    uri: &[u8],
+    req: &FileRequest<'_>,
+    path: &mut Vec<u8>,
+) -> GzStatic<'s> {
+    let declined = GzStatic::Declined { vary: false };
+    if !matches!(req.method, FileMethod::Get | FileMethod::Head) {
+        return declined;
+    }
+    let ok = match gz.static_files {
+        GzipStatic::Always => true,
+        _ => match req.head.map_or(GzipAsk::No, |h| gz.ask(h)) {
+            GzipAsk::No => false,
+            GzipAsk::Yes => true,
+            // a file's answer has `Last-Modified`, and `ETag` unless `etag off`
+            GzipAsk::ByAnswer => gz.by_answer(&AnswerFacts {
+                last_modified: true,
+                etag: plan.etag,
+                now: crate::clock::now_secs(),
+                ..AnswerFacts::default()
+            }),
+        },
+    };
+    if !gz.vary && !ok {
+        return declined;
+    }
+    plan.path_of(uri, path);
+    path.extend_from_slice(b".gz");
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(as_path(path));
+    let (file, meta) = match opened.and_then(|f| f.metadata().map(|m| (f, m))) {
+        Ok(fm) => fm,
+        Err(e) => {
+            let errno = e.raw_os_error().unwrap_or(0);
+            match errno {
+                libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG => {}
+                libc::EACCES | libc::EMLINK | libc::ELOOP => log_failed(Level::Error, "open()", path, errno),
+                _ => log_failed(Level::Crit, "open()", path, errno),
+            }
+            return declined;
+        }
+    };
+    let vary = gz.static_files == GzipStatic::On;
+    if !ok || meta.is_dir() {
+        return GzStatic::Declined { vary };
+    }
+    if !meta.is_file() {
+        crate::log!(
+            Level::Crit,
+            "\"{}\" is not a regular file",
+            String::from_utf8_lossy(path)
+        );
+        return GzStatic::Sent(FileAnswer::Error(404));
+    }
+    GzStatic::Sent(FileAnswer::File(OpenFile {
+        file,
+        size: meta.len(),
+        mtime: mtime(&meta),
+        content_type: plan.content_type(uri),
+        etag: plan.etag,
+        precompressed: true,
+        vary,
+    }))
 }
 
 /// `ngx_http_index_handler`: the first index name that exists is an internal redirect to it; none is a 403 when the
@@ -377,6 +484,8 @@ fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut V
         mtime: mtime(&meta),
         content_type: plan.content_type(uri),
         etag: plan.etag,
+        precompressed: false,
+        vary: false,
     })
 }
 
@@ -433,6 +542,8 @@ pub enum FileHead<'a> {
         /// Seconds since the epoch.
         mtime: i64,
         etag: bool,
+        /// What gzip does to it.
+        encoding: FileEncoding,
     },
     /// 301 to a directory's slash (an HTML body of `body_len` bytes follows).
     Moved { location: &'a [u8], body_len: usize },
@@ -487,9 +598,17 @@ pub fn write_file_head(
         FileHead::Moved { body_len, .. } => (*body_len as u64, b"text/html".as_slice()),
     };
     out.extend_from_slice(content_type);
-    out.extend_from_slice(b"\r\nContent-Length: ");
-    append_decimal(out, length);
-    out.extend_from_slice(b"\r\n");
+    let encoding = match head {
+        FileHead::File { encoding, .. } => *encoding,
+        FileHead::Moved { .. } => FileEncoding::default(),
+    };
+    if encoding.compressed {
+        out.extend_from_slice(b"\r\n");
+    } else {
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        append_decimal(out, length);
+        out.extend_from_slice(b"\r\n");
+    }
     // an `add_header` of `ETag` or `Last-Modified` replaces the file's own (nginx's `ngx_http_set_response_header`)
     let replaced = |name| edits.is_some_and(|e| e.prepared.replaces(200, name));
     match head {
@@ -505,7 +624,13 @@ pub fn write_file_head(
             out.extend_from_slice(b"\r\n");
         }
     }
+    if encoding.chunked {
+        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+    }
     keepalive.write(out);
+    if encoding.vary {
+        out.extend_from_slice(b"Vary: Accept-Encoding\r\n");
+    }
     if let (
         FileHead::File {
             size,
@@ -518,7 +643,8 @@ pub fn write_file_head(
     {
         // nginx's `"%xT-%xO"`: the modification time and the size in lower-case hex
         use std::io::Write;
-        let _ = write!(out, "ETag: \"{mtime:x}-{size:x}\"\r\n");
+        let weak = if encoding.compressed { "W/" } else { "" };
+        let _ = write!(out, "ETag: {weak}\"{mtime:x}-{size:x}\"\r\n");
     }
     // nginx's headers filter runs before the range filter
     if let Some(e) = edits {
@@ -532,8 +658,13 @@ pub fn write_file_head(
         };
         e.plan.append(status, e.prepared, e.response, facts, out);
     }
+    if encoding.compressed || encoding.precompressed {
+        out.extend_from_slice(b"Content-Encoding: gzip\r\n");
+    }
     if let FileHead::File { .. } = head {
-        out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+        if !encoding.compressed {
+            out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+        }
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -541,7 +672,13 @@ pub fn write_file_head(
 impl<R: Runtime> ClientConn<R> {
     /// Answers a request served from files, after reading and dropping its body; returns whether the connection
     /// stays open.
-    pub(super) async fn serve_file(&mut self, answer: FileAnswer<'_>, headers: &HeadersPlan, req: &Routed) -> bool {
+    pub(super) async fn serve_file(
+        &mut self,
+        answer: FileAnswer<'_>,
+        headers: &HeadersPlan,
+        gzip: Option<&GzipPlan>,
+        req: &Routed,
+    ) -> bool {
         let drained = discard_body::<R>(
             &mut self.sock,
             &mut self.bufs.client,
@@ -563,7 +700,7 @@ impl<R: Runtime> ClientConn<R> {
                     .await
             }
             FileAnswer::ToSlash => self.send_moved(keep, headers, req).await,
-            FileAnswer::File(f) => self.send_file(f, keep, headers, req).await.unwrap_or(false),
+            FileAnswer::File(f) => self.send_file(f, keep, headers, gzip, req).await.unwrap_or(false),
         }
     }
 
@@ -601,13 +738,29 @@ impl<R: Runtime> ClientConn<R> {
         mut f: OpenFile<'_>,
         keep: Connection,
         headers: &HeadersPlan,
+        gzip: Option<&GzipPlan>,
         req: &Routed,
     ) -> io::Result<bool> {
+        let mut encoding = gzip.map_or(FileEncoding::default(), |g| {
+            let facts = FileFacts {
+                content_type: f.content_type,
+                size: f.size,
+                etag: f.etag,
+                precompressed: f.precompressed,
+                found_gz: f.vary,
+            };
+            gz::for_file(g, req.gzip, facts)
+        });
+        let body = !req.head_request;
+        encoding.chunked = encoding.compressed && body && req.client_11;
+        // a compressed body of unknown length to an HTTP/1.0 client ends with the connection
+        let keep = keep.and(!(encoding.compressed && body && !req.client_11));
         let head = FileHead::File {
             content_type: f.content_type,
             size: f.size,
             mtime: f.mtime,
             etag: f.etag,
+            encoding,
         };
         let (out, prepared) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
@@ -622,6 +775,22 @@ impl<R: Runtime> ClientConn<R> {
         self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
         let head_len = out.len();
         self.bufs.log.answered(200, head_len, 0);
+        if let (Some(g), true, true) = (gzip, encoding.compressed, body) {
+            let mut stream = self.shard.gzip.take(g.level);
+            let sent = gz::compress_file::<R>(
+                &mut self.sock,
+                &mut f.file,
+                f.size,
+                &mut self.bufs.out,
+                &mut stream,
+                encoding.chunked,
+                req.timeouts.send,
+            )
+            .await;
+            self.shard.gzip.give(stream);
+            self.bufs.log.answered(200, head_len, *sent.as_ref().unwrap_or(&0));
+            return sent.map(|_| keep.keeps());
+        }
         if req.head_request || f.size == 0 {
             send::<R>(&mut self.sock, out, req.timeouts.send).await?;
             return Ok(keep.keeps());
@@ -685,7 +854,7 @@ mod tests {
 
     fn outcome(plan: &FilesPlan, uri: &[u8], method: FileMethod, path: &mut Vec<u8>) -> Result<u16, Vec<u8>> {
         let req = request(method, Some(b"h"), b"");
-        match step(plan, uri, &req, path) {
+        match step(plan, None, uri, &req, path) {
             Step::Redirect => Err(path.clone()),
             Step::Answer(FileAnswer::File(f)) => Ok(200 + u16::from(f.size != 1)),
             Step::Answer(FileAnswer::ToSlash) => Ok(301),
@@ -746,6 +915,7 @@ mod tests {
             args,
             host,
             local: "127.0.0.1:8080".parse().unwrap(),
+            head: None,
         }
     }
 
@@ -774,6 +944,7 @@ mod tests {
             size: 0x267,
             mtime: 1_800_000_000,
             etag: true,
+            encoding: FileEncoding::default(),
         };
         write_file_head(&file, b"D", Connection::KEEP, None, &mut out);
         assert_eq!(

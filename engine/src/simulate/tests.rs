@@ -305,6 +305,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             files: Default::default(),
             headers: Default::default(),
             realip: None,
+            gzip: Default::default(),
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);
@@ -325,6 +326,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 files: Default::default(),
                 headers: Default::default(),
                 realip: None,
+                gzip: Default::default(),
                 span: Span::default(),
             }],
         });

@@ -182,6 +182,7 @@ mod tests {
             files: Default::default(),
             headers: Default::default(),
             realip: None,
+            gzip: Default::default(),
             span: Span::default(),
         }
     }

@@ -36,6 +36,8 @@ pub struct LogFile {
     pub file: Arc<File>,
     pub buffer: usize,
     pub flush: Duration,
+    /// `gzip=LEVEL`: each buffer is written as a gzip member.
+    pub gzip: Option<u32>,
 }
 
 /// One `access_log` line of a set: the file, the format and the `if=` condition (`F`: an http or a stream format).
@@ -113,6 +115,7 @@ impl AccessLogPlan {
             file: Arc::new(file),
             buffer: l.buffer.unwrap_or(DEFAULT_BUFFER),
             flush: l.flush.unwrap_or(DEFAULT_FLUSH),
+            gzip: l.gzip,
         });
         Ok(self.files.len() - 1)
     }
@@ -155,6 +158,7 @@ mod tests {
             format: Arc::clone(format),
             buffer,
             flush: None,
+            gzip: None,
             cond: None,
             span: Span::default(),
         }

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
 pub mod files;
+pub mod gzip;
 pub mod headers;
 pub mod locations;
 pub mod logs;
@@ -106,6 +107,8 @@ pub struct ServerPlan {
     pub headers: HeadersPlan,
     /// `set_real_ip_from` and the rest of the server block (nginx's post-read phase).
     pub realip: Option<realip::RealIpPlan>,
+    /// `gzip`/`gzip_static` of answers outside any location (`None`: off).
+    pub gzip: Option<gzip::GzipPlan>,
 }
 
 impl ServerPlan {
@@ -341,6 +344,7 @@ fn server_plan(
         cycle: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
         moved: FixedAnswer::error(301, tokens).with_headers(headers.clone()),
         headers,
+        gzip: gzip::GzipPlan::of(&srv.gzip),
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
         realip: srv.realip.as_deref().map(realip::RealIpPlan::new),
@@ -381,5 +385,6 @@ fn location_plan(
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
         headers,
         realip: loc.realip.as_deref().map(realip::RealIpPlan::new),
+        gzip: gzip::GzipPlan::of(&loc.gzip),
     })
 }

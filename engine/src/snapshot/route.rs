@@ -32,6 +32,8 @@ pub struct LocationPlan {
     pub headers: HeadersPlan,
     /// `set_real_ip_from` and the rest, where some level trusts an address (nginx's preaccess phase).
     pub realip: Option<super::realip::RealIpPlan>,
+    /// `gzip`/`gzip_static` (`None`: off, nothing to check per request).
+    pub gzip: Option<super::gzip::GzipPlan>,
 }
 
 /// A fixed answer with its head pre-rendered around the two parts that change (`Date`, `Connection`).
@@ -249,6 +251,8 @@ pub struct ProxyPlan {
     pub headers: HeadersPlan,
     /// What the location changes in upstream responses (hidden and passed headers, `proxy_redirect`).
     pub response: ResponsePlan,
+    /// The location's `gzip` (`None`: off).
+    pub gzip: Option<super::gzip::GzipPlan>,
 }
 
 impl ProxyPlan {
@@ -301,6 +305,7 @@ impl ProxyPlan {
             upstream_keepalive: conf.http_version_11 && !sends_close,
             response: ResponsePlan::new(&loc.headers),
             headers: HeadersPlan::new(&loc.headers),
+            gzip: super::gzip::GzipPlan::of(&loc.gzip).filter(|g| g.enable),
             conf,
             static_headers,
             dynamic_headers,
@@ -459,6 +464,7 @@ mod tests {
             files: Default::default(),
             headers: Default::default(),
             realip: None,
+            gzip: Default::default(),
             span: Span::default(),
         }
     }

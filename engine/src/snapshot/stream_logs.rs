@@ -84,6 +84,7 @@ mod tests {
             format: Arc::clone(format),
             buffer: None,
             flush: None,
+            gzip: None,
             cond: None,
             span: Span::default(),
         }
@@ -103,6 +104,7 @@ mod tests {
             format: http,
             buffer: None,
             flush: None,
+            gzip: None,
             cond: None,
             span: Span::default(),
         };

@@ -82,6 +82,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         files: Default::default(),
         headers: Default::default(),
         realip: None,
+        gzip: Default::default(),
         span: Span::default(),
     }
 }
@@ -102,6 +103,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         files: Default::default(),
         headers: Default::default(),
         realip: None,
+        gzip: Default::default(),
         span: Span::default(),
     }
 }
@@ -136,6 +138,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 files: Default::default(),
                 headers: Default::default(),
                 realip: None,
+                gzip: Default::default(),
                 span: Span::default(),
             }],
         }),

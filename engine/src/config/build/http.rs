@@ -402,6 +402,7 @@ impl ServerDraft {
                 files: own.files.conf(prefix),
                 headers: own.headers.conf(),
                 realip: own.realip.conf(),
+                gzip: own.gzip.conf(),
                 span: l.span,
             });
             merged.push(own);
@@ -416,6 +417,7 @@ impl ServerDraft {
             files: layers.files.conf(prefix),
             headers: layers.headers.conf(),
             realip: layers.realip.conf(),
+            gzip: layers.gzip.conf(),
             span: self.span,
         }
     }

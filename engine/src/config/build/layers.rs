@@ -1,6 +1,7 @@
 //! The settings http, server and location share (`proxy_*` timeouts, headers and retries; client keepalive, body
 //! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
 
+use super::gzip::{self, GzipLayer};
 use super::headers::HeadersLayer;
 use super::logs::{LevelLogs, LogState};
 use super::static_files::{self, FilesLayer};
@@ -82,6 +83,8 @@ pub struct Layers {
     pub headers: HeadersLayer,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
     pub realip: super::realip::RealIpLayer,
+    /// `gzip*` and `gzip_static`.
+    pub gzip: GzipLayer,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -176,6 +179,7 @@ impl Layers {
             }
             name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
             name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, d)?,
+            name if gzip::NAMES.contains(&name) => self.gzip.directive(cx.build, d)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -228,6 +232,7 @@ impl Layers {
             files: self.files.over(&parent.files),
             headers: self.headers.over(&parent.headers),
             realip: self.realip.over(&parent.realip),
+            gzip: self.gzip.over(&parent.gzip),
         }
     }
 

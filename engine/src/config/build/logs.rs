@@ -127,6 +127,7 @@ impl LogState {
             format: Arc::clone(format),
             buffer: None,
             flush: None,
+            gzip: None,
             cond: None,
             span: d.span.clone(),
         };
@@ -147,7 +148,7 @@ impl LogState {
 /// The buffered log files of a block, with their `buffer=` and `flush=` (nginx keeps one buffer per file); shared
 /// by the http and the stream access logs.
 #[derive(Debug, Default)]
-pub struct BufferedFiles(Vec<(PathBuf, usize, Option<Duration>)>);
+pub struct BufferedFiles(Vec<(PathBuf, usize, Option<Duration>, Option<u32>)>);
 
 impl BufferedFiles {
     /// nginx's checks of one `access_log` line's buffering (`path`: the file as written, for the messages), and
@@ -162,12 +163,12 @@ impl BufferedFiles {
                 .0
                 .iter()
                 .find(|(p, ..)| *p == conf.path)
-                .is_some_and(|&(_, s, f)| s != size || f != conf.flush);
+                .is_some_and(|&(_, s, f, z)| s != size || f != conf.flush || z != conf.gzip);
             if conflict {
                 let msg = format!("access_log \"{path}\" already defined with conflicting parameters");
                 return Err(ConfigError::invalid(msg, at));
             }
-            self.0.push((conf.path.clone(), size, conf.flush));
+            self.0.push((conf.path.clone(), size, conf.flush, conf.gzip));
         }
         Ok(())
     }
@@ -175,12 +176,28 @@ impl BufferedFiles {
     /// Gives every line of a buffered file that file's `buffer=` and `flush=`.
     pub fn settle<F>(&self, logs: &mut [AccessLogConf<F>]) {
         for l in logs {
-            if let Some((_, size, flush)) = self.0.iter().find(|(p, ..)| *p == l.path) {
+            if let Some((_, size, flush, gzip)) = self.0.iter().find(|(p, ..)| *p == l.path) {
                 l.buffer = Some(*size);
                 l.flush = *flush;
+                l.gzip = *gzip;
             }
         }
     }
+}
+
+/// `gzip` or `gzip=LEVEL` (1..9; 1 when not given) of `access_log`: the file is buffered (64k unless
+/// `buffer=` says otherwise) and each buffer goes out as one gzip member, as nginx writes it.
+pub fn gzip_parameter<F>(conf: &mut AccessLogConf<F>, p: &str, at: &Span) -> Result<(), ConfigError> {
+    let level = match p.strip_prefix("gzip=") {
+        None => 1,
+        Some(l) => value::atoi(l)
+            .filter(|n| (1..=9).contains(n))
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| ConfigError::invalid(format!("invalid compression level \"{l}\""), at))?,
+    };
+    conf.buffer.get_or_insert(64 * 1024);
+    conf.gzip = Some(level);
+    Ok(())
 }
 
 /// One `buffer=`, `flush=` or `if=` parameter.
@@ -199,8 +216,7 @@ fn parameter(conf: &mut AccessLogConf, p: &str, vars: &mut Vars, at: &Span) -> R
         };
         conf.flush = Some(Duration::from_millis(ms));
     } else if p == "gzip" || p.starts_with("gzip=") {
-        let msg = format!("parameter \"{p}\" of \"access_log\" is not supported by corelb");
-        return Err(ConfigError::invalid(msg, at));
+        gzip_parameter(conf, p, at)?;
     } else if let Some(cond) = p.strip_prefix("if=") {
         let args = ["escape=none".to_string(), cond.to_string()];
         let compiled = LogFormat::compile_with("if", &args, &|n| vars.resolve(n, Module::Http, None));
@@ -261,6 +277,19 @@ mod tests {
             (Some(32 * 1024), Some(Duration::from_secs(5)))
         );
         assert!(logs[0].cond.is_some());
+        assert_eq!(logs[0].gzip, None);
+        let mut gz = None;
+        let d = directive("access_log", &["/tmp/gz.log", "main", "gzip=4"]);
+        s.access_log(&mut gz, &d, &mut vars).unwrap();
+        let d = directive("access_log", &["/tmp/gz1.log", "main", "gzip", "flush=1s"]);
+        s.access_log(&mut gz, &d, &mut vars).unwrap();
+        let gz = gz.unwrap().effective();
+        assert_eq!(
+            (gz[0].gzip, gz[0].buffer),
+            (Some(4), Some(64 * 1024)),
+            "gzip buffers 64k"
+        );
+        assert_eq!(gz[1].gzip, Some(1));
         assert!(vars.finish().is_ok());
     }
 
@@ -294,6 +323,14 @@ mod tests {
         assert_eq!(
             err(&mut s, &["off", "x"]),
             "[emerg] invalid parameter \"x\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["/tmp/a", "combined", "gzip=0"]),
+            "[emerg] invalid compression level \"0\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["/tmp/a", "combined", "gzip=x"]),
+            "[emerg] invalid compression level \"x\" in t.conf:3"
         );
         let mut level = None;
         let mut vars = Vars::default();

@@ -5,6 +5,7 @@
 //! walks the tree in document order and keeps those deferred checks at the same points, so when a config has several
 //! errors the one reported is, as far as corelb models it, the one nginx reports.
 
+mod gzip;
 mod headers;
 mod health;
 mod http;

@@ -111,6 +111,7 @@ impl StreamLogState {
             format: Arc::clone(format),
             buffer: None,
             flush: None,
+            gzip: None,
             cond: None,
             span: d.span.clone(),
         };
@@ -156,8 +157,7 @@ fn parameter(conf: &mut StreamLog, p: &str, vars: &mut Vars, at: &Span) -> Resul
         };
         conf.flush = Some(Duration::from_millis(ms));
     } else if p == "gzip" || p.starts_with("gzip=") {
-        let msg = format!("parameter \"{p}\" of \"access_log\" is not supported by corelb");
-        return Err(ConfigError::invalid(msg, at));
+        super::logs::gzip_parameter(conf, p, at)?;
     } else if let Some(cond) = p.strip_prefix("if=") {
         let maps = |n: &str| vars.map_index(n);
         let compiled = StreamFormat::value_with("if", cond, &maps);
@@ -248,10 +248,7 @@ mod tests {
                 "no buffer is defined for access_log \"/tmp/a\"",
             ),
             (&["/tmp/a", "t", "level=2"], "invalid parameter \"level=2\""),
-            (
-                &["/tmp/a", "t", "gzip"],
-                "parameter \"gzip\" of \"access_log\" is not supported by corelb",
-            ),
+            (&["/tmp/a", "t", "gzip=10"], "invalid compression level \"10\""),
             (&["off", "t"], "invalid parameter \"t\""),
         ];
         for (args, msg) in cases {
