@@ -556,6 +556,8 @@ pub struct HttpConf {
     pub health: HealthConf,
     /// `map` blocks; [`crate::config::key::Var::Map`] indexes them.
     pub maps: Vec<super::map::Map>,
+    /// The names `set` declares (lower-case); [`crate::config::key::Var::User`] indexes them.
+    pub user_vars: Vec<String>,
 }
 
 /// The active health checks of an `http` or `stream` block (nginx Plus), gathered from its locations or servers.

@@ -9,6 +9,7 @@ pub mod pages;
 pub mod request;
 pub mod response;
 pub mod uri;
+pub mod user_vars;
 pub mod var_cache;
 pub mod vars;
 

@@ -192,6 +192,8 @@ impl VarSource for RequestVars<'_, '_, '_> {
             }
             Var::Msec | Var::TimeLocal | Var::TimeIso8601 => self.ext.cache.append_time(var, out),
             Var::Map(i) => self.ext.cache.append_map(self.ext.maps, *i, self, out),
+            Var::User(i) => self.ext.cache.users.append(*i, out),
+            Var::LimitRate => self.ext.cache.users.append_limit_rate(out),
             // Known only once the answer is done (an access log reads them from its record); `$request_body` and
             // captures outside a map are refused at load.
             _ => self.conn.append(var, out),

@@ -314,6 +314,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             upstreams: vec![other, named],
             health: Default::default(),
             maps: Vec::new(),
+            user_vars: Vec::new(),
             servers: vec![HttpServer {
                 listens: vec![],
                 server_names: vec![],

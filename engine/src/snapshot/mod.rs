@@ -23,6 +23,7 @@ pub mod return_text;
 pub mod rewrite;
 pub mod route;
 pub mod stream_logs;
+pub mod user_vars;
 
 /// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
 /// address in the snapshot a connection runs on, so a reload that reorders the config moves no connection.
@@ -154,7 +155,11 @@ impl Snapshot {
                 http_plans.push(UpstreamPlan::build(u, zone)?);
             }
             for (si, srv) in http.servers.iter().enumerate() {
-                servers.push(server_plan(srv, &http_plans, &mut access_logs, &http.maps)?);
+                let names = user_vars::Names {
+                    maps: &http.maps,
+                    users: &http.user_vars,
+                };
+                servers.push(server_plan(srv, &http_plans, &mut access_logs, names)?);
                 add_http_listens(&mut http_ports, &srv.listens, si);
             }
         }
@@ -277,7 +282,7 @@ fn server_plan(
     srv: &HttpServer,
     plans: &[UpstreamPlan],
     logs: &mut AccessLogPlan,
-    maps: &[crate::config::map::Map],
+    names: user_vars::Names<'_>,
 ) -> Result<ServerPlan, SnapshotError> {
     let mut exact = Vec::new();
     let mut prefixes = Vec::new();
@@ -288,7 +293,7 @@ fn server_plan(
             LocationMatch::Prefix(p) | LocationMatch::PrefixNoRegex(p) => prefixes.push((p.clone(), i)),
             LocationMatch::Regex(_) | LocationMatch::Named(_) => {}
         }
-        locations.push(location_plan(loc, plans, logs, maps)?);
+        locations.push(location_plan(loc, plans, logs, names)?);
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let tokens = srv.headers.server_tokens;
@@ -298,8 +303,8 @@ fn server_plan(
         ret: srv
             .ret
             .as_ref()
-            .map(|r| return_text::answer(r, maps, tokens).with_headers(headers.clone())),
-        script: rewrite::Script::compile(&srv.script).filter(|_| srv.ret.is_none()),
+            .map(|r| return_text::answer(r, names, tokens).with_headers(headers.clone())),
+        script: rewrite::Script::compile(&srv.script, names, tokens, &headers).filter(|_| srv.ret.is_none()),
         exact,
         prefixes,
         tree: LocationTree::build(&srv.locations),
@@ -317,7 +322,7 @@ fn location_plan(
     loc: &Location,
     plans: &[UpstreamPlan],
     logs: &mut AccessLogPlan,
-    maps: &[crate::config::map::Map],
+    names: user_vars::Names<'_>,
 ) -> Result<LocationPlan, SnapshotError> {
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
@@ -335,12 +340,12 @@ fn location_plan(
     let fixed = loc
         .ret
         .as_ref()
-        .map(|r| return_text::answer(r, maps, tokens).with_headers(headers.clone()));
+        .map(|r| return_text::answer(r, names, tokens).with_headers(headers.clone()));
     Ok(LocationPlan {
         fixed,
         admin,
         proxy,
-        script: rewrite::Script::compile(&loc.script).filter(|_| loc.ret.is_none()),
+        script: rewrite::Script::compile(&loc.script, names, tokens, &headers).filter(|_| loc.ret.is_none()),
         files: FilesPlan::new(&loc.files),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,

@@ -119,6 +119,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
             upstreams,
             health: Default::default(),
             maps: Vec::new(),
+            user_vars: Vec::new(),
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,

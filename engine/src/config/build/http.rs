@@ -82,7 +82,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         upstreams: Upstreams::new(Module::Http),
         servers: Vec::new(),
         layers: Layers::default(),
-        vars: Vars::with_maps(map::names(block_of(d)?)),
+        vars: Vars::with_maps(map::names(block_of(d)?)).with_users(super::set::names(block_of(d)?)),
         header_error: None,
         http_header_error: None,
         listens: HttpListens::default(),
@@ -103,6 +103,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         "server_names_hash_max_size" | "server_names_hash_bucket_size" => super::value::atoi(super::arg(hd, 0))
             .map(|_| ())
             .ok_or_else(|| super::directive_err(hd, "invalid number")),
+        "uninitialized_variable_warn" => super::set::warn_flag(hd),
         _ if h.maps.directive(hd, Module::Http, &mut h.vars)? => Ok(()),
         _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, &mut h.logs, hd),
     })?;
@@ -120,6 +121,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         let all: Vec<_> = s.locations.iter().map(|l| (&l.matcher, &l.span, l.parent)).collect();
         locations::check_duplicates(&all)?;
     }
+    let user_vars = h.vars.users().to_vec();
     h.vars.finish()?;
     b.warnings.extend(
         h.listens
@@ -146,6 +148,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         servers,
         health,
         maps: h.maps.maps,
+        user_vars,
     })
 }
 
@@ -230,6 +233,8 @@ impl HttpState {
                 Ok(())
             }
             "if" => s.script.if_block(sd, Ctx::HTTP_SIF, &mut self.vars),
+            "set" => s.script.set(sd, &mut self.vars),
+            "uninitialized_variable_warn" => super::set::warn_flag(sd),
             "rewrite" => s.script.rewrite(sd, &mut self.vars),
             _ => shared(
                 &mut s.layers,
@@ -298,6 +303,8 @@ impl HttpState {
                 Ok(())
             }
             "if" => loc.script.if_block(ld, Ctx::HTTP_LIF, &mut self.vars),
+            "set" => loc.script.set(ld, &mut self.vars),
+            "uninitialized_variable_warn" => super::set::warn_flag(ld),
             "rewrite" => loc.script.rewrite(ld, &mut self.vars),
             "api" | "metrics" | "stub_status" => {
                 let endpoint = admin_endpoint(ld)?;

@@ -16,6 +16,7 @@ mod main_ctx;
 mod map;
 mod rewrite;
 mod server_line;
+mod set;
 mod spec;
 mod state;
 mod static_files;

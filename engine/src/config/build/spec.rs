@@ -142,6 +142,8 @@ pub const SPECS: &[Spec] = &[
     both("return", REWRITE, TAKE12),
     both("break", REWRITE, NOARGS),
     both("rewrite", REWRITE, Args { min: 2, max: 3 }),
+    both("set", REWRITE, TAKE2),
+    both("uninitialized_variable_warn", HTTP_MSL.or(REWRITE), TAKE1),
     spec(
         "if",
         Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
@@ -295,9 +297,7 @@ pub const UNSUPPORTED: &[&str] = &[
     "ssi",
     "http2_max_concurrent_streams",
     // rewrite, map, geo, limits, realip
-    "set",
     "rewrite_log",
-    "uninitialized_variable_warn",
     "geo",
     "split_clients",
     "limit_req",

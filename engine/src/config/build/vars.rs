@@ -22,6 +22,8 @@ pub struct Vars {
     /// The `map` variables of the block, lower-case, by map index (a name given twice: the later map wins, as
     /// nginx's second `map` replaces the variable's handler).
     maps: Vec<String>,
+    /// The block's `set` variables, lower-case, by [`Var::User`] index.
+    users: Vec<String>,
 }
 
 /// The message for `$request_body`, which corelb never has.
@@ -87,6 +89,7 @@ impl Vars {
         Vars {
             unknown: None,
             maps: maps.into_iter().map(|m| m.to_ascii_lowercase()).collect(),
+            users: Vec::new(),
         }
     }
 
@@ -96,12 +99,33 @@ impl Vars {
         self.maps.iter().rposition(|m| *m == lower)
     }
 
+    /// These variables with the block's `set` names (lower-case, in order: [`Var::User`] indexes them).
+    pub fn with_users(mut self, users: Vec<String>) -> Vars {
+        self.users = users;
+        self
+    }
+
+    /// The block's `set` names.
+    pub fn users(&self) -> &[String] {
+        &self.users
+    }
+
+    /// Whether `name` (lower-case) is a `map` variable of the block.
+    pub fn is_map(&self, lower: &str) -> bool {
+        self.maps.iter().any(|m| m == lower)
+    }
+
     /// The variable `name` means in `module`: a `map` of the block, else a built-in one the module has; in a map
     /// value (`regex`: the entry's, if a regex one), also `$1`..`$9` and the regex's named groups.
     pub fn resolve(&self, name: &str, module: Module, in_map: Option<Option<&MapRegex>>) -> Option<Var> {
         let lower = name.to_ascii_lowercase();
         if let Some(i) = self.maps.iter().rposition(|m| *m == lower) {
             return Some(Var::Map(i));
+        }
+        if module == Module::Http {
+            if let Some(i) = self.users.iter().position(|u| *u == lower) {
+                return Some(Var::User(i));
+            }
         }
         if let Some(regex) = in_map {
             if let Some(n) = lower.parse::<usize>().ok().filter(|n| (1..=9).contains(n)) {
