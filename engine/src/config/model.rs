@@ -330,6 +330,8 @@ pub struct ProxyPass {
     pub upstream: usize,
     /// A URI part after the host (`proxy_pass http://u/prefix/`), replacing the matched location prefix.
     pub uri: Option<String>,
+    /// `proxy_pass` with variables: the URL, evaluated per request (`upstream` and `uri` are then unused).
+    pub url: Option<KeyTemplate>,
 }
 
 /// A fixed answer: `return CODE [TEXT]` or `return CODE URL` for redirects.

@@ -18,3 +18,4 @@ pub mod stream;
 mod stream_pass;
 mod stream_return;
 mod upgrade;
+mod var_pass;

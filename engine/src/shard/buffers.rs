@@ -32,6 +32,8 @@ pub struct Buffers {
     pub vars: VarCache,
     /// A `return` text with variables, evaluated for the current request.
     pub answer: Vec<u8>,
+    /// A `proxy_pass` URL with variables, evaluated for the current request.
+    pub proxy_url: Vec<u8>,
     /// The response headers the current request's location adds, evaluated when it was routed.
     pub headers: Prepared,
 }
@@ -53,6 +55,7 @@ impl Buffers {
             rewrite: Vec::with_capacity(256),
             vars: VarCache::default(),
             answer: Vec::new(),
+            proxy_url: Vec::new(),
             headers: Prepared::default(),
         }
     }

@@ -296,6 +296,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 scheme: "http".into(),
                 upstream: 1,
                 uri: None,
+                url: None,
             }),
             ret: None,
             script: Vec::new(),

@@ -24,6 +24,7 @@ pub mod rewrite;
 pub mod route;
 pub mod stream_logs;
 pub mod user_vars;
+pub mod var_pass;
 
 /// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
 /// address in the snapshot a connection runs on, so a reload that reorders the config moves no connection.
@@ -158,6 +159,7 @@ impl Snapshot {
                 let names = user_vars::Names {
                     maps: &http.maps,
                     users: &http.user_vars,
+                    upstreams: &http.upstreams,
                 };
                 servers.push(server_plan(srv, &http_plans, &mut access_logs, names)?);
                 add_http_listens(&mut http_ports, &srv.listens, si);
@@ -327,9 +329,17 @@ fn location_plan(
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
     let headers = HeadersPlan::new(&loc.headers);
+    let var_proxy =
+        match (&loc.ret, &loc.proxy_pass) {
+            (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
+                var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers),
+            )),
+            _ => None,
+        };
     let proxy = match (&loc.ret, &loc.proxy_pass) {
         (Some(_), _) => None,
         (None, _) if admin.is_some() => None,
+        (None, Some(ProxyPass { url: Some(_), .. })) => None,
         (None, Some(ProxyPass { upstream, uri, .. })) => {
             let plan = plans.get(*upstream).ok_or(SnapshotError::NoSuchUpstream(*upstream))?;
             Some(ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref()))
@@ -345,6 +355,7 @@ fn location_plan(
         fixed,
         admin,
         proxy,
+        var_proxy,
         script: rewrite::Script::compile(&loc.script, names, tokens, &headers).filter(|_| loc.ret.is_none()),
         files: FilesPlan::new(&loc.files),
         client: loc.client.clone(),

@@ -20,6 +20,8 @@ pub struct LocationPlan {
     /// `api` or `metrics` (when no `return`).
     pub admin: Option<AdminEndpoint>,
     pub proxy: Option<ProxyPlan>,
+    /// `proxy_pass` with variables: the upstream is found per request (then `proxy` is `None`).
+    pub var_proxy: Option<Box<super::var_pass::VarPass>>,
     /// `if`/`break`/`return` after the first rewrite directive (run before the handler; none with `return` first).
     pub script: Option<super::rewrite::Script>,
     /// What the location serves from files when it has none of the three above (nginx's static module).
@@ -218,6 +220,9 @@ pub enum Target {
     /// was found for the new URI (nginx's `valid_location`), so `proxy_pass`'s URI part replaces its prefix;
     /// after `rewrite ... break` the whole new URI is sent.
     Rewritten { searched: bool },
+    /// `proxy_pass` with variables gave a URI: it is sent as is (the `uri` argument), without the request's
+    /// arguments.
+    Given,
 }
 
 /// How a location proxies: the upstream and the request head it sends there.
@@ -350,6 +355,7 @@ impl ProxyPlan {
                 }
             }
             (None, Target::AsSent) => out.extend_from_slice(req.target.as_bytes()),
+            (_, Target::Given) => out.extend_from_slice(uri),
         }
         out.extend_from_slice(if self.conf.http_version_11 {
             b" HTTP/1.1\r\n"

@@ -1,5 +1,6 @@
 //! The names a snapshot resolves the config's raw values with (a `return` text, a script's answers): the http
-//! block's `map` variables, then its `set` variables, then the built-in ones, as the config builder resolved them.
+//! block's `map` variables, then its `set` variables, then the built-in ones, as the config builder resolved them;
+//! and the block's upstreams, which a `proxy_pass` URL with variables names at request time.
 
 use crate::config::key::Var;
 use crate::config::map::Map;
@@ -10,6 +11,8 @@ pub struct Names<'a> {
     pub maps: &'a [Map],
     /// The `set` names, lower-case ([`Var::User`] indexes them).
     pub users: &'a [String],
+    /// The block's upstreams, in the order of the snapshot's http plans.
+    pub upstreams: &'a [crate::config::model::UpstreamConf],
 }
 
 impl Names<'_> {
@@ -38,6 +41,7 @@ mod tests {
         let n = Names {
             maps: &maps,
             users: &users,
+            upstreams: &[],
         };
         assert_eq!(n.resolve("M"), Some(Var::Map(0)));
         assert_eq!(n.resolve("X"), Some(Var::User(0)));

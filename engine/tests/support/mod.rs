@@ -73,6 +73,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
             scheme: "http".into(),
             upstream,
             uri: None,
+            url: None,
         }),
         ret: None,
         script: Vec::new(),

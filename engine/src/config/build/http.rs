@@ -168,6 +168,10 @@ fn finish_checks(
                 let msg = "\"health_check\" requires \"proxy_pass\" in its location";
                 return Err(ConfigError::invalid(msg, c.span()));
             };
+            if pass.url.is_some() {
+                let msg = "\"health_check\" with a \"proxy_pass\" with variables is not supported by corelb";
+                return Err(ConfigError::invalid(msg, c.span()));
+            }
             let timeouts = ProbeTimeouts {
                 connect: loc.proxy.connect_timeout,
                 read: loc.proxy.read_timeout,
@@ -292,9 +296,12 @@ impl HttpState {
                                inside named location, or inside \"if\" statement, or inside \"limit_except\" block";
                     return Err(ConfigError::invalid(msg, &ld.span));
                 }
+                // nginx sets no `proxy_redirect default` for a URL with variables
+                if pass.url.is_none() {
+                    let name = d.args.last().map_or("", |n| n.trim_start_matches(['=', '^', '~']));
+                    loc.layers.headers.proxy_pass_seen(arg(ld, 0), name);
+                }
                 loc.proxy_pass = Some(pass);
-                let name = d.args.last().map_or("", |n| n.trim_start_matches(['=', '^', '~']));
-                loc.layers.headers.proxy_pass_seen(arg(ld, 0), name);
                 Ok(())
             }
             "return" => rewrite_return(ld, &mut loc.ret, &mut loc.script, &mut self.vars),
@@ -335,10 +342,13 @@ impl HttpState {
     fn proxy_pass(&mut self, d: &Directive) -> Result<ProxyPass, ConfigError> {
         let url = arg(d, 0);
         if url.contains('$') {
-            return Err(ConfigError::invalid(
-                "\"proxy_pass\" with variables is not supported by corelb",
-                &d.span,
-            ));
+            // nginx's `ngx_http_proxy_pass` with variables: the URL is compiled and checked per request
+            return Ok(ProxyPass {
+                scheme: "http".into(),
+                upstream: 0,
+                uri: None,
+                url: Some(self.vars.compile(url, Module::Http, &d.span)?),
+            });
         }
         let has_prefix = |p: &str| url.get(..p.len()).is_some_and(|s| s.eq_ignore_ascii_case(p));
         let rest = if has_prefix("http://") {
@@ -372,6 +382,7 @@ impl HttpState {
             scheme: "http".into(),
             upstream,
             uri: u.uri,
+            url: None,
         })
     }
 }
