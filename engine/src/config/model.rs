@@ -415,6 +415,10 @@ pub struct ClientConf {
     pub client_body_timeout: Duration,
     /// Default 60s: the longest wait for the next write to the client; then the connection is closed.
     pub send_timeout: Duration,
+    /// `limit_rate`: bytes per second of an answer (0, the default: no limit); `limit_rate_after`: the bytes
+    /// sent before it applies (default 0).
+    pub limit_rate: u64,
+    pub limit_rate_after: u64,
     /// `large_client_header_buffers NUMBER SIZE` (http, server; default `4 8k`).
     pub large_client_header_buffers: HeaderBuffers,
     /// `client_header_buffer_size` (http, server; default 1k): the first buffer of a head, the default server's
@@ -453,6 +457,8 @@ impl Default for ClientConf {
             client_max_body_size: 1024 * 1024,
             client_body_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
+            limit_rate: 0,
+            limit_rate_after: 0,
             large_client_header_buffers: HeaderBuffers::default(),
             client_header_buffer_size: CLIENT_HEADER_BUFFER,
             connection_pool_size: 512,

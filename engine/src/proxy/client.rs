@@ -50,6 +50,8 @@ pub(super) struct Routed {
     pub(super) max_body: u64,
     /// `client_body_timeout` and `send_timeout` of the location.
     pub(super) timeouts: ClientTimeouts,
+    /// `limit_rate` (or `set $limit_rate`) of the answer.
+    pub(super) rate: Option<super::limit_rate::RateLimit>,
 }
 
 impl Routed {

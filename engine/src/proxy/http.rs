@@ -323,7 +323,8 @@ fn route_head<'s>(
         || progress.started.elapsed(),
         |a| a.saturating_duration_since(progress.started),
     );
-    let req = routed(&head, client_conf, progress.served, open_for);
+    let mut req = routed(&head, client_conf, progress.served, open_for);
+    req.rate = super::limit_rate::RateLimit::of(client_conf, bufs.vars.users.limit_rate());
     let route = match (fixed_server, loc, proxy) {
         _ if redirect.is_some() => Route::Redirect(redirect.unwrap_or(&server.cycle), headers),
         (Some(f), _, _) => Route::Fixed(f, headers),
@@ -387,6 +388,7 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for
             body: client.client_body_timeout,
             send: client.send_timeout,
         },
+        rate: None,
     }
 }
 

@@ -8,6 +8,7 @@ pub mod conn_snapshot;
 pub mod exchange;
 mod forward;
 pub mod http;
+pub mod limit_rate;
 mod phase;
 pub mod pump;
 pub mod request_log;

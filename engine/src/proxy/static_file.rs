@@ -8,6 +8,7 @@
 
 use super::body::{discard_body, send, BodyError};
 use super::client::{ClientConn, Routed};
+use super::limit_rate::{send_paced, Pacer};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::RequestRecord;
 use crate::config::error::errno_text;
@@ -625,8 +626,9 @@ impl<R: Runtime> ClientConn<R> {
         self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
         let head_len = out.len();
         self.bufs.log.answered(200, head_len, 0);
+        let mut pacer = req.rate.map(|r| Pacer::new(r, std::time::Instant::now()));
         if req.head_request || f.size == 0 {
-            send::<R>(&mut self.sock, out, req.timeouts.send).await?;
+            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
             return Ok(keep);
         }
         let mut left = f.size;
@@ -642,7 +644,7 @@ impl<R: Runtime> ClientConn<R> {
             }
             let got = read_full(&mut f.file, out.get_mut(start..).unwrap_or_default())?;
             out.truncate(start + got);
-            send::<R>(&mut self.sock, out, req.timeouts.send).await?;
+            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
             sent += got as u64;
             self.bufs.log.answered(200, head_len, sent);
             if got < want {

@@ -9,6 +9,7 @@ mod headers;
 mod health;
 mod http;
 mod layers;
+mod limit_rate;
 mod listen;
 mod locations;
 mod logs;

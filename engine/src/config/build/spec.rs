@@ -143,6 +143,8 @@ pub const SPECS: &[Spec] = &[
     both("break", REWRITE, NOARGS),
     both("rewrite", REWRITE, Args { min: 2, max: 3 }),
     both("set", REWRITE, TAKE2),
+    spec("limit_rate", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, TAKE1, false),
+    spec("limit_rate_after", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, TAKE1, false),
     both("uninitialized_variable_warn", HTTP_MSL.or(REWRITE), TAKE1),
     spec(
         "if",
@@ -258,8 +260,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "error_page",
     "internal",
     "limit_except",
-    "limit_rate",
-    "limit_rate_after",
     "client_body_buffer_size",
     "client_body_in_file_only",
     "lingering_close",
