@@ -40,6 +40,11 @@ fn header_of(head: &str, name: &str) -> Option<String> {
     })
 }
 
+fn get(c: &mut Client, target: &str) -> support::Response {
+    c.send(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+    c.read_response().expect("response")
+}
+
 fn run<R: Runtime>() {
     let d = dir(std::any::type_name::<R>().rsplit("::").next().unwrap_or("rt"));
     let backend = Backend::start("b", Mode::Ok);
@@ -80,6 +85,12 @@ http {{
       proxy_pass http://u;
       access_log {dir}/s.log s;
     }}
+    location /body {{
+      set $copy "<$request_body>";
+      add_header X-Body $copy;
+      proxy_set_header X-Got $request_body;
+      proxy_pass http://u;
+    }}
     # $never is set only here: it is known everywhere, empty where this does not run
     location /unused {{ set $never x; }}
     location /rate {{
@@ -96,37 +107,58 @@ http {{
     let config = corelb_engine::config::parse_str(&text, &d.join("corelb.conf")).unwrap_or_else(|e| panic!("{e}"));
     let proxy = Proxy::start::<R>(config, 1);
     let mut c = Client::connect(front);
-    let mut get = |target: &str| {
-        c.send(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
-        c.read_response().expect("response")
-    };
 
     // a script's steps in order: two sets, a set inside an if, an if reading it, then the return
-    let r = get("/order?x=1&w=9");
+    let r = get(&mut c, "/order?x=1&w=9");
     assert_eq!((r.status, r.text().as_str()), (200, "yes ab-if server-9"));
-    let r = get("/order");
+    let r = get(&mut c, "/order");
     assert_eq!((r.status, r.text().as_str()), (200, "no ab server-"));
     // one request's values do not leak into the next request of the connection
-    let r = get("/early");
+    let r = get(&mut c, "/early");
     assert_eq!((r.status, r.text().as_str()), (200, "[]"));
 
     // captures of the location's regex in a value; add_header reads the variable
-    let r = get("/cap/one/two/three");
+    let r = get(&mut c, "/cap/one/two/three");
     assert_eq!((r.status, r.text().as_str()), (200, "one+two/three"));
     assert_eq!(r.header("x-tag").as_deref(), Some("one+two/three"));
 
     // proxied: the value goes upstream, into the answer's headers and into the access log
-    let r = get("/up/x?w=7");
+    let r = get(&mut c, "/up/x?w=7");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-tag").as_deref(), Some("up-GET"));
     let head = backend.last_head();
     assert_eq!(header_of(&head, "x-tag").as_deref(), Some("up-GET"), "{head}");
     assert_eq!(header_of(&head, "x-who").as_deref(), Some("server-7"), "{head}");
 
+    // $request_body: the head first, the body a moment later; the location waits for it, reads it in a header
+    // sent upstream and (through `set`) in its answer's header, and the body still goes upstream
+    c.send(b"POST /body HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(100));
+    c.send(b"hello");
+    let r = c.read_response().expect("response");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-body").as_deref(), Some("<hello>"));
+    let head = backend.last_head();
+    assert_eq!(header_of(&head, "x-got").as_deref(), Some("hello"), "{head}");
+    assert_eq!(header_of(&head, "content-length").as_deref(), Some("5"), "{head}");
+    // a body too large to hold is streamed and the variable is empty
+    let big = vec![b'y'; 20 * 1024];
+    let mut req = format!(
+        "POST /body HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        big.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&big);
+    c.send(&req);
+    let r = c.read_response().expect("response");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-body").as_deref(), Some("<>"));
+    assert_eq!(header_of(&backend.last_head(), "x-got"), None);
+
     // $limit_rate: a size is read as nginx reads it, anything else leaves 0
-    let r = get("/rate?l=40k");
+    let r = get(&mut c, "/rate?l=40k");
     assert_eq!(r.header("x-rate").as_deref(), Some("40960"));
-    let r = get("/rate?l=oops");
+    let r = get(&mut c, "/rate?l=oops");
     assert_eq!(r.header("x-rate").as_deref(), Some("0"));
 
     drop(c);

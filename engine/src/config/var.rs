@@ -50,7 +50,7 @@ pub enum Var {
     Msec,
     TimeLocal,
     TimeIso8601,
-    /// `$request_body`: corelb streams request bodies and never holds one, so this name is refused at load.
+    /// `$request_body`: the body, when a location naming it had it read whole into the client buffer.
     RequestBody,
     /// A `map` variable: index into its block's maps.
     Map(usize),

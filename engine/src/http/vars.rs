@@ -106,6 +106,8 @@ pub struct RequestExt<'a> {
     pub opened: std::time::Instant,
     pub maps: &'a [Map],
     pub cache: &'a VarCache,
+    /// `$request_body`: the body when it is whole in the client buffer, else empty.
+    pub body: &'a [u8],
 }
 
 impl RequestVars<'_, '_, '_> {
@@ -193,6 +195,7 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::Msec | Var::TimeLocal | Var::TimeIso8601 => self.ext.cache.append_time(var, out),
             Var::Map(i) => self.ext.cache.append_map(self.ext.maps, *i, self, out),
             Var::User(i) => self.ext.cache.users.append(*i, out),
+            Var::RequestBody => out.extend_from_slice(self.ext.body),
             Var::LimitRate => self.ext.cache.users.append_limit_rate(out),
             // Known only once the answer is done (an access log reads them from its record); `$request_body` and
             // captures outside a map are refused at load.
@@ -261,6 +264,7 @@ mod tests {
                 opened: std::time::Instant::now(),
                 maps: &[],
                 cache: &cache,
+                body: b"",
             },
         };
         let mut out = Vec::new();

@@ -266,6 +266,7 @@ fn route_head<'s>(
         opened: progress.started,
         maps,
         cache: &bufs.vars,
+        body: super::request_body::held(&head, bufs.client.readable(), bufs.client.capacity()),
     };
     let phase_bufs = PhaseBufs {
         rewrite: &mut bufs.rewrite,
@@ -310,6 +311,10 @@ fn route_head<'s>(
         proxy_host: upstream.map_or("", |u| u.name.as_str()),
         ext,
     };
+    if super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity()) {
+        // routed again once the body is here (the location reads `$request_body`)
+        return Ok(None);
+    }
     begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
     let headers = loc.map_or(&server.headers, |l| &l.headers);
     headers.prepare(&vars, &mut bufs.scratch, &mut bufs.headers);

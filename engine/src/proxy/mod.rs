@@ -11,6 +11,7 @@ pub mod http;
 pub mod limit_rate;
 mod phase;
 pub mod pump;
+mod request_body;
 pub mod request_log;
 pub mod retry;
 pub mod rewrite_phase;

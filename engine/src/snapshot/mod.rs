@@ -19,6 +19,7 @@ pub mod headers;
 pub mod locations;
 pub mod logs;
 pub mod proxied;
+pub mod request_body;
 pub mod return_text;
 pub mod rewrite;
 pub mod route;
@@ -356,6 +357,7 @@ fn location_plan(
         admin,
         proxy,
         var_proxy,
+        body_var: request_body::uses(loc),
         script: rewrite::Script::compile(&loc.script, names, tokens, &headers).filter(|_| loc.ret.is_none()),
         files: FilesPlan::new(&loc.files),
         client: loc.client.clone(),

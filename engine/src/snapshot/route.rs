@@ -22,6 +22,8 @@ pub struct LocationPlan {
     pub proxy: Option<ProxyPlan>,
     /// `proxy_pass` with variables: the upstream is found per request (then `proxy` is `None`).
     pub var_proxy: Option<Box<super::var_pass::VarPass>>,
+    /// A value reads `$request_body`: the body is read into the client buffer before the values are evaluated.
+    pub body_var: bool,
     /// `if`/`break`/`return` after the first rewrite directive (run before the handler; none with `return` first).
     pub script: Option<super::rewrite::Script>,
     /// What the location serves from files when it has none of the three above (nginx's static module).

@@ -182,9 +182,6 @@ fn named(name: &str, regex: Option<&regex::Regex>, vars: &mut Vars, d: &Directiv
     if let Some((i, _)) = regex.and_then(|r| r.names().find(|(_, n)| *n == name)) {
         return Ok(Piece::Capture(i));
     }
-    if name.eq_ignore_ascii_case("request_body") {
-        return Err(Vars::refuse_request_body(&d.span));
-    }
     match vars.resolve(name, Module::Http, None) {
         Some(v) => Ok(Piece::Var(v)),
         None => {

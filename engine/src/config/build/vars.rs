@@ -26,9 +26,10 @@ pub struct Vars {
     users: Vec<String>,
 }
 
-/// The message for `$request_body`, which corelb never has.
+/// The message for `$request_body` in a log format: the body is not kept until the line is written.
 const REQUEST_BODY: &str =
-    "the \"$request_body\" variable is not supported by corelb (request bodies are streamed, never buffered)";
+    "the \"$request_body\" variable in a log format is not supported by corelb (bodies are not kept until the \
+     line is written)";
 
 /// The variable names of `raw` and the first regex capture (`$1`..`$9`) it uses, or nginx's syntax error
 /// (`ngx_http_script_compile`'s name scan).
@@ -169,9 +170,6 @@ impl Vars {
         if let (Some(n), None) = (capture, in_map) {
             let msg = format!("regex captures (\"${n}\") are not supported by corelb");
             return Err(ConfigError::invalid(msg, at));
-        }
-        if names.iter().any(|n| n.eq_ignore_ascii_case("request_body")) && module == Module::Http {
-            return Err(ConfigError::invalid(REQUEST_BODY, at));
         }
         let unknown = names.iter().find(|name| self.resolve(name, module, in_map).is_none());
         if let Some(name) = unknown {
