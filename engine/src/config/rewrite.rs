@@ -38,7 +38,7 @@ pub enum SetTarget {
 }
 
 /// A piece of a `rewrite` replacement.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
     Text(Vec<u8>),
     /// `$1`..`$9`, or a named group of the regex (`$name`).

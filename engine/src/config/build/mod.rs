@@ -15,6 +15,7 @@ mod locations;
 mod logs;
 mod main_ctx;
 mod map;
+mod regex_redirect;
 mod rewrite;
 mod server_line;
 mod set;
