@@ -560,11 +560,14 @@ mod tests {
             ],
             ..HeadersConf::default()
         };
+        // no variables: the rules are the plan's, evaluated at load (as `upstream_line` takes them)
+        let plan = ResponsePlan::new(&conf);
         let p = prepared(&conf);
+        let rules = plan.constant.as_ref().expect("constant rules");
         let rewrite = |which, name, value: &str| {
             let mut out = Vec::new();
-            p.rewrites
-                .write_redirect(&conf.redirects, which, name, value.as_bytes(), &mut out)
+            rules
+                .write_redirect(&p.rewrites, &conf.redirects, which, name, value.as_bytes(), &mut out)
                 .then(|| String::from_utf8(out).unwrap())
         };
         assert_eq!(

@@ -161,8 +161,8 @@ impl HeadersLayer {
         Ok(true)
     }
 
-    /// `ngx_http_proxy_redirect`: `off`, `default` (after `proxy_pass`), or `FROM TO` (a literal FROM; `~` regex
-    /// FROM is refused by name).
+    /// `ngx_http_proxy_redirect`: `off`, `default` (after `proxy_pass`), or `FROM TO` (a literal FROM, or a `~`
+    /// regex one: [`super::regex_redirect`]).
     fn proxy_redirect(&mut self, vars: &mut Vars, d: &Directive) -> Result<(), ConfigError> {
         if self.redirect == RedirectLayer::Off {
             return Err(directive_err(d, "is duplicate"));
@@ -368,7 +368,7 @@ mod tests {
             err(&[("proxy_redirect", &["off"]), ("proxy_redirect", &["off"])]),
             "[emerg] \"proxy_redirect\" directive is duplicate in t.conf:3"
         );
-        assert!(err(&[("proxy_redirect", &["~^/a", "/b"])]).contains("is not supported by corelb"));
+        assert!(err(&[("proxy_redirect", &["~^/a", "/$host"])]).contains("is not supported by corelb"));
     }
 
     fn rules(c: &HeadersConf) -> Vec<(String, String)> {

@@ -143,6 +143,8 @@ pub const SPECS: &[Spec] = &[
     both("break", REWRITE, NOARGS),
     both("rewrite", REWRITE, Args { min: 2, max: 3 }),
     both("set", REWRITE, TAKE2),
+    // ngx_stream_set_module
+    spec("set", Ctx::STREAM_SRV, Ctx::NONE, TAKE2, false),
     spec("limit_rate", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, TAKE1, false),
     spec("limit_rate_after", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, TAKE1, false),
     both("uninitialized_variable_warn", HTTP_MSL.or(REWRITE), TAKE1),
