@@ -186,10 +186,10 @@ http { server { location / {
         case(
             "redirect_regex",
             r#"events {}
-http { server { location / { proxy_redirect ~^/a /b; } } }
+http { server { location / { proxy_redirect ~^/a /$host; } } }
 "#
             .to_string(),
-            r#""proxy_redirect" with a regular expression is not supported by corelb"#,
+            r#""proxy_redirect" with a regular expression and variables in the replacement is not supported by corelb"#,
             2,
             Differs,
         ),
@@ -2123,14 +2123,14 @@ http {
             Differs,
         ),
         case(
-            "proxy_pass_var",
+            "limit_rate_var",
             r#"events {}
 http { server { location / {
- proxy_pass http://$host;
+ limit_rate $arg_l;
 } } }
 "#
             .to_string(),
-            r#""proxy_pass" with variables is not supported by corelb"#,
+            r#""limit_rate" with variables is not supported by corelb ("set $limit_rate" is)"#,
             3,
             Differs,
         ),
@@ -2566,10 +2566,10 @@ events {}
             Differs,
         ),
         case(
-            "request_body_var",
-            "events {}\nhttp {\n server {\n  location / { return 200 $request_body; }\n }\n}\n".to_string(),
-            r#"the "$request_body" variable is not supported by corelb (request bodies are streamed, never buffered)"#,
-            4,
+            "request_body_log",
+            "events {}\nhttp {\n log_format f $request_body;\n server {\n }\n}\n".to_string(),
+            r#"the "$request_body" variable in a log format is not supported by corelb (bodies are not kept until the line is written)"#,
+            3,
             Differs,
         ),
     ]

@@ -56,11 +56,20 @@ pub enum ServerTokens {
 }
 
 /// One `proxy_redirect FROM TO` (or `proxy_cookie_domain`/`proxy_cookie_path`) rule: a literal FROM, both with
-/// variables.
+/// variables; or (`regex`) a regular expression FROM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redirect {
     pub from: KeyTemplate,
     pub to: KeyTemplate,
+    pub regex: Option<Box<RegexRedirect>>,
+}
+
+/// `proxy_redirect ~REGEX TO` (`~*`: without case): a matching URL is replaced whole by TO, whose `$1`..`$9` and
+/// named groups are the match's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegexRedirect {
+    pub regex: super::regex::Regex,
+    pub to: Vec<super::rewrite::Piece>,
 }
 
 /// The resolved response-header settings of a location (or of a server, for answers outside any location).

@@ -350,6 +350,8 @@ pub struct ProxyPass {
     pub upstream: usize,
     /// A URI part after the host (`proxy_pass http://u/prefix/`), replacing the matched location prefix.
     pub uri: Option<String>,
+    /// `proxy_pass` with variables: the URL, evaluated per request (`upstream` and `uri` are then unused).
+    pub url: Option<KeyTemplate>,
 }
 
 /// A fixed answer: `return CODE [TEXT]` or `return CODE URL` for redirects.
@@ -474,6 +476,10 @@ pub struct ClientConf {
     pub client_body_timeout: Duration,
     /// Default 60s: the longest wait for the next write to the client; then the connection is closed.
     pub send_timeout: Duration,
+    /// `limit_rate`: bytes per second of an answer (0, the default: no limit); `limit_rate_after`: the bytes
+    /// sent before it applies (default 0).
+    pub limit_rate: u64,
+    pub limit_rate_after: u64,
     /// `large_client_header_buffers NUMBER SIZE` (http, server; default `4 8k`).
     pub large_client_header_buffers: HeaderBuffers,
     /// `client_header_buffer_size` (http, server; default 1k): the first buffer of a head, the default server's
@@ -515,6 +521,8 @@ impl Default for ClientConf {
             client_max_body_size: 1024 * 1024,
             client_body_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
+            limit_rate: 0,
+            limit_rate_after: 0,
             large_client_header_buffers: HeaderBuffers::default(),
             client_header_buffer_size: CLIENT_HEADER_BUFFER,
             connection_pool_size: 512,
@@ -630,6 +638,8 @@ pub struct HttpConf {
     pub health: HealthConf,
     /// `map` blocks; [`crate::config::key::Var::Map`] indexes them.
     pub maps: Vec<super::map::Map>,
+    /// The names `set` declares (lower-case); [`crate::config::key::Var::User`] indexes them.
+    pub user_vars: Vec<String>,
 }
 
 /// The active health checks of an `http` or `stream` block (nginx Plus), gathered from its locations or servers.

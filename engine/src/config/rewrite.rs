@@ -24,10 +24,21 @@ pub enum RewriteOp {
         /// The replacement ended in `?`: the request's arguments are not appended.
         drop_args: bool,
     },
+    /// `set $name VALUE`: the variable takes the value (text, variables, `$1`..`$9` of the last regex match).
+    Set { target: SetTarget, value: Vec<Piece> },
+}
+
+/// The variable a `set` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetTarget {
+    /// A user variable: index into the block's `set` names ([`super::key::Var::User`]).
+    User(usize),
+    /// `$limit_rate`: the value is read as a size (`12k`); one that is not leaves the rate as it was.
+    LimitRate,
 }
 
 /// A piece of a `rewrite` replacement.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
     Text(Vec<u8>),
     /// `$1`..`$9`, or a named group of the regex (`$name`).

@@ -61,10 +61,14 @@ pub enum Var {
     Msec,
     TimeLocal,
     TimeIso8601,
-    /// `$request_body`: corelb streams request bodies and never holds one, so this name is refused at load.
+    /// `$request_body`: the body, when a location naming it had it read whole into the client buffer.
     RequestBody,
     /// A `map` variable: index into its block's maps.
     Map(usize),
+    /// A variable of `set $name VALUE`: index into the block's user variables (empty until a `set` runs).
+    User(usize),
+    /// `$limit_rate`: the request's response rate in bytes per second (`set $limit_rate` changes it).
+    LimitRate,
     /// A `map` whose value needs the answer (its source or values name `$status`, `$upstream_*`...), as an access
     /// log reads it: evaluated when the line is written.
     AnswerMap(usize),
@@ -145,6 +149,7 @@ const NAMES: &[(&str, Var)] = &[
     ("time_local", Var::TimeLocal),
     ("time_iso8601", Var::TimeIso8601),
     ("request_body", Var::RequestBody),
+    ("limit_rate", Var::LimitRate),
     ("status", Var::Status),
     ("body_bytes_sent", Var::BodyBytesSent),
     ("bytes_sent", Var::BytesSent),
@@ -198,7 +203,7 @@ impl Var {
         // nginx tries the longer prefixes first: `sent_http_` before `http_` cannot clash, `upstream_cookie_`
         // and `upstream_http_` are distinct.
         for prefix in HEADER_PREFIXES {
-            if let Some(h) = lower.strip_prefix(prefix).filter(|s| !s.is_empty()) {
+            if let Some(h) = lower.strip_prefix(prefix) {
                 let header = h.replace('_', "-");
                 return Some(match *prefix {
                     "http_" => Var::Http(header),
@@ -212,13 +217,13 @@ impl Var {
             let name = super::proxy_tlv::TlvName::parse(t).unwrap_or(super::proxy_tlv::TlvName::Unknown);
             return Some(Var::ProxyProtocolTlv(name));
         }
-        if let Some(a) = lower.strip_prefix("arg_").filter(|s| !s.is_empty()) {
+        if let Some(a) = lower.strip_prefix("arg_") {
             return Some(Var::Arg(a.to_string()));
         }
-        if let Some(c) = lower.strip_prefix("cookie_").filter(|s| !s.is_empty()) {
+        if let Some(c) = lower.strip_prefix("cookie_") {
             return Some(Var::Cookie(c.to_string()));
         }
-        if let Some(c) = lower.strip_prefix("upstream_cookie_").filter(|s| !s.is_empty()) {
+        if let Some(c) = lower.strip_prefix("upstream_cookie_") {
             return Some(Var::UpstreamCookie(c.to_string()));
         }
         None
@@ -301,7 +306,9 @@ mod tests {
             Some(Var::UpstreamCookie("sid".into()))
         );
         assert_eq!(Var::from_name("http_user_agent"), Some(Var::Http("user-agent".into())));
-        assert_eq!(Var::from_name("upstream_http_"), None);
+        // a prefix alone names the variable with an empty suffix (empty, as nginx's `$arg_`, `nginx -t`)
+        assert_eq!(Var::from_name("upstream_http_"), Some(Var::UpstreamHttp(String::new())));
+        assert_eq!(Var::from_name("arg_"), Some(Var::Arg(String::new())));
         assert_eq!(Var::from_name("nope"), None);
         assert!(Var::in_stream("Hostname") && !Var::in_stream("request_uri"));
         assert_eq!(Var::Status.phase(), Phase::Response);

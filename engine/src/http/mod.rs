@@ -12,6 +12,7 @@ pub mod realip;
 pub mod request;
 pub mod response;
 pub mod uri;
+pub mod user_vars;
 pub mod var_cache;
 pub mod vars;
 

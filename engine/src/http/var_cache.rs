@@ -46,6 +46,8 @@ pub struct VarCache {
     clock: RefCell<LogClock>,
     clock_read: Cell<bool>,
     maps: Vec<Slot>,
+    /// The values `set` gave this request's variables.
+    pub users: crate::http::user_vars::UserVars,
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -55,6 +57,7 @@ impl VarCache {
     pub fn begin(&mut self, maps: usize) {
         self.request_id.set(None);
         self.clock_read.set(false);
+        self.users.begin();
         if self.maps.len() < maps {
             self.maps.resize_with(maps, Slot::default);
         }

@@ -190,6 +190,8 @@ pub struct RequestExt<'a> {
     pub proxy: ProxyVars<'a>,
     /// The regex server name the host matched: its groups by the block's named groups, and their text.
     pub server_match: ServerMatch<'a>,
+    /// `$request_body`: the body when it is whole in the client buffer, else empty.
+    pub body: &'a [u8],
 }
 
 impl RequestVars<'_, '_, '_> {
@@ -284,6 +286,9 @@ impl VarSource for RequestVars<'_, '_, '_> {
             | Var::ProxyProtocolServerPort
             | Var::ProxyProtocolTlv(_) => self.ext.proxy.append(var, out),
             Var::ServerCapture(id) => self.ext.server_match.append(*id, out),
+            Var::User(i) => self.ext.cache.users.append(*i, out),
+            Var::RequestBody => out.extend_from_slice(self.ext.body),
+            Var::LimitRate => self.ext.cache.users.append_limit_rate(out),
             // Known only once the answer is done (an access log reads them from its record); `$request_body` and
             // captures outside a map are refused at load.
             _ => self.conn.append(var, out),
@@ -350,6 +355,7 @@ mod tests {
                 cache: &cache,
                 proxy: ProxyVars::default(),
                 server_match: ServerMatch::default(),
+                body: b"",
             },
         };
         let mut out = Vec::new();

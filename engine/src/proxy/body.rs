@@ -48,6 +48,8 @@ pub struct BodyCopy {
     pub framing: BodyFraming,
     pub relay: Relay,
     pub limits: Limits,
+    /// An answer's `limit_rate` (the head counts, as nginx counts every byte sent).
+    pub pace: Option<super::limit_rate::RateLimit>,
 }
 
 /// Forwards a body framed as `copy.framing` from `src` (whose already-read bytes are in `buf`) to `dst`. `head`
@@ -61,7 +63,13 @@ pub async fn forward_body<R: Runtime>(
     head: &mut Vec<u8>,
     copy: BodyCopy,
 ) -> Result<u64, BodyError> {
-    let BodyCopy { framing, relay, limits } = copy;
+    let BodyCopy {
+        framing,
+        relay,
+        limits,
+        pace,
+    } = copy;
+    let mut pacer = pace.map(|limit| super::limit_rate::Pacer::new(limit, std::time::Instant::now()));
     decoder.reset();
     let mut left = match framing {
         BodyFraming::Length(n) => n,
@@ -96,7 +104,9 @@ pub async fn forward_body<R: Runtime>(
             left -= used as u64;
         }
         if !head.is_empty() {
-            send::<R>(dst, head, limits.write).await.map_err(BodyError::Write)?;
+            super::limit_rate::send_paced::<R>(dst, head, limits.write, pacer.as_mut())
+                .await
+                .map_err(BodyError::Write)?;
             head.clear();
         }
         let done = match framing {

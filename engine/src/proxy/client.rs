@@ -56,6 +56,8 @@ pub(super) struct Routed {
     pub(super) timeouts: ClientTimeouts,
     /// What the request says about gzip (`No` where the location has no gzip plan).
     pub(super) gzip: crate::snapshot::gzip::GzipAsk,
+    /// `limit_rate` (or `set $limit_rate`) of the answer.
+    pub(super) rate: Option<super::limit_rate::RateLimit>,
 }
 
 impl Routed {

@@ -263,6 +263,7 @@ async fn send_request<R: Runtime>(
         framing,
         relay: Relay::Verbatim,
         limits,
+        pace: None,
     };
     match forward_body::<R>(client, client_buf, decoder, conn, &mut head, copy).await {
         Ok(body) => Ok(request.len() as u64 + body),

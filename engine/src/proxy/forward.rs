@@ -218,6 +218,7 @@ impl<R: Runtime> ClientConn<R> {
                 write: req.timeouts.send,
                 max_body: 0,
             },
+            pace: req.rate,
         };
         let head_bytes = bufs.out.len();
         let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);

@@ -9,6 +9,7 @@ use super::phase::ConnPhase;
 use super::request_log::begin_request;
 use super::rewrite_phase::{self, Answer, PhaseBufs};
 use super::static_file::{self, FileAnswer};
+use super::var_pass;
 use crate::balance::UpstreamPlan;
 use crate::config::model::{AdminEndpoint, ClientConf};
 use crate::http::chunked::ChunkedDecoder;
@@ -299,6 +300,7 @@ fn route_head<'s>(
             addrs: bufs.proxy.as_ref(),
             tlvs: &bufs.tlvs,
         },
+        body: super::request_body::held(&head, bufs.client.readable(), bufs.client.capacity()),
     };
     let phase_bufs = PhaseBufs {
         rewrite: &mut bufs.rewrite,
@@ -337,7 +339,10 @@ fn route_head<'s>(
         Some(f) => (f.loc, uri, f.answer, false),
         None => (loc, uri, None, false),
     };
-    let proxy = loc.and_then(|l| l.proxy.as_ref());
+    let (proxy, given_uri, proxy_failed) = match loc.and_then(|l| l.var_proxy.as_deref()) {
+        None => (loc.and_then(|l| l.proxy.as_ref()), None, None),
+        Some(pass) => var_pass::pick(pass, &head, uri, conn, ext, &mut bufs.proxy_url),
+    };
     let upstream = proxy.and_then(|p| snap.http_plans.get(p.upstream));
     // an index file's internal redirect is a new location search, as after a `rewrite ... last`
     let changed = if redirected { Some(true) } else { changed };
@@ -348,6 +353,10 @@ fn route_head<'s>(
         proxy_host: upstream.map_or("", |u| u.name.as_str()),
         ext,
     };
+    if super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity()) {
+        // routed again once the body is here (the location reads `$request_body`)
+        return Ok(None);
+    }
     begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
     let headers = loc.map_or(&server.headers, |l| &l.headers);
     headers.prepare(&vars, &mut bufs.scratch, &mut bufs.headers);
@@ -363,26 +372,29 @@ fn route_head<'s>(
     );
     let mut req = routed(&head, client_conf, progress.served, open_for);
     req.gzip = gzip_of(server, loc).map_or(GzipAsk::No, |g| g.ask(&head));
-    let route = match (fixed_server, loc) {
+    req.rate = super::limit_rate::RateLimit::of(client_conf, bufs.vars.users.limit_rate());
+    let route = match (fixed_server, loc, proxy) {
         _ if redirect.is_some() => Route::Redirect(redirect.unwrap_or(&server.cycle), headers),
-        (Some(f), _) => Route::Fixed(f, headers),
+        (Some(f), _, _) => Route::Fixed(f, headers),
         _ if answer.is_some() => Route::Static(
             answer.unwrap_or(FileAnswer::Error(500)),
             headers_of(server, loc),
             gzip_of(server, loc),
         ),
-        (None, Some(LocationPlan { fixed: Some(f), .. })) => Route::Fixed(f, headers),
-        (None, Some(LocationPlan { admin: Some(a), .. })) => {
+        (None, Some(LocationPlan { fixed: Some(f), .. }), _) => Route::Fixed(f, headers),
+        (None, Some(LocationPlan { admin: Some(a), .. }), _) => {
             Route::Endpoint(*a, Box::new((head.method.to_string(), head.target.to_string())))
         }
-        (None, Some(LocationPlan { proxy: Some(p), .. })) => {
+        (None, Some(_), _) if proxy_failed.is_some() => Route::Fixed(proxy_failed.unwrap_or(&server.cycle), headers),
+        (None, Some(_), Some(p)) => {
             if let Some(up) = upstream {
                 let out = UpstreamHeadOut {
                     key: &mut bufs.key,
                     scratch: &mut bufs.scratch,
                     request: &mut bufs.request,
                 };
-                write_upstream_head(p, up, &vars, changed, out);
+                let given = given_uri.and_then(|r| bufs.proxy_url.get(r));
+                write_upstream_head(p, up, &vars, changed, given, out);
             }
             let host = head
                 .host
@@ -397,7 +409,7 @@ fn route_head<'s>(
             Route::Proxy(p)
         }
         // every location (or server) that serves files has its answer above
-        (None, _) => Route::Static(FileAnswer::Error(500), headers_of(server, loc), gzip_of(server, loc)),
+        (None, _, _) => Route::Static(FileAnswer::Error(500), headers_of(server, loc), gzip_of(server, loc)),
     };
     if let Route::Fixed(f, _) = &route {
         f.eval_text(&vars, &mut bufs.answer);
@@ -435,24 +447,28 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for
             keepalive: client.keepalive_timeout,
         },
         gzip: GzipAsk::No,
+        rate: None,
     }
 }
 
 /// Evaluates the balancer key into `key` and writes the upstream request head into `request`.
-/// `changed`: a `rewrite` replaced the URI (`vars.uri`), see [`rewrite_phase::Phases::changed`].
+/// `changed`: a `rewrite` replaced the URI (`vars.uri`), see [`rewrite_phase::Phases::changed`]; `given`: the URI
+/// of a `proxy_pass` URL with variables, sent as is.
 fn write_upstream_head(
     plan: &ProxyPlan,
     up: &UpstreamPlan,
     vars: &RequestVars<'_, '_, '_>,
     changed: Option<bool>,
+    given: Option<&[u8]>,
     out: UpstreamHeadOut<'_>,
 ) {
     up.key.eval_into(vars, vars.conn.remote.ip(), out.key);
-    let target = match changed {
-        None => Target::AsSent,
-        Some(searched) => Target::Rewritten { searched },
+    let (target, uri) = match (given, changed) {
+        (Some(uri), _) => (Target::Given, uri),
+        (None, None) => (Target::AsSent, vars.uri),
+        (None, Some(searched)) => (Target::Rewritten { searched }, vars.uri),
     };
-    plan.write_request_head(vars.req, vars.uri, target, vars, out.scratch, out.request);
+    plan.write_request_head(vars.req, uri, target, vars, out.scratch, out.request);
 }
 
 /// The buffers the upstream request head is written with.

@@ -162,6 +162,7 @@ impl Step<'_, '_, '_> {
             scratch: bufs.scratch,
             other: bufs.key,
             caps: bufs.captures,
+            users: &bufs.ext.cache.users,
         };
         let outcome = script.run(&mut cx);
         self.changed = cx.changed;

@@ -9,6 +9,7 @@
 use super::body::{discard_body, send, BodyError};
 use super::client::{ClientConn, Routed};
 use super::gzip::{self as gz, FileEncoding, FileFacts};
+use super::limit_rate::{send_paced, Pacer};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::RequestRecord;
 use crate::config::error::errno_text;
@@ -775,6 +776,7 @@ impl<R: Runtime> ClientConn<R> {
         self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
         let head_len = out.len();
         self.bufs.log.answered(200, head_len, 0);
+        let mut pacer = req.rate.map(|r| Pacer::new(r, std::time::Instant::now()));
         if let (Some(g), true, true) = (gzip, encoding.compressed, body) {
             let mut stream = self.shard.gzip.take(g.level);
             let sent = gz::compress_file::<R>(
@@ -792,7 +794,7 @@ impl<R: Runtime> ClientConn<R> {
             return sent.map(|_| keep.keeps());
         }
         if req.head_request || f.size == 0 {
-            send::<R>(&mut self.sock, out, req.timeouts.send).await?;
+            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
             return Ok(keep.keeps());
         }
         let mut left = f.size;
@@ -808,7 +810,7 @@ impl<R: Runtime> ClientConn<R> {
             }
             let got = read_full(&mut f.file, out.get_mut(start..).unwrap_or_default())?;
             out.truncate(start + got);
-            send::<R>(&mut self.sock, out, req.timeouts.send).await?;
+            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
             sent += got as u64;
             self.bufs.log.answered(200, head_len, sent);
             if got < want {

@@ -34,6 +34,8 @@ pub struct Buffers {
     pub vars: VarCache,
     /// A `return` text with variables, evaluated for the current request.
     pub answer: Vec<u8>,
+    /// A `proxy_pass` URL with variables, evaluated for the current request.
+    pub proxy_url: Vec<u8>,
     /// The response headers the current request's location adds, evaluated when it was routed.
     pub headers: Prepared,
     /// The connection's PROXY protocol header: its addresses and v2 TLVs (none, empty without one).
@@ -59,6 +61,7 @@ impl Buffers {
             rewrite: Vec::with_capacity(256),
             vars: VarCache::default(),
             answer: Vec::new(),
+            proxy_url: Vec::new(),
             headers: Prepared::default(),
             proxy: None,
             tlvs: Vec::new(),

@@ -296,6 +296,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 scheme: "http".into(),
                 upstream: 1,
                 uri: None,
+                url: None,
             }),
             ret: None,
             script: Vec::new(),
@@ -316,6 +317,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             upstreams: vec![other, named],
             health: Default::default(),
             maps: Vec::new(),
+            user_vars: Vec::new(),
             servers: vec![HttpServer {
                 listens: vec![],
                 server_names: vec![],

@@ -76,7 +76,7 @@ impl FilesPlan {
 impl super::route::LocationPlan {
     /// Whether the location serves files: it neither returns, proxies nor is an endpoint.
     pub fn serves_files(&self) -> bool {
-        self.fixed.is_none() && self.admin.is_none() && self.proxy.is_none()
+        self.fixed.is_none() && self.admin.is_none() && self.proxy.is_none() && self.var_proxy.is_none()
     }
 }
 

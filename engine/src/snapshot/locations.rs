@@ -295,6 +295,7 @@ mod tests {
             scheme: "http".into(),
             upstream: 0,
             uri: None,
+            url: None,
         });
         let locations = [
             loc(prefix("/"), None),

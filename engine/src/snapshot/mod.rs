@@ -22,11 +22,14 @@ pub mod locations;
 pub mod logs;
 pub mod proxied;
 pub mod realip;
+pub mod request_body;
 pub mod return_text;
 pub mod rewrite;
 pub mod route;
 pub mod server_names;
 pub mod stream_logs;
+pub mod user_vars;
+pub mod var_pass;
 
 /// What a listening socket serves. Its place in a snapshot (the http port, the stream server) is looked up by its
 /// address in the snapshot a connection runs on, so a reload that reorders the config moves no connection.
@@ -166,7 +169,13 @@ impl Snapshot {
                 .flat_map(|s| s.server_names.iter().map(String::as_str));
             let groups = crate::config::server_names::group_names(all_names);
             for (si, srv) in http.servers.iter().enumerate() {
-                servers.push(server_plan(srv, &http_plans, &mut access_logs, &http.maps, &groups)?);
+                let names = user_vars::Names {
+                    maps: &http.maps,
+                    users: &http.user_vars,
+                    upstreams: &http.upstreams,
+                    server_groups: &groups,
+                };
+                servers.push(server_plan(srv, &http_plans, &mut access_logs, names)?);
                 add_http_listens(&mut http_ports, &srv.listens, si);
             }
             for p in &mut http_ports {
@@ -312,8 +321,7 @@ fn server_plan(
     srv: &HttpServer,
     plans: &[UpstreamPlan],
     logs: &mut AccessLogPlan,
-    maps: &[crate::config::map::Map],
-    groups: &[String],
+    names: user_vars::Names<'_>,
 ) -> Result<ServerPlan, SnapshotError> {
     let mut exact = Vec::new();
     let mut prefixes = Vec::new();
@@ -324,7 +332,7 @@ fn server_plan(
             LocationMatch::Prefix(p) | LocationMatch::PrefixNoRegex(p) => prefixes.push((p.clone(), i)),
             LocationMatch::Regex(_) | LocationMatch::Named(_) => {}
         }
-        locations.push(location_plan(loc, plans, logs, maps, groups)?);
+        locations.push(location_plan(loc, plans, logs, names)?);
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let tokens = srv.headers.server_tokens;
@@ -334,8 +342,8 @@ fn server_plan(
         ret: srv
             .ret
             .as_ref()
-            .map(|r| return_text::answer(r, maps, groups, tokens).with_headers(headers.clone())),
-        script: rewrite::Script::compile(&srv.script).filter(|_| srv.ret.is_none()),
+            .map(|r| return_text::answer(r, names, tokens).with_headers(headers.clone())),
+        script: rewrite::Script::compile(&srv.script, names, tokens, &headers).filter(|_| srv.ret.is_none()),
         exact,
         prefixes,
         tree: LocationTree::build(&srv.locations),
@@ -355,15 +363,22 @@ fn location_plan(
     loc: &Location,
     plans: &[UpstreamPlan],
     logs: &mut AccessLogPlan,
-    maps: &[crate::config::map::Map],
-    groups: &[String],
+    names: user_vars::Names<'_>,
 ) -> Result<LocationPlan, SnapshotError> {
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
     let headers = HeadersPlan::new(&loc.headers);
+    let var_proxy =
+        match (&loc.ret, &loc.proxy_pass) {
+            (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
+                var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers),
+            )),
+            _ => None,
+        };
     let proxy = match (&loc.ret, &loc.proxy_pass) {
         (Some(_), _) => None,
         (None, _) if admin.is_some() => None,
+        (None, Some(ProxyPass { url: Some(_), .. })) => None,
         (None, Some(ProxyPass { upstream, uri, .. })) => {
             let plan = plans.get(*upstream).ok_or(SnapshotError::NoSuchUpstream(*upstream))?;
             Some(ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref()))
@@ -374,12 +389,14 @@ fn location_plan(
     let fixed = loc
         .ret
         .as_ref()
-        .map(|r| return_text::answer(r, maps, groups, tokens).with_headers(headers.clone()));
+        .map(|r| return_text::answer(r, names, tokens).with_headers(headers.clone()));
     Ok(LocationPlan {
         fixed,
         admin,
         proxy,
-        script: rewrite::Script::compile(&loc.script).filter(|_| loc.ret.is_none()),
+        var_proxy,
+        body_var: request_body::uses(loc),
+        script: rewrite::Script::compile(&loc.script, names, tokens, &headers).filter(|_| loc.ret.is_none()),
         files: FilesPlan::new(&loc.files),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,

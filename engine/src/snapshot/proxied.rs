@@ -6,9 +6,12 @@
 use super::headers::{parse_http_date, HeadersPlan, NoResponseVars, Prepared, ResponseFacts};
 use crate::config::headers::{HeadersConf, Redirect};
 use crate::config::key::VarSource;
+use crate::config::regex::Captures;
+use crate::config::rewrite::Piece;
 use crate::http::pages::{append_decimal, server_name};
 use crate::http::response::HeadEdits;
 use crate::http::{HOP_BY_HOP_RESPONSE, PROXY_HIDE_DEFAULT};
+use std::cell::RefCell;
 use std::io::Write;
 
 /// What a proxied location changes in upstream responses.
@@ -116,6 +119,8 @@ impl RedirectBase {
 #[derive(Debug, Default)]
 pub struct Rewrites {
     base: RedirectBase,
+    /// The groups of a `proxy_redirect ~REGEX` match.
+    captures: RefCell<Captures>,
     /// Empty when the plan's rules are [`ResponsePlan::constant`].
     rules: RuleSet,
 }
@@ -128,8 +133,15 @@ impl Rewrites {
 
     /// [`RuleSet::write_redirect`] with this request's rules.
     #[cfg(test)]
-    fn write_redirect(&self, which: Rewritten, name: &str, value: &[u8], out: &mut Vec<u8>) -> bool {
-        self.rules.write_redirect(&self.base, which, name, value, out)
+    fn write_redirect(
+        &self,
+        rules: &[Redirect],
+        which: Rewritten,
+        name: &str,
+        value: &[u8],
+        out: &mut Vec<u8>,
+    ) -> bool {
+        self.rules.write_redirect(self, rules, which, name, value, out)
     }
 
     /// [`RuleSet::write_cookie`] with this request's rules.
@@ -281,9 +293,12 @@ impl RuleSet {
     /// starts its URL (for `Refresh`, the part after `url=`), as nginx's `ngx_http_proxy_rewrite_redirect`; a
     /// rewritten `Location` starting with `/` becomes absolute, as nginx's header filter makes it. Returns false
     /// (writing nothing) when no rule applies.
+    /// `at`: the request's base of absolute redirects and the connection's captures; `rules`: the location's, of
+    /// which these are the values (a regex rule is matched here).
     pub fn write_redirect(
         &self,
-        base: &RedirectBase,
+        at: &Rewrites,
+        rules: &[Redirect],
         which: Rewritten,
         name: &str,
         value: &[u8],
@@ -300,9 +315,38 @@ impl RuleSet {
             },
         };
         let url = value.get(prefix..).unwrap_or_default();
-        let Some((from, to)) = self.redirects.iter().find(|(from, _)| url.starts_with(from)) else {
+        let (base, mut caps) = (&at.base, at.captures.borrow_mut());
+        let found = self
+            .redirects
+            .iter()
+            .zip(rules)
+            .find(|((from, _), rule)| match &rule.regex {
+                Some(r) => r.regex.captures_into(url, &mut caps),
+                None => url.starts_with(from),
+            });
+        let Some(((from, to), rule)) = found else {
             return false;
         };
+        if let Some(r) = &rule.regex {
+            // nginx's regex handler: the whole URL is replaced
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            let caps: &Captures = &caps;
+            let first =
+                r.to.iter()
+                    .map(|p| piece_text(p, caps))
+                    .find(|t| !t.is_empty())
+                    .and_then(|t| t.first());
+            if which == Rewritten::Location && first == Some(&b'/') {
+                base.write(out);
+            }
+            out.extend_from_slice(value.get(..prefix).unwrap_or_default());
+            for piece in &r.to {
+                out.extend_from_slice(piece_text(piece, caps));
+            }
+            out.extend_from_slice(b"\r\n");
+            return true;
+        }
         let rest = url.get(from.len()..).unwrap_or_default();
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
@@ -372,6 +416,15 @@ impl RuleSet {
     }
 }
 
+/// What a piece of a regex rule's replacement writes (it has no variables).
+fn piece_text<'a>(piece: &'a Piece, caps: &'a Captures) -> &'a [u8] {
+    match piece {
+        Piece::Text(t) => t,
+        Piece::Capture(i) => caps.group(*i),
+        Piece::Var(_) => b"",
+    }
+}
+
 /// `ngx_http_proxy_parse_cookie`: the `;`-separated attributes, names and values trimmed of spaces (`None`: no
 /// `=`).
 fn cookie_attrs(value: &[u8]) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
@@ -427,12 +480,12 @@ impl HeadEdits for ProxiedEdits<'_> {
         if r.is_empty() {
             return false;
         }
-        let base = &self.prepared.rewrites.base;
+        let at = &self.prepared.rewrites;
         if name.eq_ignore_ascii_case("location") {
-            return r.write_redirect(base, Rewritten::Location, name, value, out);
+            return r.write_redirect(at, &self.plan.redirects, Rewritten::Location, name, value, out);
         }
         if name.eq_ignore_ascii_case("refresh") {
-            return r.write_redirect(base, Rewritten::Refresh, name, value, out);
+            return r.write_redirect(at, &self.plan.redirects, Rewritten::Refresh, name, value, out);
         }
         if name.eq_ignore_ascii_case("set-cookie") {
             return r.write_cookie(name, value, out);
@@ -472,6 +525,7 @@ mod tests {
         Redirect {
             from: KeyTemplate::compile(from).unwrap(),
             to: KeyTemplate::compile(to).unwrap(),
+            regex: None,
         }
     }
 
@@ -480,6 +534,68 @@ mod tests {
         let host = HostOrAddr::Host(b"LocalHost");
         ResponsePlan::new(conf).prepare(&Arg, host, 8080, &mut Vec::new(), &mut p);
         p
+    }
+
+    /// nginx-tests proxy_redirect.t's regex rules.
+    #[test]
+    fn regex_redirects_replace_the_whole_url() {
+        let regex = |pattern: &str, caseless, to: Vec<Piece>| Redirect {
+            from: KeyTemplate::literal(""),
+            to: KeyTemplate::literal(""),
+            regex: Some(Box::new(crate::config::headers::RegexRedirect {
+                regex: crate::config::regex::compile(pattern, caseless).unwrap(),
+                to,
+            })),
+        };
+        let text = |t: &str| Piece::Text(t.as_bytes().to_vec());
+        let conf = HeadersConf {
+            redirects: vec![
+                rule("http://127.0.0.1:8081/plain/", "/p/"),
+                regex(
+                    "^(.+)/regex_w_([^/]+)",
+                    false,
+                    vec![Piece::Capture(1), text("/"), Piece::Capture(2), text("/test.html")],
+                ),
+                regex("re+gexp?", true, vec![text("/replaced/test.html")]),
+            ],
+            ..HeadersConf::default()
+        };
+        // no variables: the rules are the plan's, evaluated at load (as `upstream_line` takes them)
+        let plan = ResponsePlan::new(&conf);
+        let p = prepared(&conf);
+        let rules = plan.constant.as_ref().expect("constant rules");
+        let rewrite = |which, name, value: &str| {
+            let mut out = Vec::new();
+            rules
+                .write_redirect(&p.rewrites, &conf.redirects, which, name, value.as_bytes(), &mut out)
+                .then(|| String::from_utf8(out).unwrap())
+        };
+        assert_eq!(
+            rewrite(
+                Rewritten::Location,
+                "Location",
+                "http://127.0.0.1:8081/regex_w_captures/test.html"
+            ),
+            Some("Location: http://127.0.0.1:8081/captures/test.html\r\n".into())
+        );
+        assert_eq!(
+            rewrite(
+                Rewritten::Location,
+                "Location",
+                "http://127.0.0.1:8081/ReeegEX/test.html"
+            ),
+            Some("Location: http://localhost:8080/replaced/test.html\r\n".into())
+        );
+        assert_eq!(
+            rewrite(Rewritten::Refresh, "Refresh", "7; url=http://x/REGEX/t"),
+            Some("Refresh: 7; url=/replaced/test.html\r\n".into())
+        );
+        // the first rule that applies, in order
+        assert_eq!(
+            rewrite(Rewritten::Location, "Location", "http://127.0.0.1:8081/plain/regex"),
+            Some("Location: http://localhost:8080/p/regex\r\n".into())
+        );
+        assert_eq!(rewrite(Rewritten::Location, "Location", "http://h/none"), None);
     }
 
     #[test]
@@ -536,9 +652,9 @@ mod tests {
         let p = prepared(&constant);
         assert!(p.rewrites.rules.is_empty(), "nothing evaluated per request");
         let mut out = Vec::new();
-        let base = &p.rewrites.base;
         let rules = plan.constant.as_ref().unwrap();
-        assert!(rules.write_redirect(base, Rewritten::Location, "Location", b"http://u/a", &mut out));
+        let (which, url) = (Rewritten::Location, &b"http://u/a"[..]);
+        assert!(rules.write_redirect(&p.rewrites, &constant.redirects, which, "Location", url, &mut out));
         assert_eq!(out, b"Location: http://localhost:8080/a\r\n");
         let variable = HeadersConf {
             redirects: vec![rule("http://u/", "/$arg_e/")],
@@ -555,6 +671,7 @@ mod tests {
                 Redirect {
                     from: KeyTemplate::literal("http://127.0.0.1:8081/replace_this/"),
                     to: KeyTemplate::literal("/impl_default/"),
+                    regex: None,
                 },
                 rule("http://other/", "http://$arg_e/"),
             ],
@@ -564,7 +681,7 @@ mod tests {
         let rewrite = |which, name, value: &str| {
             let mut out = Vec::new();
             p.rewrites
-                .write_redirect(which, name, value.as_bytes(), &mut out)
+                .write_redirect(&conf.redirects, which, name, value.as_bytes(), &mut out)
                 .then(|| String::from_utf8(out).unwrap())
         };
         assert_eq!(

@@ -3,9 +3,9 @@
 //! the body (`text/plain`) or the `Location` of a redirect.
 
 use super::route::FixedAnswer;
+use super::user_vars::Names;
 use crate::config::headers::ServerTokens;
-use crate::config::key::{KeyTemplate, Part, Var, VarSource};
-use crate::config::map::{self, Map};
+use crate::config::key::{KeyTemplate, Part, VarSource};
 use crate::config::model::Return;
 use crate::http::pages::append_decimal;
 
@@ -38,16 +38,12 @@ impl ReturnText {
 }
 
 /// The answer of `r`: fixed when its text has no variables, else one evaluated per request (names resolved as
-/// the config builder resolved them, `maps` first, `server_groups` the named groups of regex server names).
-pub fn answer(r: &Return, maps: &[Map], server_groups: &[String], tokens: ServerTokens) -> FixedAnswer {
-    let resolve = |n: &str| {
-        let group = || server_groups.iter().position(|g| g == n).map(Var::ServerCapture);
-        map::resolve(maps, n).or_else(group)
-    };
+/// the config builder resolved them).
+pub fn answer(r: &Return, names: Names<'_>, tokens: ServerTokens) -> FixedAnswer {
     let template = r
         .text
         .as_deref()
-        .and_then(|t| KeyTemplate::compile_with(t, &resolve).ok())
+        .and_then(|t| KeyTemplate::compile_with(t, &|n| names.resolve(n)).ok())
         .filter(|t| t.parts().iter().any(|p| matches!(p, Part::Var(_))));
     match template {
         Some(t) => FixedAnswer::of_return_text(r, t, tokens),
@@ -76,6 +72,7 @@ impl FixedAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::key::Var;
 
     struct Src;
     impl VarSource for Src {
@@ -89,7 +86,7 @@ mod tests {
     }
 
     fn written(r: Return) -> String {
-        let a = answer(&r, &[], &[], ServerTokens::On);
+        let a = answer(&r, Names::default(), ServerTokens::On);
         let mut text = Vec::new();
         a.eval_text(&Src, &mut text);
         let mut out = Vec::new();
@@ -136,8 +133,7 @@ mod tests {
                 code: 200,
                 text: Some("plain".into()),
             },
-            &[],
-            &[],
+            Names::default(),
             ServerTokens::On,
         );
         assert!(fixed.text.is_none());

@@ -2,12 +2,15 @@
 //! as nginx's rewrite phase runs it: in order, `if` blocks when their condition holds, `rewrite`s replacing the
 //! URI, until a `return` or a redirect answers or a `break` (or the end) lets the request go on.
 
+use super::headers::HeadersPlan;
 use super::route::FixedAnswer;
+use super::user_vars::Names;
 use crate::config::headers::ServerTokens;
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::model::Return;
 use crate::config::regex::{Captures, Regex};
-use crate::config::rewrite::{Cond, FileTest, Piece, RewriteFlag, RewriteOp};
+use crate::config::rewrite::{Cond, FileTest, Piece, RewriteFlag, RewriteOp, SetTarget};
+use crate::http::user_vars::UserVars;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 
@@ -32,6 +35,10 @@ enum Op {
         drop_args: bool,
         /// The redirect's answer (its `Location` is written per request).
         redirect: Option<FixedAnswer>,
+    },
+    Set {
+        target: SetTarget,
+        value: Vec<Piece>,
     },
 }
 
@@ -71,12 +78,27 @@ pub struct RunCx<'a> {
     /// For the second value of a comparison.
     pub other: &'a mut Vec<u8>,
     pub caps: &'a mut Captures,
+    /// Where `set` writes (the request's variables read them).
+    pub users: &'a UserVars,
+}
+
+/// What compiling a level's script needs: the block's variable names, and the level's `server_tokens` and
+/// `add_header` lines (its answers carry them).
+#[derive(Clone, Copy)]
+struct Level<'a> {
+    names: Names<'a>,
+    tokens: ServerTokens,
+    headers: &'a HeadersPlan,
 }
 
 impl Script {
-    /// The script of `ops`, or `None` when there is nothing to run.
-    pub fn compile(ops: &[RewriteOp]) -> Option<Script> {
-        (!ops.is_empty()).then(|| Script { ops: compile_ops(ops) })
+    /// The script of `ops`, or `None` when there is nothing to run; its answers are the level's (`tokens`,
+    /// `headers`), their texts compiled with `names`.
+    pub fn compile(ops: &[RewriteOp], names: Names<'_>, tokens: ServerTokens, headers: &HeadersPlan) -> Option<Script> {
+        let level = Level { names, tokens, headers };
+        (!ops.is_empty()).then(|| Script {
+            ops: compile_ops(ops, level),
+        })
     }
 
     /// Runs the script for one request.
@@ -89,14 +111,20 @@ impl Script {
     }
 }
 
-fn compile_ops(ops: &[RewriteOp]) -> Vec<Op> {
+fn compile_ops(ops: &[RewriteOp], level: Level<'_>) -> Vec<Op> {
     ops.iter()
         .map(|op| match op {
-            RewriteOp::Return(r) => Op::Return(FixedAnswer::of_return(r, ServerTokens::default())),
+            RewriteOp::Return(r) => {
+                Op::Return(super::return_text::answer(r, level.names, level.tokens).with_headers(level.headers.clone()))
+            }
             RewriteOp::Break => Op::Break,
+            RewriteOp::Set { target, value } => Op::Set {
+                target: *target,
+                value: value.clone(),
+            },
             RewriteOp::If { cond, then } => Op::If {
                 cond: cond.clone(),
-                then: compile_ops(then),
+                then: compile_ops(then, level),
             },
             RewriteOp::Rewrite {
                 regex,
@@ -109,13 +137,16 @@ fn compile_ops(ops: &[RewriteOp]) -> Vec<Op> {
                 flag: *flag,
                 drop_args: *drop_args,
                 redirect: match flag {
-                    RewriteFlag::Redirect(code) => Some(FixedAnswer::of_return(
-                        &Return {
-                            code: *code,
-                            text: None,
-                        },
-                        ServerTokens::default(),
-                    )),
+                    RewriteFlag::Redirect(code) => Some(
+                        FixedAnswer::of_return(
+                            &Return {
+                                code: *code,
+                                text: None,
+                            },
+                            level.tokens,
+                        )
+                        .with_headers(level.headers.clone()),
+                    ),
                     _ => None,
                 },
             },
@@ -140,14 +171,7 @@ fn run_ops<'s>(ops: &'s [Op], cx: &mut RunCx<'_>) -> Flow<'s> {
                 if !regex.captures_into(subject, cx.caps) {
                     continue;
                 }
-                cx.other.clear();
-                for piece in replacement {
-                    match piece {
-                        Piece::Text(t) => cx.other.extend_from_slice(t),
-                        Piece::Capture(i) => cx.other.extend_from_slice(cx.caps.group(*i)),
-                        Piece::Var(v) => cx.vars.append(v, cx.other),
-                    }
-                }
+                render(replacement, cx);
                 std::mem::swap(cx.new_uri, cx.other);
                 if !matches!(flag, RewriteFlag::Redirect(_)) {
                     cx.changed = true;
@@ -166,6 +190,15 @@ fn run_ops<'s>(ops: &'s [Op], cx: &mut RunCx<'_>) -> Flow<'s> {
                     _ => {}
                 }
             }
+            Op::Set { target, value } => {
+                render(value, cx);
+                match target {
+                    SetTarget::User(i) => cx.users.set(*i, cx.other),
+                    SetTarget::LimitRate => {
+                        cx.users.set_limit_rate(cx.other);
+                    }
+                }
+            }
             Op::If { cond, then } => {
                 if holds(cond, cx) {
                     if let Flow::Stop(o) = run_ops(then, cx) {
@@ -176,6 +209,18 @@ fn run_ops<'s>(ops: &'s [Op], cx: &mut RunCx<'_>) -> Flow<'s> {
         }
     }
     Flow::Go
+}
+
+/// Writes `pieces` into [`RunCx::other`] (cleared first).
+fn render(pieces: &[Piece], cx: &mut RunCx<'_>) {
+    cx.other.clear();
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => cx.other.extend_from_slice(t),
+            Piece::Capture(i) => cx.other.extend_from_slice(cx.caps.group(*i)),
+            Piece::Var(v) => cx.vars.append(v, cx.other),
+        }
+    }
 }
 
 /// Evaluates `t` into the scratch buffer.
@@ -225,12 +270,16 @@ mod tests {
     use crate::config::model::Return;
     use crate::config::regex::compile;
 
-    /// `$arg_c` is "foo", every other variable empty.
-    struct Args;
-    impl VarSource for Args {
+    /// `$arg_c` is "foo", user variables are read from `users`, every other variable is empty.
+    struct Args<'a> {
+        users: &'a UserVars,
+    }
+    impl VarSource for Args<'_> {
         fn append(&self, var: &Var, out: &mut Vec<u8>) {
-            if *var == Var::Arg("c".into()) {
-                out.extend_from_slice(b"foo");
+            match var {
+                Var::Arg(a) if a == "c" => out.extend_from_slice(b"foo"),
+                Var::User(i) => self.users.append(*i, out),
+                _ => {}
             }
         }
     }
@@ -244,11 +293,16 @@ mod tests {
     }
 
     fn run(ops: Vec<RewriteOp>) -> Option<u16> {
-        let script = Script::compile(&ops).unwrap();
+        run_with(ops, &UserVars::default())
+    }
+
+    fn run_with(ops: Vec<RewriteOp>, users: &UserVars) -> Option<u16> {
+        let script = Script::compile(&ops, Names::default(), ServerTokens::On, &HeadersPlan::default()).unwrap();
         let (mut scratch, mut other, mut caps) = (Vec::new(), Vec::new(), Captures::default());
         let mut new_uri = Vec::new();
+        let vars = Args { users };
         let mut cx = RunCx {
-            vars: &Args,
+            vars: &vars,
             uri: b"/",
             args: b"",
             new_uri: &mut new_uri,
@@ -257,6 +311,7 @@ mod tests {
             scratch: &mut scratch,
             other: &mut other,
             caps: &mut caps,
+            users,
         };
         match script.run(&mut cx) {
             Outcome::Next | Outcome::Rewritten { .. } => None,
@@ -373,5 +428,55 @@ mod tests {
         assert_eq!(run(vec![when(yes(), vec![RewriteOp::Break, ret(204)]), ret(201)]), None);
         assert_eq!(run(vec![RewriteOp::Break, ret(201)]), None);
         assert_eq!(run(vec![when(no(), vec![ret(204)])]), None);
+    }
+
+    fn set(slot: usize, value: Vec<Piece>) -> RewriteOp {
+        RewriteOp::Set {
+            target: SetTarget::User(slot),
+            value,
+        }
+    }
+
+    #[test]
+    fn set_runs_in_order_with_if() {
+        let users = UserVars::default();
+        users.begin();
+        let text = |t: &str| Piece::Text(t.as_bytes().to_vec());
+        let var = |i| Piece::Var(Var::User(i));
+        let is = |i, v: &str| Cond::Equals {
+            value: KeyTemplate::compile_with(&format!("$u{i}"), &|n| {
+                n.strip_prefix('u').and_then(|d| d.parse().ok()).map(Var::User)
+            })
+            .unwrap(),
+            to: t(v),
+            negate: false,
+        };
+        // set $u0 a; set $u0 "${u0}b$arg_c"; if ($u0 = abfoo) { set $u1 yes; } if ($u1 = yes) { return 204; }
+        let ops = vec![
+            set(0, vec![text("a")]),
+            set(0, vec![var(0), text("b"), Piece::Var(Var::Arg("c".into()))]),
+            when(is(0, "abfoo"), vec![set(1, vec![text("yes")])]),
+            when(is(1, "yes"), vec![ret(204)]),
+            ret(201),
+        ];
+        assert_eq!(run_with(ops.clone(), &users), Some(204));
+        let mut out = Vec::new();
+        users.append(0, &mut out);
+        assert_eq!(out, b"abfoo");
+        // a set after the return never runs; an unset variable compares as empty
+        users.begin();
+        let ops = vec![when(is(1, ""), vec![ret(200)]), set(1, vec![text("late")])];
+        assert_eq!(run_with(ops, &users), Some(200));
+        out.clear();
+        users.append(1, &mut out);
+        assert_eq!(out, b"");
+        // $limit_rate takes a size; a bad one changes nothing
+        users.begin();
+        let rate = |v: &str| RewriteOp::Set {
+            target: SetTarget::LimitRate,
+            value: vec![text(v)],
+        };
+        assert_eq!(run_with(vec![rate("40k"), rate("bad")], &users), None);
+        assert_eq!(users.limit_rate(), Some(40960));
     }
 }

@@ -21,6 +21,10 @@ pub struct LocationPlan {
     /// `api` or `metrics` (when no `return`).
     pub admin: Option<AdminEndpoint>,
     pub proxy: Option<ProxyPlan>,
+    /// `proxy_pass` with variables: the upstream is found per request (then `proxy` is `None`).
+    pub var_proxy: Option<Box<super::var_pass::VarPass>>,
+    /// A value reads `$request_body`: the body is read into the client buffer before the values are evaluated.
+    pub body_var: bool,
     /// `if`/`break`/`return` after the first rewrite directive (run before the handler; none with `return` first).
     pub script: Option<super::rewrite::Script>,
     /// What the location serves from files when it has none of the three above (nginx's static module).
@@ -226,6 +230,9 @@ pub enum Target {
     /// was found for the new URI (nginx's `valid_location`), so `proxy_pass`'s URI part replaces its prefix;
     /// after `rewrite ... break` the whole new URI is sent.
     Rewritten { searched: bool },
+    /// `proxy_pass` with variables gave a URI: it is sent as is (the `uri` argument), without the request's
+    /// arguments.
+    Given,
 }
 
 /// How a location proxies: the upstream and the request head it sends there.
@@ -370,6 +377,7 @@ impl ProxyPlan {
                 }
             }
             (None, Target::AsSent) => out.extend_from_slice(req.target.as_bytes()),
+            (_, Target::Given) => out.extend_from_slice(uri),
         }
         out.extend_from_slice(if self.conf.http_version_11 {
             b" HTTP/1.1\r\n"

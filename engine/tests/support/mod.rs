@@ -73,6 +73,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
             scheme: "http".into(),
             upstream,
             uri: None,
+            url: None,
         }),
         ret: None,
         script: Vec::new(),
@@ -123,6 +124,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
             upstreams,
             health: Default::default(),
             maps: Vec::new(),
+            user_vars: Vec::new(),
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,

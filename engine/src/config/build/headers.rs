@@ -68,6 +68,7 @@ fn cookie_rule(slot: &mut RedirectLayer, vars: &mut Vars, d: &Directive) -> Resu
     let rule = Redirect {
         from: compile(vars, &undot(first), d)?,
         to: compile(vars, &undot(arg(d, 1)), d)?,
+        regex: None,
     };
     match slot {
         RedirectLayer::Rules(rules) => rules.push(rule),
@@ -160,8 +161,8 @@ impl HeadersLayer {
         Ok(true)
     }
 
-    /// `ngx_http_proxy_redirect`: `off`, `default` (after `proxy_pass`), or `FROM TO` (a literal FROM; `~` regex
-    /// FROM is refused by name).
+    /// `ngx_http_proxy_redirect`: `off`, `default` (after `proxy_pass`), or `FROM TO` (a literal FROM, or a `~`
+    /// regex one: [`super::regex_redirect`]).
     fn proxy_redirect(&mut self, vars: &mut Vars, d: &Directive) -> Result<(), ConfigError> {
         if self.redirect == RedirectLayer::Off {
             return Err(directive_err(d, "is duplicate"));
@@ -186,13 +187,14 @@ impl HeadersLayer {
             self.push_rule(rule);
             return Ok(());
         }
-        if first.starts_with('~') {
-            let msg = "\"proxy_redirect\" with a regular expression is not supported by corelb";
-            return Err(ConfigError::invalid(msg, &d.span));
+        if let Some(pattern) = first.strip_prefix('~') {
+            let rule = super::regex_redirect::rule(pattern, arg(d, 1), vars, d)?;
+            self.push_rule(rule);
+            return Ok(());
         }
         let from = compile(vars, first, d)?;
         let to = compile(vars, arg(d, 1), d)?;
-        self.push_rule(Redirect { from, to });
+        self.push_rule(Redirect { from, to, regex: None });
         Ok(())
     }
 
@@ -264,6 +266,7 @@ fn default_rule_of(url: &str, location: &str) -> Redirect {
     Redirect {
         from: KeyTemplate::literal(&from),
         to: KeyTemplate::literal(&to),
+        regex: None,
     }
 }
 
@@ -365,7 +368,7 @@ mod tests {
             err(&[("proxy_redirect", &["off"]), ("proxy_redirect", &["off"])]),
             "[emerg] \"proxy_redirect\" directive is duplicate in t.conf:3"
         );
-        assert!(err(&[("proxy_redirect", &["~^/a", "/b"])]).contains("is not supported by corelb"));
+        assert!(err(&[("proxy_redirect", &["~^/a", "/$host"])]).contains("is not supported by corelb"));
     }
 
     fn rules(c: &HeadersConf) -> Vec<(String, String)> {

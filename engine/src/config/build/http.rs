@@ -83,7 +83,8 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         servers: Vec::new(),
         layers: Layers::default(),
         vars: Vars::with_maps(map::names(block_of(d)?))
-            .with_server_captures(super::server_names::capture_names(block_of(d)?)),
+            .with_server_captures(super::server_names::capture_names(block_of(d)?))
+            .with_users(super::set::names(block_of(d)?)),
         header_error: None,
         http_header_error: None,
         listens: HttpListens::default(),
@@ -104,6 +105,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         "server_names_hash_max_size" | "server_names_hash_bucket_size" => super::value::atoi(super::arg(hd, 0))
             .map(|_| ())
             .ok_or_else(|| super::directive_err(hd, "invalid number")),
+        "uninitialized_variable_warn" => super::set::warn_flag(hd),
         _ if h.maps.directive(hd, Module::Http, &mut h.vars)? => Ok(()),
         _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, &mut h.logs, hd),
     })?;
@@ -121,6 +123,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         let all: Vec<_> = s.locations.iter().map(|l| (&l.matcher, &l.span, l.parent)).collect();
         locations::check_duplicates(&all)?;
     }
+    let user_vars = h.vars.users().to_vec();
     h.vars.finish()?;
     b.warnings.extend(
         h.listens
@@ -147,6 +150,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         servers,
         health,
         maps: h.maps.maps,
+        user_vars,
     })
 }
 
@@ -166,6 +170,10 @@ fn finish_checks(
                 let msg = "\"health_check\" requires \"proxy_pass\" in its location";
                 return Err(ConfigError::invalid(msg, c.span()));
             };
+            if pass.url.is_some() {
+                let msg = "\"health_check\" with a \"proxy_pass\" with variables is not supported by corelb";
+                return Err(ConfigError::invalid(msg, c.span()));
+            }
             let timeouts = ProbeTimeouts {
                 connect: loc.proxy.connect_timeout,
                 read: loc.proxy.read_timeout,
@@ -231,6 +239,8 @@ impl HttpState {
                 Ok(())
             }
             "if" => s.script.if_block(sd, Ctx::HTTP_SIF, &mut self.vars),
+            "set" => s.script.set(sd, &mut self.vars),
+            "uninitialized_variable_warn" => super::set::warn_flag(sd),
             "rewrite" => s.script.rewrite(sd, &mut self.vars),
             _ => shared(
                 &mut s.layers,
@@ -288,9 +298,12 @@ impl HttpState {
                                inside named location, or inside \"if\" statement, or inside \"limit_except\" block";
                     return Err(ConfigError::invalid(msg, &ld.span));
                 }
+                // nginx sets no `proxy_redirect default` for a URL with variables
+                if pass.url.is_none() {
+                    let name = d.args.last().map_or("", |n| n.trim_start_matches(['=', '^', '~']));
+                    loc.layers.headers.proxy_pass_seen(arg(ld, 0), name);
+                }
                 loc.proxy_pass = Some(pass);
-                let name = d.args.last().map_or("", |n| n.trim_start_matches(['=', '^', '~']));
-                loc.layers.headers.proxy_pass_seen(arg(ld, 0), name);
                 Ok(())
             }
             "return" => rewrite_return(ld, &mut loc.ret, &mut loc.script, &mut self.vars),
@@ -299,6 +312,8 @@ impl HttpState {
                 Ok(())
             }
             "if" => loc.script.if_block(ld, Ctx::HTTP_LIF, &mut self.vars),
+            "set" => loc.script.set(ld, &mut self.vars),
+            "uninitialized_variable_warn" => super::set::warn_flag(ld),
             "rewrite" => loc.script.rewrite(ld, &mut self.vars),
             "api" | "metrics" | "stub_status" => {
                 let endpoint = admin_endpoint(ld)?;
@@ -329,10 +344,13 @@ impl HttpState {
     fn proxy_pass(&mut self, d: &Directive) -> Result<ProxyPass, ConfigError> {
         let url = arg(d, 0);
         if url.contains('$') {
-            return Err(ConfigError::invalid(
-                "\"proxy_pass\" with variables is not supported by corelb",
-                &d.span,
-            ));
+            // nginx's `ngx_http_proxy_pass` with variables: the URL is compiled and checked per request
+            return Ok(ProxyPass {
+                scheme: "http".into(),
+                upstream: 0,
+                uri: None,
+                url: Some(self.vars.compile(url, Module::Http, &d.span)?),
+            });
         }
         let has_prefix = |p: &str| url.get(..p.len()).is_some_and(|s| s.eq_ignore_ascii_case(p));
         let rest = if has_prefix("http://") {
@@ -366,6 +384,7 @@ impl HttpState {
             scheme: "http".into(),
             upstream,
             uri: u.uri,
+            url: None,
         })
     }
 }

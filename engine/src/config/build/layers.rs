@@ -64,6 +64,8 @@ pub struct ClientLayer {
     max_body_size: Option<u64>,
     body_timeout: Option<Duration>,
     send_timeout: Option<Duration>,
+    limit_rate: Option<u64>,
+    limit_rate_after: Option<u64>,
     header_buffers: Option<HeaderBuffers>,
     header_buffer_size: Option<usize>,
     pool_size: Option<usize>,
@@ -162,6 +164,15 @@ impl Layers {
             }
             "client_body_timeout" => msec_slot(&mut c.body_timeout, d)?,
             "send_timeout" => msec_slot(&mut c.send_timeout, d)?,
+            "limit_rate" | "limit_rate_after" => {
+                let slot = if d.name == "limit_rate" {
+                    &mut c.limit_rate
+                } else {
+                    &mut c.limit_rate_after
+                };
+                unset(slot, d)?;
+                *slot = Some(super::limit_rate::size(d)?);
+            }
             "large_client_header_buffers" => {
                 unset(&c.header_buffers, d)?;
                 c.header_buffers = Some(header_buffers(d)?);
@@ -223,6 +234,8 @@ impl Layers {
                 max_body_size: c.max_body_size.or(pc.max_body_size),
                 body_timeout: c.body_timeout.or(pc.body_timeout),
                 send_timeout: c.send_timeout.or(pc.send_timeout),
+                limit_rate: c.limit_rate.or(pc.limit_rate),
+                limit_rate_after: c.limit_rate_after.or(pc.limit_rate_after),
                 header_buffers: c.header_buffers.or(pc.header_buffers),
                 header_buffer_size: c.header_buffer_size.or(pc.header_buffer_size),
                 pool_size: c.pool_size.or(pc.pool_size),
@@ -276,6 +289,8 @@ impl Layers {
             client_max_body_size: c.max_body_size.unwrap_or(d.client_max_body_size),
             client_body_timeout: c.body_timeout.unwrap_or(d.client_body_timeout),
             send_timeout: c.send_timeout.unwrap_or(d.send_timeout),
+            limit_rate: c.limit_rate.unwrap_or(d.limit_rate),
+            limit_rate_after: c.limit_rate_after.unwrap_or(d.limit_rate_after),
             large_client_header_buffers: c.header_buffers.unwrap_or(d.large_client_header_buffers),
             client_header_buffer_size: c.header_buffer_size.unwrap_or(d.client_header_buffer_size),
             connection_pool_size: c.pool_size.unwrap_or(d.connection_pool_size),

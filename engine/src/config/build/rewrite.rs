@@ -4,7 +4,6 @@
 use super::vars::{Module, Vars};
 use super::{arg, block_of, walk, Ctx};
 use crate::config::error::ConfigError;
-use crate::config::key::Var;
 use crate::config::model::Return;
 use crate::config::parser::Directive;
 use crate::config::regex;
@@ -34,6 +33,12 @@ impl Script {
         Ok(())
     }
 
+    /// `set $name VALUE`.
+    pub fn set(&mut self, d: &Directive, vars: &mut Vars) -> Result<(), ConfigError> {
+        self.ops.push(super::set::set(d, vars)?);
+        Ok(())
+    }
+
     /// A `return` that runs after other rewrite directives.
     pub fn ret(&mut self, r: Return) {
         self.ops.push(RewriteOp::Return(r));
@@ -58,6 +63,11 @@ impl Script {
                 then.push(rewrite(id, vars)?);
                 Ok(())
             }
+            "set" => {
+                then.push(super::set::set(id, vars)?);
+                Ok(())
+            }
+            "uninitialized_variable_warn" => super::set::warn_flag(id),
             _ => Err(ConfigError::invalid(
                 format!("\"{}\" inside \"if\" is not supported by corelb", id.name),
                 &id.span,
@@ -99,15 +109,21 @@ fn rewrite(d: &Directive, vars: &mut Vars) -> Result<RewriteOp, ConfigError> {
         return Err(ConfigError::invalid(msg, &d.span));
     }
     Ok(RewriteOp::Rewrite {
-        replacement: pieces(text, &regex, vars, d)?,
+        replacement: pieces(text, Some(&regex), vars, d)?,
         regex,
         flag,
         drop_args,
     })
 }
 
-/// The pieces of a replacement: text, `$1`..`$9`, the regex's named groups, variables.
-fn pieces(raw: &str, regex: &regex::Regex, vars: &mut Vars, d: &Directive) -> Result<Vec<Piece>, ConfigError> {
+/// The pieces of a replacement (or a `set` value, without a regex of its own): text, `$1`..`$9`, the regex's
+/// named groups, variables.
+pub(super) fn pieces(
+    raw: &str,
+    regex: Option<&regex::Regex>,
+    vars: &mut Vars,
+    d: &Directive,
+) -> Result<Vec<Piece>, ConfigError> {
     let invalid = || ConfigError::invalid("invalid variable name", &d.span);
     let b = raw.as_bytes();
     let mut out = Vec::new();
@@ -159,14 +175,14 @@ fn pieces(raw: &str, regex: &regex::Regex, vars: &mut Vars, d: &Directive) -> Re
 
 /// `$name` in a replacement: a named group of the regex, else a variable (an unknown one is reported when the
 /// http block ends, as nginx does).
-fn named(name: &str, regex: &regex::Regex, vars: &mut Vars, d: &Directive) -> Result<Piece, ConfigError> {
+fn named(name: &str, regex: Option<&regex::Regex>, vars: &mut Vars, d: &Directive) -> Result<Piece, ConfigError> {
     if name.is_empty() {
         return Err(ConfigError::invalid("invalid variable name", &d.span));
     }
-    if let Some((i, _)) = regex.names().find(|(_, n)| *n == name) {
+    if let Some((i, _)) = regex.and_then(|r| r.names().find(|(_, n)| *n == name)) {
         return Ok(Piece::Capture(i));
     }
-    match Var::from_name(name) {
+    match vars.resolve(name, Module::Http, None) {
         Some(v) => Ok(Piece::Var(v)),
         None => {
             vars.note_unknown(name, &d.span);

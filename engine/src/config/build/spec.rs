@@ -142,6 +142,12 @@ pub const SPECS: &[Spec] = &[
     both("return", REWRITE, TAKE12),
     both("break", REWRITE, NOARGS),
     both("rewrite", REWRITE, Args { min: 2, max: 3 }),
+    both("set", REWRITE, TAKE2),
+    // ngx_stream_set_module
+    spec("set", Ctx::STREAM_SRV, Ctx::NONE, TAKE2, false),
+    spec("limit_rate", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, TAKE1, false),
+    spec("limit_rate_after", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, TAKE1, false),
+    both("uninitialized_variable_warn", HTTP_MSL.or(REWRITE), TAKE1),
     spec(
         "if",
         Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
@@ -274,8 +280,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "error_page",
     "internal",
     "limit_except",
-    "limit_rate",
-    "limit_rate_after",
     "client_body_buffer_size",
     "client_body_in_file_only",
     "lingering_close",
@@ -313,9 +317,7 @@ pub const UNSUPPORTED: &[&str] = &[
     "ssi",
     "http2_max_concurrent_streams",
     // rewrite, map, geo, limits, realip
-    "set",
     "rewrite_log",
-    "uninitialized_variable_warn",
     "geo",
     "split_clients",
     "limit_req",

@@ -24,11 +24,14 @@ pub struct Vars {
     maps: Vec<String>,
     /// The named groups of the block's regex server names, by index ([`Var::ServerCapture`]).
     server_captures: Vec<String>,
+    /// The block's `set` variables, lower-case, by [`Var::User`] index.
+    users: Vec<String>,
 }
 
-/// The message for `$request_body`, which corelb never has.
+/// The message for `$request_body` in a log format: the body is not kept until the line is written.
 const REQUEST_BODY: &str =
-    "the \"$request_body\" variable is not supported by corelb (request bodies are streamed, never buffered)";
+    "the \"$request_body\" variable in a log format is not supported by corelb (bodies are not kept until the \
+     line is written)";
 
 /// The variable names of `raw` and the first regex capture (`$1`..`$9`) it uses, or nginx's syntax error
 /// (`ngx_http_script_compile`'s name scan).
@@ -90,6 +93,7 @@ impl Vars {
             unknown: None,
             maps: maps.into_iter().map(|m| m.to_ascii_lowercase()).collect(),
             server_captures: Vec::new(),
+            users: Vec::new(),
         }
     }
 
@@ -105,12 +109,33 @@ impl Vars {
         self
     }
 
+    /// These variables with the block's `set` names (lower-case, in order: [`Var::User`] indexes them).
+    pub fn with_users(mut self, users: Vec<String>) -> Vars {
+        self.users = users;
+        self
+    }
+
+    /// The block's `set` names.
+    pub fn users(&self) -> &[String] {
+        &self.users
+    }
+
+    /// Whether `name` (lower-case) is a `map` variable of the block.
+    pub fn is_map(&self, lower: &str) -> bool {
+        self.maps.iter().any(|m| m == lower)
+    }
+
     /// The variable `name` means in `module`: a `map` of the block, else a built-in one the module has; in a map
     /// value (`regex`: the entry's, if a regex one), also `$1`..`$9` and the regex's named groups.
     pub fn resolve(&self, name: &str, module: Module, in_map: Option<Option<&MapRegex>>) -> Option<Var> {
         let lower = name.to_ascii_lowercase();
         if let Some(i) = self.maps.iter().rposition(|m| *m == lower) {
             return Some(Var::Map(i));
+        }
+        if module == Module::Http {
+            if let Some(i) = self.users.iter().position(|u| *u == lower) {
+                return Some(Var::User(i));
+            }
         }
         if let Some(regex) = in_map {
             if let Some(n) = lower.parse::<usize>().ok().filter(|n| (1..=9).contains(n)) {
@@ -162,9 +187,6 @@ impl Vars {
         if let (Some(n), None) = (capture, in_map) {
             let msg = format!("regex captures (\"${n}\") are not supported by corelb");
             return Err(ConfigError::invalid(msg, at));
-        }
-        if names.iter().any(|n| n.eq_ignore_ascii_case("request_body")) && module == Module::Http {
-            return Err(ConfigError::invalid(REQUEST_BODY, at));
         }
         let unknown = names.iter().find(|name| self.resolve(name, module, in_map).is_none());
         if let Some(name) = unknown {
