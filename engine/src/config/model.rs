@@ -415,41 +415,29 @@ pub const KEEPALIVE_DISABLE_MSIE6: u8 = 1;
 /// `keepalive_disable safari`: no keepalive for Safari on macOS.
 pub const KEEPALIVE_DISABLE_SAFARI: u8 = 2;
 
-/// nginx's `Keep-Alive: timeout=N` response line (N: `keepalive_timeout`'s second value, seconds), rendered once;
-/// a fixed-size value so that a routed request carries it without a reference.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// nginx's `Keep-Alive: timeout=N` response line (N: `keepalive_timeout`'s second value, seconds): a small
+/// `Copy` value, so that a routed request carries it cheaply (the line is written only where it is configured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct KeepaliveHeader {
-    bytes: [u8; 48],
-    len: u8,
-}
-
-impl Default for KeepaliveHeader {
-    fn default() -> Self {
-        KeepaliveHeader::NONE
-    }
+    /// 0: no line.
+    secs: u64,
 }
 
 impl KeepaliveHeader {
     /// No line (`keepalive_timeout` without a second value).
-    pub const NONE: KeepaliveHeader = KeepaliveHeader { bytes: [0; 48], len: 0 };
+    pub const NONE: KeepaliveHeader = KeepaliveHeader { secs: 0 };
 
     /// The line for `secs` (none for 0, as nginx sends none).
     pub fn new(secs: u64) -> KeepaliveHeader {
-        let mut h = KeepaliveHeader::NONE;
-        if secs == 0 {
-            return h;
-        }
-        let line = format!("Keep-Alive: timeout={secs}\r\n");
-        if let Some(dst) = h.bytes.get_mut(..line.len()) {
-            dst.copy_from_slice(line.as_bytes());
-            h.len = line.len() as u8;
-        }
-        h
+        KeepaliveHeader { secs }
     }
 
-    /// The line, with its CRLF; empty when none is sent.
-    pub fn line(&self) -> &[u8] {
-        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
+    /// Appends the line, with its CRLF; nothing when none is sent.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        if self.secs != 0 {
+            use std::io::Write;
+            let _ = write!(out, "Keep-Alive: timeout={}\r\n", self.secs);
+        }
     }
 }
 

@@ -50,7 +50,7 @@ impl Connection {
     pub fn write(self, out: &mut Vec<u8>) {
         if self.keep {
             out.extend_from_slice(b"Connection: keep-alive\r\n");
-            out.extend_from_slice(self.header.line());
+            self.header.write(out);
         } else {
             out.extend_from_slice(b"Connection: close\r\n");
         }
@@ -171,11 +171,9 @@ mod tests {
         Connection::kept(KeepaliveHeader::new(9)).and(false).write(&mut out);
         assert_eq!(out, b"Connection: close\r\n");
         assert!(!Connection::KEEP.and(false).keeps() && Connection::KEEP.and(true).keeps());
-        let longest = KeepaliveHeader::new(u64::MAX);
-        assert_eq!(
-            longest.line(),
-            format!("Keep-Alive: timeout={}\r\n", u64::MAX).as_bytes()
-        );
+        let mut longest = Vec::new();
+        KeepaliveHeader::new(u64::MAX).write(&mut longest);
+        assert_eq!(longest, format!("Keep-Alive: timeout={}\r\n", u64::MAX).as_bytes());
         let header = ClientConf {
             keepalive_header: KeepaliveHeader::new(5),
             ..ClientConf::default()
