@@ -14,7 +14,7 @@ use crate::runtime::Runtime;
 use crate::snapshot::gzip::{AnswerFacts, GzipAsk, GzipPlan};
 use std::cell::RefCell;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::time::Duration;
 
 /// Idle compressors a shard keeps for the next answers; more at once are made and dropped when done.
@@ -364,7 +364,7 @@ pub async fn compress_file<R: Runtime>(
     loop {
         let want = usize::try_from(left).unwrap_or(FILE_PIECE).min(FILE_PIECE);
         let GzipStream { enc, z, input } = &mut *s;
-        let got = read_full(file, input.get_mut(..want).unwrap_or_default())?;
+        let got = super::static_file::read_full(file, input.get_mut(..want).unwrap_or_default())?;
         enc.write(input.get(..got).unwrap_or_default(), z);
         left -= got as u64;
         let short = got < want;
@@ -388,20 +388,6 @@ pub async fn compress_file<R: Runtime>(
             return Ok(sent.saturating_sub(head));
         }
     }
-}
-
-/// Reads into all of `buf` unless the file ends first; the bytes read.
-fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match file.read(buf.get_mut(n..).unwrap_or_default()) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 #[cfg(test)]

@@ -824,7 +824,7 @@ impl<R: Runtime> ClientConn<R> {
 }
 
 /// Reads into all of `buf` unless the file ends first; the bytes read.
-fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+pub(super) fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match file.read(buf.get_mut(n..).unwrap_or_default()) {
