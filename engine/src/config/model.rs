@@ -419,25 +419,24 @@ pub const KEEPALIVE_DISABLE_SAFARI: u8 = 2;
 /// `Copy` value, so that a routed request carries it cheaply (the line is written only where it is configured).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct KeepaliveHeader {
-    /// 0: no line.
-    secs: u64,
+    /// 0: no line. Four bytes, so that a [`crate::http::keepalive::Connection`] is eight.
+    secs: u32,
 }
 
 impl KeepaliveHeader {
     /// No line (`keepalive_timeout` without a second value).
     pub const NONE: KeepaliveHeader = KeepaliveHeader { secs: 0 };
 
-    /// The line for `secs` (none for 0, as nginx sends none).
+    /// The line for `secs` (none for 0, as nginx sends none; above `u32::MAX`, 136 years, it says `u32::MAX`).
     pub fn new(secs: u64) -> KeepaliveHeader {
-        KeepaliveHeader { secs }
+        KeepaliveHeader {
+            secs: u32::try_from(secs).unwrap_or(u32::MAX),
+        }
     }
 
-    /// Appends the line, with its CRLF; nothing when none is sent.
-    pub fn write(&self, out: &mut Vec<u8>) {
-        if self.secs != 0 {
-            use std::io::Write;
-            let _ = write!(out, "Keep-Alive: timeout={}\r\n", self.secs);
-        }
+    /// The seconds of the line; 0 when none is sent.
+    pub fn secs(self) -> u32 {
+        self.secs
     }
 }
 

@@ -50,7 +50,11 @@ impl Connection {
     pub fn write(self, out: &mut Vec<u8>) {
         if self.keep {
             out.extend_from_slice(b"Connection: keep-alive\r\n");
-            self.header.write(out);
+            if self.header.secs() != 0 {
+                out.extend_from_slice(b"Keep-Alive: timeout=");
+                super::pages::append_decimal(out, u64::from(self.header.secs()));
+                out.extend_from_slice(b"\r\n");
+            }
         } else {
             out.extend_from_slice(b"Connection: close\r\n");
         }
@@ -172,8 +176,9 @@ mod tests {
         assert_eq!(out, b"Connection: close\r\n");
         assert!(!Connection::KEEP.and(false).keeps() && Connection::KEEP.and(true).keeps());
         let mut longest = Vec::new();
-        KeepaliveHeader::new(u64::MAX).write(&mut longest);
-        assert_eq!(longest, format!("Keep-Alive: timeout={}\r\n", u64::MAX).as_bytes());
+        Connection::kept(KeepaliveHeader::new(u64::MAX)).write(&mut longest);
+        let expected = format!("Connection: keep-alive\r\nKeep-Alive: timeout={}\r\n", u32::MAX);
+        assert_eq!(longest, expected.as_bytes(), "held in four bytes, saturated");
         let header = ClientConf {
             keepalive_header: KeepaliveHeader::new(5),
             ..ClientConf::default()

@@ -104,9 +104,12 @@ pub async fn forward_body<R: Runtime>(
             left -= used as u64;
         }
         if !head.is_empty() {
-            super::limit_rate::send_paced::<R>(dst, head, limits.write, pacer.as_mut())
-                .await
-                .map_err(BodyError::Write)?;
+            // without `limit_rate` the plain send: no pacing future on the common path
+            match pacer.as_mut() {
+                None => send::<R>(dst, head, limits.write).await,
+                Some(p) => super::limit_rate::send_paced::<R>(dst, head, limits.write, Some(p)).await,
+            }
+            .map_err(BodyError::Write)?;
             head.clear();
         }
         let done = match framing {

@@ -61,6 +61,26 @@ pub(super) struct Routed {
 }
 
 impl Routed {
+    /// Before the first request of a connection: nothing routed yet.
+    pub(super) const NONE: Routed = Routed {
+        head_len: 0,
+        body: BodyFraming::None,
+        head_request: false,
+        non_idempotent: false,
+        client_11: false,
+        keepalive: Connection::CLOSE,
+        expect_continue: false,
+        upgrade: false,
+        max_body: 0,
+        timeouts: ClientTimeouts {
+            body: Duration::ZERO,
+            send: Duration::ZERO,
+            keepalive: Duration::ZERO,
+        },
+        gzip: crate::snapshot::gzip::GzipAsk::No,
+        rate: None,
+    };
+
     pub(super) fn kind(&self) -> RequestKind {
         RequestKind {
             non_idempotent: self.non_idempotent,

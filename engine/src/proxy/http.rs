@@ -49,7 +49,8 @@ enum Next<'s> {
     /// Bytes came on a connection with none buffered: take the running snapshot, then route.
     Arrived,
     Reject(Rejection),
-    Request(Routed, Route<'s>),
+    /// A request, routed: its facts are in the `Routed` the caller passed (written in place, not moved).
+    Request(Route<'s>),
 }
 
 /// How far a client connection has come: requests answered, and when it was accepted (for `keepalive_time`).
@@ -98,6 +99,8 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     };
     // before the first request, the default server's; then the last request's location's
     let mut idle = None;
+    // the routed request's facts, rewritten in place for each request
+    let mut req = Routed::NONE;
     loop {
         at.refresh(&conn.shard);
         let step = loop {
@@ -105,7 +108,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
                 idle: idle.unwrap_or(at.defaults.keepalive_timeout),
                 head: at.defaults.client_header_timeout,
             };
-            match conn.next_request(&at.snap, at.port, progress, waits).await {
+            match conn.next_request(&at.snap, at.port, progress, waits, &mut req).await {
                 // The first bytes of a request after a keepalive wait: it runs on the config running now (the
                 // head is routed again, nothing of it consumed yet).
                 Next::Arrived => at.refresh(&conn.shard),
@@ -113,14 +116,14 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             }
         };
         let snap = &*at.snap;
-        let (mut req, route) = match step {
+        let route = match step {
             Next::Closed | Next::Arrived => break,
             Next::Reject(r) => {
                 conn.refuse(r, at.defaults.send_timeout).await;
                 conn.shard.log_request(snap, &mut conn.bufs.log);
                 break;
             }
-            Next::Request(req, route) => (req, route),
+            Next::Request(route) => route,
         };
         req.keepalive = req.keepalive.and(!at.gone);
         conn.shard.counters.count_request();
@@ -182,6 +185,7 @@ impl<R: Runtime> ClientConn<R> {
         port: usize,
         progress: ConnProgress,
         waits: HeadWaits,
+        req: &mut Routed,
     ) -> Next<'s> {
         let served = progress.served;
         let head_deadline = |now: Instant| now.checked_add(waits.head);
@@ -199,7 +203,7 @@ impl<R: Runtime> ClientConn<R> {
             self.phase.between_reads(buffered);
             // an empty buffer holds no head: nothing to parse before the first read
             let routed = match buffered {
-                true => route_head(snap, port, self.vars, (progress, arrived), &mut self.bufs),
+                true => route_head(snap, port, self.vars, (progress, arrived), &mut self.bufs, req),
                 false => Ok(None),
             };
             match routed {
@@ -262,6 +266,7 @@ fn route_head<'s>(
     mut conn: ConnVars,
     (progress, arrived): (ConnProgress, Option<Instant>),
     bufs: &mut Buffers,
+    req: &mut Routed,
 ) -> Result<Option<Next<'s>>, Rejection> {
     bufs.headers.reset();
     let first = FirstBuffers {
@@ -370,7 +375,7 @@ fn route_head<'s>(
         || progress.started.elapsed(),
         |a| a.saturating_duration_since(progress.started),
     );
-    let mut req = routed(&head, client_conf, progress.served, open_for);
+    *req = routed(&head, client_conf, progress.served, open_for);
     req.gzip = gzip_of(server, loc).map_or(GzipAsk::No, |g| g.ask(&head));
     req.rate = super::limit_rate::RateLimit::of(client_conf, bufs.vars.users.limit_rate());
     let route = match (fixed_server, loc, proxy) {
@@ -415,7 +420,7 @@ fn route_head<'s>(
         f.eval_text(&vars, &mut bufs.answer);
     }
     bufs.client.consume(req.head_len);
-    Ok(Some(Next::Request(req, route)))
+    Ok(Some(Next::Request(route)))
 }
 
 /// The `add_header` plan of the location answering (or the server's, outside any location).
