@@ -89,6 +89,35 @@ pub struct HeadersConf {
     pub cookie_domains: Vec<Redirect>,
     /// `proxy_cookie_path` rules.
     pub cookie_paths: Vec<Redirect>,
+    /// `absolute_redirect`, `server_name_in_redirect`, `port_in_redirect`.
+    pub redirect_style: RedirectStyle,
+}
+
+/// `absolute_redirect`, `server_name_in_redirect` and `port_in_redirect` (nginx's header filter): how a
+/// `Location` that starts with `/` is completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedirectStyle {
+    /// `absolute_redirect` (on): `SCHEME://HOST[:PORT]` goes in front of a `Location` starting with `/`.
+    pub absolute: bool,
+    /// `server_name_in_redirect` (off): HOST is the server's first name rather than the request's host.
+    pub server_name: bool,
+    /// `port_in_redirect` (on): `:PORT`, the port the client connected to, unless it is the scheme's own.
+    pub port: bool,
+}
+
+impl RedirectStyle {
+    /// nginx's defaults.
+    pub const NGINX: RedirectStyle = RedirectStyle {
+        absolute: true,
+        server_name: false,
+        port: true,
+    };
+}
+
+impl Default for RedirectStyle {
+    fn default() -> Self {
+        Self::NGINX
+    }
 }
 
 /// nginx's statuses that get `add_header` lines without `always`, and `expires`.

@@ -36,13 +36,22 @@ pub fn reason(code: u16) -> &'static str {
         308 => "Permanent Redirect",
         400 => "Bad Request",
         401 => "Unauthorized",
+        402 => "Payment Required",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Not Allowed",
+        406 => "Not Acceptable",
+        407 => "Proxy Authentication Required",
         408 => "Request Time-out",
+        409 => "Conflict",
+        410 => "Gone",
         411 => "Length Required",
+        412 => "Precondition Failed",
         413 => "Request Entity Too Large",
         414 => "Request-URI Too Large",
+        415 => "Unsupported Media Type",
+        416 => "Requested Range Not Satisfiable",
+        421 => "Misdirected Request",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         501 => "Not Implemented",
@@ -50,21 +59,23 @@ pub fn reason(code: u16) -> &'static str {
         503 => "Service Temporarily Unavailable",
         504 => "Gateway Time-out",
         505 => "HTTP Version Not Supported",
+        507 => "Insufficient Storage",
         _ => "",
     }
 }
 
 /// Whether nginx answers `code` with an HTML error page when no text is given.
 pub fn has_error_page(code: u16) -> bool {
-    (300..=599).contains(&code) && code != 304
+    // the codes of `ngx_http_error_pages`; any other is answered with no body
+    matches!(code, 301..=303 | 307 | 308 | 400..=416 | 421 | 429 | 494..=498 | 500..=505 | 507)
 }
 
 /// The status a client sees for `code`: nginx's internal 494 (a head too large for its buffers) is sent as 400.
 pub fn sent_status(code: u16) -> u16 {
-    if code == crate::http::head_buffers::HEADER_TOO_LARGE {
-        400
-    } else {
-        code
+    // and 495-497, the TLS ones (`ngx_http_special_response_handler` sets `err_status` 400 for the four)
+    match code {
+        crate::http::head_buffers::HEADER_TOO_LARGE | 495..=497 => 400,
+        _ => code,
     }
 }
 
@@ -81,7 +92,30 @@ pub fn append_error_page(code: u16, signature: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(b"</center>\r\n</body>\r\n</html>\r\n");
         return;
     }
-    let title = status_text(code);
+    let special = match code {
+        495 => Some("The SSL certificate error"),
+        496 => Some("No required SSL certificate was sent"),
+        497 => Some("The plain HTTP request was sent to HTTPS port"),
+        _ => None,
+    };
+    if let Some(what) = special {
+        out.extend_from_slice(b"<html>\r\n<head><title>400 ");
+        out.extend_from_slice(what.as_bytes());
+        out.extend_from_slice(b"</title></head>\r\n<body>\r\n<center><h1>400 Bad Request</h1></center>\r\n<center>");
+        out.extend_from_slice(what.as_bytes());
+        out.extend_from_slice(b"</center>\r\n<hr><center>");
+        out.extend_from_slice(signature.as_bytes());
+        out.extend_from_slice(b"</center>\r\n</body>\r\n</html>\r\n");
+        return;
+    }
+    // nginx's pages say `302 Found` and `401 Authorization Required` where the status lines do not
+    let title = match code {
+        302 => "302 Found".to_string(),
+        401 => "401 Authorization Required".to_string(),
+        // 498 (a request canceled) gets the 404 page
+        498 => status_text(404),
+        _ => status_text(code),
+    };
     out.extend_from_slice(b"<html>\r\n<head><title>");
     out.extend_from_slice(title.as_bytes());
     out.extend_from_slice(b"</title></head>\r\n<body>\r\n<center><h1>");
@@ -216,6 +250,33 @@ mod tests {
              <hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"
         );
         assert_eq!((sent_status(494), sent_status(414)), (400, 414));
+        assert_eq!((sent_status(497), sent_status(498)), (400, 498));
+    }
+
+    /// `ngx_http_error_pages`: which codes have a page, and the pages whose title is not the status line.
+    #[test]
+    fn pages_as_nginx_error_pages_table() {
+        let with: Vec<u16> = (300..600).filter(|&c| has_error_page(c)).collect();
+        let mut expected: Vec<u16> = vec![301, 302, 303, 307, 308];
+        expected.extend(400..=416);
+        expected.extend([421, 429, 494, 495, 496, 497, 498, 500, 501, 502, 503, 504, 505, 507]);
+        assert_eq!(with, expected);
+        let page = |code| {
+            let mut out = Vec::new();
+            append_error_page(code, "nginx", &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert!(page(302)
+            .starts_with("<html>\r\n<head><title>302 Found</title></head>\r\n<body>\r\n<center><h1>302 Found</h1>"));
+        assert!(page(401).contains("<title>401 Authorization Required</title>"));
+        assert!(page(498).contains("<title>404 Not Found</title>"));
+        assert!(page(416).contains("<title>416 Requested Range Not Satisfiable</title>"));
+        assert_eq!(
+            page(497),
+            "<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>\r\n<body>\r\n\
+             <center><h1>400 Bad Request</h1></center>\r\n<center>The plain HTTP request was sent to HTTPS port</center>\r\n\
+             <hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use super::proxied::Rewrites;
 use crate::config::headers::parse_expires;
-use crate::config::headers::{safe_status, AddHeader, Expires, ExpiresRule, HeadersConf, ServerTokens};
+use crate::config::headers::{safe_status, AddHeader, Expires, ExpiresRule, HeadersConf, RedirectStyle, ServerTokens};
 use crate::config::key::{KeyTemplate, Part, Var, VarSource};
 use crate::http::pages::{append_decimal, format_http_date};
 
@@ -50,6 +50,8 @@ pub struct HeadersPlan {
     /// Whether a line reads the request's record when the head is written (the upstream tries, `$request_time`):
     /// decided at load, so that a request of a location without such a line records nothing for it.
     reads_record: bool,
+    /// How a `Location` starting with `/` of these answers is completed (`absolute_redirect`...).
+    redirect_style: RedirectStyle,
 }
 
 impl Default for HeadersPlan {
@@ -66,6 +68,7 @@ pub static NO_HEADERS: HeadersPlan = HeadersPlan {
     at_response: known_with_response,
     nothing: true,
     reads_record: false,
+    redirect_style: RedirectStyle::NGINX,
 };
 
 /// The status classes: nginx's safe statuses, and the others (only `always` lines).
@@ -109,7 +112,13 @@ impl HeadersPlan {
             tokens: conf.server_tokens,
             at_response,
             reads_record,
+            redirect_style: conf.redirect_style,
         }
+    }
+
+    /// `absolute_redirect`, `server_name_in_redirect` and `port_in_redirect` of these answers.
+    pub fn redirect_style(&self) -> RedirectStyle {
+        self.redirect_style
     }
 
     /// Whether these headers add no line to any answer (no `add_header`, no `expires`).

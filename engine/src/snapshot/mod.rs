@@ -15,6 +15,7 @@ use server_names::{NameRegex, ServerNames};
 use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
+pub mod absolute_location;
 pub mod files;
 pub mod gzip;
 pub mod headers;

@@ -57,6 +57,9 @@ impl FixedAnswer {
         out.clear();
         if let Some(t) = &self.text {
             t.template.eval_into(vars, out);
+            if t.redirect {
+                super::absolute_location::complete(self.headers.redirect_style(), vars, out);
+            }
         }
     }
 

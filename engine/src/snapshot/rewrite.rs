@@ -183,6 +183,7 @@ fn run_ops<'s>(ops: &'s [Op], cx: &mut RunCx<'_>) -> Flow<'s> {
                             cx.new_uri.push(if cx.new_uri.contains(&b'?') { b'&' } else { b'?' });
                             cx.new_uri.extend_from_slice(cx.args);
                         }
+                        super::absolute_location::complete(answer.headers.redirect_style(), cx.vars, cx.new_uri);
                         return Flow::Stop(Outcome::Redirect(answer));
                     }
                     (RewriteFlag::Last, _) => return Flow::Stop(Outcome::Rewritten { search: true }),

@@ -70,6 +70,14 @@ impl FixedAnswer {
 
     fn build(r: &Return, dynamic: Option<KeyTemplate>, tokens: ServerTokens) -> FixedAnswer {
         let redirect = matches!(r.code, 301 | 302 | 303 | 307 | 308);
+        // a `Location` starting with `/` is completed per request, unless `absolute_redirect off` (see
+        // [`FixedAnswer::eval_text`])
+        let dynamic = dynamic.or_else(|| {
+            r.text
+                .as_deref()
+                .filter(|t| redirect && t.starts_with('/'))
+                .map(KeyTemplate::literal)
+        });
         let mut body = Vec::new();
         let mut content_type: &[u8] = b"text/plain";
         match &r.text {

@@ -5,7 +5,9 @@
 use super::vars::{Module, Vars};
 use super::{arg, directive_err};
 use crate::config::error::ConfigError;
-use crate::config::headers::{parse_expires, AddHeader, Expires, ExpiresRule, HeadersConf, Redirect, ServerTokens};
+use crate::config::headers::{
+    parse_expires, AddHeader, Expires, ExpiresRule, HeadersConf, Redirect, RedirectStyle, ServerTokens,
+};
 use crate::config::key::{KeyTemplate, Part};
 use crate::config::parser::Directive;
 
@@ -91,6 +93,10 @@ pub struct HeadersLayer {
     cookie_path: RedirectLayer,
     /// This level's `proxy_pass` URL as written and the location's name (for `proxy_redirect default`).
     proxy_url: Option<(String, String)>,
+    /// `absolute_redirect`, `server_name_in_redirect`, `port_in_redirect`.
+    absolute: Option<bool>,
+    server_name_in: Option<bool>,
+    port_in: Option<bool>,
 }
 
 impl HeadersLayer {
@@ -154,6 +160,9 @@ impl HeadersLayer {
                 .get_or_insert_with(Vec::new)
                 .push(arg(d, 0).to_ascii_lowercase()),
             "proxy_redirect" => self.proxy_redirect(vars, d)?,
+            "absolute_redirect" => super::flag_slot(&mut self.absolute, d)?,
+            "server_name_in_redirect" => super::flag_slot(&mut self.server_name_in, d)?,
+            "port_in_redirect" => super::flag_slot(&mut self.port_in, d)?,
             "proxy_cookie_domain" => cookie_rule(&mut self.cookie_domain, vars, d)?,
             "proxy_cookie_path" => cookie_rule(&mut self.cookie_path, vars, d)?,
             _ => return Ok(false),
@@ -226,6 +235,9 @@ impl HeadersLayer {
             cookie_domain: inherit(&self.cookie_domain, &parent.cookie_domain),
             cookie_path: inherit(&self.cookie_path, &parent.cookie_path),
             proxy_url: None,
+            absolute: self.absolute.or(parent.absolute),
+            server_name_in: self.server_name_in.or(parent.server_name_in),
+            port_in: self.port_in.or(parent.port_in),
         }
     }
 
@@ -240,6 +252,11 @@ impl HeadersLayer {
             redirects: self.redirect.rules(),
             cookie_domains: self.cookie_domain.rules(),
             cookie_paths: self.cookie_path.rules(),
+            redirect_style: RedirectStyle {
+                absolute: self.absolute.unwrap_or(RedirectStyle::NGINX.absolute),
+                server_name: self.server_name_in.unwrap_or(RedirectStyle::NGINX.server_name),
+                port: self.port_in.unwrap_or(RedirectStyle::NGINX.port),
+            },
         }
     }
 }
@@ -317,6 +334,14 @@ mod tests {
         let own = layer(&[("add_header", &["X-Loc", "$uri"])]);
         assert_eq!(names(&own.over(&s).conf()), ["X-Loc=$uri"]);
         assert_eq!(HeadersLayer::default().conf(), HeadersConf::default());
+        // `absolute_redirect` and its companions inherit each on its own
+        let mut vars = Vars::default();
+        let mut server = HeadersLayer::default();
+        server.directive(&mut vars, &d("absolute_redirect", &["off"])).unwrap();
+        let mut loc = HeadersLayer::default();
+        loc.directive(&mut vars, &d("port_in_redirect", &["off"])).unwrap();
+        let style = loc.over(&server).conf().redirect_style;
+        assert_eq!((style.absolute, style.server_name, style.port), (false, false, false));
     }
 
     #[test]
@@ -351,6 +376,14 @@ mod tests {
         assert_eq!(
             err(&[("server_tokens", &["x"])]),
             "[emerg] invalid value \"x\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&[("absolute_redirect", &["yes"])]),
+            "[emerg] invalid value \"yes\" in \"absolute_redirect\" directive, it must be \"on\" or \"off\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&[("port_in_redirect", &["off"]), ("port_in_redirect", &["on"])]),
+            "[emerg] \"port_in_redirect\" directive is duplicate in t.conf:3"
         );
         assert_eq!(
             err(&[("proxy_redirect", &["default"])]),
