@@ -163,6 +163,15 @@ impl HeadersLayer {
             "absolute_redirect" => super::flag_slot(&mut self.absolute, d)?,
             "server_name_in_redirect" => super::flag_slot(&mut self.server_name_in, d)?,
             "port_in_redirect" => super::flag_slot(&mut self.port_in, d)?,
+            "msie_padding" | "msie_refresh" => {
+                // corelb pads no page and refreshes no redirect: what nginx does with `off`
+                let mut on = None;
+                super::flag_slot(&mut on, d)?;
+                if on == Some(true) {
+                    let msg = format!("\"{} on\" is not supported by corelb (README: error pages)", d.name);
+                    return Err(ConfigError::invalid(msg, &d.span));
+                }
+            }
             "proxy_cookie_domain" => cookie_rule(&mut self.cookie_domain, vars, d)?,
             "proxy_cookie_path" => cookie_rule(&mut self.cookie_path, vars, d)?,
             _ => return Ok(false),
@@ -380,6 +389,10 @@ mod tests {
         assert_eq!(
             err(&[("absolute_redirect", &["yes"])]),
             "[emerg] invalid value \"yes\" in \"absolute_redirect\" directive, it must be \"on\" or \"off\" in t.conf:3"
+        );
+        assert_eq!(
+            err(&[("msie_padding", &["on"])]),
+            "[emerg] \"msie_padding on\" is not supported by corelb (README: error pages) in t.conf:3"
         );
         assert_eq!(
             err(&[("port_in_redirect", &["off"]), ("port_in_redirect", &["on"])]),

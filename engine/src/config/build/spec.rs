@@ -197,6 +197,8 @@ pub const SPECS: &[Spec] = &[
     both("absolute_redirect", HTTP_MSL, TAKE1),
     both("server_name_in_redirect", HTTP_MSL, TAKE1),
     both("port_in_redirect", HTTP_MSL, TAKE1),
+    both("msie_padding", HTTP_MSL, TAKE1),
+    both("msie_refresh", HTTP_MSL, TAKE1),
     // Checked, without effect: corelb writes no temporary files.
     both("client_body_temp_path", HTTP_MSL, TAKE1234),
     both("proxy_temp_path", HTTP_MSL, TAKE1234),
