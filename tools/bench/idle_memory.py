@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Memory per idle keepalive client connection: corelb (tokio, glommio) and nginx, the same config for each.
+
+  python3 tools/bench/idle_memory.py [--clients N] [--runtimes tokio,glommio] [--nginx PATH] [CORELB_BINARY]
+
+Each front (one worker) proxies to a backend (a `return 200` server of the same binary, its own process) through
+an upstream with `keepalive 16`, with `keepalive_timeout 300s`. N clients connect, each sends one request and
+reads its answer, then stays idle; the figure is the front's RSS growth (VmRSS of the front's processes, from
+/proc) divided by N, after a warm-up of 200 clients that are then closed (so that pools and allocator arenas are
+there before the baseline). Prints one line per front. Stdlib only; raises its own RLIMIT_NOFILE.
+"""
+import argparse
+import os
+import resource
+import selectors
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, proc, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"the process exited ({proc.returncode}) before listening on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+def rss_kib(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def group_pids(pid):
+    """The process and its children (nginx's master and worker)."""
+    pids = [pid]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            pids += [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    return pids
+
+
+FRONT = """worker_processes 1;
+{main}
+events {{ worker_connections {conns}; }}
+http {{
+    access_log off;
+    upstream b {{ server 127.0.0.1:{backend}; keepalive 16; }}
+    server {{
+        listen 127.0.0.1:{front};
+        keepalive_timeout 300s;
+        keepalive_requests 100000;
+        location / {{ proxy_pass http://b; proxy_http_version 1.1; proxy_set_header Connection ""; }}
+    }}
+}}
+"""
+
+BACKEND = """worker_processes 1;
+{main}
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    server {{ listen 127.0.0.1:{backend}; keepalive_timeout 300s; location / {{ return 200 "ok"; }} }}
+}}
+"""
+
+
+def start(cmd, prefix):
+    return subprocess.Popen(cmd, cwd=prefix, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def command(kind, binary, conf, prefix):
+    if kind == "nginx":
+        return [binary, "-p", prefix + "/", "-c", conf, "-g", "daemon off; error_log stderr;"]
+    return [binary, "-c", conf, "--runtime", kind]
+
+
+def open_clients(port, n):
+    """n connections, each with one request answered; returns the sockets (kept open)."""
+    socks = []
+    sel = selectors.DefaultSelector()
+    request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    for start_at in range(0, n, 500):
+        batch = []
+        for _ in range(min(500, n - start_at)):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(request)
+            s.setblocking(False)
+            sel.register(s, selectors.EVENT_READ, bytearray())
+            batch.append(s)
+        waiting = len(batch)
+        deadline = time.monotonic() + 30
+        while waiting and time.monotonic() < deadline:
+            for key, _ in sel.select(timeout=1):
+                buf = key.data
+                chunk = key.fileobj.recv(4096)
+                if not chunk:
+                    raise SystemExit("the front closed a client connection")
+                buf += chunk
+                if buf.endswith(b"ok") and b"\r\n\r\n" in buf:
+                    sel.unregister(key.fileobj)
+                    waiting -= 1
+        if waiting:
+            raise SystemExit(f"{waiting} clients got no answer")
+        socks += batch
+    return socks
+
+
+def measure(kind, binary, clients):
+    with tempfile.TemporaryDirectory() as d:
+        os.makedirs(os.path.join(d, "logs"), exist_ok=True)
+        front, backend = free_port(), free_port()
+        with open(os.path.join(d, "front.conf"), "w") as f:
+            f.write(FRONT.format(main="", conns=clients + 1000, backend=backend, front=front))
+        with open(os.path.join(d, "backend.conf"), "w") as f:
+            f.write(BACKEND.format(main="", backend=backend))
+        back = start(command(kind, binary, os.path.join(d, "backend.conf"), d), d)
+        fr = start(command(kind, binary, os.path.join(d, "front.conf"), d), d)
+        try:
+            wait_listening(backend, back)
+            wait_listening(front, fr)
+            warm = open_clients(front, 200)
+            for s in warm:
+                s.close()
+            time.sleep(1)
+            pids = group_pids(fr.pid)
+            before = rss_kib(pids)
+            held = open_clients(front, clients)
+            time.sleep(1)
+            after = rss_kib(pids)
+            per = (after - before) * 1024 / clients
+            print(f"{kind:8} {os.path.basename(binary):12} {clients} idle clients: RSS {before} -> {after} KiB, "
+                  f"{per:,.0f} B per connection")
+            for s in held:
+                s.close()
+        finally:
+            for p in (fr, back):
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, default=9000)
+    ap.add_argument("--runtimes", default="tokio,glommio")
+    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
+    ap.add_argument("binary", nargs="?", default="target/release/corelb")
+    a = ap.parse_args()
+    # each process holds the clients once (this one, the front); the hard limit is what a container allows
+    want = a.clients + 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < want:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            raise SystemExit(f"RLIMIT_NOFILE's hard limit {hard} is below {want}: use fewer --clients")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    for rt in a.runtimes.split(","):
+        if rt:
+            measure(rt, a.binary, a.clients)
+    if a.nginx and os.path.exists(a.nginx):
+        measure("nginx", a.nginx, a.clients)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
