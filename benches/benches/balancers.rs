@@ -5,6 +5,7 @@ use corelb_benches::{keys, methods, plan, servers, NOW};
 use corelb_engine::balance::consistent_hash::ConsistentHash;
 use corelb_engine::balance::{Attempt, Outcome, ShardState};
 use corelb_engine::config::model::Method;
+use corelb_shared_state::TimeMetric;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;
 
@@ -14,6 +15,7 @@ fn picks(c: &mut Criterion) {
         for n in [3, 10, 100, 1000] {
             let plan = plan(method.clone(), servers(n, 0));
             let mut shard = ShardState::seeded(&plan, 1);
+            measured(&plan);
             let keys = keys(&method, 1024);
             let mut k = 0;
             group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
@@ -28,6 +30,16 @@ fn picks(c: &mut Criterion) {
             });
         }
         group.finish();
+    }
+}
+
+/// Gives every peer a latency history (1..50 ms), so the time-measuring methods compare real averages.
+fn measured(plan: &corelb_engine::balance::UpstreamPlan) {
+    for (i, p) in plan.primary.peers.iter().enumerate() {
+        let ms = (i % 50 + 1) as u64;
+        p.slot.times().record(TimeMetric::Header, ms);
+        p.slot.ewma().observe(NOW * 1000, ms as f64);
+        p.slot.note_selected(NOW, p.fail_timeout);
     }
 }
 

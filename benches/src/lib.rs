@@ -3,7 +3,7 @@
 use corelb_engine::balance::ip_hash::client_key;
 use corelb_engine::balance::UpstreamPlan;
 use corelb_engine::config::key::KeyTemplate;
-use corelb_engine::config::model::{Method, RandomTwo, ServerLine, UpstreamConf};
+use corelb_engine::config::model::{LeastTimeMode, Method, RandomTwo, ServerLine, UpstreamConf};
 use corelb_shared_state::PeerSlot;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -64,6 +64,25 @@ pub fn methods() -> Vec<(&'static str, Method)> {
             "random_two",
             Method::Random {
                 two: Some(RandomTwo::LeastConn),
+            },
+        ),
+        (
+            "least_time",
+            Method::LeastTime {
+                mode: LeastTimeMode::Header,
+                inflight: false,
+            },
+        ),
+        (
+            "random_two_ewma",
+            Method::Random {
+                two: Some(RandomTwo::PeakEwma),
+            },
+        ),
+        (
+            "random_two_least_time",
+            Method::Random {
+                two: Some(RandomTwo::LeastTime(LeastTimeMode::Header)),
             },
         ),
     ]

@@ -16,16 +16,19 @@ pub mod hash;
 pub mod ip_hash;
 pub mod least_conn;
 pub mod least_time;
+pub mod peak_ewma;
 pub mod random;
+pub mod random_least_time;
 pub mod ranges;
 pub mod round_robin;
 #[cfg(test)]
 mod testkit;
+pub mod two_choice;
 
 pub use attempt::{Attempt, AttemptState, Outcome};
 pub use plan::{KeySpec, ListKind, Peer, PeerList, PlanError, UpstreamPlan};
 
-use crate::config::model::Method;
+use crate::config::model::{Method, RandomTwo};
 use consistent_hash::ConsistentHash;
 use hash::Hash;
 use ip_hash::IpHash;
@@ -142,6 +145,19 @@ pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>
             (Box::new(ConsistentHash::build(primary)), KeySpec::Template(key.clone()))
         }
         Method::LeastConn => (Box::new(LeastConn), KeySpec::None),
+        Method::Random {
+            two: Some(RandomTwo::PeakEwma),
+        } => (
+            Box::new(two_choice::TwoChoice::build(primary, peak_ewma::PeakEwmaLoad)),
+            KeySpec::None,
+        ),
+        &Method::Random {
+            two: Some(RandomTwo::LeastTime(mode)),
+        } => {
+            let conf = least_time::LeastTimeConf { mode, inflight: false };
+            let load = random_least_time::LeastTimeLoad(conf);
+            (Box::new(two_choice::TwoChoice::build(primary, load)), KeySpec::None)
+        }
         Method::Random { two } => (Box::new(Random::build(primary, two.is_some())), KeySpec::None),
         &Method::LeastTime { mode, inflight } => (
             Box::new(least_time::LeastTime(least_time::LeastTimeConf { mode, inflight })),
@@ -154,7 +170,6 @@ pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>
 mod tests {
     use super::*;
     use crate::config::key::KeyTemplate;
-    use crate::config::model::RandomTwo;
 
     #[test]
     fn every_method_builds_its_balancer_and_key() {
@@ -188,6 +203,20 @@ mod tests {
                 KeySpec::None,
             ),
             (
+                Method::Random {
+                    two: Some(RandomTwo::PeakEwma),
+                },
+                "random two ewma",
+                KeySpec::None,
+            ),
+            (
+                Method::Random {
+                    two: Some(RandomTwo::LeastTime(crate::config::model::LeastTimeMode::Header)),
+                },
+                "random two least_time",
+                KeySpec::None,
+            ),
+            (
                 Method::LeastTime {
                     mode: crate::config::model::LeastTimeMode::Header,
                     inflight: true,
@@ -218,6 +247,12 @@ mod tests {
             Method::Random { two: None },
             Method::Random {
                 two: Some(RandomTwo::LeastConn),
+            },
+            Method::Random {
+                two: Some(RandomTwo::PeakEwma),
+            },
+            Method::Random {
+                two: Some(RandomTwo::LeastTime(crate::config::model::LeastTimeMode::LastByte)),
             },
             Method::LeastTime {
                 mode: crate::config::model::LeastTimeMode::LastByte,

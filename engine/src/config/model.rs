@@ -185,6 +185,10 @@ pub enum LeastTimeMode {
 pub enum RandomTwo {
     /// `random two` and `random two least_conn` (the default of `two`).
     LeastConn,
+    /// `random two ewma` (corelb): peak-EWMA latency, see [`crate::balance::peak_ewma`].
+    PeakEwma,
+    /// `random two least_time=MODE` (nginx Plus; corelb's definition, see [`crate::balance::random_least_time`]).
+    LeastTime(LeastTimeMode),
 }
 
 /// One `server` line of an upstream. A name that resolves to several addresses gives several `addrs`, each a peer
