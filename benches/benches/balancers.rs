@@ -3,6 +3,7 @@
 
 use corelb_benches::{keys, methods, plan, servers, NOW};
 use corelb_engine::balance::consistent_hash::ConsistentHash;
+use corelb_engine::balance::maglev::Maglev;
 use corelb_engine::balance::{Attempt, Outcome, ShardState};
 use corelb_engine::config::model::Method;
 use corelb_shared_state::TimeMetric;
@@ -56,5 +57,16 @@ fn ring_build(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, picks, ring_build);
+fn maglev_build(c: &mut Criterion) {
+    let mut group = c.benchmark_group("maglev_build");
+    for n in [10, 100, 1000] {
+        let plan = plan(Method::RoundRobin, servers(n, 1));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| black_box(Maglev::build(&plan.primary)).len())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, picks, ring_build, maglev_build);
 criterion_main!(benches);

@@ -58,6 +58,14 @@ pub fn methods() -> Vec<(&'static str, Method)> {
                 consistent: true,
             },
         ),
+        ("hash_maglev", Method::Maglev { key: key() }),
+        (
+            "hash_bounded_load",
+            Method::BoundedHash {
+                key: key(),
+                factor: 125,
+            },
+        ),
         ("least_conn", Method::LeastConn),
         ("random", Method::Random { two: None }),
         (
@@ -99,7 +107,9 @@ pub fn keys(method: &Method, n: usize) -> Vec<Vec<u8>> {
                 ));
                 client_key(ip, &mut buf).to_vec()
             }
-            Method::Hash { .. } => format!("/static/{i}/index.html").into_bytes(),
+            Method::Hash { .. } | Method::Maglev { .. } | Method::BoundedHash { .. } => {
+                format!("/static/{i}/index.html").into_bytes()
+            }
             _ => Vec::new(),
         })
         .collect()

@@ -222,6 +222,26 @@ fn pick_takes_simulated_latencies_for_the_timed_methods() {
 }
 
 #[test]
+fn pick_maglev_and_bounded_load_with_held_requests() {
+    let s = Scratch::new();
+    let hot = s.file("hot.trace", &"127.0.0.1 /?k=hot hold\n".repeat(9));
+    let t = hot.to_str().expect("utf-8 path");
+    let spread = |method: &str| {
+        let conf = s.file("h.conf", &http_conf(&upstream(method)));
+        let out = peers(&pick(&conf, &["--trace", t]));
+        [8081, 8082, 8083].map(|p| out.iter().filter(|o| **o == port(p)).count())
+    };
+    // one hot key: all nine on its peer, with the ring and with the Maglev table
+    assert!(spread("hash $arg_k consistent;").contains(&9));
+    assert!(spread("hash $arg_k maglev;").contains(&9));
+    // bounded at 125 %: a peer takes a request while it holds fewer than its slots (ceil((n + 1) x 1.25) / 3,
+    // rounded up), so the nine spread 4, 3, 2 at most
+    let bounded = spread("hash $arg_k consistent balance_factor=125;");
+    assert_eq!(bounded.iter().sum::<usize>(), 9);
+    assert!(bounded.iter().all(|&n| n <= 4), "{bounded:?}");
+}
+
+#[test]
 fn pick_ip_hash_over_a_trace() {
     // docs/algorithms.md §6 vector IPH, equal weights (verified on nginx)
     let s = Scratch::new();

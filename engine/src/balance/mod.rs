@@ -7,6 +7,7 @@
 //! * [`Balancer::choose`]: nginx's `get`, pure: no sockets, no clock (time is passed in), RNG from the shard state.
 
 pub mod attempt;
+pub mod bounded_load;
 pub mod next;
 pub mod plan;
 pub mod swrr;
@@ -16,6 +17,7 @@ pub mod hash;
 pub mod ip_hash;
 pub mod least_conn;
 pub mod least_time;
+pub mod maglev;
 pub mod peak_ewma;
 pub mod random;
 pub mod random_least_time;
@@ -144,6 +146,11 @@ pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>
         Method::Hash { key, consistent: true } => {
             (Box::new(ConsistentHash::build(primary)), KeySpec::Template(key.clone()))
         }
+        Method::Maglev { key } => (Box::new(maglev::Maglev::build(primary)), KeySpec::Template(key.clone())),
+        &Method::BoundedHash { ref key, factor } => (
+            Box::new(bounded_load::BoundedLoad::build(primary, factor)),
+            KeySpec::Template(key.clone()),
+        ),
         Method::LeastConn => (Box::new(LeastConn), KeySpec::None),
         Method::Random {
             two: Some(RandomTwo::PeakEwma),
@@ -191,6 +198,19 @@ mod tests {
                     consistent: true,
                 },
                 "hash consistent",
+                KeySpec::Template(key.clone()),
+            ),
+            (
+                Method::Maglev { key: key.clone() },
+                "hash maglev",
+                KeySpec::Template(key.clone()),
+            ),
+            (
+                Method::BoundedHash {
+                    key: key.clone(),
+                    factor: 150,
+                },
+                "hash consistent balance_factor",
                 KeySpec::Template(key.clone()),
             ),
             (Method::LeastConn, "least_conn", KeySpec::None),
@@ -242,7 +262,12 @@ mod tests {
                 key: key.clone(),
                 consistent: false,
             },
-            Method::Hash { key, consistent: true },
+            Method::Hash {
+                key: key.clone(),
+                consistent: true,
+            },
+            Method::Maglev { key: key.clone() },
+            Method::BoundedHash { key, factor: 125 },
             Method::LeastConn,
             Method::Random { two: None },
             Method::Random {

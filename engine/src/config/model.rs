@@ -163,6 +163,16 @@ pub enum Method {
     Random {
         two: Option<RandomTwo>,
     },
+    /// `hash KEY maglev` (corelb): see [`crate::balance::maglev`].
+    Maglev {
+        key: KeyTemplate,
+    },
+    /// `hash KEY consistent balance_factor=N` (corelb): see [`crate::balance::bounded_load`].
+    BoundedHash {
+        key: KeyTemplate,
+        /// The load bound in percent of the average (HAProxy's `hash-balance-factor`), above 100.
+        factor: u32,
+    },
     /// `least_time MODE [inflight]` (nginx 1.31): see [`crate::balance::least_time`].
     LeastTime {
         mode: LeastTimeMode,

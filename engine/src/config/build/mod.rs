@@ -6,6 +6,7 @@
 //! errors the one reported is, as far as corelb models it, the one nginx reports.
 
 mod gzip;
+mod hash_method;
 mod headers;
 mod health;
 mod http;

@@ -51,10 +51,18 @@ struct Entry {
 enum MethodKind {
     RoundRobin,
     IpHash,
-    Hash { key: KeyTemplate, consistent: bool },
+    Hash {
+        key: KeyTemplate,
+        consistent: bool,
+    },
+    /// `hash KEY maglev` and `hash KEY consistent balance_factor=N` (corelb's).
+    Corelb(Method),
     LeastConn,
     Random,
-    LeastTime { mode: LeastTimeMode, inflight: bool },
+    LeastTime {
+        mode: LeastTimeMode,
+        inflight: bool,
+    },
 }
 
 /// The contents of an `upstream {}` block as read so far.
@@ -202,7 +210,7 @@ impl Entry {
         }
         let hashing = matches!(
             conf.method,
-            MethodKind::IpHash | MethodKind::Hash { .. } | MethodKind::Random
+            MethodKind::IpHash | MethodKind::Hash { .. } | MethodKind::Corelb(_) | MethodKind::Random
         );
         if let Some(s) = conf.servers.iter().find(|s| hashing && !s.slow_start.is_zero()) {
             let param = format!("slow_start={}s", s.slow_start.as_secs());
@@ -212,6 +220,7 @@ impl Entry {
             MethodKind::RoundRobin => Method::RoundRobin,
             MethodKind::IpHash => Method::IpHash,
             MethodKind::Hash { key, consistent } => Method::Hash { key, consistent },
+            MethodKind::Corelb(method) => method,
             MethodKind::LeastConn => Method::LeastConn,
             MethodKind::LeastTime { mode, inflight } => Method::LeastTime { mode, inflight },
             MethodKind::Random => Method::Random { two: conf.random_two },
@@ -292,14 +301,11 @@ impl BlockConf {
             }
             "hash" => {
                 let key = vars.compile(arg(d, 0), module, &d.span)?;
-                let consistent = match d.args.get(1).map(String::as_str) {
-                    None => false,
-                    Some("consistent") => true,
-                    Some(other) => {
-                        return Err(ConfigError::invalid(format!("invalid parameter \"{other}\""), &d.span));
-                    }
+                let kind = match super::hash_method::method(d, key)? {
+                    Method::Hash { key, consistent } => MethodKind::Hash { key, consistent },
+                    other => MethodKind::Corelb(other),
                 };
-                self.set_method(b, d, MethodKind::Hash { key, consistent }, false);
+                self.set_method(b, d, kind, false);
                 Ok(())
             }
             "random" => self.random(b, d, module),
