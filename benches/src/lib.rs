@@ -3,7 +3,7 @@
 use corelb_engine::balance::ip_hash::client_key;
 use corelb_engine::balance::UpstreamPlan;
 use corelb_engine::config::key::KeyTemplate;
-use corelb_engine::config::model::{LeastTimeMode, Method, RandomTwo, ServerLine, UpstreamConf};
+use corelb_engine::config::model::{FairWeightMode, LeastTimeMode, Method, RandomTwo, ServerLine, UpstreamConf};
 use corelb_shared_state::PeerSlot;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -64,6 +64,13 @@ pub fn methods() -> Vec<(&'static str, Method)> {
             Method::BoundedHash {
                 key: key(),
                 factor: 125,
+            },
+        ),
+        (
+            "fair",
+            Method::Fair {
+                no_rr: false,
+                weight_mode: FairWeightMode::Default,
             },
         ),
         ("least_conn", Method::LeastConn),

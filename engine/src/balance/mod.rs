@@ -13,6 +13,7 @@ pub mod plan;
 pub mod swrr;
 
 pub mod consistent_hash;
+pub mod fair;
 pub mod hash;
 pub mod ip_hash;
 pub mod least_conn;
@@ -151,6 +152,10 @@ pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>
             Box::new(bounded_load::BoundedLoad::build(primary, factor)),
             KeySpec::Template(key.clone()),
         ),
+        &Method::Fair { no_rr, weight_mode } => {
+            let conf = fair::FairConf { no_rr, weight_mode };
+            (Box::new(fair::Fair::build(primary, conf)), KeySpec::None)
+        }
         Method::LeastConn => (Box::new(LeastConn), KeySpec::None),
         Method::Random {
             two: Some(RandomTwo::PeakEwma),
@@ -213,6 +218,14 @@ mod tests {
                 "hash consistent balance_factor",
                 KeySpec::Template(key.clone()),
             ),
+            (
+                Method::Fair {
+                    no_rr: false,
+                    weight_mode: crate::config::model::FairWeightMode::Default,
+                },
+                "fair",
+                KeySpec::None,
+            ),
             (Method::LeastConn, "least_conn", KeySpec::None),
             (Method::Random { two: None }, "random", KeySpec::None),
             (
@@ -268,6 +281,10 @@ mod tests {
             },
             Method::Maglev { key: key.clone() },
             Method::BoundedHash { key, factor: 125 },
+            Method::Fair {
+                no_rr: true,
+                weight_mode: crate::config::model::FairWeightMode::Idle,
+            },
             Method::LeastConn,
             Method::Random { two: None },
             Method::Random {

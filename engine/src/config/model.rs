@@ -173,6 +173,11 @@ pub enum Method {
         /// The load bound in percent of the average (HAProxy's `hash-balance-factor`), above 100.
         factor: u32,
     },
+    /// `fair [no_rr] [weight_mode=idle|peak]` (the third-party upstream-fair module): see [`crate::balance::fair`].
+    Fair {
+        no_rr: bool,
+        weight_mode: FairWeightMode,
+    },
     /// `least_time MODE [inflight]` (nginx 1.31): see [`crate::balance::least_time`].
     LeastTime {
         mode: LeastTimeMode,
@@ -188,6 +193,18 @@ pub enum LeastTimeMode {
     LastByte,
     Connect,
     FirstByte,
+}
+
+/// `fair`'s `weight_mode=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FairWeightMode {
+    /// No `weight_mode`: idle means no request in flight; weights divide the busy score.
+    #[default]
+    Default,
+    /// `weight_mode=idle`: a peer is idle below `weight` requests in flight.
+    Idle,
+    /// `weight_mode=peak`: a peer at `weight` requests in flight is never chosen.
+    Peak,
 }
 
 /// The comparison `random two` makes between its two candidates.

@@ -246,6 +246,7 @@ pub const SPECS: &[Spec] = &[
     both("proxy_protocol_timeout", STREAM_MS, TAKE1),
     both("least_conn", UPS, NOARGS),
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
+    both("fair", Ctx::HTTP_UPS, ANY),
     both("hash", UPS, TAKE123),
     both("random", UPS, NOARGS_TAKE12),
     both("least_time", UPS, TAKE12),

@@ -309,6 +309,11 @@ impl BlockConf {
                 Ok(())
             }
             "random" => self.random(b, d, module),
+            "fair" => {
+                let method = super::fair::directive(d)?;
+                self.set_method(b, d, MethodKind::Corelb(method), false);
+                Ok(())
+            }
             "least_time" => {
                 // nginx warns of a redefined method before it reads the arguments
                 self.set_method(b, d, MethodKind::RoundRobin, true);
