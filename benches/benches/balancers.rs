@@ -3,8 +3,10 @@
 
 use corelb_benches::{keys, methods, plan, servers, NOW};
 use corelb_engine::balance::consistent_hash::ConsistentHash;
+use corelb_engine::balance::maglev::Maglev;
 use corelb_engine::balance::{Attempt, Outcome, ShardState};
 use corelb_engine::config::model::Method;
+use corelb_shared_state::TimeMetric;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;
 
@@ -14,6 +16,7 @@ fn picks(c: &mut Criterion) {
         for n in [3, 10, 100, 1000] {
             let plan = plan(method.clone(), servers(n, 0));
             let mut shard = ShardState::seeded(&plan, 1);
+            measured(&plan);
             let keys = keys(&method, 1024);
             let mut k = 0;
             group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
@@ -31,6 +34,16 @@ fn picks(c: &mut Criterion) {
     }
 }
 
+/// Gives every peer a latency history (1..50 ms), so the time-measuring methods compare real averages.
+fn measured(plan: &corelb_engine::balance::UpstreamPlan) {
+    for (i, p) in plan.primary.peers.iter().enumerate() {
+        let ms = (i % 50 + 1) as u64;
+        p.slot.times().record(TimeMetric::Header, ms);
+        p.slot.ewma().observe(NOW * 1000, ms as f64);
+        p.slot.note_selected(NOW, p.fail_timeout);
+    }
+}
+
 fn ring_build(c: &mut Criterion) {
     let mut group = c.benchmark_group("ring_build");
     for weight in [1, 10] {
@@ -44,5 +57,16 @@ fn ring_build(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, picks, ring_build);
+fn maglev_build(c: &mut Criterion) {
+    let mut group = c.benchmark_group("maglev_build");
+    for n in [10, 100, 1000] {
+        let plan = plan(Method::RoundRobin, servers(n, 1));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| black_box(Maglev::build(&plan.primary)).len())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, picks, ring_build, maglev_build);
 criterion_main!(benches);

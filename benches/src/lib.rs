@@ -3,7 +3,7 @@
 use corelb_engine::balance::ip_hash::client_key;
 use corelb_engine::balance::UpstreamPlan;
 use corelb_engine::config::key::KeyTemplate;
-use corelb_engine::config::model::{Method, RandomTwo, ServerLine, UpstreamConf};
+use corelb_engine::config::model::{FairWeightMode, LeastTimeMode, Method, RandomTwo, ServerLine, UpstreamConf};
 use corelb_shared_state::PeerSlot;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -58,12 +58,46 @@ pub fn methods() -> Vec<(&'static str, Method)> {
                 consistent: true,
             },
         ),
+        ("hash_maglev", Method::Maglev { key: key() }),
+        (
+            "hash_bounded_load",
+            Method::BoundedHash {
+                key: key(),
+                factor: 125,
+            },
+        ),
+        (
+            "fair",
+            Method::Fair {
+                no_rr: false,
+                weight_mode: FairWeightMode::Default,
+            },
+        ),
         ("least_conn", Method::LeastConn),
         ("random", Method::Random { two: None }),
         (
             "random_two",
             Method::Random {
                 two: Some(RandomTwo::LeastConn),
+            },
+        ),
+        (
+            "least_time",
+            Method::LeastTime {
+                mode: LeastTimeMode::Header,
+                inflight: false,
+            },
+        ),
+        (
+            "random_two_ewma",
+            Method::Random {
+                two: Some(RandomTwo::PeakEwma),
+            },
+        ),
+        (
+            "random_two_least_time",
+            Method::Random {
+                two: Some(RandomTwo::LeastTime(LeastTimeMode::Header)),
             },
         ),
     ]
@@ -80,7 +114,9 @@ pub fn keys(method: &Method, n: usize) -> Vec<Vec<u8>> {
                 ));
                 client_key(ip, &mut buf).to_vec()
             }
-            Method::Hash { .. } => format!("/static/{i}/index.html").into_bytes(),
+            Method::Hash { .. } | Method::Maglev { .. } | Method::BoundedHash { .. } => {
+                format!("/static/{i}/index.html").into_bytes()
+            }
             _ => Vec::new(),
         })
         .collect()

@@ -47,6 +47,10 @@ pub struct PickArgs {
     /// A peer that fails (repeatable); MODE is dead (default), reset, timeout or eNNN (answers status NNN).
     #[arg(long = "fail", value_name = "ADDR[=MODE]")]
     fail: Vec<FailSpec>,
+    /// A peer's simulated answer time in ms (repeatable), which `least_time`, `random two ewma` and
+    /// `random two least_time=` measure (every phase takes it); unlisted peers answer in 0 ms.
+    #[arg(long = "latency", value_name = "ADDR=MS")]
+    latency: Vec<LatencySpec>,
     /// Pick from the stream upstream of that name.
     #[arg(long, conflicts_with = "http")]
     stream: bool,
@@ -75,6 +79,30 @@ impl FromStr for FailSpec {
     }
 }
 
+/// `--latency ADDR=MS`.
+#[derive(Debug, Clone)]
+struct LatencySpec {
+    addr: SocketAddr,
+    ms: u64,
+}
+
+impl FromStr for LatencySpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr, ms) = s
+            .split_once('=')
+            .ok_or_else(|| format!("\"{s}\" is not ADDR=MS (e.g. 127.0.0.1:8081=150)"))?;
+        let addr = addr
+            .parse()
+            .map_err(|_| format!("\"{addr}\" is not an address with a port (e.g. 127.0.0.1:8081)"))?;
+        let ms = ms
+            .parse()
+            .map_err(|_| format!("\"{ms}\" is not a number of milliseconds"))?;
+        Ok(LatencySpec { addr, ms })
+    }
+}
+
 /// Why `pick` could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum PickError {
@@ -88,8 +116,8 @@ pub enum PickError {
     ReadTrace(PathBuf, io::Error),
     #[error("trace {0}: {1}")]
     Trace(PathBuf, TraceError),
-    #[error("--fail {0}: no such peer in upstream \"{1}\"")]
-    UnknownPeer(SocketAddr, String),
+    #[error("--{0} {1}: no such peer in upstream \"{2}\"")]
+    UnknownPeer(&'static str, SocketAddr, String),
     #[error("--key \"{0}\": upstream \"{1}\" uses ip_hash, so the key is a client address (e.g. 192.168.1.10)")]
     KeyNotAddress(String, String),
     #[error("cannot write the output: {0}")]
@@ -155,20 +183,23 @@ pub fn run(args: &PickArgs, out: &mut dyn Write) -> Result<(), PickError> {
     Ok(())
 }
 
-/// The backends: every peer answers, except the `--fail` ones.
+/// The backends: every peer answers in 0 ms, except the `--fail` ones and those with a `--latency`.
 fn backends(args: &PickArgs, plan: &UpstreamPlan) -> Result<Backends, PickError> {
     let mut backends = Backends::new();
-    for f in &args.fail {
-        let known = plan
-            .primary
-            .peers
-            .iter()
-            .chain(&plan.backup.peers)
-            .any(|p| p.addr == f.addr);
-        if !known {
-            return Err(PickError::UnknownPeer(f.addr, plan.name.clone()));
+    let known = |option, addr| {
+        let mut peers = plan.primary.peers.iter().chain(&plan.backup.peers);
+        match peers.any(|p| p.addr == addr) {
+            true => Ok(()),
+            false => Err(PickError::UnknownPeer(option, addr, plan.name.clone())),
         }
+    };
+    for f in &args.fail {
+        known("fail", f.addr)?;
         backends.set(f.addr, f.mode);
+    }
+    for l in &args.latency {
+        known("latency", l.addr)?;
+        backends.set_latency(l.addr, l.ms);
     }
     Ok(backends)
 }

@@ -195,6 +195,53 @@ fn pick_shows_failed_peers_and_the_retry() {
 }
 
 #[test]
+fn pick_takes_simulated_latencies_for_the_timed_methods() {
+    let s = Scratch::new();
+    let lat = [
+        "--count",
+        "8",
+        "--latency",
+        "127.0.0.1:8081=300",
+        "--latency",
+        "127.0.0.1:8082=50",
+        "--latency",
+        "127.0.0.1:8083=100",
+    ];
+    // least_time: the three unmeasured peers tie and SWRR takes them in turn; then the fastest, 8082, only
+    let conf = s.file("lt.conf", &http_conf(&upstream("least_time header;")));
+    let want = [8081, 8082, 8083, 8082, 8082, 8082, 8082, 8082].map(port);
+    assert_eq!(peers(&pick(&conf, &lat)), want);
+    // random two ewma (the simulator's seeded draws): once measured, 8081 (300 ms) loses every pair it is in and
+    // 8083 (100 ms) wins only its pairs with 8081
+    let conf = s.file("ewma.conf", &http_conf(&upstream("random two ewma;")));
+    let want = [8081, 8083, 8082, 8082, 8082, 8083, 8082, 8083].map(port);
+    assert_eq!(peers(&pick(&conf, &lat)), want);
+    // without latencies every peer answers in 0 ms (1 ms to the EWMA): no peer is preferred
+    let out = peers(&pick(&conf, &["--count", "30"]));
+    assert!([8081, 8082, 8083].iter().all(|&p| out.contains(&port(p))), "{out:?}");
+}
+
+#[test]
+fn pick_maglev_and_bounded_load_with_held_requests() {
+    let s = Scratch::new();
+    let hot = s.file("hot.trace", &"127.0.0.1 /?k=hot hold\n".repeat(9));
+    let t = hot.to_str().expect("utf-8 path");
+    let spread = |method: &str| {
+        let conf = s.file("h.conf", &http_conf(&upstream(method)));
+        let out = peers(&pick(&conf, &["--trace", t]));
+        [8081, 8082, 8083].map(|p| out.iter().filter(|o| **o == port(p)).count())
+    };
+    // one hot key: all nine on its peer, with the ring and with the Maglev table
+    assert!(spread("hash $arg_k consistent;").contains(&9));
+    assert!(spread("hash $arg_k maglev;").contains(&9));
+    // bounded at 125 %: a peer takes a request while it holds fewer than its slots (ceil((n + 1) x 1.25) / 3,
+    // rounded up), so the nine spread 4, 3, 2 at most
+    let bounded = spread("hash $arg_k consistent balance_factor=125;");
+    assert_eq!(bounded.iter().sum::<usize>(), 9);
+    assert!(bounded.iter().all(|&n| n <= 4), "{bounded:?}");
+}
+
+#[test]
 fn pick_ip_hash_over_a_trace() {
     // docs/algorithms.md §6 vector IPH, equal weights (verified on nginx)
     let s = Scratch::new();
@@ -324,6 +371,16 @@ fn pick_rejects_bad_input_clearly() {
         &["pick", "-c", c, "--upstream", "backend", "--fail", "127.0.0.1:9"],
         1,
         "no such peer",
+    );
+    fails(
+        &["pick", "-c", c, "--upstream", "backend", "--latency", "127.0.0.1:9=5"],
+        1,
+        "corelb: --latency 127.0.0.1:9: no such peer in upstream \"backend\"",
+    );
+    fails(
+        &["pick", "-c", c, "--upstream", "backend", "--latency", "127.0.0.1:8081"],
+        2,
+        "is not ADDR=MS",
     );
     fails(
         &[

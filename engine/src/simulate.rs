@@ -7,6 +7,7 @@ pub mod vars;
 pub use trace::{parse_trace, BackendMode, Backends, TraceError, TraceLine};
 pub use vars::Request;
 
+use crate::balance::least_time::TryTimes;
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome, ShardState, UpstreamPlan};
 use crate::config::model::{Config, NextUpstream, UpstreamConf};
@@ -213,12 +214,14 @@ impl<'p> Simulator<'p> {
         let mut attempt = Attempt::new(self.plan, self.policy.tries, key);
         let mut hops = Vec::new();
         loop {
-            let Some(peer) = attempt.pick(&mut self.shard, key, now) else {
+            let now_ms = now.saturating_mul(1000);
+            let Some(peer) = attempt.pick_at(&mut self.shard, key, now, now_ms) else {
                 hops.push(Hop::NoLive);
                 return SimResult { hops, status: 502 };
             };
             let addr = peer.addr;
             let end = self.answer(self.backends.mode(addr));
+            let (times, done_ms) = self.times(addr, end, now_ms);
             let cx = TryCx {
                 proto: match self.policy.context {
                     Context::Http => Proto::Http,
@@ -244,7 +247,7 @@ impl<'p> Simulator<'p> {
                     if hold {
                         self.held.push(attempt);
                     } else {
-                        attempt.report(Outcome::Success, &mut self.shard, now);
+                        attempt.report_timed(Outcome::Success, &mut self.shard, now, times, done_ms);
                     }
                     let status = match end {
                         TryEnd::Status(code) => code,
@@ -253,14 +256,14 @@ impl<'p> Simulator<'p> {
                     return SimResult { hops, status };
                 }
                 Step::Retry(outcome) => {
-                    attempt.report(outcome, &mut self.shard, now);
+                    attempt.report_timed(outcome, &mut self.shard, now, times, done_ms);
                     hops.push(Hop::Peer {
                         addr,
                         failure: Some(failure),
                     });
                 }
                 Step::GiveUp(status) => {
-                    attempt.report(Outcome::Failed, &mut self.shard, now);
+                    attempt.report_timed(Outcome::Failed, &mut self.shard, now, times, done_ms);
                     hops.push(Hop::Peer {
                         addr,
                         failure: Some(failure),
@@ -273,9 +276,37 @@ impl<'p> Simulator<'p> {
 
     /// Ends every held request as a success at `now` (their `conns` go back).
     pub fn release_held(&mut self, now: u64) {
-        for mut attempt in self.held.drain(..) {
-            attempt.report(Outcome::Success, &mut self.shard, now);
+        let now_ms = now.saturating_mul(1000);
+        for mut attempt in std::mem::take(&mut self.held) {
+            let times = match attempt.current() {
+                Some(peer) => self.times(peer.addr, TryEnd::Status(200), now_ms).0,
+                None => TryTimes::None,
+            };
+            attempt.report_timed(Outcome::Success, &mut self.shard, now, times, now_ms);
         }
+    }
+
+    /// What a try on `addr` that ended with `end` measured, and the clock (ms) at its end, for plans that
+    /// measure times ([`UpstreamPlan::timed`]): the backend's simulated latency as every phase's time, with no
+    /// header when it failed.
+    fn times(&self, addr: SocketAddr, end: TryEnd, now_ms: u64) -> (TryTimes, u64) {
+        if !self.plan.timed() {
+            return (TryTimes::None, now_ms);
+        }
+        let ms = self.backends.latency(addr);
+        let answered = matches!(end, TryEnd::Status(_));
+        let times = match self.policy.context {
+            Context::Http => TryTimes::Http {
+                response: ms,
+                header: answered.then_some(ms),
+            },
+            Context::Stream => TryTimes::Stream {
+                response: ms,
+                connect: ms,
+                first_byte: answered.then_some(ms),
+            },
+        };
+        (times, now_ms.saturating_add(ms))
     }
 
     /// How a backend in `mode` ends an attempt in this context. In stream a connected session is a success,

@@ -76,6 +76,9 @@ fn config_every_oracle_scenario_parses_to_its_upstream() {
                 (conf.contains(&format!("hash {raw}")) || conf.contains(&format!("hash \"{raw}\"")))
                     && *consistent == conf.contains(" consistent;")
             }
+            Method::Maglev { .. } => conf.contains(" maglev;"),
+            Method::BoundedHash { .. } => conf.contains(" balance_factor="),
+            Method::Fair { .. } => conf.contains("fair"),
             Method::LeastConn => conf.contains("least_conn;"),
             Method::Random { .. } => conf.contains("random"),
             Method::LeastTime { .. } => conf.contains("least_time"),

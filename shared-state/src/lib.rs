@@ -12,6 +12,7 @@
 mod guard;
 mod latency;
 mod least_time;
+mod peak_ewma;
 mod shard_slot;
 mod slot;
 mod zone;
@@ -19,6 +20,7 @@ mod zone;
 pub use guard::ConnGuard;
 pub use latency::{bucket_index, LatencyHistogram, LatencySnapshot, LATENCY_BOUNDS_US, LATENCY_BUCKETS};
 pub use least_time::{time_avg, PeerTimes, TimeMetric};
+pub use peak_ewma::{PeakEwma, DECAY_MS};
 pub use shard_slot::{HttpPhase, ShardSlot, ShardStats};
 pub use slot::{HealthStats, PeerFlags, PeerSlot, PeerStats, StatusClass};
 pub use zone::{PeerKey, Zone};

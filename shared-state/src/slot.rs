@@ -4,6 +4,7 @@
 use crate::guard::ConnGuard;
 use crate::latency::LatencyHistogram;
 use crate::least_time::PeerTimes;
+use crate::peak_ewma::PeakEwma;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Administrative and health state bits of a peer, as seen by every shard.
@@ -155,6 +156,8 @@ pub struct PeerSlot {
     latency: LatencyHistogram,
     /// `least_time`'s moving averages and in-flight accounting (written only by `least_time` upstreams).
     times: PeerTimes,
+    /// The P2C balancer's peak-EWMA latency (written only by `random two ewma` upstreams).
+    ewma: PeakEwma,
 }
 
 impl PeerSlot {
@@ -376,6 +379,11 @@ impl PeerSlot {
     /// `least_time`'s averages and in-flight accounting of this peer.
     pub fn times(&self) -> &PeerTimes {
         &self.times
+    }
+
+    /// The peak-EWMA latency of this peer (`random two ewma`).
+    pub fn ewma(&self) -> &PeakEwma {
+        &self.ewma
     }
 
     /// Records one upstream response time measured on shard `shard` (two relaxed adds, see [`LatencyHistogram`]).

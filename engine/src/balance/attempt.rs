@@ -239,6 +239,9 @@ impl<'p> Attempt<'p> {
             let cx = std::mem::take(&mut self.state.least_time);
             lt.on_free(peer.slot.times(), outcome, times, now_ms, cx);
         }
+        if self.plan.ewma {
+            super::peak_ewma::on_free(peer, outcome, times, now_ms);
+        }
         if self.plan.single && choice.list == ListKind::Primary {
             self.guard = None;
             self.state.tries = 0;

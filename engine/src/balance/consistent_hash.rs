@@ -75,6 +75,39 @@ impl Ring {
     }
 }
 
+/// The distinct `server` texts of a list (the addresses of one line share one), in config order, each with the
+/// largest weight of its peers and its peers' indices, ascending: what the consistent hashes place.
+#[derive(Debug, Clone, Default)]
+pub struct ServersByText {
+    /// The texts.
+    pub texts: Vec<Arc<str>>,
+    /// The weight of each text.
+    pub weights: Vec<u32>,
+    /// The peers of each text.
+    pub members: Vec<Vec<usize>>,
+}
+
+impl ServersByText {
+    /// The servers of `list`, down peers included.
+    pub fn of(list: &PeerList) -> ServersByText {
+        let mut ids: HashMap<&str, usize> = HashMap::new();
+        let mut out = ServersByText::default();
+        for (index, peer) in list.peers.iter().enumerate() {
+            let id = *ids.entry(&*peer.server).or_insert_with(|| {
+                out.texts.push(peer.server.clone());
+                out.weights.push(0);
+                out.members.push(Vec::new());
+                out.texts.len() - 1
+            });
+            if let (Some(w), Some(m)) = (out.weights.get_mut(id), out.members.get_mut(id)) {
+                *w = (*w).max(peer.weight);
+                m.push(index);
+            }
+        }
+        out
+    }
+}
+
 /// `hash KEY consistent`: the ring, and for each of its servers the primary peers with that text.
 #[derive(Debug, Clone, Default)]
 pub struct ConsistentHash {
@@ -89,22 +122,11 @@ impl ConsistentHash {
     /// de-duplication collapses, so each text is generated once with its largest weight. Points are sorted by hash
     /// and only the first of equal hashes is kept, the earlier server in config order winning a collision.
     pub fn build(primary: &PeerList) -> ConsistentHash {
-        let mut ids: HashMap<&str, usize> = HashMap::new();
-        let mut texts: Vec<Arc<str>> = Vec::new();
-        let mut weights: Vec<u32> = Vec::new();
-        let mut members: Vec<Vec<usize>> = Vec::new();
-        for (index, peer) in primary.peers.iter().enumerate() {
-            let id = *ids.entry(&*peer.server).or_insert_with(|| {
-                texts.push(peer.server.clone());
-                weights.push(0);
-                members.push(Vec::new());
-                texts.len() - 1
-            });
-            if let (Some(w), Some(m)) = (weights.get_mut(id), members.get_mut(id)) {
-                *w = (*w).max(peer.weight);
-                m.push(index);
-            }
-        }
+        let ServersByText {
+            texts,
+            weights,
+            members,
+        } = ServersByText::of(primary);
         let npoints: usize = weights.iter().map(|&w| w as usize * POINTS_PER_WEIGHT as usize).sum();
         let mut packed: Vec<u64> = Vec::with_capacity(npoints);
         for (id, (text, &weight)) in texts.iter().zip(&weights).enumerate() {
@@ -127,7 +149,7 @@ impl ConsistentHash {
     }
 
     /// The primary peers (ascending indices) named by the point at `pos % len`.
-    fn members_at(&self, pos: u64) -> &[usize] {
+    pub(super) fn members_at(&self, pos: u64) -> &[usize] {
         pos.checked_rem(self.ring.len() as u64)
             .and_then(|i| self.ring.servers.get(i as usize))
             .and_then(|&server| self.members.get(server as usize))

@@ -27,6 +27,19 @@ pub struct LeastTimeConf {
     pub inflight: bool,
 }
 
+/// The averages an upstream's method records: `least_time MODE [inflight]`'s own, or `random two least_time=MODE`'s
+/// (as `least_time MODE` without `inflight`); `None` for every other method.
+pub fn timing_of(method: &crate::config::model::Method) -> Option<LeastTimeConf> {
+    use crate::config::model::{Method, RandomTwo};
+    match *method {
+        Method::LeastTime { mode, inflight } => Some(LeastTimeConf { mode, inflight }),
+        Method::Random {
+            two: Some(RandomTwo::LeastTime(mode)),
+        } => Some(LeastTimeConf { mode, inflight: false }),
+        _ => None,
+    }
+}
+
 /// What one try measured, in milliseconds from the start of its connect (nginx's `u->state` times).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TryTimes {

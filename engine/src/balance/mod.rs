@@ -7,25 +7,31 @@
 //! * [`Balancer::choose`]: nginx's `get`, pure: no sockets, no clock (time is passed in), RNG from the shard state.
 
 pub mod attempt;
+pub mod bounded_load;
 pub mod next;
 pub mod plan;
 pub mod swrr;
 
 pub mod consistent_hash;
+pub mod fair;
 pub mod hash;
 pub mod ip_hash;
 pub mod least_conn;
 pub mod least_time;
+pub mod maglev;
+pub mod peak_ewma;
 pub mod random;
+pub mod random_least_time;
 pub mod ranges;
 pub mod round_robin;
 #[cfg(test)]
 mod testkit;
+pub mod two_choice;
 
 pub use attempt::{Attempt, AttemptState, Outcome};
 pub use plan::{KeySpec, ListKind, Peer, PeerList, PlanError, UpstreamPlan};
 
-use crate::config::model::Method;
+use crate::config::model::{Method, RandomTwo};
 use consistent_hash::ConsistentHash;
 use hash::Hash;
 use ip_hash::IpHash;
@@ -141,7 +147,29 @@ pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>
         Method::Hash { key, consistent: true } => {
             (Box::new(ConsistentHash::build(primary)), KeySpec::Template(key.clone()))
         }
+        Method::Maglev { key } => (Box::new(maglev::Maglev::build(primary)), KeySpec::Template(key.clone())),
+        &Method::BoundedHash { ref key, factor } => (
+            Box::new(bounded_load::BoundedLoad::build(primary, factor)),
+            KeySpec::Template(key.clone()),
+        ),
+        &Method::Fair { no_rr, weight_mode } => {
+            let conf = fair::FairConf { no_rr, weight_mode };
+            (Box::new(fair::Fair::build(primary, conf)), KeySpec::None)
+        }
         Method::LeastConn => (Box::new(LeastConn), KeySpec::None),
+        Method::Random {
+            two: Some(RandomTwo::PeakEwma),
+        } => (
+            Box::new(two_choice::TwoChoice::build(primary, peak_ewma::PeakEwmaLoad)),
+            KeySpec::None,
+        ),
+        &Method::Random {
+            two: Some(RandomTwo::LeastTime(mode)),
+        } => {
+            let conf = least_time::LeastTimeConf { mode, inflight: false };
+            let load = random_least_time::LeastTimeLoad(conf);
+            (Box::new(two_choice::TwoChoice::build(primary, load)), KeySpec::None)
+        }
         Method::Random { two } => (Box::new(Random::build(primary, two.is_some())), KeySpec::None),
         &Method::LeastTime { mode, inflight } => (
             Box::new(least_time::LeastTime(least_time::LeastTimeConf { mode, inflight })),
@@ -154,7 +182,6 @@ pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>
 mod tests {
     use super::*;
     use crate::config::key::KeyTemplate;
-    use crate::config::model::RandomTwo;
 
     #[test]
     fn every_method_builds_its_balancer_and_key() {
@@ -178,6 +205,27 @@ mod tests {
                 "hash consistent",
                 KeySpec::Template(key.clone()),
             ),
+            (
+                Method::Maglev { key: key.clone() },
+                "hash maglev",
+                KeySpec::Template(key.clone()),
+            ),
+            (
+                Method::BoundedHash {
+                    key: key.clone(),
+                    factor: 150,
+                },
+                "hash consistent balance_factor",
+                KeySpec::Template(key.clone()),
+            ),
+            (
+                Method::Fair {
+                    no_rr: false,
+                    weight_mode: crate::config::model::FairWeightMode::Default,
+                },
+                "fair",
+                KeySpec::None,
+            ),
             (Method::LeastConn, "least_conn", KeySpec::None),
             (Method::Random { two: None }, "random", KeySpec::None),
             (
@@ -185,6 +233,20 @@ mod tests {
                     two: Some(RandomTwo::LeastConn),
                 },
                 "random two least_conn",
+                KeySpec::None,
+            ),
+            (
+                Method::Random {
+                    two: Some(RandomTwo::PeakEwma),
+                },
+                "random two ewma",
+                KeySpec::None,
+            ),
+            (
+                Method::Random {
+                    two: Some(RandomTwo::LeastTime(crate::config::model::LeastTimeMode::Header)),
+                },
+                "random two least_time",
                 KeySpec::None,
             ),
             (
@@ -213,11 +275,26 @@ mod tests {
                 key: key.clone(),
                 consistent: false,
             },
-            Method::Hash { key, consistent: true },
+            Method::Hash {
+                key: key.clone(),
+                consistent: true,
+            },
+            Method::Maglev { key: key.clone() },
+            Method::BoundedHash { key, factor: 125 },
+            Method::Fair {
+                no_rr: true,
+                weight_mode: crate::config::model::FairWeightMode::Idle,
+            },
             Method::LeastConn,
             Method::Random { two: None },
             Method::Random {
                 two: Some(RandomTwo::LeastConn),
+            },
+            Method::Random {
+                two: Some(RandomTwo::PeakEwma),
+            },
+            Method::Random {
+                two: Some(RandomTwo::LeastTime(crate::config::model::LeastTimeMode::LastByte)),
             },
             Method::LeastTime {
                 mode: crate::config::model::LeastTimeMode::LastByte,

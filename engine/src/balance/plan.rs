@@ -175,6 +175,8 @@ pub struct UpstreamPlan {
     pub balancer: Box<dyn Balancer>,
     /// `least_time`'s settings: the attempt's timing hooks run only when this is set.
     pub least_time: Option<super::least_time::LeastTimeConf>,
+    /// `random two ewma`: each try's round trip goes into the peer's peak-EWMA ([`super::peak_ewma::on_free`]).
+    pub ewma: bool,
 }
 
 impl UpstreamPlan {
@@ -248,13 +250,19 @@ impl UpstreamPlan {
             single,
             key,
             balancer,
-            least_time: match conf.method {
-                crate::config::model::Method::LeastTime { mode, inflight } => {
-                    Some(super::least_time::LeastTimeConf { mode, inflight })
+            least_time: super::least_time::timing_of(&conf.method),
+            ewma: matches!(
+                conf.method,
+                crate::config::model::Method::Random {
+                    two: Some(crate::config::model::RandomTwo::PeakEwma)
                 }
-                _ => None,
-            },
+            ),
         })
+    }
+
+    /// Whether a try's times are measured: `least_time` (or `random two least_time=`) or `random two ewma`.
+    pub fn timed(&self) -> bool {
+        self.least_time.is_some() || self.ewma
     }
 
     /// The list of `kind`.

@@ -2,7 +2,7 @@
 
 use super::attempt::AttemptState;
 use super::ranges::WeightRanges;
-use super::{round_robin, Balancer, Choice, ListKind, PeerList, PickCx};
+use super::{round_robin, two_choice, Balancer, Choice, ListKind, PeerList, PickCx};
 use rand::RngCore;
 
 /// `random` or `random two [least_conn]`.
@@ -27,10 +27,9 @@ impl Random {
         &self.ranges
     }
 
-    /// One draw: `random() % total_weight` with libc's 31-bit `random()`, then [`WeightRanges::index_of`].
+    /// One draw ([`two_choice::draw`]).
     fn draw(&self, rng: &mut impl RngCore) -> usize {
-        self.ranges
-            .index_of(u64::from(rng.next_u32() >> 1) % self.ranges.total().max(1))
+        two_choice::draw(&self.ranges, rng)
     }
 
     /// Plain `random`: draws until an untried, usable peer comes up. `None` after more than 20 misses.
@@ -51,31 +50,18 @@ impl Random {
         }
     }
 
-    /// `random two`: two distinct accepted draws, the first counting as a try; the second is kept unless its
-    /// `conns / weight` is strictly higher than the first's. `None` after more than 20 misses.
+    /// `random two`: [`two_choice::walk_two`], the second kept unless its `conns / weight` is strictly higher
+    /// than the first's (by cross-multiplication with the configured weights).
     fn walk_two(
         list: &PeerList,
         attempt: &mut AttemptState,
         now: u64,
         draw: &mut impl FnMut() -> usize,
     ) -> Option<usize> {
-        let mut prev: Option<usize> = None;
-        loop {
-            let i = draw();
-            let peer = list.candidate(i, &attempt.tried, now).filter(|_| prev != Some(i));
-            if let Some(peer) = peer {
-                if let Some(first) = prev.and_then(|f| list.peers.get(f).map(|p| (f, p))) {
-                    let (f, fp) = first;
-                    let second_loaded = u64::from(peer.slot.conns()) * u64::from(fp.weight);
-                    let first_loaded = u64::from(fp.slot.conns()) * u64::from(peer.weight);
-                    return Some(if second_loaded > first_loaded { f } else { i });
-                }
-                prev = Some(i);
-            }
-            if attempt.miss() {
-                return None;
-            }
-        }
+        two_choice::walk_two(list, attempt, now, draw, |second, first| {
+            u64::from(second.slot.conns()) * u64::from(first.weight)
+                > u64::from(first.slot.conns()) * u64::from(second.weight)
+        })
     }
 }
 

@@ -163,6 +163,21 @@ pub enum Method {
     Random {
         two: Option<RandomTwo>,
     },
+    /// `hash KEY maglev` (corelb): see [`crate::balance::maglev`].
+    Maglev {
+        key: KeyTemplate,
+    },
+    /// `hash KEY consistent balance_factor=N` (corelb): see [`crate::balance::bounded_load`].
+    BoundedHash {
+        key: KeyTemplate,
+        /// The load bound in percent of the average (HAProxy's `hash-balance-factor`), above 100.
+        factor: u32,
+    },
+    /// `fair [no_rr] [weight_mode=idle|peak]` (the third-party upstream-fair module): see [`crate::balance::fair`].
+    Fair {
+        no_rr: bool,
+        weight_mode: FairWeightMode,
+    },
     /// `least_time MODE [inflight]` (nginx 1.31): see [`crate::balance::least_time`].
     LeastTime {
         mode: LeastTimeMode,
@@ -180,11 +195,27 @@ pub enum LeastTimeMode {
     FirstByte,
 }
 
+/// `fair`'s `weight_mode=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FairWeightMode {
+    /// No `weight_mode`: idle means no request in flight; weights divide the busy score.
+    #[default]
+    Default,
+    /// `weight_mode=idle`: a peer is idle below `weight` requests in flight.
+    Idle,
+    /// `weight_mode=peak`: a peer at `weight` requests in flight is never chosen.
+    Peak,
+}
+
 /// The comparison `random two` makes between its two candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RandomTwo {
     /// `random two` and `random two least_conn` (the default of `two`).
     LeastConn,
+    /// `random two ewma` (corelb): peak-EWMA latency, see [`crate::balance::peak_ewma`].
+    PeakEwma,
+    /// `random two least_time=MODE` (nginx Plus; corelb's definition, see [`crate::balance::random_least_time`]).
+    LeastTime(LeastTimeMode),
 }
 
 /// One `server` line of an upstream. A name that resolves to several addresses gives several `addrs`, each a peer

@@ -14,6 +14,7 @@
 //! Probe timeouts: connect within `min(interval, proxy_connect_timeout)`, whole response within
 //! `min(interval, proxy_read_timeout)` of the location (the stream server's `proxy_connect_timeout` for TCP).
 
+pub mod agent_reply;
 pub mod matcher;
 pub mod probe;
 

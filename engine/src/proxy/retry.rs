@@ -45,7 +45,7 @@ pub struct RetryState<'a, R: Runtime> {
 impl<'a, R: Runtime> RetryState<'a, R> {
     /// Picks the next peer for this request (`None`: no live upstreams).
     pub fn pick(&mut self, key: &[u8]) -> Option<&'a Peer> {
-        let timed = self.attempt.plan().least_time.is_some();
+        let timed = self.attempt.plan().timed();
         let (now, now_ms) = try_clock::pick_time(timed);
         let attempt = &mut self.attempt;
         let picked = self

@@ -149,7 +149,7 @@ impl<R: Runtime> Session<'_, R> {
         let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
         let rules = next::stream_rules(srv.next_upstream);
         rec.status = BAD_GATEWAY;
-        let timed = plan.least_time.is_some();
+        let timed = plan.timed();
         let (mut upstream, peer, started) = loop {
             let (now, now_ms) = try_clock::pick_time(timed);
             let picked = shard

@@ -55,6 +55,8 @@ impl fmt::Display for BackendMode {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Backends {
     modes: HashMap<SocketAddr, BackendMode>,
+    /// Simulated answer times (ms) by address; unlisted backends answer in 0 ms.
+    latencies: HashMap<SocketAddr, u64>,
 }
 
 impl Backends {
@@ -66,6 +68,17 @@ impl Backends {
     /// Sets the mode of `addr`.
     pub fn set(&mut self, addr: SocketAddr, mode: BackendMode) {
         self.modes.insert(addr, mode);
+    }
+
+    /// Sets the time (ms) `addr` takes to answer, which the time-measuring methods (`least_time`,
+    /// `random two ewma`, `random two least_time=`) see as its header, last-byte, connect and first-byte time.
+    pub fn set_latency(&mut self, addr: SocketAddr, ms: u64) {
+        self.latencies.insert(addr, ms);
+    }
+
+    /// The time (ms) `addr` takes to answer.
+    pub fn latency(&self, addr: SocketAddr) -> u64 {
+        self.latencies.get(&addr).copied().unwrap_or(0)
     }
 
     /// The mode of `addr`.

@@ -6,7 +6,7 @@ use crate::config::model::LeastTimeMode;
 use crate::config::parser::Directive;
 
 /// The modes each module's enum lists, in nginx's order.
-fn modes(module: Module) -> &'static [(&'static str, LeastTimeMode)] {
+pub fn modes(module: Module) -> &'static [(&'static str, LeastTimeMode)] {
     match module {
         Module::Http => &[
             ("header", LeastTimeMode::Header),

@@ -5,7 +5,9 @@
 //! walks the tree in document order and keeps those deferred checks at the same points, so when a config has several
 //! errors the one reported is, as far as corelb models it, the one nginx reports.
 
+mod fair;
 mod gzip;
+mod hash_method;
 mod headers;
 mod health;
 mod http;
@@ -17,6 +19,7 @@ mod locations;
 mod logs;
 mod main_ctx;
 mod map;
+mod random_two;
 mod realip;
 mod regex_redirect;
 mod rewrite;

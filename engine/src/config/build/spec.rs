@@ -17,6 +17,7 @@ const NOARGS: Args = Args { min: 0, max: 0 };
 const TAKE1: Args = Args { min: 1, max: 1 };
 const TAKE2: Args = Args { min: 2, max: 2 };
 const TAKE12: Args = Args { min: 1, max: 2 };
+const TAKE123: Args = Args { min: 1, max: 3 };
 const TAKE23: Args = Args { min: 2, max: 3 };
 const NOARGS_TAKE1: Args = Args { min: 0, max: 1 };
 const NOARGS_TAKE12: Args = Args { min: 0, max: 2 };
@@ -245,7 +246,8 @@ pub const SPECS: &[Spec] = &[
     both("proxy_protocol_timeout", STREAM_MS, TAKE1),
     both("least_conn", UPS, NOARGS),
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
-    both("hash", UPS, TAKE12),
+    both("fair", Ctx::HTTP_UPS, ANY),
+    both("hash", UPS, TAKE123),
     both("random", UPS, NOARGS_TAKE12),
     both("least_time", UPS, TAKE12),
     both("keepalive", Ctx::HTTP_UPS, TAKE1),

@@ -51,10 +51,18 @@ struct Entry {
 enum MethodKind {
     RoundRobin,
     IpHash,
-    Hash { key: KeyTemplate, consistent: bool },
+    Hash {
+        key: KeyTemplate,
+        consistent: bool,
+    },
+    /// `hash KEY maglev` and `hash KEY consistent balance_factor=N` (corelb's).
+    Corelb(Method),
     LeastConn,
     Random,
-    LeastTime { mode: LeastTimeMode, inflight: bool },
+    LeastTime {
+        mode: LeastTimeMode,
+        inflight: bool,
+    },
 }
 
 /// The contents of an `upstream {}` block as read so far.
@@ -62,8 +70,8 @@ enum MethodKind {
 struct BlockConf {
     servers: Vec<ServerLine>,
     method: MethodKind,
-    /// `random two` stays set when a later `random` has no `two`, as in nginx.
-    random_two: bool,
+    /// `random two [LOAD]`: stays set when a later `random` has no `two`, as in nginx.
+    random_two: Option<RandomTwo>,
     /// A `least_time` was read (nginx's enum slot: a second one "is duplicate").
     least_time_set: bool,
     /// A method (or `keepalive`) has been set: nginx's `peer.init_upstream`, for `load balancing method redefined`.
@@ -202,7 +210,7 @@ impl Entry {
         }
         let hashing = matches!(
             conf.method,
-            MethodKind::IpHash | MethodKind::Hash { .. } | MethodKind::Random
+            MethodKind::IpHash | MethodKind::Hash { .. } | MethodKind::Corelb(_) | MethodKind::Random
         );
         if let Some(s) = conf.servers.iter().find(|s| hashing && !s.slow_start.is_zero()) {
             let param = format!("slow_start={}s", s.slow_start.as_secs());
@@ -212,11 +220,10 @@ impl Entry {
             MethodKind::RoundRobin => Method::RoundRobin,
             MethodKind::IpHash => Method::IpHash,
             MethodKind::Hash { key, consistent } => Method::Hash { key, consistent },
+            MethodKind::Corelb(method) => method,
             MethodKind::LeastConn => Method::LeastConn,
             MethodKind::LeastTime { mode, inflight } => Method::LeastTime { mode, inflight },
-            MethodKind::Random => Method::Random {
-                two: conf.random_two.then_some(RandomTwo::LeastConn),
-            },
+            MethodKind::Random => Method::Random { two: conf.random_two },
         };
         Ok(UpstreamConf {
             name: self.name,
@@ -258,7 +265,7 @@ impl BlockConf {
         BlockConf {
             servers: Vec::new(),
             method: MethodKind::RoundRobin,
-            random_two: false,
+            random_two: None,
             least_time_set: false,
             method_set: false,
             allow_backup: true,
@@ -294,17 +301,19 @@ impl BlockConf {
             }
             "hash" => {
                 let key = vars.compile(arg(d, 0), module, &d.span)?;
-                let consistent = match d.args.get(1).map(String::as_str) {
-                    None => false,
-                    Some("consistent") => true,
-                    Some(other) => {
-                        return Err(ConfigError::invalid(format!("invalid parameter \"{other}\""), &d.span));
-                    }
+                let kind = match super::hash_method::method(d, key)? {
+                    Method::Hash { key, consistent } => MethodKind::Hash { key, consistent },
+                    other => MethodKind::Corelb(other),
                 };
-                self.set_method(b, d, MethodKind::Hash { key, consistent }, false);
+                self.set_method(b, d, kind, false);
                 Ok(())
             }
-            "random" => self.random(b, d),
+            "random" => self.random(b, d, module),
+            "fair" => {
+                let method = super::fair::directive(d)?;
+                self.set_method(b, d, MethodKind::Corelb(method), false);
+                Ok(())
+            }
             "least_time" => {
                 // nginx warns of a redefined method before it reads the arguments
                 self.set_method(b, d, MethodKind::RoundRobin, true);
@@ -325,19 +334,17 @@ impl BlockConf {
         }
     }
 
-    /// `random [two [least_conn]]`.
-    fn random(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+    /// `random [two [least_conn|ewma|least_time=MODE]]` (`ewma` is corelb's, `least_time=` nginx Plus's; see
+    /// [`super::random_two`]).
+    fn random(&mut self, b: &mut Build, d: &Directive, module: Module) -> Result<(), ConfigError> {
         self.set_method(b, d, MethodKind::Random, false);
         if let Some(two) = d.args.first() {
             if two != "two" {
                 return Err(ConfigError::invalid(format!("invalid parameter \"{two}\""), &d.span));
             }
-            self.random_two = true;
+            self.random_two = Some(super::random_two::load(d, module)?);
         }
-        match d.args.get(1) {
-            Some(p) if p != "least_conn" => Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span)),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
     /// `keepalive N`: wraps the method set so far (nginx's `init_upstream` becomes keepalive's).
