@@ -19,6 +19,7 @@ pub mod least_time;
 pub mod random;
 pub mod ranges;
 pub mod round_robin;
+pub mod sticky;
 #[cfg(test)]
 mod testkit;
 

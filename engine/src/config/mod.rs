@@ -19,6 +19,7 @@ pub mod realip;
 pub mod regex;
 pub mod rewrite;
 pub mod state_file;
+pub mod sticky;
 pub mod stream_format;
 pub mod url;
 pub mod value;

@@ -209,6 +209,8 @@ pub struct ServerLine {
     pub down: bool,
     /// `drain` (nginx Plus, http only): the peer takes no new requests; its zone flag follows this at every apply.
     pub drain: bool,
+    /// `route=ID` (http): the server id `sticky` reads (else the MD5 of the address).
+    pub route: Option<String>,
     pub span: Span,
 }
 
@@ -227,6 +229,7 @@ impl ServerLine {
             backup: false,
             down: false,
             drain: false,
+            route: None,
             span: Span::default(),
         }
     }
@@ -261,6 +264,8 @@ pub struct UpstreamConf {
     pub state: Option<PathBuf>,
     /// True when this upstream was made implicitly by `proxy_pass host:port`.
     pub implicit: bool,
+    /// `sticky ...` (http).
+    pub sticky: Option<Box<super::sticky::StickyConf>>,
     pub span: Span,
 }
 
@@ -278,6 +283,7 @@ impl UpstreamConf {
             zone: None,
             state: None,
             implicit: false,
+            sticky: None,
             span: Span::default(),
         }
     }

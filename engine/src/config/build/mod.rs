@@ -26,6 +26,7 @@ mod set;
 mod spec;
 mod state;
 mod static_files;
+mod sticky;
 mod stream;
 mod stream_logs;
 mod temp_path;

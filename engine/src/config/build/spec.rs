@@ -250,6 +250,7 @@ pub const SPECS: &[Spec] = &[
     both("least_time", UPS, TAKE12),
     both("keepalive", Ctx::HTTP_UPS, TAKE1),
     both("zone", UPS, TAKE12),
+    both("sticky", Ctx::HTTP_UPS, MORE2),
     both("state", UPS, TAKE1),
     // nginx Plus active health checks
     both("health_check", Ctx::HTTP_LOC.or(Ctx::STREAM_SRV), ANY),
@@ -404,7 +405,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "grpc_pass",
     "memcached_pass",
     // upstream extras (newer or commercial nginx)
-    "sticky",
     "queue",
     "ntlm",
     // stream extras

@@ -79,6 +79,10 @@ struct BlockConf {
     zone: Option<ZoneConf>,
     /// `state FILE`: the file (resolved) and the directive's place.
     state: Option<(PathBuf, Span)>,
+    /// `sticky ...`; a method directive after it drops it, as nginx's replaces its `init_upstream`.
+    sticky: Option<(crate::config::sticky::StickyConf, Span)>,
+    /// A `sticky` was read (a second one "is duplicate" even after a method dropped the first).
+    sticky_set: bool,
 }
 
 impl Upstreams {
@@ -169,11 +173,27 @@ impl Upstreams {
         } else if conf.servers.is_empty() {
             return Err(ConfigError::invalid("no servers are inside upstream", &close));
         }
+        if let Some((s, at)) = &conf.sticky {
+            if let Some(used) = s.learn.as_ref().and_then(|l| self.learn_zone_user(&l.zone)) {
+                let zone = s.learn.as_ref().map_or("", |l| l.zone.as_str());
+                let msg = format!("sticky zone \"{zone}\" is already used in upstream \"{used}\"");
+                return Err(ConfigError::invalid(msg, at));
+            }
+        }
         if let Some(e) = self.entries.get_mut(i) {
             e.name = name.to_string();
             e.block = Some((conf, d.span.clone()));
         }
         Ok(())
+    }
+
+    /// The upstream whose `sticky learn` already took zone `name`.
+    fn learn_zone_user(&self, name: &str) -> Option<&str> {
+        self.entries.iter().find_map(|e| {
+            let (conf, _) = e.block.as_ref()?;
+            let learn = conf.sticky.as_ref()?.0.learn.as_ref()?;
+            (learn.zone == name).then_some(e.name.as_str())
+        })
     }
 
     /// nginx's init of every upstream when the block ends: the model's list, in the order names first appeared.
@@ -229,6 +249,7 @@ impl Entry {
             zone: conf.zone,
             state: conf.state.map(|(path, _)| path),
             implicit: false,
+            sticky: conf.sticky.map(|(s, _)| Box::new(s)),
             span: block_span,
         })
     }
@@ -269,6 +290,8 @@ impl BlockConf {
             keepalive_time: None,
             zone: None,
             state: None,
+            sticky: None,
+            sticky_set: false,
         }
     }
 
@@ -318,6 +341,15 @@ impl BlockConf {
             "keepalive_timeout" => msec_slot(&mut self.keepalive_timeout, d),
             "keepalive_time" => msec_slot(&mut self.keepalive_time, d),
             "zone" => self.zone(b, d, module),
+            "sticky" => {
+                if self.sticky_set {
+                    return Err(super::directive_err(d, "is duplicate"));
+                }
+                self.sticky = Some((super::sticky::directive(d, vars)?, d.span.clone()));
+                self.sticky_set = true;
+                self.method_set = true;
+                Ok(())
+            }
             _ => Err(ConfigError::NotAllowedHere {
                 name: d.name.clone(),
                 at: d.span.clone(),
@@ -363,6 +395,7 @@ impl BlockConf {
         }
         self.method_set = true;
         self.keepalive_active = false;
+        self.sticky = None;
         self.allow_backup = backup;
         self.method = m;
     }
