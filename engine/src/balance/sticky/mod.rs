@@ -325,3 +325,6 @@ pub fn build(
         table,
     )))
 }
+
+#[cfg(test)]
+mod tests;

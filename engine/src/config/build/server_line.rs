@@ -139,4 +139,26 @@ mod tests {
             "[emerg] invalid parameter \"slow_start=10ms\" in t.conf:4"
         );
     }
+
+    #[test]
+    fn route_is_a_sticky_server_id_of_at_most_32_bytes() {
+        let mut d = Directive {
+            name: "server".into(),
+            args: vec!["127.0.0.1:1".into(), "route=a1".into()],
+            span: at(2),
+            block: None,
+        };
+        assert_eq!(
+            server_line(&d, Module::Http, true).unwrap().route.as_deref(),
+            Some("a1")
+        );
+        let e = server_line(&d, Module::Stream, true).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] invalid parameter \"route=a1\" in t.conf:2");
+        d.args[1] = "route=".into();
+        let e = server_line(&d, Module::Http, true).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] route is empty in t.conf:2");
+        d.args[1] = format!("route={}", "x".repeat(33));
+        let e = server_line(&d, Module::Http, true).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] route is longer than 32 in t.conf:2");
+    }
 }

@@ -184,3 +184,150 @@ fn learn(d: &Directive, vars: &mut Vars, rest: &[String]) -> Result<StickyConf, 
         }),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::sticky::StickyConf;
+    use std::path::Path;
+
+    /// The `sticky` of upstream `u` with `block`'s lines (and two servers), or the error line.
+    fn sticky(block: &str) -> Result<Option<StickyConf>, String> {
+        let text = format!(
+            "events {{}}\nhttp {{\nupstream u {{\nserver 127.0.0.1:1 route=a;\nserver 127.0.0.1:2;\n{block}\n}}\n\
+             upstream v {{ server 127.0.0.1:3; sticky learn zone=z:1m create=$upstream_cookie_s lookup=$cookie_s; }}\n}}\n"
+        );
+        let c = crate::config::parse_str(&text, Path::new("/t/n.conf")).map_err(|e| e.to_string())?;
+        let u = c.http.as_ref().and_then(|h| h.upstream("u")).ok_or("no upstream")?;
+        Ok(u.sticky.as_deref().cloned())
+    }
+
+    fn err(block: &str) -> String {
+        sticky(block).expect_err("refused")
+    }
+
+    #[test]
+    fn cookie_parameters() {
+        let s = sticky("sticky cookie srv expires=1h domain=$host path=/ httponly secure samesite=Lax;")
+            .expect("valid")
+            .expect("sticky");
+        let c = s.cookie.expect("cookie");
+        assert_eq!(
+            (c.name.as_str(), c.expires, c.path.as_deref()),
+            ("srv", Some(3600), Some("/"))
+        );
+        assert!(c.httponly && c.secure && c.domain.is_some() && c.samesite.is_some());
+        assert_eq!(s.lookup[0].raw(), "${cookie_srv}");
+        let max = sticky("sticky cookie srv expires=max;")
+            .expect("valid")
+            .expect("sticky");
+        assert_eq!(
+            max.cookie.and_then(|c| c.expires),
+            Some(crate::config::sticky::EXPIRES_MAX)
+        );
+    }
+
+    #[test]
+    fn nginx_s_messages() {
+        let cases = [
+            (
+                "sticky cookie \"\";",
+                "[emerg] \"sticky\" directive empty cookie name in /t/n.conf:6",
+            ),
+            (
+                "sticky cookie s httponly httponly;",
+                "[emerg] \"sticky\" directive parameter \"httponly\" is duplicate in /t/n.conf:6",
+            ),
+            (
+                "sticky cookie s domain=;",
+                "[emerg] \"sticky\" directive no value for \"domain\" in /t/n.conf:6",
+            ),
+            (
+                "sticky cookie s expires=1x;",
+                "[emerg] \"sticky\" directive invalid \"expires\" parameter value in /t/n.conf:6",
+            ),
+            (
+                "sticky cookie s samesite=bad;",
+                "[emerg] \"sticky\" directive invalid \"samesite\" parameter value in /t/n.conf:6",
+            ),
+            (
+                "sticky cookie s foo;",
+                "[emerg] unknown parameter \"foo\" in /t/n.conf:6",
+            ),
+            ("sticky hash x;", "[emerg] unknown parameter \"hash\" in /t/n.conf:6"),
+            (
+                "sticky route arg;",
+                "[emerg] invalid variable name \"arg\" in /t/n.conf:6",
+            ),
+            (
+                "sticky route $arg_a; sticky route $arg_b;",
+                "[emerg] \"sticky\" directive is duplicate in /t/n.conf:6",
+            ),
+            (
+                "sticky cookie;",
+                "[emerg] invalid number of arguments in \"sticky\" directive in /t/n.conf:6",
+            ),
+            (
+                "sticky learn create=$upstream_cookie_s zone=y:1m;",
+                "[emerg] \"sticky\" directive \"lookup\" parameter is not specified in /t/n.conf:6",
+            ),
+            (
+                "sticky learn lookup=$cookie_s zone=y:1m;",
+                "[emerg] \"sticky\" directive \"create\" parameter is not specified in /t/n.conf:6",
+            ),
+            (
+                "sticky learn lookup=$cookie_s create=$upstream_cookie_s;",
+                "[emerg] \"sticky\" directive \"zone\" parameter is not specified in /t/n.conf:6",
+            ),
+            (
+                "sticky learn lookup=$cookie_s create=$upstream_cookie_s zone=y:1k;",
+                "[emerg] \"sticky\" directive zone is too small in /t/n.conf:6",
+            ),
+            (
+                "sticky learn lookup=$cookie_s create=$upstream_cookie_s zone=y;",
+                "[emerg] \"sticky\" directive zone size is not specified in /t/n.conf:6",
+            ),
+            (
+                "sticky learn lookup=cookie_s create=$upstream_cookie_s zone=y:1m;",
+                "[emerg] \"sticky\" directive missing variable in the \"lookup\" parameter in /t/n.conf:6",
+            ),
+            (
+                "sticky learn lookup=$cookie_s create=$upstream_cookie_s zone=y:1m timeout=0;",
+                "[emerg] \"sticky\" directive invalid timeout in /t/n.conf:6",
+            ),
+            (
+                "sticky learn lookup=$cookie_s create=$upstream_cookie_s zone=y:1m sync;",
+                "[emerg] unknown parameter \"sync\" in /t/n.conf:6",
+            ),
+        ];
+        for (block, want) in cases {
+            assert_eq!(err(block), want, "{block}");
+        }
+    }
+
+    #[test]
+    fn a_learn_zone_serves_one_upstream() {
+        // `v` (after `u` in the file) takes zone z
+        let e = err("sticky learn lookup=$cookie_s create=$upstream_cookie_s zone=z:1m;");
+        assert!(e.contains("sticky zone \"z\" is already used in upstream \"u\""), "{e}");
+        let s = sticky("sticky learn lookup=$cookie_s create=$upstream_cookie_s zone=y:64k timeout=2 header;")
+            .expect("valid")
+            .expect("sticky");
+        let l = s.learn.expect("learn");
+        assert_eq!(
+            (l.zone.as_str(), l.size, l.timeout.as_secs(), l.header),
+            ("y", 65536, 2, true)
+        );
+    }
+
+    #[test]
+    fn routes_and_a_method_after_sticky() {
+        let e = sticky("sticky route $arg_a;").expect("valid");
+        assert!(e.is_some());
+        // nginx: a method after `sticky` replaces its init, with the warning
+        assert_eq!(sticky("sticky route $arg_a; least_conn;"), Ok(None));
+        assert_eq!(
+            sticky("least_conn; sticky route $arg_a;").map(|s| s.is_some()),
+            Ok(true)
+        );
+    }
+}
