@@ -106,6 +106,8 @@ pub struct ShardState {
     pub backup: Weights,
     /// The shard's random generator (`random`), seeded per shard.
     pub rng: SmallRng,
+    /// Requests of this shard waiting in the upstream's `queue`.
+    pub queued: u32,
 }
 
 impl ShardState {
@@ -115,6 +117,7 @@ impl ShardState {
             primary: Weights::new(&plan.primary),
             backup: Weights::new(&plan.backup),
             rng,
+            queued: 0,
         }
     }
 

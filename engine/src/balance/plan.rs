@@ -187,6 +187,8 @@ pub struct UpstreamPlan {
     pub least_time: Option<super::least_time::LeastTimeConf>,
     /// `sticky`: the peers' server ids and the binding; `None` (no cost to a pick) without it.
     pub sticky: Option<Box<super::sticky::StickyPlan>>,
+    /// `queue N [timeout=T]`: a request that finds no usable peer waits (see `proxy::queue`).
+    pub queue: Option<crate::config::queue::QueueConf>,
 }
 
 impl UpstreamPlan {
@@ -278,6 +280,7 @@ impl UpstreamPlan {
                 _ => None,
             },
             sticky: None,
+            queue: conf.queue,
         };
         plan.sticky = super::sticky::build(conf, &plan, None);
         Ok(plan)

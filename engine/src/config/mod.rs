@@ -15,6 +15,7 @@ pub mod map;
 pub mod model;
 pub mod parser;
 pub mod proxy_tlv;
+pub mod queue;
 pub mod realip;
 pub mod regex;
 pub mod rewrite;

@@ -266,6 +266,8 @@ pub struct UpstreamConf {
     pub implicit: bool,
     /// `sticky ...` (http).
     pub sticky: Option<Box<super::sticky::StickyConf>>,
+    /// `queue N [timeout=T]` (http, nginx Plus).
+    pub queue: Option<super::queue::QueueConf>,
     pub span: Span,
 }
 
@@ -284,6 +286,7 @@ impl UpstreamConf {
             state: None,
             implicit: false,
             sticky: None,
+            queue: None,
             span: Span::default(),
         }
     }

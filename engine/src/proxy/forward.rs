@@ -71,8 +71,22 @@ impl<R: Runtime> ClientConn<R> {
                 retry.attempt.bind(sid.as_bytes());
             }
         }
+        let mut first = true;
         loop {
-            let Some(peer) = retry.pick(&self.bufs.key) else {
+            let picked = match retry.pick(&self.bufs.key) {
+                None if first && up.queue.is_some() => match self.wait_in_queue(&mut retry).await {
+                    super::queue::Waited::Peer(p) => Some(p),
+                    super::queue::Waited::Refused => None,
+                    super::queue::Waited::ClientGone => {
+                        self.shard.counters.count_client_abort();
+                        self.bufs.log.answered(499, 0, 0);
+                        return false;
+                    }
+                },
+                picked => picked,
+            };
+            first = false;
+            let Some(peer) = picked else {
                 crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
                 self.bufs.log.no_live(plan.upstream);
                 return self.error_page(502, &plan.headers, req, replayable).await;

@@ -17,6 +17,7 @@ mod locations;
 mod logs;
 mod main_ctx;
 mod map;
+mod queue;
 mod realip;
 mod regex_redirect;
 mod rewrite;

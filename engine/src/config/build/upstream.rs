@@ -83,6 +83,8 @@ struct BlockConf {
     sticky: Option<(crate::config::sticky::StickyConf, Span)>,
     /// A `sticky` was read (a second one "is duplicate" even after a method dropped the first).
     sticky_set: bool,
+    /// `queue N [timeout=T]`; a method directive after it drops it (nginx Plus: it must follow the method).
+    queue: Option<crate::config::queue::QueueConf>,
 }
 
 impl Upstreams {
@@ -250,6 +252,7 @@ impl Entry {
             state: conf.state.map(|(path, _)| path),
             implicit: false,
             sticky: conf.sticky.map(|(s, _)| Box::new(s)),
+            queue: conf.queue,
             span: block_span,
         })
     }
@@ -292,6 +295,7 @@ impl BlockConf {
             state: None,
             sticky: None,
             sticky_set: false,
+            queue: None,
         }
     }
 
@@ -341,6 +345,11 @@ impl BlockConf {
             "keepalive_timeout" => msec_slot(&mut self.keepalive_timeout, d),
             "keepalive_time" => msec_slot(&mut self.keepalive_time, d),
             "zone" => self.zone(b, d, module),
+            "queue" => {
+                unset(&self.queue, d)?;
+                self.queue = Some(super::queue::directive(d)?);
+                Ok(())
+            }
             "sticky" => {
                 if self.sticky_set {
                     return Err(super::directive_err(d, "is duplicate"));
@@ -396,6 +405,7 @@ impl BlockConf {
         self.method_set = true;
         self.keepalive_active = false;
         self.sticky = None;
+        self.queue = None;
         self.allow_backup = backup;
         self.method = m;
     }
