@@ -74,7 +74,8 @@ impl<R: Runtime> ClientConn<R> {
         let mut first = true;
         loop {
             let picked = match retry.pick(&self.bufs.key) {
-                None if first && up.queue.is_some() => match self.wait_in_queue(&mut retry).await {
+                // boxed: the wait's state stays out of every request's future, allocated only when it queues
+                None if first && up.queue.is_some() => match Box::pin(self.wait_in_queue(&mut retry)).await {
                     super::queue::Waited::Peer(p) => Some(p),
                     super::queue::Waited::Refused => None,
                     super::queue::Waited::ClientGone => {

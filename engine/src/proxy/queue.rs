@@ -141,12 +141,17 @@ impl<R: Runtime> ClientConn<R> {
                     if !watch_client {
                         std::future::pending::<()>().await;
                     }
-                    match self.bufs.client.fill_untimed(&mut self.sock).await {
-                        Ok(0) => Between::Gone,
-                        Ok(_) => Between::Read,
-                        // the buffer is full (pipelined requests, a body): stop watching
-                        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Between::Read,
-                        Err(_) => Between::Gone,
+                    let spare = self.bufs.client.spare();
+                    if spare.is_empty() {
+                        // the buffer is full (pipelined requests, a body): no longer watched
+                        return Between::Read;
+                    }
+                    match futures_lite::AsyncReadExt::read(&mut self.sock, spare).await {
+                        Ok(0) | Err(_) => Between::Gone,
+                        Ok(n) => {
+                            self.bufs.client.commit(n);
+                            Between::Read
+                        }
                     }
                 };
                 let either = futures_lite::future::or(

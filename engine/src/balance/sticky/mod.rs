@@ -124,6 +124,7 @@ impl StickyPlan {
 
     /// When the request is routed: the lookup value (first non-empty variable), the `create=` values the request
     /// holds, and the cookie's attributes at `now` (seconds).
+    #[inline(never)]
     pub fn prepare(&self, vars: &dyn VarSource, now: u64, b: &mut StickyBufs) {
         b.id.clear();
         for t in &self.conf.lookup {
@@ -150,6 +151,7 @@ impl StickyPlan {
 
     /// The server id the request is bound to: the lookup value itself, or with `learn` the server of its live
     /// session at `now_ms`. Empty: none.
+    #[inline(never)]
     pub fn bound_sid(&self, b: &StickyBufs, now_ms: u64) -> Option<Sid> {
         if b.id.is_empty() {
             return None;
@@ -174,6 +176,7 @@ impl StickyPlan {
     /// is untried and usable (down, failed and full peers are not; a draining one is), else `None` and the
     /// balancer picks. With round robin, the bound peer's pick moves the weights as nginx's does: not at all once
     /// its `current` is at or below `-(total - weight)`, else one SWRR pass whose winner is the bound peer.
+    #[inline(never)]
     pub fn choose_bound(&self, cx: &mut PickCx<'_>) -> Option<Choice> {
         let list = cx.attempt.list;
         let slot = match list {
@@ -197,6 +200,7 @@ impl StickyPlan {
     }
 
     /// After a pick: the `Set-Cookie` line (cookie mode) and the server id to learn.
+    #[inline(never)]
     pub fn on_try(&self, c: Choice, b: &mut StickyBufs) {
         let sid = self.sid(c);
         b.sid.clear();
@@ -208,6 +212,7 @@ impl StickyPlan {
 
     /// The answer's head is written in `out` (ending in its blank line): adds the cookie, and picks the session to
     /// learn from the `create=` values (the answer's, read through `answer`) or the lookup value.
+    #[inline(never)]
     pub fn answer(&self, out: &mut Vec<u8>, answer: &dyn VarSource, b: &mut StickyBufs) {
         if self.conf.cookie.is_some() && out.ends_with(b"\r\n\r\n") {
             let at = out.len() - 2;
@@ -242,6 +247,7 @@ impl StickyPlan {
 
     /// nginx's learn step at `now_ms`: the session chosen by [`answer`](Self::answer) now names the peer that
     /// answered; a new one is made only from a `create=` value.
+    #[inline(never)]
     pub fn learn(&self, b: &StickyBufs, now_ms: u64) {
         let Some(t) = &self.table else { return };
         if b.session.is_empty() || b.sid.is_empty() {
