@@ -304,4 +304,18 @@ mod tests {
         let s = z.attach(&[a.clone(), a]);
         assert!(Arc::ptr_eq(&s[0], &s[1]));
     }
+
+    #[test]
+    fn sticky_tables_are_kept_by_name_size_and_upstream() {
+        let zone = Zone::new();
+        let t = zone.sticky_table("z", "u", 1 << 20).expect("new");
+        let again = zone.sticky_table("z", "u", 1 << 20).expect("kept");
+        assert!(Arc::ptr_eq(&t, &again));
+        let resized = zone.sticky_table("z", "u", 1 << 21).expect("resized");
+        assert!(!Arc::ptr_eq(&t, &resized));
+        assert_eq!(zone.sticky_table("z", "v", 1 << 21).err().as_deref(), Some("u"));
+        zone.retain_sticky(&[]);
+        let fresh = zone.sticky_table("z", "v", 1 << 21).expect("forgotten, then new");
+        assert!(!Arc::ptr_eq(&resized, &fresh));
+    }
 }
