@@ -40,7 +40,6 @@ pub const WITHOUT: &[&str] = &[
     "--without-http_limit_req_module",
     "--without-http_empty_gif_module",
     "--without-http_browser_module",
-    "--without-http_upstream_sticky_module",
     "--without-http_tunnel_module",
     "--without-http-cache",
     "--without-stream_access_module",

@@ -424,7 +424,6 @@ fn probe(module: &str) -> Option<&'static str> {
         "http_limit_req_module" => "http { limit_req_zone $uri zone=r:1m rate=1r/s; }",
         "http_empty_gif_module" => "http { server { location / { empty_gif; } } }",
         "http_browser_module" => "http { modern_browser unlisted; }",
-        "http_upstream_sticky_module" => "http { upstream u { sticky cookie s; server 127.0.0.1:9; } }",
         "http_tunnel_module" => "http { server { location / { tunnel_pass; } } }",
         "http-cache" => "http { proxy_cache_path /tmp/c keys_zone=c:1m; }",
         "pcre" => "http { server { location ~ /x { return 200; } } }",
@@ -435,6 +434,7 @@ fn probe(module: &str) -> Option<&'static str> {
         "stream_set_module" => "stream { server { listen 127.0.0.1:9; set $a 1; proxy_pass 127.0.0.1:8; } }",
         "stream_split_clients_module" => "stream { split_clients $remote_addr $s { * a; } }",
         // Modules corelb has.
+        "http_upstream_sticky_module" => "http { upstream u { sticky cookie s; server 127.0.0.1:9; } }",
         "http_upstream_least_time_module" => "http { upstream u { least_time header; server 127.0.0.1:9; } }",
         "stream_upstream_least_time_module" => "stream { upstream u { least_time connect; server 127.0.0.1:9; } }",
         "http_map_module" => "http { map $uri $m { default 1; } }",
@@ -488,6 +488,7 @@ fn configure_arguments_tell_the_truth_about_modules() {
         "stream_map_module",
         "http_realip_module",
         "stream_realip_module",
+        "http_upstream_sticky_module",
     ];
     let prefix = common::temp_dir("nginx-cli", "modules");
     let mut checked = 0;

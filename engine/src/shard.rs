@@ -109,6 +109,8 @@ pub struct Shard<R: Runtime> {
     accepted: Cell<u64>,
     /// Idle gzip compressors for the next compressed answers.
     pub gzip: crate::proxy::gzip::GzipPool,
+    /// The tasks waiting in an upstream's `queue` on this shard.
+    pub queue: crate::proxy::queue::QueueWakers,
 }
 
 impl<R: Runtime> Shard<R> {
@@ -132,6 +134,7 @@ impl<R: Runtime> Shard<R> {
             log: RefCell::new(ShardLog::default()),
             accepted: Cell::new(0),
             gzip: Default::default(),
+            queue: Default::default(),
         }
     }
 

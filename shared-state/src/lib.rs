@@ -3,7 +3,8 @@
 //! A [`Zone`] maps a peer's identity ([`PeerKey`]) to its [`PeerSlot`]. Slots are looked up only when a config is
 //! loaded; the per-request path holds `&PeerSlot` through the config snapshot and touches nothing but atomics.
 //! Each shard also has a [`ShardSlot`] of connection and request counters here, handed to it at start-up.
-//! Nothing here depends on an async runtime.
+//! `sticky learn`'s session tables ([`LearnTable`]) live here too, by zone name. Nothing here depends on an async
+//! runtime.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -15,6 +16,7 @@ mod least_time;
 mod peak_ewma;
 mod shard_slot;
 mod slot;
+mod sticky;
 mod zone;
 
 pub use guard::ConnGuard;
@@ -23,4 +25,5 @@ pub use least_time::{time_avg, PeerTimes, TimeMetric};
 pub use peak_ewma::{PeakEwma, DECAY_MS};
 pub use shard_slot::{HttpPhase, ShardSlot, ShardStats};
 pub use slot::{HealthStats, PeerFlags, PeerSlot, PeerStats, StatusClass};
+pub use sticky::{LearnTable, SessionKey, Sid, SID_MAX};
 pub use zone::{PeerKey, Zone};

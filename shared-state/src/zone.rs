@@ -2,6 +2,7 @@
 
 use crate::shard_slot::{ShardSlot, ShardStats};
 use crate::slot::PeerSlot;
+use crate::sticky::LearnTable;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +30,8 @@ pub struct Zone {
     registry: Mutex<Registry>,
     /// One counter record per shard, by shard index; they live as long as the zone (a reload keeps them).
     shards: Mutex<Vec<Arc<ShardSlot>>>,
+    /// `sticky learn` session tables by zone name; a reload keeps a table of the same size and upstream.
+    sticky: Mutex<HashMap<String, Arc<LearnTable>>>,
 }
 
 /// The slots by identity, and what gives each new peer its id.
@@ -169,6 +172,30 @@ impl Zone {
             .collect()
     }
 
+    /// The `sticky learn` table of zone `name` for `upstream`: the one kept from the last load when its size is
+    /// the same, else a fresh one (nginx makes a new zone when its size changes). `Err` names the upstream that
+    /// used the zone before (nginx refuses the move).
+    pub fn sticky_table(&self, name: &str, upstream: &str, size: u64) -> Result<Arc<LearnTable>, String> {
+        let mut tables = self.sticky.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(t) = tables.get(name) {
+            if t.upstream() != upstream {
+                return Err(t.upstream().to_string());
+            }
+            if t.size() == size {
+                return Ok(Arc::clone(t));
+            }
+        }
+        let t = Arc::new(LearnTable::new(upstream, size));
+        tables.insert(name.to_string(), Arc::clone(&t));
+        Ok(t)
+    }
+
+    /// Forgets the `sticky learn` tables whose zone names are not in `names` (a config that drops a zone).
+    pub fn retain_sticky(&self, names: &[&str]) {
+        let mut tables = self.sticky.lock().unwrap_or_else(PoisonError::into_inner);
+        tables.retain(|name, _| names.contains(&name.as_str()));
+    }
+
     /// How many times a config has been attached.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -276,5 +303,19 @@ mod tests {
         let a = key("u", "x", 1);
         let s = z.attach(&[a.clone(), a]);
         assert!(Arc::ptr_eq(&s[0], &s[1]));
+    }
+
+    #[test]
+    fn sticky_tables_are_kept_by_name_size_and_upstream() {
+        let zone = Zone::new();
+        let t = zone.sticky_table("z", "u", 1 << 20).expect("new");
+        let again = zone.sticky_table("z", "u", 1 << 20).expect("kept");
+        assert!(Arc::ptr_eq(&t, &again));
+        let resized = zone.sticky_table("z", "u", 1 << 21).expect("resized");
+        assert!(!Arc::ptr_eq(&t, &resized));
+        assert_eq!(zone.sticky_table("z", "v", 1 << 21).err().as_deref(), Some("u"));
+        zone.retain_sticky(&[]);
+        let fresh = zone.sticky_table("z", "v", 1 << 21).expect("forgotten, then new");
+        assert!(!Arc::ptr_eq(&resized, &fresh));
     }
 }

@@ -79,6 +79,8 @@ pub struct AttemptState {
     pub iphash: u32,
     /// least_time: the current try's in-flight unit and whether `notify` recorded its average.
     pub least_time: FreeCx,
+    /// sticky: the index of the peer the request is bound to, on the primary and on the backup list.
+    pub bound: [Option<u32>; 2],
 }
 
 impl AttemptState {
@@ -93,6 +95,7 @@ impl AttemptState {
             misses: 0,
             iphash: 89,
             least_time: FreeCx::default(),
+            bound: [None; 2],
         }
     }
 
@@ -154,6 +157,18 @@ impl<'p> Attempt<'p> {
         &self.state
     }
 
+    /// Binds the request to the peers whose server id is `sid` (`sticky`; nothing without it).
+    pub fn bind(&mut self, sid: &[u8]) {
+        if let Some(s) = self.plan.sticky.as_deref() {
+            self.state.bound = s.resolve(sid);
+        }
+    }
+
+    /// The list and index of the peer picked last, if its attempt has not been reported yet.
+    pub fn current_choice(&self) -> Option<Choice> {
+        self.current
+    }
+
     /// The peer picked last, if its attempt has not been reported yet.
     pub fn current(&self) -> Option<&'p Peer> {
         self.current.map(|c| self.plan.peer(c))
@@ -184,7 +199,11 @@ impl<'p> Attempt<'p> {
                 now,
                 now_ms,
             };
-            let choice = plan.balancer.choose(&mut cx)?;
+            let bound = plan.sticky.as_deref().and_then(|s| s.choose_bound(&mut cx));
+            let choice = match bound {
+                Some(c) => c,
+                None => plan.balancer.choose(&mut cx)?,
+            };
             let peer = plan.peer(choice);
             let single = plan.single && choice.list == ListKind::Primary;
             match peer.slot.try_acquire(peer.max_conns) {

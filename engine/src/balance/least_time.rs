@@ -230,7 +230,7 @@ impl Balancer for LeastTime {
             }
         }
         let Some((first, be, bw)) = best else {
-            return round_robin::switch_to_backup(cx).then(|| self.choose(cx)).flatten();
+            return round_robin::on_backup(cx, |cx| self.choose(cx));
         };
         if !many {
             return Some(Choice {

@@ -24,6 +24,7 @@ pub mod random;
 pub mod random_least_time;
 pub mod ranges;
 pub mod round_robin;
+pub mod sticky;
 #[cfg(test)]
 mod testkit;
 pub mod two_choice;
@@ -111,6 +112,8 @@ pub struct ShardState {
     pub backup: Weights,
     /// The shard's random generator (`random`), seeded per shard.
     pub rng: SmallRng,
+    /// Requests of this shard waiting in the upstream's `queue`.
+    pub queued: u32,
 }
 
 impl ShardState {
@@ -120,6 +123,7 @@ impl ShardState {
             primary: Weights::new(&plan.primary),
             backup: Weights::new(&plan.backup),
             rng,
+            queued: 0,
         }
     }
 

@@ -156,6 +156,16 @@ pub enum PlanError {
     /// An upstream without a `server` line (nginx refuses it the same way).
     #[error("no servers are inside upstream \"{0}\"")]
     NoServers(String),
+    /// nginx's refusal of a `sticky learn` zone that a reload moves to another upstream.
+    #[error("sticky zone \"{zone}\" is used in upstream \"{upstream}\" while previously it was used in upstream \"{before}\"")]
+    StickyZoneMoved {
+        /// The zone's name.
+        zone: String,
+        /// The upstream that names it now.
+        upstream: String,
+        /// The upstream that used it before.
+        before: String,
+    },
 }
 
 /// An upstream ready for picking: both lists, totals, `single`, and its balancer.
@@ -177,6 +187,10 @@ pub struct UpstreamPlan {
     pub least_time: Option<super::least_time::LeastTimeConf>,
     /// `random two ewma`: each try's round trip goes into the peer's peak-EWMA ([`super::peak_ewma::on_free`]).
     pub ewma: bool,
+    /// `sticky`: the peers' server ids and the binding; `None` (no cost to a pick) without it.
+    pub sticky: Option<Box<super::sticky::StickyPlan>>,
+    /// `queue N [timeout=T]`: a request that finds no usable peer waits (see `proxy::queue`).
+    pub queue: Option<crate::config::queue::QueueConf>,
 }
 
 impl UpstreamPlan {
@@ -197,7 +211,18 @@ impl UpstreamPlan {
             }
         }
         let mut slots = zone.attach(&keys).into_iter();
-        Self::build_with(conf, || slots.next().unwrap_or_default())
+        let mut plan = Self::build_with(conf, || slots.next().unwrap_or_default())?;
+        if let Some(learn) = conf.sticky.as_ref().and_then(|s| s.learn.as_ref()) {
+            let table = zone
+                .sticky_table(&learn.zone, &conf.name, learn.size)
+                .map_err(|before| PlanError::StickyZoneMoved {
+                    zone: learn.zone.clone(),
+                    upstream: conf.name.clone(),
+                    before,
+                })?;
+            plan.sticky = super::sticky::build(conf, &plan, Some(table));
+        }
+        Ok(plan)
     }
 
     /// Builds the plan of `conf` with fresh slots from `next_slot` (one call per peer, in line order).
@@ -243,7 +268,7 @@ impl UpstreamPlan {
         let backup = PeerList::new(backup);
         let single = primary.len() == 1 && backup.is_empty();
         let (balancer, key) = super::build_balancer(&conf.method, &primary);
-        Ok(UpstreamPlan {
+        let mut plan = UpstreamPlan {
             name: conf.name.clone(),
             primary,
             backup,
@@ -257,7 +282,11 @@ impl UpstreamPlan {
                     two: Some(crate::config::model::RandomTwo::PeakEwma)
                 }
             ),
-        })
+            sticky: None,
+            queue: conf.queue,
+        };
+        plan.sticky = super::sticky::build(conf, &plan, None);
+        Ok(plan)
     }
 
     /// Whether a try's times are measured: `least_time` (or `random two least_time=`) or `random two ewma`.

@@ -36,7 +36,19 @@ pub fn choose(cx: &mut PickCx<'_>) -> Option<Choice> {
     if let Some(index) = swrr::pass_all(list, weights, &cx.attempt.tried, cx.now) {
         return Some(Choice { list: kind, index });
     }
-    switch_to_backup(cx).then(|| choose(cx)).flatten()
+    on_backup(cx, choose)
+}
+
+/// The backup switch and the pass a method runs again there: `None` when the request cannot move. On the backup
+/// list a request bound by `sticky` takes its bound peer first, as nginx's switch starts its pick over.
+pub fn on_backup(cx: &mut PickCx<'_>, again: impl FnOnce(&mut PickCx<'_>) -> Option<Choice>) -> Option<Choice> {
+    if !switch_to_backup(cx) {
+        return None;
+    }
+    if let Some(c) = cx.plan.sticky.as_deref().and_then(|s| s.choose_bound(cx)) {
+        return Some(c);
+    }
+    again(cx)
 }
 
 /// nginx's backup switch: moves a request that is still on the primary list to the backup list (clearing its

@@ -240,6 +240,8 @@ pub struct ServerLine {
     pub down: bool,
     /// `drain` (nginx Plus, http only): the peer takes no new requests; its zone flag follows this at every apply.
     pub drain: bool,
+    /// `route=ID` (http): the server id `sticky` reads (else the MD5 of the address).
+    pub route: Option<String>,
     pub span: Span,
 }
 
@@ -258,6 +260,7 @@ impl ServerLine {
             backup: false,
             down: false,
             drain: false,
+            route: None,
             span: Span::default(),
         }
     }
@@ -292,6 +295,10 @@ pub struct UpstreamConf {
     pub state: Option<PathBuf>,
     /// True when this upstream was made implicitly by `proxy_pass host:port`.
     pub implicit: bool,
+    /// `sticky ...` (http).
+    pub sticky: Option<Box<super::sticky::StickyConf>>,
+    /// `queue N [timeout=T]` (http, nginx Plus).
+    pub queue: Option<super::queue::QueueConf>,
     pub span: Span,
 }
 
@@ -309,6 +316,8 @@ impl UpstreamConf {
             zone: None,
             state: None,
             implicit: false,
+            sticky: None,
+            queue: None,
             span: Span::default(),
         }
     }

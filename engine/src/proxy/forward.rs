@@ -66,8 +66,28 @@ impl<R: Runtime> ClientConn<R> {
             replayable,
             clock: Default::default(),
         };
+        if let Some(sticky) = up.sticky.as_deref() {
+            if let Some(sid) = sticky.bound_sid(&self.bufs.sticky, crate::clock::now_ms()) {
+                retry.attempt.bind(sid.as_bytes());
+            }
+        }
+        let mut first = true;
         loop {
-            let Some(peer) = retry.pick(&self.bufs.key) else {
+            let picked = match retry.pick(&self.bufs.key) {
+                // boxed: the wait's state stays out of every request's future, allocated only when it queues
+                None if first && up.queue.is_some() => match Box::pin(self.wait_in_queue(&mut retry)).await {
+                    super::queue::Waited::Peer(p) => Some(p),
+                    super::queue::Waited::Refused => None,
+                    super::queue::Waited::ClientGone => {
+                        self.shard.counters.count_client_abort();
+                        self.bufs.log.answered(499, 0, 0);
+                        return false;
+                    }
+                },
+                picked => picked,
+            };
+            first = false;
+            let Some(peer) = picked else {
                 crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
                 self.bufs.log.no_live(plan.upstream);
                 return self.error_page(502, &plan.headers, req, replayable).await;
@@ -99,6 +119,10 @@ impl<R: Runtime> ClientConn<R> {
     async fn try_peer(&mut self, retry: &mut RetryState<'_, R>, req: &Routed, peer: &Peer) -> TryResult {
         peer.slot.count_request();
         self.bufs.log.try_start(TryPeer::Addr(peer.addr));
+        let sticky = retry.attempt.plan().sticky.as_deref();
+        if let (Some(s), Some(c)) = (sticky, retry.attempt.current_choice()) {
+            s.on_try(c, &mut self.bufs.sticky);
+        }
         let body = (!retry.replayable).then_some(StreamedBody {
             client: &mut self.sock,
             framing: req.body,
@@ -127,6 +151,9 @@ impl<R: Runtime> ClientConn<R> {
                 peer.slot.count_response(info.status);
                 let sent = info.sent;
                 let (keep, received) = self.pass_response(to, req, conn, info).await;
+                if let Some(s) = sticky.filter(|s| !s.learns_at_header()) {
+                    s.learn(&self.bufs.sticky, crate::clock::now_ms());
+                }
                 peer.slot.record_response_time(self.shard.index, started.elapsed());
                 peer.slot.count_bytes(sent, received);
                 retry.report(Outcome::Success);
@@ -207,6 +234,17 @@ impl<R: Runtime> ClientConn<R> {
             };
             write_client_head_with(&resp, head, edits, &mut bufs.out)
         });
+        if let Some(s) = from
+            .snap
+            .http_plans
+            .get(from.plan.upstream)
+            .and_then(|u| u.sticky.as_deref())
+        {
+            s.answer(&mut bufs.out, &response, &mut bufs.sticky);
+            if s.learns_at_header() {
+                s.learn(&bufs.sticky, crate::clock::now_ms());
+            }
+        }
         let upstream_head = bufs.upstream.readable().get(..info.head_len).unwrap_or_default();
         bufs.log.capture_headers(&bufs.out, upstream_head);
         bufs.upstream.consume(info.head_len);

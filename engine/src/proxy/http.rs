@@ -393,6 +393,9 @@ fn route_head<'s>(
         (None, Some(_), _) if proxy_failed.is_some() => Route::Fixed(proxy_failed.unwrap_or(&server.cycle), headers),
         (None, Some(_), Some(p)) => {
             if let Some(up) = upstream {
+                if let Some(sticky) = up.sticky.as_deref() {
+                    sticky.prepare(&vars, crate::clock::now_secs(), &mut bufs.sticky);
+                }
                 let out = UpstreamHeadOut {
                     key: &mut bufs.key,
                     scratch: &mut bufs.scratch,

@@ -13,6 +13,7 @@ pub mod limit_rate;
 mod phase;
 mod proxy_header;
 pub mod pump;
+pub mod queue;
 mod request_body;
 pub mod request_log;
 pub mod retry;

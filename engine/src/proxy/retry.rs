@@ -73,6 +73,10 @@ impl<'a, R: Runtime> RetryState<'a, R> {
         self.shard.with_http_state(self.snap, self.plan.upstream, |st| {
             attempt.report_timed(outcome, st, now, times, now_ms)
         });
+        // a connection slot freed: requests in a `queue` look again
+        if self.attempt.plan().queue.is_some() {
+            self.shard.queue.wake_all();
+        }
     }
 
     /// What the decision reads of this request and its tries.

@@ -54,6 +54,22 @@ impl IoBuf {
         io_timeout::<R, _>(timeout, self.fill_untimed(conn)).await
     }
 
+    /// The room after the unread bytes (moving them to the front if needed; empty when the buffer is full), for a
+    /// read that [`IoBuf::commit`]s what it got.
+    pub fn spare(&mut self) -> &mut [u8] {
+        if self.end == self.data.len() && self.start != 0 {
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        &mut self.data[self.end..]
+    }
+
+    /// Counts `n` bytes read into [`IoBuf::spare`] as readable.
+    pub fn commit(&mut self, n: usize) {
+        self.end = (self.end + n).min(self.data.len());
+    }
+
     /// [`IoBuf::fill`] without a time limit (the caller sets one).
     pub async fn fill_untimed(&mut self, conn: &mut impl Conn) -> io::Result<usize> {
         if self.end == self.data.len() {
@@ -84,5 +100,19 @@ mod tests {
         b.consume(usize::MAX);
         assert!(b.readable().is_empty(), "no stale bytes for the buffer's next user");
         assert_eq!((b.start, b.end), (0, 0));
+    }
+
+    #[test]
+    fn spare_moves_unread_bytes_to_the_front_and_commit_counts_them() {
+        let mut b = IoBuf::new(8);
+        b.spare()[..8].copy_from_slice(b"abcdefgh");
+        b.commit(8);
+        assert!(b.is_full() && b.spare().is_empty());
+        b.consume(5);
+        let room = b.spare();
+        assert_eq!(room.len(), 5);
+        room[..2].copy_from_slice(b"ij");
+        b.commit(2);
+        assert_eq!(b.readable(), b"fghij");
     }
 }

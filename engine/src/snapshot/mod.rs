@@ -226,6 +226,12 @@ impl Snapshot {
             .map(|p| p.name.as_str())
             .collect();
         zone.retain_upstreams(&names);
+        let learn_zones: Vec<&str> = http_plans
+            .iter()
+            .filter_map(|p| p.sticky.as_deref()?.conf.learn.as_ref())
+            .map(|l| l.zone.as_str())
+            .collect();
+        zone.retain_sticky(&learn_zones);
         Ok(Snapshot {
             client_buffer,
             generation,

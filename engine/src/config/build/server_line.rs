@@ -14,8 +14,8 @@ pub(super) fn unsupported_by_method(param: &str, at: &Span) -> ConfigError {
     ConfigError::invalid(format!("balancing method does not support parameter \"{param}\""), at)
 }
 
-/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [slow_start=T] [backup] [down] [drain]`
-/// in an upstream block or a state file (`drain`, nginx Plus, http only).
+/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [slow_start=T] [backup] [down] [drain]
+/// [route=ID]` in an upstream block or a state file (`drain` and `route`, http only).
 pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<ServerLine, ConfigError> {
     let text = arg(d, 0);
     let mut line = ServerLine {
@@ -53,6 +53,15 @@ pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> 
             line.down = true;
         } else if p == "drain" && module == Module::Http {
             line.drain = true;
+        } else if let Some(v) = p.strip_prefix("route=").filter(|_| module == Module::Http) {
+            // nginx's messages for a `sticky` server id
+            if v.is_empty() {
+                return Err(ConfigError::invalid("route is empty", &d.span));
+            }
+            if v.len() > 32 {
+                return Err(ConfigError::invalid("route is longer than 32", &d.span));
+            }
+            line.route = Some(v.to_string());
         } else {
             return Err(invalid(p));
         }
@@ -129,5 +138,27 @@ mod tests {
             e.to_string(),
             "[emerg] invalid parameter \"slow_start=10ms\" in t.conf:4"
         );
+    }
+
+    #[test]
+    fn route_is_a_sticky_server_id_of_at_most_32_bytes() {
+        let mut d = Directive {
+            name: "server".into(),
+            args: vec!["127.0.0.1:1".into(), "route=a1".into()],
+            span: at(2),
+            block: None,
+        };
+        assert_eq!(
+            server_line(&d, Module::Http, true).unwrap().route.as_deref(),
+            Some("a1")
+        );
+        let e = server_line(&d, Module::Stream, true).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] invalid parameter \"route=a1\" in t.conf:2");
+        d.args[1] = "route=".into();
+        let e = server_line(&d, Module::Http, true).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] route is empty in t.conf:2");
+        d.args[1] = format!("route={}", "x".repeat(33));
+        let e = server_line(&d, Module::Http, true).unwrap_err();
+        assert_eq!(e.to_string(), "[emerg] route is longer than 32 in t.conf:2");
     }
 }

@@ -252,6 +252,8 @@ pub const SPECS: &[Spec] = &[
     both("least_time", UPS, TAKE12),
     both("keepalive", Ctx::HTTP_UPS, TAKE1),
     both("zone", UPS, TAKE12),
+    both("sticky", Ctx::HTTP_UPS, MORE2),
+    both("queue", Ctx::HTTP_UPS, TAKE12),
     both("state", UPS, TAKE1),
     // nginx Plus active health checks
     both("health_check", Ctx::HTTP_LOC.or(Ctx::STREAM_SRV), ANY),
@@ -406,8 +408,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "grpc_pass",
     "memcached_pass",
     // upstream extras (newer or commercial nginx)
-    "sticky",
-    "queue",
     "ntlm",
     // stream extras
     "preread_buffer_size",

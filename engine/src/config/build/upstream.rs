@@ -87,6 +87,12 @@ struct BlockConf {
     zone: Option<ZoneConf>,
     /// `state FILE`: the file (resolved) and the directive's place.
     state: Option<(PathBuf, Span)>,
+    /// `sticky ...`; a method directive after it drops it, as nginx's replaces its `init_upstream`.
+    sticky: Option<(crate::config::sticky::StickyConf, Span)>,
+    /// A `sticky` was read (a second one "is duplicate" even after a method dropped the first).
+    sticky_set: bool,
+    /// `queue N [timeout=T]`; a method directive after it drops it (nginx Plus: it must follow the method).
+    queue: Option<crate::config::queue::QueueConf>,
 }
 
 impl Upstreams {
@@ -177,11 +183,27 @@ impl Upstreams {
         } else if conf.servers.is_empty() {
             return Err(ConfigError::invalid("no servers are inside upstream", &close));
         }
+        if let Some((s, at)) = &conf.sticky {
+            if let Some(used) = s.learn.as_ref().and_then(|l| self.learn_zone_user(&l.zone)) {
+                let zone = s.learn.as_ref().map_or("", |l| l.zone.as_str());
+                let msg = format!("sticky zone \"{zone}\" is already used in upstream \"{used}\"");
+                return Err(ConfigError::invalid(msg, at));
+            }
+        }
         if let Some(e) = self.entries.get_mut(i) {
             e.name = name.to_string();
             e.block = Some((conf, d.span.clone()));
         }
         Ok(())
+    }
+
+    /// The upstream whose `sticky learn` already took zone `name`.
+    fn learn_zone_user(&self, name: &str) -> Option<&str> {
+        self.entries.iter().find_map(|e| {
+            let (conf, _) = e.block.as_ref()?;
+            let learn = conf.sticky.as_ref()?.0.learn.as_ref()?;
+            (learn.zone == name).then_some(e.name.as_str())
+        })
     }
 
     /// nginx's init of every upstream when the block ends: the model's list, in the order names first appeared.
@@ -236,6 +258,8 @@ impl Entry {
             zone: conf.zone,
             state: conf.state.map(|(path, _)| path),
             implicit: false,
+            sticky: conf.sticky.map(|(s, _)| Box::new(s)),
+            queue: conf.queue,
             span: block_span,
         })
     }
@@ -276,6 +300,9 @@ impl BlockConf {
             keepalive_time: None,
             zone: None,
             state: None,
+            sticky: None,
+            sticky_set: false,
+            queue: None,
         }
     }
 
@@ -327,6 +354,20 @@ impl BlockConf {
             "keepalive_timeout" => msec_slot(&mut self.keepalive_timeout, d),
             "keepalive_time" => msec_slot(&mut self.keepalive_time, d),
             "zone" => self.zone(b, d, module),
+            "queue" => {
+                unset(&self.queue, d)?;
+                self.queue = Some(super::queue::directive(d)?);
+                Ok(())
+            }
+            "sticky" => {
+                if self.sticky_set {
+                    return Err(super::directive_err(d, "is duplicate"));
+                }
+                self.sticky = Some((super::sticky::directive(d, vars)?, d.span.clone()));
+                self.sticky_set = true;
+                self.method_set = true;
+                Ok(())
+            }
             _ => Err(ConfigError::NotAllowedHere {
                 name: d.name.clone(),
                 at: d.span.clone(),
@@ -370,6 +411,8 @@ impl BlockConf {
         }
         self.method_set = true;
         self.keepalive_active = false;
+        self.sticky = None;
+        self.queue = None;
         self.allow_backup = backup;
         self.method = m;
     }
