@@ -144,6 +144,9 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             break;
         }
     }
+    if conn.bufs.log.named_ticket != 0 {
+        conn.shard.logs_written(&conn.bufs.log).await;
+    }
     conn.shard.give_buffers(conn.bufs);
 }
 

@@ -133,10 +133,10 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
     let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers, &b.prefix)).collect();
     crate::config::map::mark_answer_time(&mut h.maps.maps);
     for s in &mut servers {
-        h.logs.settle(&mut s.client.access_log);
+        h.logs.settle(&mut s.client.access_log, &s.files.root);
         map::answer_time_logs(&mut s.client.access_log, &h.maps.maps)?;
         for l in &mut s.locations {
-            h.logs.settle(&mut l.client.access_log);
+            h.logs.settle(&mut l.client.access_log, &l.files.root);
             map::answer_time_logs(&mut l.client.access_log, &h.maps.maps)?;
         }
     }
