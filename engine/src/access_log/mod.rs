@@ -7,6 +7,7 @@ pub mod head_vars;
 pub mod path_vars;
 pub use crate::clock::texts as clock;
 pub mod record;
+pub mod refused;
 pub mod render;
 pub mod stream;
 pub mod writer;

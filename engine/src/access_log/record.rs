@@ -65,6 +65,8 @@ pub struct RequestRecord {
     /// The number of the connection's last line to a path with variables (0: none), which the connection waits
     /// to be written before it closes, as nginx writes the line before it closes.
     pub named_ticket: u64,
+    /// The number on its connection of the last request routed ([`RequestRecord::begin`]).
+    pub routed: u64,
 }
 
 impl Default for RequestRecord {
@@ -87,6 +89,7 @@ impl Default for RequestRecord {
             headers: Vec::new(),
             header_ends: Vec::new(),
             named_ticket: 0,
+            routed: 0,
         }
     }
 }
@@ -97,11 +100,13 @@ impl RequestRecord {
         self.connection = id;
         self.set = 0;
         self.named_ticket = 0;
+        self.routed = 0;
     }
 
     /// Starts a request logged to `set` (0: not logged, and nothing more is recorded).
     pub fn begin(&mut self, set: usize, requests: u64, request_length: u64) {
         self.set = set;
+        self.routed = requests;
         self.for_head = false;
         self.status = 0;
         self.header_bytes = 0;

@@ -119,6 +119,11 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         let route = match step {
             Next::Closed | Next::Arrived => break,
             Next::Reject(r) => {
+                if conn.bufs.log.routed != progress.served + 1 {
+                    let read = conn.bufs.client.readable();
+                    let requests = progress.served + 1;
+                    super::request_log::begin_refused(snap, at.port, conn.vars, read, requests, &mut conn.bufs.log);
+                }
                 conn.refuse(r, at.defaults.send_timeout).await;
                 conn.shard.log_request(snap, &mut conn.bufs.log);
                 break;
