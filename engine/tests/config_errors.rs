@@ -1809,7 +1809,7 @@ http { server {
         case(
             "capture_var",
             r#"events {}
-http { upstream u { server 127.0.0.1:1;
+stream { upstream u { server 127.0.0.1:1;
  hash $1; } }
 "#
             .to_string(),

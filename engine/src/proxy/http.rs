@@ -303,6 +303,7 @@ fn route_head<'s>(
         server_match: ServerMatch {
             groups: name_regex.map_or(&[][..], |r| r.groups()),
             caps: name_regex.map(|_| &bufs.server_captures),
+            last: None,
         },
         connection: bufs.log.connection,
         requests: progress.served + 1,
@@ -352,6 +353,8 @@ fn route_head<'s>(
         Some(f) => (f.loc, uri, f.answer, false),
         None => (loc, uri, None, false),
     };
+    // from here on `$1`..`$9` and named groups read the request's last regex match
+    let ext = ext.with_captures(&bufs.captures);
     let (proxy, given_uri, proxy_failed) = match loc.and_then(|l| l.var_proxy.as_deref()) {
         None => (loc.and_then(|l| l.proxy.as_ref()), None, None),
         Some(pass) => var_pass::pick(pass, &head, uri, conn, ext, &mut bufs.proxy_url),

@@ -84,6 +84,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         layers: Layers::default(),
         vars: Vars::with_maps(map::names(block_of(d)?))
             .with_server_captures(super::server_names::capture_names(block_of(d)?))
+            .with_regex_captures(super::regex_names::regex_group_names(block_of(d)?))
             .with_users(super::set::names(block_of(d)?)),
         header_error: None,
         http_header_error: None,

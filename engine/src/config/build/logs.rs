@@ -85,7 +85,14 @@ impl LogState {
             return Err(ConfigError::invalid(msg, &d.span));
         }
         let args = d.args.get(1..).unwrap_or_default();
-        let compiled = LogFormat::compile_with(name, args, &|n| vars.resolve(n, Module::Http, None));
+        // `$1`..`$9` are no variables in a format (nginx: `unknown "1" variable`), though they are in `if=`
+        let resolve = |n: &str| {
+            crate::config::var::capture_number(n)
+                .is_none()
+                .then(|| vars.resolve(n, Module::Http, None))
+                .flatten()
+        };
+        let compiled = LogFormat::compile_with(name, args, &resolve);
         let format = format_result(compiled, name, vars, &d.span)?;
         let body = crate::config::key::Var::RequestBody;
         if format

@@ -21,6 +21,7 @@ mod main_ctx;
 mod map;
 mod random_two;
 mod realip;
+mod regex_names;
 mod regex_redirect;
 mod rewrite;
 mod server_line;
