@@ -13,6 +13,8 @@ pub struct MapRegex {
     regex: Regex,
     /// Index into the map's values.
     pub value: usize,
+    /// Whether that value reads the groups (`$1`, `$name`): only then is a match made to keep them.
+    pub value_captures: bool,
 }
 
 impl MapRegex {
@@ -22,6 +24,7 @@ impl MapRegex {
         Ok(MapRegex {
             regex: super::regex::compile(pattern, caseless)?,
             value,
+            value_captures: true,
         })
     }
 
@@ -177,7 +180,13 @@ impl Map {
     }
 
     /// A regex key.
-    pub fn add_regex(&mut self, regex: MapRegex) {
+    /// A regex key; its value (added before it) decides whether a match keeps the groups.
+    pub fn add_regex(&mut self, mut regex: MapRegex) {
+        regex.value_captures = self.values.get(regex.value).is_none_or(|t| {
+            t.parts()
+                .iter()
+                .any(|p| matches!(p, super::key::Part::Var(super::key::Var::Capture(_))))
+        });
         self.regexes.push(regex);
     }
 

@@ -124,7 +124,11 @@ impl VarCache {
                 }
             }
             Some(Found::Regex(r)) => {
-                if let Some(re) = map.regexes.get(r) {
+                if let Some(re) = map.regexes.get(r).filter(|re| !re.value_captures) {
+                    if let Some(t) = map.values.get(re.value) {
+                        t.eval_into(src, &mut value);
+                    }
+                } else if let Some(re) = map.regexes.get(r) {
                     let mut caps = slot.captures.take();
                     caps.clear();
                     re.captures(&key, &mut caps);
