@@ -156,6 +156,21 @@ impl<R: Runtime> Shard<R> {
         rec.set = 0;
     }
 
+    /// Waits (at most a second, sleeping a millisecond at a time) until the connection's last line to a path with
+    /// variables is written: nginx writes it before it closes the connection, and a client may act on the close.
+    /// Nothing to wait for (no such line) returns at once.
+    pub async fn logs_written(&self, rec: &RequestRecord) {
+        let Some(logs) = &self.shared.access_logs else {
+            return;
+        };
+        for _ in 0..1000 {
+            if logs.writer.named_written(rec.named_ticket) {
+                return;
+            }
+            R::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
     /// A record for a new stream session (reused from an ended one when there is one).
     pub fn stream_record(&self) -> StreamRecord {
         self.log.borrow_mut().take_stream_record()

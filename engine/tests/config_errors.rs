@@ -1809,7 +1809,7 @@ http { server {
         case(
             "capture_var",
             r#"events {}
-http { upstream u { server 127.0.0.1:1;
+stream { upstream u { server 127.0.0.1:1;
  hash $1; } }
 "#
             .to_string(),
@@ -2554,7 +2554,7 @@ events {}
         case(
             "map_lookaround",
             "events {}\nhttp {\n map $uri $m {\n  ~^/(?!x) 1;\n }\n}\n".to_string(),
-            r#"regex "^/(?!x)" is not supported by corelb: look-around, including look-ahead and look-behind, is not supported"#,
+            r#"regular expression "^/(?!x)" uses look-around, which corelb does not support (its regex engine runs in linear time, without backtracking)"#,
             4,
             Differs,
         ),

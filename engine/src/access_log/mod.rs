@@ -4,8 +4,10 @@
 
 pub mod answer_headers;
 pub mod head_vars;
+pub mod path_vars;
 pub use crate::clock::texts as clock;
 pub mod record;
+pub mod refused;
 pub mod render;
 pub mod stream;
 pub mod writer;
@@ -89,6 +91,9 @@ pub struct ShardLog {
     /// The maps a line evaluates when it is written ([`crate::config::key::Var::AnswerMap`]).
     answer_vars: crate::http::var_cache::VarCache,
     line: Vec<u8>,
+    /// The path and the line of a log whose path has variables, being put together.
+    named_path: Vec<u8>,
+    named_line: Vec<u8>,
     /// The last flush request of the process this shard has honoured.
     flushed: u64,
     /// Records of ended stream sessions, for the next ones.
@@ -143,8 +148,25 @@ impl ShardLog {
                 render::render(cond, rec, &cx, &mut next, &mut self.line);
                 if self.line.is_empty() || self.line == b"0" {
                     next.skip(&t.format);
+                    if let Some(p) = &t.path {
+                        next.skip(&p.format);
+                    }
                     continue;
                 }
+            }
+            if let Some(path) = &t.path {
+                let (mut name, mut line) = (
+                    std::mem::take(&mut self.named_path),
+                    std::mem::take(&mut self.named_line),
+                );
+                line.clear();
+                render::render(&t.format, rec, &cx, &mut next, &mut line);
+                line.push(b'\n');
+                name.clear();
+                name.extend_from_slice(&path.lead);
+                render::render(&path.format, rec, &cx, &mut next, &mut name);
+                (self.named_path, self.named_line) = writer.send_named(path, name, line, &mut rec.named_ticket);
+                continue;
             }
             let Some(buf) = self.bufs.get_mut(t.file) else {
                 continue;

@@ -62,6 +62,11 @@ pub struct RequestRecord {
     pub headers: Vec<u8>,
     /// Where each header value ends in `headers`, and whether it was there.
     pub header_ends: Vec<(usize, bool)>,
+    /// The number of the connection's last line to a path with variables (0: none), which the connection waits
+    /// to be written before it closes, as nginx writes the line before it closes.
+    pub named_ticket: u64,
+    /// The number on its connection of the last request routed ([`RequestRecord::begin`]).
+    pub routed: u64,
 }
 
 impl Default for RequestRecord {
@@ -83,6 +88,8 @@ impl Default for RequestRecord {
             header_vars: None,
             headers: Vec::new(),
             header_ends: Vec::new(),
+            named_ticket: 0,
+            routed: 0,
         }
     }
 }
@@ -92,11 +99,14 @@ impl RequestRecord {
     pub fn new_connection(&mut self, id: u64) {
         self.connection = id;
         self.set = 0;
+        self.named_ticket = 0;
+        self.routed = 0;
     }
 
     /// Starts a request logged to `set` (0: not logged, and nothing more is recorded).
     pub fn begin(&mut self, set: usize, requests: u64, request_length: u64) {
         self.set = set;
+        self.routed = requests;
         self.for_head = false;
         self.status = 0;
         self.header_bytes = 0;

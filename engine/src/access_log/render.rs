@@ -22,7 +22,7 @@ pub struct RequestView<'a, 'r, 'h, 'b> {
 /// Captures the request-time values of every format of `targets` into `rec` (escaped as each format says).
 pub fn capture(targets: &[LogTarget], view: &RequestView<'_, '_, '_, '_>, rec: &mut RequestRecord) {
     for t in targets {
-        for f in t.cond.iter().chain(std::iter::once(&t.format)) {
+        for f in t.formats() {
             for op in f.ops() {
                 if let (true, Op::Var(v)) = (op.captured_at_request(), op) {
                     capture_one(v, f.escape, view, rec);

@@ -4,6 +4,8 @@
 //! disk falls more than [`MAX_QUEUED`] bytes behind, new buffers are dropped (and counted, and logged once per
 //! episode) rather than let memory grow — nginx would stall its worker on the write instead.
 
+use super::path_vars::NamedFiles;
+use crate::config::log_path::LogPath;
 use crate::http::gzip::Encoder;
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::File;
@@ -27,11 +29,16 @@ struct Backlog {
     dropped: AtomicU64,
     /// Whether lines are being dropped now (the alert is logged once per episode).
     overflowing: AtomicBool,
+    /// Lines of paths with variables sent, and written (the writer takes them in order).
+    named_sent: AtomicU64,
+    named_done: AtomicU64,
 }
 
 enum Msg {
     /// Lines for a file, and the gzip level they are compressed at (as one gzip member) if any.
     Batch(Arc<File>, Vec<u8>, Option<u32>),
+    /// A line for the file its request named (a path with variables): the plan, the path, the line.
+    Named(Arc<LogPath>, Vec<u8>, Vec<u8>),
     /// Answered once everything sent before it is written.
     Sync(Sender<()>),
 }
@@ -50,6 +57,7 @@ impl std::fmt::Debug for Msg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Msg::Batch(_, b, _) => write!(f, "Batch({} bytes)", b.len()),
+            Msg::Named(_, _, b) => write!(f, "Named({} bytes)", b.len()),
             Msg::Sync(_) => f.write_str("Sync"),
         }
     }
@@ -106,6 +114,35 @@ impl LogWriter {
         self.spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(capacity))
     }
 
+    /// Hands one `line` over to be appended to the file `path` names (a log path with variables: the writer
+    /// opens it, see [`super::path_vars`]); returns two empty buffers for the next path and line. When the writer
+    /// is more than the limit behind, the line is dropped instead (and counted). `ticket` is set to the line's
+    /// number, for [`LogWriter::named_written`].
+    pub fn send_named(
+        &self,
+        plan: &Arc<LogPath>,
+        path: Vec<u8>,
+        mut line: Vec<u8>,
+        ticket: &mut u64,
+    ) -> (Vec<u8>, Vec<u8>) {
+        let queued = self.backlog.queued.load(Ordering::Relaxed);
+        if queued.saturating_add(line.len()) > self.max_queued {
+            self.backlog.dropped.fetch_add(1, Ordering::Relaxed);
+            line.clear();
+            return (path, line);
+        }
+        self.backlog.queued.fetch_add(line.len(), Ordering::Relaxed);
+        *ticket = self.backlog.named_sent.fetch_add(1, Ordering::Relaxed) + 1;
+        let _ = self.tx.send(Msg::Named(Arc::clone(plan), path, line));
+        let spare = || self.spare.try_recv().unwrap_or_default();
+        (spare(), spare())
+    }
+
+    /// Whether the line of path with variables numbered `ticket` (0: none) is written.
+    pub fn named_written(&self, ticket: u64) -> bool {
+        self.backlog.named_done.load(Ordering::Acquire) >= ticket
+    }
+
     /// Lines dropped so far because the writer was too far behind.
     pub fn dropped(&self) -> u64 {
         self.backlog.dropped.load(Ordering::Relaxed)
@@ -134,8 +171,18 @@ fn run(rx: &Receiver<Msg>, spare: &Sender<Vec<u8>>, backlog: &Backlog, max_queue
     // the compressor of gzipped logs (one, reused; made again for another level) and its output
     let mut gzip: Option<Encoder> = None;
     let mut z = Vec::new();
+    let mut named = NamedFiles::default();
     while let Ok(msg) = rx.recv() {
         match msg {
+            Msg::Named(plan, mut path, mut line) => {
+                named.write(&plan, &path, &line, std::time::Instant::now());
+                backlog.queued.fetch_sub(line.len(), Ordering::Relaxed);
+                backlog.named_done.fetch_add(1, Ordering::Release);
+                path.clear();
+                line.clear();
+                let _ = spare.try_send(path);
+                let _ = spare.try_send(line);
+            }
             Msg::Batch(file, mut data, level) => {
                 let out = match level {
                     None => &data,

@@ -1,31 +1,36 @@
 //! A compiled `map SOURCE $name { ... }` (nginx's `ngx_http_map_module`, `ngx_stream_map_module`): exact keys
 //! (compared without case), with `hostnames` the wildcard keys `*.example.com`, `.example.com` and `example.*`,
-//! then regex keys in config order, then the default; and the thin regex wrapper its `~`/`~*` keys use.
+//! then regex keys in config order, then the default; and its `~`/`~*` keys.
 
 use super::key::KeyTemplate;
+use super::regex::{Captures, Regex, RegexError};
 use std::collections::HashMap;
 
-/// A `~` or `~*` key, compiled (the `regex` crate: linear time; what it cannot do is refused at load).
+/// A `~` or `~*` key, compiled with the config's one regex wrapper ([`super::regex`]: PCRE syntax, linear time,
+/// what it cannot do refused at load by name).
 #[derive(Debug, Clone)]
 pub struct MapRegex {
-    regex: regex::bytes::Regex,
+    regex: Regex,
     /// Index into the map's values.
     pub value: usize,
+    /// Whether that value reads the groups (`$1`, `$name`): only then is a match made to keep them.
+    pub value_captures: bool,
 }
 
 impl MapRegex {
-    /// Compiles `pattern` (`caseless` for `~*`), or the regex crate's reason.
-    pub fn compile(pattern: &str, caseless: bool, value: usize) -> Result<MapRegex, String> {
-        let regex = regex::bytes::RegexBuilder::new(pattern)
-            .case_insensitive(caseless)
-            .build()
-            .map_err(|e| first_line(&e.to_string()))?;
-        Ok(MapRegex { regex, value })
+    /// Compiles `pattern` (`caseless` for `~*`), or why not (nginx's `pcre2_compile()` message, or what corelb's
+    /// engine does not do).
+    pub fn compile(pattern: &str, caseless: bool, value: usize) -> Result<MapRegex, RegexError> {
+        Ok(MapRegex {
+            regex: super::regex::compile(pattern, caseless)?,
+            value,
+            value_captures: true,
+        })
     }
 
     /// The capture group called `name`, if the pattern has one.
     pub fn group(&self, name: &str) -> Option<usize> {
-        self.regex.capture_names().position(|n| n == Some(name))
+        self.regex.names().find(|(_, n)| *n == name).map(|(i, _)| i)
     }
 
     /// How many capture groups the pattern has (group 0, the whole match, included).
@@ -33,36 +38,15 @@ impl MapRegex {
         self.regex.captures_len()
     }
 
-    /// Whether `hay` matches, with the groups' places in `locs` (made by [`MapRegex::locations`] of this regex).
-    pub fn captures(&self, hay: &[u8], locs: &mut regex::bytes::CaptureLocations) -> bool {
-        self.regex.captures_read(locs, hay).is_some()
+    /// Whether `hay` matches, with the groups in `caps` (a reused buffer; left as it was on no match).
+    pub fn captures(&self, hay: &[u8], caps: &mut Captures) -> bool {
+        self.regex.captures_into(hay, caps)
     }
 
     /// Whether `hay` matches.
     pub fn is_match(&self, hay: &[u8]) -> bool {
         self.regex.is_match(hay)
     }
-
-    /// A buffer for this regex's capture places (allocated once, then reused).
-    pub fn locations(&self) -> regex::bytes::CaptureLocations {
-        self.regex.capture_locations()
-    }
-
-    /// Identifies this compiled regex (a cached capture buffer belongs to it).
-    pub fn id(&self) -> usize {
-        std::ptr::from_ref(self) as usize
-    }
-}
-
-/// The regex crate's message without its drawn pointer lines.
-fn first_line(msg: &str) -> String {
-    msg.lines()
-        .map(str::trim)
-        .rfind(|l| l.starts_with("error:"))
-        .map_or_else(
-            || msg.trim().to_string(),
-            |l| l.trim_start_matches("error:").trim().to_string(),
-        )
 }
 
 /// The variable `name` means in a block with `maps`: the last map of that name, else a built-in variable.
@@ -196,7 +180,13 @@ impl Map {
     }
 
     /// A regex key.
-    pub fn add_regex(&mut self, regex: MapRegex) {
+    /// A regex key; its value (added before it) decides whether a match keeps the groups.
+    pub fn add_regex(&mut self, mut regex: MapRegex) {
+        regex.value_captures = self.values.get(regex.value).is_none_or(|t| {
+            t.parts()
+                .iter()
+                .any(|p| matches!(p, super::key::Part::Var(super::key::Var::Capture(_))))
+        });
         self.regexes.push(regex);
     }
 
@@ -377,12 +367,21 @@ mod tests {
     fn regex_groups_and_errors() {
         let r = MapRegex::compile("^(?<sub>[a-z]+)\\.(x)$", false, 0).unwrap();
         assert_eq!((r.group("sub"), r.group("nope"), r.groups()), (Some(1), None, 3));
-        let mut locs = r.locations();
-        assert!(r.captures(b"abc.x", &mut locs));
-        assert_eq!(locs.get(1), Some((0, 3)));
-        assert!(!r.captures(b"ABC.x", &mut locs));
+        let mut caps = Captures::default();
+        assert!(r.captures(b"abc.x", &mut caps));
+        assert_eq!((caps.group(1), caps.group(2)), (&b"abc"[..], &b"x"[..]));
+        assert!(!r.captures(b"ABC.x", &mut caps));
+        assert_eq!(caps.group(1), b"abc", "a failed match leaves the groups");
         let e = MapRegex::compile("(a", false, 0).unwrap_err();
-        assert!(e.contains("unclosed group"), "{e}");
-        assert!(MapRegex::compile("(?=a)", false, 0).is_err(), "look-around is refused");
+        assert_eq!(
+            e.to_string(),
+            "pcre2_compile() failed: missing closing parenthesis in \"(a\""
+        );
+        let e = MapRegex::compile("(?=a)", false, 0).unwrap_err();
+        assert!(matches!(e, RegexError::Unsupported { .. }), "look-around is refused");
+        // PCRE syntax, as every other regex of a config takes it
+        let caseless = MapRegex::compile("^/(?P<n>\\w+)$", true, 0).unwrap();
+        assert_eq!(caseless.group("n"), Some(1));
+        assert!(caseless.is_match(b"/ABC"));
     }
 }

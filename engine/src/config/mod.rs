@@ -11,6 +11,7 @@ pub mod headers;
 pub mod key;
 pub mod lexer;
 pub mod log_format;
+pub mod log_path;
 pub mod map;
 pub mod model;
 pub mod parser;

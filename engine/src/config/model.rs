@@ -533,6 +533,8 @@ pub struct AccessLogConf<F = crate::config::log_format::LogFormat> {
     pub gzip: Option<u32>,
     /// `if=`: the line is skipped when this evaluates to empty or `0`.
     pub cond: Option<std::sync::Arc<F>>,
+    /// A path with variables (http only): opened per line by the log writer.
+    pub dynamic: Option<crate::config::log_path::LogPath>,
     pub span: Span,
 }
 

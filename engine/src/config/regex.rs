@@ -31,6 +31,8 @@ pub struct Regex {
     re: meta::Regex,
     /// Identifies this regex's search cache in each thread's table.
     id: u64,
+    /// Whether it has named groups (a match then keeps their names for `$name`).
+    named: bool,
 }
 
 /// Why a pattern was refused; displayed as nginx words it (`pcre2_compile() failed: ...`), or naming what
@@ -131,11 +133,16 @@ pub fn compile(pattern: &str, caseless: bool) -> Result<Regex, RegexError> {
             pattern: pattern.to_string(),
             at: At(String::new()),
         })?;
+    let named = re
+        .group_info()
+        .pattern_names(regex_automata::PatternID::ZERO)
+        .any(|n| n.is_some());
     Ok(Regex {
         pattern: pattern.to_string(),
         caseless,
         re,
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        named,
     })
 }
 
@@ -186,6 +193,12 @@ impl Regex {
             caps.slots.extend_from_slice(slots);
             caps.subject.clear();
             caps.subject.extend_from_slice(hay);
+            // the names of the match's groups (a reference count, only for a regex that has names)
+            match (self.named, &caps.names) {
+                (true, _) => caps.names = Some(self.re.group_info().clone()),
+                (false, Some(_)) => caps.names = None,
+                (false, None) => {}
+            }
         }
         found
     }
@@ -241,12 +254,22 @@ pub struct Captures {
     scratch: Vec<Option<NonMaxUsize>>,
     /// A copy of the text matched (nginx keeps a pointer to it; the text here may be a reused buffer).
     subject: Vec<u8>,
+    /// The group names of the regex that matched, if it has any (`$name` of a named group).
+    names: Option<regex_automata::util::captures::GroupInfo>,
 }
 
 impl Captures {
     /// No captures (as at the start of a request).
     pub fn clear(&mut self) {
         self.slots.clear();
+        self.names = None;
+    }
+
+    /// Named group `name` of the last match, empty when it did not take part; `None` when the regex that matched
+    /// last has no such group (or none matched).
+    pub fn named(&self, name: &str) -> Option<&[u8]> {
+        let i = self.names.as_ref()?.to_index(regex_automata::PatternID::ZERO, name)?;
+        Some(self.group(i))
     }
 
     /// The groups of the last match, the whole match (group 0) included; 0 when none matched.
@@ -310,10 +333,13 @@ mod tests {
         assert_eq!(caps.group(1), b"12");
         assert_eq!(caps.group(2), b"users/7");
         assert_eq!(caps.group(3), b"");
+        assert_eq!(caps.named("version"), Some(&b"12"[..]));
+        assert_eq!(caps.named("other"), None);
         // a failed match leaves the last captures, as nginx's r->captures
         assert!(!re.captures_into(b"/other", &mut caps));
         assert_eq!(caps.group(1), b"12");
         assert!(compile("^/oth", false).unwrap().captures_into(b"/other", &mut caps));
+        assert_eq!(caps.named("version"), None, "the last match's names only");
         assert_eq!(
             (caps.len(), caps.group(1)),
             (1, &b""[..]),

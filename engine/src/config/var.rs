@@ -72,8 +72,12 @@ pub enum Var {
     /// A `map` whose value needs the answer (its source or values name `$status`, `$upstream_*`...), as an access
     /// log reads it: evaluated when the line is written.
     AnswerMap(usize),
-    /// `$1`..`$9` (or a named group) of a `map` regex entry, in that entry's value.
+    /// `$1`..`$9` (or a named group) of a `map` regex entry, in that entry's value; elsewhere `$1`..`$9` of the
+    /// request's last regex match (a location, `rewrite` or `if` regex, else its regex server name).
     Capture(usize),
+    /// `$NAME` of a named group of a location, `rewrite` or `if` regex (`location ~ ^/(?<name>.+)$`): the
+    /// group of the request's last regex match, empty when that regex has no such group.
+    RegexCapture(String),
     /// A named group of a regex `server_name` (`~^(?<sub>.+)\.example\.com$`): index into the http block's
     /// group names ([`crate::config::server_names::capture_names`]); set by the server's name match.
     ServerCapture(usize),
@@ -97,6 +101,14 @@ pub enum Var {
     UpstreamResponseLength,
     UpstreamBytesReceived,
     UpstreamBytesSent,
+}
+
+/// The capture `$1`..`$9` a name means (one digit, as nginx reads captures).
+pub fn capture_number(name: &str) -> Option<usize> {
+    match name.as_bytes() {
+        [d @ b'1'..=b'9'] => Some(usize::from(d - b'0')),
+        _ => None,
+    }
 }
 
 /// When a variable's value is known.

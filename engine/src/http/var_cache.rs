@@ -23,8 +23,8 @@ struct Slot {
     key: RefCell<Vec<u8>>,
     lower: RefCell<Vec<u8>>,
     value: RefCell<Vec<u8>>,
-    /// The capture places of the last regex that needed them (its id, the places).
-    captures: RefCell<Option<(usize, regex::bytes::CaptureLocations)>>,
+    /// The groups of the map's regex key that matched (a reused buffer).
+    captures: RefCell<crate::config::regex::Captures>,
 }
 
 impl Default for Slot {
@@ -34,7 +34,7 @@ impl Default for Slot {
             key: RefCell::new(Vec::with_capacity(64)),
             lower: RefCell::new(Vec::with_capacity(64)),
             value: RefCell::new(Vec::with_capacity(64)),
-            captures: RefCell::new(None),
+            captures: RefCell::new(crate::config::regex::Captures::default()),
         }
     }
 }
@@ -124,18 +124,19 @@ impl VarCache {
                 }
             }
             Some(Found::Regex(r)) => {
-                if let Some(re) = map.regexes.get(r) {
-                    let mut cached = slot.captures.take();
-                    let locs = match cached.take() {
-                        Some((id, locs)) if id == re.id() && locs.len() == re.groups() => locs,
-                        _ => re.locations(),
-                    };
-                    let mut with = Captures { src, hay: &key, locs };
-                    re.captures(&key, &mut with.locs);
+                if let Some(re) = map.regexes.get(r).filter(|re| !re.value_captures) {
+                    if let Some(t) = map.values.get(re.value) {
+                        t.eval_into(src, &mut value);
+                    }
+                } else if let Some(re) = map.regexes.get(r) {
+                    let mut caps = slot.captures.take();
+                    caps.clear();
+                    re.captures(&key, &mut caps);
+                    let with = MapCaptures { src, caps: &caps };
                     if let Some(t) = map.values.get(re.value) {
                         t.eval_into(&with, &mut value);
                     }
-                    *slot.captures.borrow_mut() = Some((re.id(), with.locs));
+                    *slot.captures.borrow_mut() = caps;
                 }
             }
             None => {}
@@ -149,20 +150,15 @@ impl VarCache {
 }
 
 /// A regex key's groups over the source's value, in front of the request's other variables.
-struct Captures<'a> {
+struct MapCaptures<'a> {
     src: &'a dyn VarSource,
-    hay: &'a [u8],
-    locs: regex::bytes::CaptureLocations,
+    caps: &'a crate::config::regex::Captures,
 }
 
-impl VarSource for Captures<'_> {
+impl VarSource for MapCaptures<'_> {
     fn append(&self, var: &Var, out: &mut Vec<u8>) {
         match var {
-            Var::Capture(n) => {
-                if let Some((start, end)) = self.locs.get(*n) {
-                    out.extend_from_slice(self.hay.get(start..end).unwrap_or_default());
-                }
-            }
+            Var::Capture(n) => out.extend_from_slice(self.caps.group(*n)),
             other => self.src.append(other, out),
         }
     }

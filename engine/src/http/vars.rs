@@ -117,12 +117,33 @@ pub struct ServerMatch<'a> {
     /// The group number of each of the http block's named groups (none: not a regex match).
     pub groups: &'a [Option<usize>],
     pub caps: Option<&'a Captures>,
+    /// The request's last location, `rewrite` or `if` regex match, once routed (nginx's `r->captures`).
+    pub last: Option<&'a Captures>,
 }
 
 impl ServerMatch<'_> {
     fn append(&self, id: usize, out: &mut Vec<u8>) {
         if let (Some(Some(g)), Some(caps)) = (self.groups.get(id), self.caps) {
             out.extend_from_slice(caps.group(*g));
+        }
+    }
+
+    /// `$1`..`$9` ([`Var::Capture`]) and named groups ([`Var::RegexCapture`]) of the last regex that matched: a
+    /// location's, `rewrite`'s or `if`'s, else the regex server name's.
+    pub fn append_capture(&self, var: &Var, out: &mut Vec<u8>) {
+        let last = self.last.filter(|c| !c.is_empty());
+        match var {
+            Var::Capture(n) => {
+                if let Some(caps) = last.or(self.caps) {
+                    out.extend_from_slice(caps.group(*n));
+                }
+            }
+            Var::RegexCapture(name) => {
+                if let Some(text) = last.and_then(|c| c.named(name)) {
+                    out.extend_from_slice(text);
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -194,6 +215,19 @@ pub struct RequestExt<'a> {
     pub body: &'a [u8],
 }
 
+impl<'a> RequestExt<'a> {
+    /// This place, with `caps` as the request's last regex match ([`ServerMatch::last`]).
+    pub fn with_captures(self, caps: &'a Captures) -> RequestExt<'a> {
+        RequestExt {
+            server_match: ServerMatch {
+                last: Some(caps),
+                ..self.server_match
+            },
+            ..self
+        }
+    }
+}
+
 impl RequestVars<'_, '_, '_> {
     /// Whether nginx finds `var` set for this request (an access log writes `-` for one that is not): a header
     /// variable needs its header, `$args` a `?`; an argument or cookie variable a non-empty value, and
@@ -205,6 +239,11 @@ impl RequestVars<'_, '_, '_> {
             Var::Args => req.args().is_some(),
             Var::ContentLength => req.header("content-length").is_some(),
             Var::ContentType => req.header("content-type").is_some(),
+            // a named group nginx's last match did not set
+            Var::RegexCapture(name) => {
+                let last = self.ext.server_match.last;
+                last.is_some_and(|c| c.named(name).is_some())
+            }
             _ => true,
         }
     }
@@ -286,6 +325,7 @@ impl VarSource for RequestVars<'_, '_, '_> {
             | Var::ProxyProtocolServerPort
             | Var::ProxyProtocolTlv(_) => self.ext.proxy.append(var, out),
             Var::ServerCapture(id) => self.ext.server_match.append(*id, out),
+            Var::Capture(_) | Var::RegexCapture(_) => self.ext.server_match.append_capture(var, out),
             Var::User(i) => self.ext.cache.users.append(*i, out),
             Var::RequestBody => out.extend_from_slice(self.ext.body),
             Var::LimitRate => self.ext.cache.users.append_limit_rate(out),

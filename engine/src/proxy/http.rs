@@ -119,6 +119,11 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         let route = match step {
             Next::Closed | Next::Arrived => break,
             Next::Reject(r) => {
+                if conn.bufs.log.routed != progress.served + 1 {
+                    let read = conn.bufs.client.readable();
+                    let requests = progress.served + 1;
+                    super::request_log::begin_refused(snap, at.port, conn.vars, read, requests, &mut conn.bufs.log);
+                }
                 conn.refuse(r, at.defaults.send_timeout).await;
                 conn.shard.log_request(snap, &mut conn.bufs.log);
                 break;
@@ -143,6 +148,9 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         if !keep || conn.shard.draining() {
             break;
         }
+    }
+    if conn.bufs.log.named_ticket != 0 {
+        conn.shard.logs_written(&conn.bufs.log).await;
     }
     conn.shard.give_buffers(conn.bufs);
 }
@@ -295,6 +303,7 @@ fn route_head<'s>(
         server_match: ServerMatch {
             groups: name_regex.map_or(&[][..], |r| r.groups()),
             caps: name_regex.map(|_| &bufs.server_captures),
+            last: None,
         },
         connection: bufs.log.connection,
         requests: progress.served + 1,
@@ -344,6 +353,8 @@ fn route_head<'s>(
         Some(f) => (f.loc, uri, f.answer, false),
         None => (loc, uri, None, false),
     };
+    // from here on `$1`..`$9` and named groups read the request's last regex match
+    let ext = ext.with_captures(&bufs.captures);
     let (proxy, given_uri, proxy_failed) = match loc.and_then(|l| l.var_proxy.as_deref()) {
         None => (loc.and_then(|l| l.proxy.as_ref()), None, None),
         Some(pass) => var_pass::pick(pass, &head, uri, conn, ext, &mut bufs.proxy_url),

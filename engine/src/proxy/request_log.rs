@@ -39,3 +39,37 @@ pub fn begin_request(
     let view = RequestView { vars };
     capture(targets, &view, rec);
 }
+
+/// Starts the record of a request refused before it was routed (`read`: the head's bytes so far): nginx logs it
+/// in the default server of the listen address `port`, with what the refused head set (see
+/// [`crate::access_log::refused`]).
+pub fn begin_refused(
+    snap: &Snapshot,
+    port: usize,
+    conn: crate::http::vars::ConnVars,
+    read: &[u8],
+    requests: u64,
+    rec: &mut RequestRecord,
+) {
+    let Some((server, _)) = snap.server_named(port, None, None) else {
+        return;
+    };
+    rec.begin(server.log_set, requests, read.len() as u64);
+    let Some(targets) = snap
+        .access_logs
+        .sets
+        .get(server.log_set)
+        .filter(|_| server.log_set != 0)
+    else {
+        return;
+    };
+    rec.header_vars = snap.access_logs.header_vars.get(server.log_set).cloned().flatten();
+    let refused = crate::access_log::refused::Refused {
+        conn,
+        read,
+        server_name: &server.server_name,
+        connection: rec.connection,
+        requests,
+    };
+    crate::access_log::refused::capture(targets, &refused, rec);
+}

@@ -3,6 +3,7 @@
 
 use crate::config::key::Var;
 use crate::config::log_format::{LogFormat, Op};
+use crate::config::log_path::LogPath;
 use crate::config::model::AccessLogConf;
 use crate::config::stream_format::StreamFormat;
 use std::fs::File;
@@ -19,7 +20,7 @@ pub const DEFAULT_FLUSH: Duration = Duration::from_secs(1);
 pub fn header_vars(set: &[LogTarget]) -> Option<Arc<[Var]>> {
     let vars: Vec<Var> = set
         .iter()
-        .flat_map(|t| t.cond.iter().chain(std::iter::once(&t.format)))
+        .flat_map(|t| t.formats())
         .flat_map(|f| f.ops())
         .filter_map(|op| match op {
             Op::Var(v) if v.is_answer_header() => Some(v.clone()),
@@ -43,10 +44,22 @@ pub struct LogFile {
 /// One `access_log` line of a set: the file, the format and the `if=` condition (`F`: an http or a stream format).
 #[derive(Debug)]
 pub struct LogTarget<F = LogFormat> {
-    /// Index into [`AccessLogPlan::files`].
+    /// Index into [`AccessLogPlan::files`] (unused when `path` is set).
     pub file: usize,
     pub format: Arc<F>,
     pub cond: Option<Arc<F>>,
+    /// A path with variables: the line goes to the file it names, opened by the writer thread.
+    pub path: Option<Arc<LogPath>>,
+}
+
+impl LogTarget {
+    /// The formats of this line in the order a line reads their values: `if=`, the line, the path.
+    pub fn formats(&self) -> impl Iterator<Item = &Arc<LogFormat>> {
+        self.cond
+            .iter()
+            .chain(std::iter::once(&self.format))
+            .chain(self.path.iter().map(|p| &p.format))
+    }
 }
 
 /// A snapshot's access logs: the files (each opened once) and the sets locations log to. Set 0 is the empty one.
@@ -79,18 +92,22 @@ impl AccessLogPlan {
         }
         let mut set = Vec::with_capacity(logs.len());
         for l in logs {
-            let file = self.file_of(l)?;
+            let (file, path) = match &l.dynamic {
+                Some(d) => (usize::MAX, Some(Arc::new(d.clone()))),
+                None => (self.file_of(l)?, None),
+            };
             set.push(LogTarget {
                 file,
                 format: Arc::clone(&l.format),
                 cond: l.cond.clone(),
+                path,
             });
         }
         let same = |s: &Vec<LogTarget>| {
             s.len() == set.len()
                 && s.iter()
                     .zip(&set)
-                    .all(|(a, b)| a.file == b.file && a.format == b.format && a.cond == b.cond)
+                    .all(|(a, b)| a.file == b.file && a.format == b.format && a.cond == b.cond && a.path == b.path)
         };
         if let Some(i) = self.sets.iter().position(same) {
             return Ok(i);
@@ -160,6 +177,7 @@ mod tests {
             flush: None,
             gzip: None,
             cond: None,
+            dynamic: None,
             span: Span::default(),
         }
     }

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
 pub mod absolute_location;
+pub mod captures;
 pub mod files;
 pub mod gzip;
 pub mod headers;

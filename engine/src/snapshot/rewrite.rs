@@ -2,6 +2,7 @@
 //! as nginx's rewrite phase runs it: in order, `if` blocks when their condition holds, `rewrite`s replacing the
 //! URI, until a `return` or a redirect answers or a `break` (or the end) lets the request go on.
 
+use super::captures::WithCaptures;
 use super::headers::HeadersPlan;
 use super::route::FixedAnswer;
 use super::user_vars::Names;
@@ -219,14 +220,24 @@ fn render(pieces: &[Piece], cx: &mut RunCx<'_>) {
         match piece {
             Piece::Text(t) => cx.other.extend_from_slice(t),
             Piece::Capture(i) => cx.other.extend_from_slice(cx.caps.group(*i)),
-            Piece::Var(v) => cx.vars.append(v, cx.other),
+            Piece::Var(v) => WithCaptures {
+                vars: cx.vars,
+                caps: cx.caps,
+            }
+            .append(v, cx.other),
         }
     }
 }
 
 /// Evaluates `t` into the scratch buffer.
 fn eval<'b>(t: &KeyTemplate, cx: &'b mut RunCx<'_>) -> &'b [u8] {
-    t.eval_into(cx.vars, cx.scratch);
+    t.eval_into(
+        &WithCaptures {
+            vars: cx.vars,
+            caps: cx.caps,
+        },
+        cx.scratch,
+    );
     cx.scratch
 }
 
@@ -237,8 +248,12 @@ fn holds(cond: &Cond, cx: &mut RunCx<'_>) -> bool {
             !(v.is_empty() || v == b"0")
         }
         Cond::Equals { value, to, negate } => {
-            value.eval_into(cx.vars, cx.scratch);
-            to.eval_into(cx.vars, cx.other);
+            let vars = WithCaptures {
+                vars: cx.vars,
+                caps: cx.caps,
+            };
+            value.eval_into(&vars, cx.scratch);
+            to.eval_into(&vars, cx.other);
             (cx.scratch == cx.other) != *negate
         }
         Cond::Matches { value, regex, negate } => matches(regex, value, cx) != *negate,
@@ -247,7 +262,13 @@ fn holds(cond: &Cond, cx: &mut RunCx<'_>) -> bool {
 }
 
 fn matches(regex: &Regex, value: &KeyTemplate, cx: &mut RunCx<'_>) -> bool {
-    value.eval_into(cx.vars, cx.scratch);
+    value.eval_into(
+        &WithCaptures {
+            vars: cx.vars,
+            caps: cx.caps,
+        },
+        cx.scratch,
+    );
     regex.captures_into(cx.scratch, cx.caps)
 }
 

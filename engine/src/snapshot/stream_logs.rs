@@ -35,6 +35,7 @@ impl AccessLogPlan {
                 file: self.file_of(l)?,
                 format: std::sync::Arc::clone(&l.format),
                 cond: l.cond.clone(),
+                path: None,
             });
         }
         let same = |s: &Vec<LogTarget<_>>| {
@@ -86,6 +87,7 @@ mod tests {
             flush: None,
             gzip: None,
             cond: None,
+            dynamic: None,
             span: Span::default(),
         }
     }
@@ -106,6 +108,7 @@ mod tests {
             flush: None,
             gzip: None,
             cond: None,
+            dynamic: None,
             span: Span::default(),
         };
         assert_eq!(plan.set_of(&[http_line]).unwrap(), 1);

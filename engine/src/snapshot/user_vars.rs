@@ -30,7 +30,10 @@ impl Names<'_> {
         if let Some(i) = self.server_groups.iter().position(|g| g == name) {
             return Some(Var::ServerCapture(i));
         }
+        // `$1`..`$9`, and (the config builder having refused every name it did not know) a regex's named group
         Var::from_name(&lower)
+            .or_else(|| crate::config::var::capture_number(&lower).map(Var::Capture))
+            .or_else(|| Some(Var::RegexCapture(name.to_string())))
     }
 }
 
@@ -57,6 +60,11 @@ mod tests {
             "a set hides the prefix variable"
         );
         assert_eq!(n.resolve("http_accept"), Some(Var::Http("accept".into())));
-        assert_eq!(n.resolve("nope"), None);
+        assert_eq!(
+            n.resolve("nope"),
+            Some(Var::RegexCapture("nope".into())),
+            "the builder refused unknown names"
+        );
+        assert_eq!(n.resolve("2"), Some(Var::Capture(2)));
     }
 }

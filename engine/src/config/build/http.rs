@@ -84,6 +84,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         layers: Layers::default(),
         vars: Vars::with_maps(map::names(block_of(d)?))
             .with_server_captures(super::server_names::capture_names(block_of(d)?))
+            .with_regex_captures(super::regex_names::regex_group_names(block_of(d)?))
             .with_users(super::set::names(block_of(d)?)),
         header_error: None,
         http_header_error: None,
@@ -133,10 +134,10 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
     let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers, &b.prefix)).collect();
     crate::config::map::mark_answer_time(&mut h.maps.maps);
     for s in &mut servers {
-        h.logs.settle(&mut s.client.access_log);
+        h.logs.settle(&mut s.client.access_log, &s.files.root);
         map::answer_time_logs(&mut s.client.access_log, &h.maps.maps)?;
         for l in &mut s.locations {
-            h.logs.settle(&mut l.client.access_log);
+            h.logs.settle(&mut l.client.access_log, &l.files.root);
             map::answer_time_logs(&mut l.client.access_log, &h.maps.maps)?;
         }
     }

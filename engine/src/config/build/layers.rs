@@ -70,6 +70,8 @@ pub struct ClientLayer {
     header_buffer_size: Option<usize>,
     pool_size: Option<usize>,
     access_log: Option<LevelLogs>,
+    /// `open_log_file_cache` (`Some(None)`: `off`).
+    open_log_cache: Option<Option<crate::config::log_path::OpenLogCache>>,
 }
 
 /// Both, for one http, server or location level.
@@ -184,6 +186,11 @@ impl Layers {
                 size_slot(&mut None, d)?;
             }
             "access_log" => cx.logs.access_log(&mut c.access_log, d, cx.vars)?,
+            "open_log_file_cache" => {
+                unset(&c.open_log_cache, d)?;
+                let cache = crate::config::log_path::open_log_file_cache(&d.args);
+                c.open_log_cache = Some(cache.map_err(|m| ConfigError::invalid(m, &d.span))?);
+            }
             // checked; every message goes to the main context's error log (docs/directives.md)
             "error_log" => {
                 super::main_ctx::error_log_args(d, &cx.build.prefix)?;
@@ -240,6 +247,7 @@ impl Layers {
                 header_buffer_size: c.header_buffer_size.or(pc.header_buffer_size),
                 pool_size: c.pool_size.or(pc.pool_size),
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
+                open_log_cache: c.open_log_cache.or(pc.open_log_cache),
             },
             temp_paths: TempPaths::default(),
             files: self.files.over(&parent.files),
@@ -294,7 +302,10 @@ impl Layers {
             large_client_header_buffers: c.header_buffers.unwrap_or(d.large_client_header_buffers),
             client_header_buffer_size: c.header_buffer_size.unwrap_or(d.client_header_buffer_size),
             connection_pool_size: c.pool_size.unwrap_or(d.connection_pool_size),
-            access_log: c.access_log.as_ref().map(LevelLogs::effective).unwrap_or_default(),
+            access_log: super::logs::with_open_cache(
+                c.access_log.as_ref().map(LevelLogs::effective).unwrap_or_default(),
+                c.open_log_cache.flatten(),
+            ),
         }
     }
 }

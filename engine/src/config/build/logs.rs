@@ -6,6 +6,7 @@ use super::vars::{Module, Vars};
 use super::{arg, value};
 use crate::config::error::ConfigError;
 use crate::config::log_format::{FormatError, LogFormat};
+use crate::config::log_path::{self, LogPath, OpenLogCache};
 use crate::config::model::{AccessLogConf, Span};
 use crate::config::parser::Directive;
 use std::path::PathBuf;
@@ -84,7 +85,14 @@ impl LogState {
             return Err(ConfigError::invalid(msg, &d.span));
         }
         let args = d.args.get(1..).unwrap_or_default();
-        let compiled = LogFormat::compile_with(name, args, &|n| vars.resolve(n, Module::Http, None));
+        // `$1`..`$9` are no variables in a format (nginx: `unknown "1" variable`), though they are in `if=`
+        let resolve = |n: &str| {
+            crate::config::var::capture_number(n)
+                .is_none()
+                .then(|| vars.resolve(n, Module::Http, None))
+                .flatten()
+        };
+        let compiled = LogFormat::compile_with(name, args, &resolve);
         let format = format_result(compiled, name, vars, &d.span)?;
         let body = crate::config::key::Var::RequestBody;
         if format
@@ -114,7 +122,7 @@ impl LogState {
                 None => Ok(()),
             };
         }
-        if path.starts_with("syslog:") || path.contains('$') {
+        if path.starts_with("syslog:") {
             let msg = format!("access log \"{path}\" is not supported by corelb (a plain file path)");
             return Err(ConfigError::invalid(msg, &d.span));
         }
@@ -129,20 +137,81 @@ impl LogState {
             flush: None,
             gzip: None,
             cond: None,
+            dynamic: None,
             span: d.span.clone(),
         };
         for p in d.args.iter().skip(2) {
             parameter(&mut conf, p, vars, &d.span)?;
+        }
+        if log_path::has_variables(path) {
+            conf.dynamic = Some(self.dynamic_path(&conf, path, vars, &d.span)?);
+            here.logs.push(conf);
+            return Ok(());
         }
         self.buffered.claim(&conf, path, &d.span)?;
         here.logs.push(conf);
         Ok(())
     }
 
-    /// Gives every line of a buffered file that file's `buffer=` and `flush=` (nginx keeps one buffer per file).
-    pub fn settle(&self, logs: &mut [AccessLogConf]) {
-        self.buffered.settle(logs);
+    /// A path with variables, compiled (nginx's checks: such a log is not buffered, and a relative path resolves
+    /// against the prefix).
+    fn dynamic_path(
+        &self,
+        conf: &AccessLogConf,
+        path: &str,
+        vars: &mut Vars,
+        at: &Span,
+    ) -> Result<LogPath, ConfigError> {
+        if conf.flush.is_some() && conf.buffer.is_none() {
+            let msg = format!("no buffer is defined for access_log \"{path}\"");
+            return Err(ConfigError::invalid(msg, at));
+        }
+        if conf.buffer.is_some() {
+            return Err(ConfigError::invalid("buffered logs cannot have variables in name", at));
+        }
+        let args = ["escape=none".to_string(), path.to_string()];
+        let compiled = LogFormat::compile_with("path", &args, &|n| vars.resolve(n, Module::Http, None));
+        let format = Arc::new(format_result(compiled, "path", vars, at)?);
+        let lead = match path.starts_with('/') {
+            true => Vec::new(),
+            false => {
+                use std::os::unix::ffi::OsStrExt;
+                let mut lead = self.prefix.as_os_str().as_bytes().to_vec();
+                if !lead.is_empty() && !lead.ends_with(b"/") {
+                    lead.push(b'/');
+                }
+                lead
+            }
+        };
+        Ok(LogPath {
+            lead,
+            format,
+            cache: None,
+            root: PathBuf::new(),
+        })
     }
+
+    /// Gives every line of a buffered file that file's `buffer=` and `flush=` (nginx keeps one buffer per file),
+    /// and every line with variables in its path the location's `root` (nothing is written while it is missing).
+    pub fn settle(&self, logs: &mut [AccessLogConf], root: &std::path::Path) {
+        self.buffered.settle(logs);
+        for l in logs {
+            if let Some(d) = &mut l.dynamic {
+                d.root = root.to_path_buf();
+            }
+        }
+    }
+}
+
+/// The lines in effect at a level with its `open_log_file_cache` (`cache`; `None` when no level set one or the
+/// nearest said `off`), given to the lines whose path has variables.
+pub fn with_open_cache(mut logs: Vec<AccessLogConf>, cache: Option<OpenLogCache>) -> Vec<AccessLogConf> {
+    for l in &mut logs {
+        if let Some(d) = &mut l.dynamic {
+            d.cache = cache;
+        }
+    }
+    logs
 }
 
 /// The buffered log files of a block, with their `buffer=` and `flush=` (nginx keeps one buffer per file); shared
@@ -339,6 +408,44 @@ mod tests {
         assert_eq!(
             err(&mut s, &["/tmp/b", "combined", "buffer=16k"]),
             "[emerg] access_log \"/tmp/b\" already defined with conflicting parameters in t.conf:3"
+        );
+    }
+
+    #[test]
+    fn paths_with_variables_are_compiled_and_never_buffered() {
+        let mut s = LogState::with_prefix(PathBuf::from("/p"));
+        let mut vars = Vars::default();
+        let mut level = None;
+        let d = directive("access_log", &["logs/$host.log", "combined", "if=$arg_x"]);
+        s.access_log(&mut level, &d, &mut vars).unwrap();
+        let d = directive("access_log", &["/abs/${arg_a}x"]);
+        s.access_log(&mut level, &d, &mut vars).unwrap();
+        let mut logs = with_open_cache(level.unwrap().effective(), None);
+        s.settle(&mut logs, std::path::Path::new("/srv/www"));
+        let rel = logs[0].dynamic.as_ref().unwrap();
+        assert_eq!(rel.lead, b"/p/");
+        assert_eq!(rel.format.escape, Escape::None, "a missing value is empty");
+        assert_eq!(rel.root, PathBuf::from("/srv/www"));
+        assert!(logs[0].cond.is_some());
+        assert_eq!(logs[1].dynamic.as_ref().unwrap().lead, b"");
+        assert_eq!(
+            err(&mut s, &["/l/$host", "combined", "buffer=4k"]),
+            "[emerg] buffered logs cannot have variables in name in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["/l/$host", "combined", "gzip"]),
+            "[emerg] buffered logs cannot have variables in name in t.conf:3"
+        );
+        assert_eq!(
+            err(&mut s, &["/l/$host", "combined", "flush=1s"]),
+            "[emerg] no buffer is defined for access_log \"/l/$host\" in t.conf:3"
+        );
+        let mut level = None;
+        s.access_log(&mut level, &directive("access_log", &["/l/$nope"]), &mut vars)
+            .unwrap();
+        assert_eq!(
+            vars.finish().unwrap_err().to_string(),
+            "[emerg] unknown \"nope\" variable in t.conf:3"
         );
     }
 

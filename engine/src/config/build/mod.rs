@@ -22,6 +22,7 @@ mod map;
 mod random_two;
 mod queue;
 mod realip;
+mod regex_names;
 mod regex_redirect;
 mod rewrite;
 mod server_line;

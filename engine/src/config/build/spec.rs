@@ -186,6 +186,7 @@ pub const SPECS: &[Spec] = &[
     both("request_pool_size", Ctx::HTTP.or(Ctx::HTTP_SRV), TAKE1),
     spec("access_log", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, MORE1, false),
     both("log_format", Ctx::HTTP, MORE2),
+    both("open_log_file_cache", HTTP_MSL, TAKE1234),
     // headers filter, and the proxy module's response headers
     both("add_header", HTTP_MSL, TAKE23),
     both("expires", HTTP_MSL, TAKE12),
@@ -313,7 +314,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "satisfy",
     "allow",
     "deny",
-    "open_log_file_cache",
     "charset",
     "add_trailer",
     "auth_basic",

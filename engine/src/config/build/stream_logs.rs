@@ -113,6 +113,7 @@ impl StreamLogState {
             flush: None,
             gzip: None,
             cond: None,
+            dynamic: None,
             span: d.span.clone(),
         };
         for p in d.args.iter().skip(2) {

@@ -7,6 +7,7 @@ use crate::config::error::ConfigError;
 use crate::config::key::{KeyTemplate, Var};
 use crate::config::map::MapRegex;
 use crate::config::model::Span;
+use crate::config::var::capture_number;
 
 /// Which module's variables apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +27,8 @@ pub struct Vars {
     server_captures: Vec<String>,
     /// The block's `set` variables, lower-case, by [`Var::User`] index.
     users: Vec<String>,
+    /// The named groups of the block's location, `rewrite` and `if` regexes ([`Var::RegexCapture`]).
+    regex_captures: Vec<String>,
 }
 
 /// The message for `$request_body` in a log format: the body is not kept until the line is written.
@@ -94,7 +97,14 @@ impl Vars {
             maps: maps.into_iter().map(|m| m.to_ascii_lowercase()).collect(),
             server_captures: Vec::new(),
             users: Vec::new(),
+            regex_captures: Vec::new(),
         }
+    }
+
+    /// These variables, with the named groups of the block's location, `rewrite` and `if` regexes.
+    pub fn with_regex_captures(mut self, names: Vec<String>) -> Vars {
+        self.regex_captures = names;
+        self
     }
 
     /// The index of the block's `map` that defines `$name` (any case; the later one of a name given twice).
@@ -138,7 +148,7 @@ impl Vars {
             }
         }
         if let Some(regex) = in_map {
-            if let Some(n) = lower.parse::<usize>().ok().filter(|n| (1..=9).contains(n)) {
+            if let Some(n) = capture_number(&lower) {
                 return Some(Var::Capture(n));
             }
             if let Some(g) = regex.and_then(|r| r.group(name)) {
@@ -154,7 +164,13 @@ impl Vars {
             return Some(Var::ServerCapture(i));
         }
         match module {
-            Module::Http => Var::from_name(&lower),
+            // `$1`..`$9` and named groups: the request's last regex match
+            Module::Http => Var::from_name(&lower)
+                .or_else(|| capture_number(&lower).map(Var::Capture))
+                .or_else(|| {
+                    let named = self.regex_captures.iter().any(|n| n == name);
+                    named.then(|| Var::RegexCapture(name.to_string()))
+                }),
             Module::Stream => Var::from_name(&lower).filter(|_| Var::in_stream(&lower)),
         }
     }
@@ -184,7 +200,7 @@ impl Vars {
         in_map: Option<Option<&MapRegex>>,
     ) -> Result<KeyTemplate, ConfigError> {
         let (names, capture) = variable_scan(raw).map_err(|msg| ConfigError::invalid(msg, at))?;
-        if let (Some(n), None) = (capture, in_map) {
+        if let (Some(n), None, Module::Stream) = (capture, in_map, module) {
             let msg = format!("regex captures (\"${n}\") are not supported by corelb");
             return Err(ConfigError::invalid(msg, at));
         }
@@ -303,10 +319,25 @@ mod tests {
         let mut v = Vars::default();
         let e = v.compile("$", Module::Http, &at()).unwrap_err();
         assert_eq!(e.to_string(), "[emerg] invalid variable name in t.conf:7");
-        let e = v.compile("a$1", Module::Http, &at()).unwrap_err();
+        let e = v.compile("a$1", Module::Stream, &at()).unwrap_err();
         assert_eq!(
             e.to_string(),
             "[emerg] regex captures (\"$1\") are not supported by corelb in t.conf:7"
+        );
+    }
+
+    #[test]
+    fn captures_are_the_last_regex_match_in_http() {
+        let mut v = Vars::default().with_regex_captures(vec!["name".into()]);
+        let t = v.compile("a$1", Module::Http, &at()).unwrap();
+        assert_eq!(t.parts()[1], crate::config::key::Part::Var(Var::Capture(1)));
+        let t = v.compile("$name", Module::Http, &at()).unwrap();
+        assert!(t.is_only(&Var::RegexCapture("name".into())));
+        assert!(v.compile("$Name", Module::Http, &at()).is_ok());
+        assert_eq!(
+            v.finish().unwrap_err().to_string(),
+            "[emerg] unknown \"Name\" variable in t.conf:7",
+            "group names keep their case"
         );
     }
 }
