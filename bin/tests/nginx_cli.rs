@@ -366,6 +366,7 @@ fn version_help_and_long_spellings() {
     let err = text(&big.stderr);
     let mut lines = err.lines();
     assert_eq!(lines.next(), Some(version.trim_end()));
+    assert_eq!(lines.next(), Some("TLS SNI support enabled"));
     let configure = lines.next().expect("configure line");
     assert!(
         configure.starts_with("configure arguments: --with-stream "),

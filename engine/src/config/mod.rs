@@ -20,6 +20,7 @@ pub mod regex;
 pub mod rewrite;
 pub mod state_file;
 pub mod stream_format;
+pub mod tls;
 pub mod url;
 pub mod value;
 pub mod var;

@@ -192,6 +192,8 @@ pub struct RequestExt<'a> {
     pub server_match: ServerMatch<'a>,
     /// `$request_body`: the body when it is whole in the client buffer, else empty.
     pub body: &'a [u8],
+    /// The connection's TLS handshake (`$https`, `$ssl_*`, `$scheme`); none on a plain connection.
+    pub tls: Option<&'a crate::tls::TlsFacts>,
 }
 
 impl RequestVars<'_, '_, '_> {
@@ -223,7 +225,10 @@ impl VarSource for RequestVars<'_, '_, '_> {
                 None => append_ip(out, self.conn.local.ip()),
             },
             Var::RequestMethod => out.extend_from_slice(req.method.as_bytes()),
-            Var::Scheme => out.extend_from_slice(b"http"),
+            Var::Scheme => out.extend_from_slice(if self.ext.tls.is_some() { b"https" } else { b"http" }),
+            Var::Https | Var::SslProtocol | Var::SslCipher | Var::SslServerName | Var::SslSessionReused => {
+                crate::tls::facts::append(self.ext.tls, var, out)
+            }
             Var::ProxyHost => out.extend_from_slice(self.proxy_host.as_bytes()),
             Var::ProxyAddXForwardedFor => {
                 // every X-Forwarded-For line, in order, as nginx 1.22 joins them

@@ -41,6 +41,8 @@ pub struct Buffers {
     /// The connection's PROXY protocol header: its addresses and v2 TLVs (none, empty without one).
     pub proxy: Option<crate::http::proxy_protocol::ProxyAddrs>,
     pub tlvs: Vec<u8>,
+    /// The connection's TLS handshake, on a TLS address.
+    pub tls: Option<crate::tls::TlsFacts>,
 }
 
 impl Buffers {
@@ -65,6 +67,7 @@ impl Buffers {
             headers: Prepared::default(),
             proxy: None,
             tlvs: Vec::new(),
+            tls: None,
         }
     }
 }

@@ -29,6 +29,7 @@ mod static_files;
 mod stream;
 mod stream_logs;
 mod temp_path;
+mod tls;
 mod upstream;
 mod user;
 mod vars;
