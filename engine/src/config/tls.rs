@@ -198,8 +198,16 @@ pub fn load_pair(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, LoadError
             key.display()
         )
     })?;
+    // the key's SubjectPublicKeyInfo is in the certificate's DER as it is (read without parsing the certificate,
+    // which webpki refuses for an X.509 v1 one, as `openssl req -x509` makes without extensions)
+    let spki = signing.public_key().map(|k| k.as_ref().to_vec());
     let pair = CertifiedKey::new(chain, signing);
-    if pair.keys_match().is_err() {
+    let holds = |cert: &[u8], spki: &[u8]| cert.windows(spki.len()).any(|w| w == spki);
+    let matches = match (&spki, pair.cert.first()) {
+        (Some(spki), Some(cert)) => holds(cert, spki),
+        _ => true,
+    };
+    if !matches {
         return Err(format!(
             "SSL_CTX_use_PrivateKey(\"{}\") failed (SSL: error:05800074:x509 certificate routines::key values \
              mismatch)",

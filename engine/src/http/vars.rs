@@ -361,6 +361,7 @@ mod tests {
                 proxy: ProxyVars::default(),
                 server_match: ServerMatch::default(),
                 body: b"",
+                tls: None,
             },
         };
         let mut out = Vec::new();
