@@ -72,7 +72,7 @@ pub struct HttpPort {
     /// Their names, as nginx looks a `Host` up.
     pub names: ServerNames,
     /// A `listen ... ssl` address: its TLS config (SNI picks among its servers' certificates).
-    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    pub tls: Option<std::sync::Arc<crate::tls::PortTls>>,
 }
 
 /// One stream listen address and its server.
@@ -306,7 +306,7 @@ impl Snapshot {
 fn tls_of_port(
     port: &HttpPort,
     servers: &[HttpServer],
-) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, SnapshotError> {
+) -> Result<Option<std::sync::Arc<crate::tls::PortTls>>, SnapshotError> {
     let ssl = port
         .servers
         .iter()
@@ -324,7 +324,7 @@ fn tls_of_port(
     let (names, default) = (port.names.clone(), port.default_server);
     let pick = Box::new(move |sni: &str| names.find(sni.as_bytes(), None).map_or(default, |f| f.server));
     let port_servers = crate::tls::PortServers { confs, default, pick };
-    Ok(Some(crate::tls::server_config(port_servers)?))
+    Ok(Some(std::sync::Arc::new(crate::tls::server_config(port_servers)?)))
 }
 
 fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize) {

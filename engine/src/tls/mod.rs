@@ -10,4 +10,4 @@ pub mod server_config;
 
 pub use accept::{accept, Accepted};
 pub use facts::TlsFacts;
-pub use server_config::{server_config, PortServers};
+pub use server_config::{server_config, PortServers, PortTls};

@@ -44,6 +44,12 @@ const PREFERENCE: [SignatureAlgorithm; 3] = [
 ];
 
 impl SniCerts {
+    /// Whether a handshake naming `sni` (none: the default server) reaches a server with `ssl_reject_handshake on`.
+    pub fn rejects(&self, sni: Option<&str>) -> bool {
+        let index = sni.map_or(self.default, |n| (self.pick)(n));
+        self.servers.get(index).is_some_and(|s| s.reject)
+    }
+
     /// Whether `key` suits the client: it accepts one of the key's schemes, and (TLS 1.2) offers a suite for it.
     fn suits(&self, hello: &ClientHello<'_>, key: &CertifiedKey) -> bool {
         let alg = key.key.algorithm();

@@ -41,8 +41,17 @@ fn ticketer() -> Result<Arc<dyn ProducesTickets>, TlsError> {
     Ok(Arc::clone(TICKETER.get_or_init(|| t)))
 }
 
+/// What a TLS listen address serves with.
+#[derive(Debug)]
+pub struct PortTls {
+    pub config: Arc<ServerConfig>,
+    /// The certificates by server, when a server there has `ssl_reject_handshake on` (its handshakes are read
+    /// first, to be refused with nginx's `unrecognized_name` alert).
+    pub rejecting: Option<Arc<SniCerts>>,
+}
+
 /// Builds the config of one TLS address.
-pub fn server_config(port: PortServers<'_>) -> Result<Arc<ServerConfig>, TlsError> {
+pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
     let main = port
         .confs
         .get(port.default)
@@ -86,11 +95,13 @@ pub fn server_config(port: PortServers<'_>) -> Result<Arc<ServerConfig>, TlsErro
         pick: port.pick,
         suites,
     };
+    let resolver = Arc::new(resolver);
+    let rejecting = resolver.servers.iter().any(|s| s.reject).then(|| Arc::clone(&resolver));
     let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
         .map_err(|e| TlsError::Rustls(e.to_string()))?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+        .with_cert_resolver(resolver);
     config.ignore_client_order = main.prefer_server_ciphers;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config.session_storage = match main.session_cache {
@@ -103,5 +114,8 @@ pub fn server_config(port: PortServers<'_>) -> Result<Arc<ServerConfig>, TlsErro
     if main.session_cache == SessionCache::Off && !main.session_tickets {
         config.send_tls13_tickets = 0;
     }
-    Ok(Arc::new(config))
+    Ok(PortTls {
+        config: Arc::new(config),
+        rejecting,
+    })
 }
