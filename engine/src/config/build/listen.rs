@@ -105,6 +105,10 @@ impl HttpListens {
                 return Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span));
             }
         }
+        if params.ssl && params.proxy_protocol {
+            // the PROXY header would come before the handshake; corelb reads it only on plain connections
+            return Err(not_supported("proxy_protocol\" with \"ssl", d));
+        }
         let mut out = Vec::with_capacity(addrs.len());
         for addr in addrs {
             self.add(addr, server, &params, &d.span)?;
@@ -291,6 +295,11 @@ mod tests {
             err(t.listen(&listen_directive("listen 443 http2;"), 0)),
             "[emerg] parameter \"http2\" of \"listen\" is not supported by corelb in t.conf:1"
         );
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 443 ssl proxy_protocol;"), 0)),
+            "[emerg] parameter \"proxy_protocol\" with \"ssl\" of \"listen\" is not supported by corelb in t.conf:1"
+        );
+        assert!(t.listen(&listen_directive("listen 443 ssl;"), 0).is_ok_and(|l| l.iter().all(|l| l.ssl)));
         assert_eq!(
             err(t.listen(&listen_directive("listen a/b;"), 0)),
             "[emerg] invalid host in \"a/b\" of the \"listen\" directive in t.conf:1"
