@@ -299,7 +299,9 @@ mod tests {
             err(t.listen(&listen_directive("listen 443 ssl proxy_protocol;"), 0)),
             "[emerg] parameter \"proxy_protocol\" with \"ssl\" of \"listen\" is not supported by corelb in t.conf:1"
         );
-        assert!(t.listen(&listen_directive("listen 443 ssl;"), 0).is_ok_and(|l| l.iter().all(|l| l.ssl)));
+        assert!(t
+            .listen(&listen_directive("listen 443 ssl;"), 0)
+            .is_ok_and(|l| l.iter().all(|l| l.ssl)));
         assert_eq!(
             err(t.listen(&listen_directive("listen a/b;"), 0)),
             "[emerg] invalid host in \"a/b\" of the \"listen\" directive in t.conf:1"
