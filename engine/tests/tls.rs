@@ -320,6 +320,31 @@ fn tls_sequence<R: Runtime>(tag: &str) {
         assert_eq!(resuming12.get(quiet, "q.test").expect("quiet 1.2"), "quiet .\n");
     }
 
+    // the handshake counters (nginx Plus's /ssl): one full, one resumed, one failed
+    let stats = || {
+        let all = proxy.shared.zone.shard_stats();
+        let sum = |f: fn(&corelb_shared_state::ShardStats) -> u64| all.iter().map(f).sum::<u64>();
+        (
+            sum(|s| s.handshakes),
+            sum(|s| s.session_reuses),
+            sum(|s| s.handshakes_failed),
+        )
+    };
+    let before = stats();
+    let counted = Client::new(ALL, None);
+    counted.get(addr, "a.test").expect("full");
+    counted.get(addr, "a.test").expect("resumed");
+    let mut broken = TcpStream::connect(addr).expect("broken");
+    broken.write_all(b"\x16\x03\x01\x00\x05hello").expect("send garbage");
+    closed_within(&mut broken, Duration::from_secs(3));
+    // the failure is counted once the connection's task has dropped its socket: a moment after the client sees it
+    let end = Instant::now() + Duration::from_secs(3);
+    while stats().2 == before.2 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let after = stats();
+    assert_eq!((after.0 - before.0, after.1 - before.1, after.2 - before.2), (2, 1, 1));
+
     // ssl_reject_handshake: nginx's unrecognized_name alert
     let e = any.get(addr, "reject.test").expect_err("rejected");
     assert!(e.contains("UnrecognisedName"), "{e}");

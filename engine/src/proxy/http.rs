@@ -76,7 +76,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         return;
     };
     let mut bufs = shard.take_buffers(at.snap.client_buffer);
-    let Some((sock, to_https)) = super::tls_conn::open::<R>(&at, sock, &mut bufs).await else {
+    let Some((sock, to_https)) = super::tls_conn::open::<R>(&at, sock, &mut bufs, &shard.counters).await else {
         shard.give_buffers(bufs);
         return;
     };

@@ -7,24 +7,36 @@ use crate::http::Rejection;
 use crate::runtime::Runtime;
 use crate::shard::Buffers;
 use crate::tls::{Accepted, TlsFacts};
+use corelb_shared_state::ShardSlot;
 
 /// nginx's answer to plain HTTP on a TLS port (`NGX_HTTP_TO_HTTPS`, sent as 400).
 pub const TO_HTTPS: Rejection = Rejection::new(pages::TO_HTTPS, "plain HTTP request to a TLS port");
 
 /// The connection to serve, and whether it is plain HTTP on a TLS port; `None`: it closed in its handshake. A
 /// plain address returns `sock` as it is.
-pub async fn open<R: Runtime>(at: &ConnSnapshot, sock: R::Conn, bufs: &mut Buffers) -> Option<(R::Conn, bool)> {
+pub async fn open<R: Runtime>(
+    at: &ConnSnapshot,
+    sock: R::Conn,
+    bufs: &mut Buffers,
+    counters: &ShardSlot,
+) -> Option<(R::Conn, bool)> {
     let Some(config) = at.snap.http_ports.get(at.port).and_then(|p| p.tls.as_ref()) else {
         bufs.tls = None;
         return Some((sock, false));
     };
     let facts = bufs.tls.get_or_insert_with(TlsFacts::default);
     match crate::tls::accept::<R>(sock, config, at.defaults.client_header_timeout, facts).await {
-        Accepted::Tls(sock) => Some((sock, false)),
+        Accepted::Tls(sock) => {
+            counters.count_handshake(facts.reused);
+            Some((sock, false))
+        }
         Accepted::Plain(sock) => {
             bufs.tls = None;
             Some((sock, true))
         }
-        Accepted::Failed => None,
+        Accepted::Failed => {
+            counters.count_handshake_failed();
+            None
+        }
     }
 }
