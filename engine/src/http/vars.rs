@@ -207,6 +207,9 @@ impl RequestVars<'_, '_, '_> {
             Var::Args => req.args().is_some(),
             Var::ContentLength => req.header("content-length").is_some(),
             Var::ContentType => req.header("content-type").is_some(),
+            // nginx's ssl variables are not found on a plain connection (`$https` is empty there, but found)
+            Var::SslProtocol | Var::SslCipher | Var::SslSessionReused => self.ext.tls.is_some(),
+            Var::SslServerName => self.ext.tls.is_some_and(|t| !t.server_name.is_empty()),
             _ => true,
         }
     }
