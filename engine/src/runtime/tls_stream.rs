@@ -24,30 +24,56 @@ pub trait Peek {
     fn peek(&self, buf: &mut [u8]) -> impl std::future::Future<Output = io::Result<usize>>;
 }
 
+// The plain arm is the hot path: it inlines into the caller as the bare stream's call did, and the TLS arm (the
+// session's record layer) stays out of line, so that a plain connection's reads and writes cost one compare.
+
+#[inline(never)]
+fn tls_read<S: AsyncRead + AsyncWrite + Unpin>(
+    t: &mut TlsStream<S>,
+    cx: &mut Context<'_>,
+    buf: &mut [u8],
+) -> Poll<io::Result<usize>> {
+    Pin::new(t).poll_read(cx, buf)
+}
+
+#[inline(never)]
+fn tls_write<S: AsyncRead + AsyncWrite + Unpin>(
+    t: &mut TlsStream<S>,
+    cx: &mut Context<'_>,
+    buf: &[u8],
+) -> Poll<io::Result<usize>> {
+    Pin::new(t).poll_write(cx, buf)
+}
+
+#[inline(never)]
+fn tls_flush<S: AsyncRead + AsyncWrite + Unpin>(t: &mut TlsStream<S>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    Pin::new(t).poll_flush(cx)
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for MaybeTls<S> {
-    #[inline]
+    #[inline(always)]
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            MaybeTls::Tls(t) => Pin::new(&mut **t).poll_read(cx, buf),
+            MaybeTls::Tls(t) => tls_read(t, cx, buf),
         }
     }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
-    #[inline]
+    #[inline(always)]
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            MaybeTls::Tls(t) => Pin::new(&mut **t).poll_write(cx, buf),
+            MaybeTls::Tls(t) => tls_write(t, cx, buf),
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
-            MaybeTls::Tls(t) => Pin::new(&mut **t).poll_flush(cx),
+            MaybeTls::Tls(t) => tls_flush(t, cx),
         }
     }
 
