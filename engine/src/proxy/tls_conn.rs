@@ -25,7 +25,14 @@ pub async fn open<R: Runtime>(
         return Some((sock, false));
     };
     let facts = bufs.tls.get_or_insert_with(TlsFacts::default);
-    match crate::tls::accept::<R>(sock, config, at.defaults.client_header_timeout, facts).await {
+    // boxed: the handshake's state (a rustls session) is not part of every connection's future, plain ones included
+    let accepting = Box::pin(crate::tls::accept::<R>(
+        sock,
+        config,
+        at.defaults.client_header_timeout,
+        facts,
+    ));
+    match accepting.await {
         Accepted::Tls(sock) => {
             counters.count_handshake(facts.reused);
             Some((sock, false))
