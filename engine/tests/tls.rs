@@ -443,7 +443,7 @@ fn config_errors_are_nginx_s() {
     let srv = |body: &str| format!("events {{}}\nhttp {{\nserver {{\nlisten 127.0.0.1:1 ssl;\n{body}\n}}\n}}\n");
     assert_eq!(
         config_error(&srv("")),
-        "[emerg] no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in /t/tls.conf:4"
+        "[emerg] no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in /t/tls.conf:3"
     );
     let missing = c.dir.join("missing.crt");
     assert_eq!(

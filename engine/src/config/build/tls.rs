@@ -414,7 +414,8 @@ fn session_cache(d: &Directive) -> Result<SessionCache, ConfigError> {
 /// Loads the TLS settings of every server (`layers` merged over http for each), checking `listen ... ssl`.
 pub fn load_servers(servers: &mut [HttpServer], layers: &[TlsLayer], conf_dir: &Path) -> Result<(), ConfigError> {
     for (s, layer) in servers.iter_mut().zip(layers) {
-        let ssl_listen = s.listens.iter().find(|l| l.ssl).map(|l| &l.span);
+        // nginx names the server block's line in `no "ssl_certificate" is defined`, not the listen's
+        let ssl_listen = s.listens.iter().any(|l| l.ssl).then_some(&s.span);
         s.tls = layer.conf(conf_dir, ssl_listen)?;
     }
     Ok(())
