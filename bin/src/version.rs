@@ -15,6 +15,7 @@ pub const WITH: &[&str] = &[
     "--with-http_realip_module",
     "--with-stream_realip_module",
     "--with-http_gzip_static_module",
+    "--with-http_ssl_module",
 ];
 
 /// nginx's default modules corelb does not have: every directive of each is refused by the config reader. (A
@@ -91,6 +92,8 @@ pub fn text(help: bool, configure: bool) -> String {
         out.push('\n');
     }
     if configure {
+        // nginx's line when its TLS library has SNI (nginx-tests' `has('sni')` reads it); rustls always has it
+        out.push_str("TLS SNI support enabled\n");
         out.push_str(&configure_line());
         out.push('\n');
     }
@@ -110,10 +113,12 @@ mod tests {
         let v = text(false, true);
         let mut lines = v.lines();
         assert_eq!(lines.next(), Some(version_line().as_str()));
+        assert_eq!(lines.next(), Some("TLS SNI support enabled"));
         let configure = lines.next().unwrap();
         assert!(configure.starts_with(
             "configure arguments: --with-stream --with-http_stub_status_module --with-http_realip_module \
-             --with-stream_realip_module --with-http_gzip_static_module --without-http_charset_module"
+             --with-stream_realip_module --with-http_gzip_static_module --with-http_ssl_module \
+             --without-http_charset_module"
         ));
         // nginx-tests' has('gzip') looks for --without-http_gzip_module
         assert!(!configure.contains("--without-http_gzip_module"));

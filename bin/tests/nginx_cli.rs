@@ -366,6 +366,7 @@ fn version_help_and_long_spellings() {
     let err = text(&big.stderr);
     let mut lines = err.lines();
     assert_eq!(lines.next(), Some(version.trim_end()));
+    assert_eq!(lines.next(), Some("TLS SNI support enabled"));
     let configure = lines.next().expect("configure line");
     assert!(
         configure.starts_with("configure arguments: --with-stream "),
@@ -518,19 +519,22 @@ fn configure_arguments_tell_the_truth_about_modules() {
         checked += 1;
     }
     assert!(checked > 40, "{checked}");
-    // Non-default modules are named only when present: stream, stub_status and realip are; ssl, http_v2 are not.
+    // Non-default modules are named only when present: stream, stub_status, realip and http ssl are; stream ssl,
+    // http_v2 are not.
     for present in [
         "--with-stream",
         "--with-http_stub_status_module",
         "--with-http_realip_module",
         "--with-stream_realip_module",
+        "--with-http_ssl_module",
     ] {
         assert!(
             configure.split_whitespace().any(|a| a == present),
             "{present} in {configure}"
         );
     }
-    for absent in ["ssl", "http_v2", "TLS SNI"] {
+    assert!(err.contains("\nTLS SNI support enabled\n"), "{err}");
+    for absent in ["stream_ssl", "http_v2"] {
         assert!(!err.contains(absent), "{absent} in {err}");
     }
     let _ = fs::remove_dir_all(&prefix);

@@ -37,6 +37,7 @@ pub mod state;
 
 pub mod admin;
 pub mod runtime;
+pub mod tls;
 
 pub mod proxy;
 pub mod shard;

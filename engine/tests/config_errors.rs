@@ -1958,9 +1958,9 @@ http { server {
 } }
 "#
             .to_string(),
-            r#"parameter "ssl" of "listen" is not supported by corelb"#,
-            3,
-            Differs,
+            r#"no "ssl_certificate" is defined for the "listen ... ssl" directive"#,
+            2,
+            Same,
         ),
         case(
             "named_location_nested",

@@ -112,6 +112,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                     addr: listen,
                     proxy_protocol: false,
                     default_server: false,
+                    ssl: false,
                     span: Span::default(),
                 }],
                 upstream: Some(0),

@@ -34,6 +34,12 @@ pub struct ShardStats {
     pub writing: u64,
     /// HTTP connections waiting for the first byte of a request now (nginx's `Waiting`: idle keepalive and new).
     pub waiting: u64,
+    /// TLS handshakes done (nginx Plus's `/ssl`).
+    pub handshakes: u64,
+    /// Those of them that resumed a session.
+    pub session_reuses: u64,
+    /// Handshakes that failed: a bad or truncated hello, a timeout, a refusal.
+    pub handshakes_failed: u64,
 }
 
 /// Where an HTTP connection is, as nginx's stub_status counts it.
@@ -67,6 +73,9 @@ pub struct ShardSlot {
     reading: AtomicU64,
     writing: AtomicU64,
     waiting: AtomicU64,
+    handshakes: AtomicU64,
+    session_reuses: AtomicU64,
+    handshakes_failed: AtomicU64,
 }
 
 impl ShardSlot {
@@ -109,6 +118,19 @@ impl ShardSlot {
     /// A request's input was malformed.
     pub fn count_bad_request(&self) {
         self.bad_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A TLS handshake was done; `reused`: it resumed a session.
+    pub fn count_handshake(&self, reused: bool) {
+        self.handshakes.fetch_add(1, Ordering::Relaxed);
+        if reused {
+            self.session_reuses.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A TLS handshake failed.
+    pub fn count_handshake_failed(&self) {
+        self.handshakes_failed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The client went away in the middle of a request (head or body).
@@ -166,6 +188,9 @@ impl ShardSlot {
             reading: self.reading.load(Ordering::Relaxed),
             writing: self.writing.load(Ordering::Relaxed),
             waiting: self.waiting.load(Ordering::Relaxed),
+            handshakes: self.handshakes.load(Ordering::Relaxed),
+            session_reuses: self.session_reuses.load(Ordering::Relaxed),
+            handshakes_failed: self.handshakes_failed.load(Ordering::Relaxed),
         }
     }
 }
@@ -192,6 +217,9 @@ mod tests {
             s.count_answer(status);
         }
         s.count_client_abort();
+        s.count_handshake(false);
+        s.count_handshake(true);
+        s.count_handshake_failed();
         let want = ShardStats {
             accepted: 2,
             active: 1,
@@ -202,6 +230,9 @@ mod tests {
             gateway_timeout: 1,
             loop_lag_us: 0,
             loop_lag_max_us: 0,
+            handshakes: 2,
+            session_reuses: 1,
+            handshakes_failed: 1,
             ..ShardStats::default()
         };
         assert_eq!(s.stats(), want);

@@ -23,6 +23,7 @@ pub mod rewrite;
 pub mod state_file;
 pub mod sticky;
 pub mod stream_format;
+pub mod tls;
 pub mod url;
 pub mod value;
 pub mod var;

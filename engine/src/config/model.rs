@@ -633,6 +633,8 @@ pub struct Listen {
     pub default_server: bool,
     /// `proxy_protocol`: each connection starts with a PROXY protocol header.
     pub proxy_protocol: bool,
+    /// `ssl`: connections on this address are TLS (any server's `listen ... ssl` makes the address TLS).
+    pub ssl: bool,
     pub span: Span,
 }
 
@@ -655,6 +657,8 @@ pub struct HttpServer {
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
+    /// `ssl_*`: for a server that listens with `ssl` or has a certificate.
+    pub tls: Option<super::tls::TlsConf>,
     pub span: Span,
 }
 

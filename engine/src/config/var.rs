@@ -31,6 +31,14 @@ pub enum Var {
     Host,
     RequestMethod,
     Scheme,
+    /// `on` on a TLS connection, else empty.
+    Https,
+    /// `$ssl_protocol`, `$ssl_cipher`, `$ssl_server_name`, `$ssl_session_reused`: of a TLS connection's
+    /// handshake (empty on a plain one).
+    SslProtocol,
+    SslCipher,
+    SslServerName,
+    SslSessionReused,
     ProxyHost,
     ProxyAddXForwardedFor,
     /// `$http_NAME`: the request header NAME, with `_` read as `-`, case-insensitive (stored lower-case with `-`).
@@ -142,6 +150,11 @@ const NAMES: &[(&str, Var)] = &[
     ("host", Var::Host),
     ("request_method", Var::RequestMethod),
     ("scheme", Var::Scheme),
+    ("https", Var::Https),
+    ("ssl_protocol", Var::SslProtocol),
+    ("ssl_cipher", Var::SslCipher),
+    ("ssl_server_name", Var::SslServerName),
+    ("ssl_session_reused", Var::SslSessionReused),
     ("proxy_host", Var::ProxyHost),
     ("proxy_add_x_forwarded_for", Var::ProxyAddXForwardedFor),
     ("content_length", Var::ContentLength),

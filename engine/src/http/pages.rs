@@ -70,6 +70,9 @@ pub fn has_error_page(code: u16) -> bool {
     matches!(code, 301..=303 | 307 | 308 | 400..=416 | 421 | 429 | 494..=498 | 500..=505 | 507)
 }
 
+/// nginx's internal 497 (`NGX_HTTP_TO_HTTPS`): a plain HTTP request came to a TLS port; sent as 400.
+pub const TO_HTTPS: u16 = 497;
+
 /// The status a client sees for `code`: nginx's internal 494 (a head too large for its buffers) is sent as 400.
 pub fn sent_status(code: u16) -> u16 {
     // and 495-497, the TLS ones (`ngx_http_special_response_handler` sets `err_status` 400 for the four)

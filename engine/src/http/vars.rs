@@ -213,6 +213,8 @@ pub struct RequestExt<'a> {
     pub server_match: ServerMatch<'a>,
     /// `$request_body`: the body when it is whole in the client buffer, else empty.
     pub body: &'a [u8],
+    /// The connection's TLS handshake (`$https`, `$ssl_*`, `$scheme`); none on a plain connection.
+    pub tls: Option<&'a crate::tls::TlsFacts>,
 }
 
 impl<'a> RequestExt<'a> {
@@ -244,6 +246,9 @@ impl RequestVars<'_, '_, '_> {
                 let last = self.ext.server_match.last;
                 last.is_some_and(|c| c.named(name).is_some())
             }
+            // nginx's ssl variables are not found on a plain connection (`$https` is empty there, but found)
+            Var::SslProtocol | Var::SslCipher | Var::SslSessionReused => self.ext.tls.is_some(),
+            Var::SslServerName => self.ext.tls.is_some_and(|t| !t.server_name.is_empty()),
             _ => true,
         }
     }
@@ -262,7 +267,10 @@ impl VarSource for RequestVars<'_, '_, '_> {
                 None => append_ip(out, self.conn.local.ip()),
             },
             Var::RequestMethod => out.extend_from_slice(req.method.as_bytes()),
-            Var::Scheme => out.extend_from_slice(b"http"),
+            Var::Scheme => out.extend_from_slice(if self.ext.tls.is_some() { b"https" } else { b"http" }),
+            Var::Https | Var::SslProtocol | Var::SslCipher | Var::SslServerName | Var::SslSessionReused => {
+                crate::tls::facts::append(self.ext.tls, var, out)
+            }
             Var::ProxyHost => out.extend_from_slice(self.proxy_host.as_bytes()),
             Var::ProxyAddXForwardedFor => {
                 // every X-Forwarded-For line, in order, as nginx 1.22 joins them
@@ -396,6 +404,7 @@ mod tests {
                 proxy: ProxyVars::default(),
                 server_match: ServerMatch::default(),
                 body: b"",
+                tls: None,
             },
         };
         let mut out = Vec::new();

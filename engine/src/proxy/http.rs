@@ -75,8 +75,12 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     let Some(mut at) = ConnSnapshot::take(&shard, listen) else {
         return;
     };
-    let vars = ConnVars::new(remote, sock.local_addr().unwrap_or(listen));
     let mut bufs = shard.take_buffers(at.snap.client_buffer);
+    let Some((sock, to_https)) = super::tls_conn::open::<R>(&at, sock, &mut bufs, &shard.counters).await else {
+        shard.give_buffers(bufs);
+        return;
+    };
+    let vars = ConnVars::new(remote, sock.local_addr().unwrap_or(listen));
     bufs.log.new_connection(shard.next_connection_id());
     bufs.proxy = None;
     bufs.tlvs.clear();
@@ -125,6 +129,11 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
                     super::request_log::begin_refused(snap, at.port, conn.vars, read, requests, &mut conn.bufs.log);
                 }
                 conn.refuse(r, at.defaults.send_timeout).await;
+                conn.shard.log_request(snap, &mut conn.bufs.log);
+                break;
+            }
+            Next::Request(..) if to_https => {
+                conn.refuse(super::tls_conn::TO_HTTPS, at.defaults.send_timeout).await;
                 conn.shard.log_request(snap, &mut conn.bufs.log);
                 break;
             }
@@ -315,6 +324,7 @@ fn route_head<'s>(
             tlvs: &bufs.tlvs,
         },
         body: super::request_body::held(&head, bufs.client.readable(), bufs.client.capacity()),
+        tls: bufs.tls.as_ref(),
     };
     let phase_bufs = PhaseBufs {
         rewrite: &mut bufs.rewrite,

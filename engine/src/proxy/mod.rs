@@ -22,6 +22,7 @@ mod static_file;
 pub mod stream;
 mod stream_pass;
 mod stream_return;
+mod tls_conn;
 pub mod try_clock;
 mod upgrade;
 mod var_pass;

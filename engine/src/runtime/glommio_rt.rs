@@ -1,8 +1,9 @@
 //! The glommio 0.9 side of the runtime seam: one `LocalExecutor` per shard (`Placement::Fixed(cpu)`), a small
 //! `io_memory`, and a periodic tick so an executor never parks for long (0.9.0 can miss a wake-up).
 
+use super::tls_stream::{MaybeTls, Peek, Tcp};
 use super::tokio_rt::reuseport_socket;
-use super::{Conn, Listener, Runtime};
+use super::{Listener, Runtime};
 use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
@@ -99,7 +100,13 @@ impl AsyncWrite for GlommioConn {
     }
 }
 
-impl Conn for GlommioConn {
+impl Peek for GlommioConn {
+    async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.peek(buf).await.map_err(io::Error::from)
+    }
+}
+
+impl Tcp for GlommioConn {
     fn set_nodelay(&self, on: bool) -> io::Result<()> {
         self.stream.set_nodelay(on).map_err(io::Error::from)
     }
@@ -113,12 +120,12 @@ impl Conn for GlommioConn {
 pub struct GlommioListener(TcpListener);
 
 impl Listener for GlommioListener {
-    type Conn = GlommioConn;
+    type Conn = MaybeTls<GlommioConn>;
 
-    async fn accept(&self) -> io::Result<(GlommioConn, SocketAddr)> {
+    async fn accept(&self) -> io::Result<(Self::Conn, SocketAddr)> {
         let s = self.0.accept().await.map_err(io::Error::from)?;
         let peer = s.peer_addr().map_err(io::Error::from)?;
-        Ok((GlommioConn::new(s), peer))
+        Ok((MaybeTls::Plain(GlommioConn::new(s)), peer))
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -127,7 +134,7 @@ impl Listener for GlommioListener {
 }
 
 impl Runtime for Glommio {
-    type Conn = GlommioConn;
+    type Conn = MaybeTls<GlommioConn>;
     type Listener = GlommioListener;
     const NAME: &'static str = "glommio";
 
@@ -147,11 +154,11 @@ impl Runtime for Glommio {
         }))
     }
 
-    async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<GlommioConn> {
+    async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self::Conn> {
         // glommio refuses a zero timeout; io_uring links the connect to a timeout of its own.
         TcpStream::connect_timeout(addr, timeout.max(Duration::from_millis(1)))
             .await
-            .map(GlommioConn::new)
+            .map(|s| MaybeTls::Plain(GlommioConn::new(s)))
             .map_err(io::Error::from)
     }
 

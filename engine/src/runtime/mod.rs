@@ -4,6 +4,7 @@
 pub mod deadline;
 pub mod glommio_rt;
 pub mod iobuf;
+pub mod tls_stream;
 pub mod tokio_rt;
 
 use futures_lite::{AsyncRead, AsyncWrite};
@@ -20,6 +21,16 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     fn set_nodelay(&self, on: bool) -> io::Result<()>;
     /// The local address of the socket.
     fn local_addr(&self) -> io::Result<SocketAddr>;
+    /// Waits for bytes and copies the first of them into `buf` without consuming them (0: end of stream); a
+    /// plain stream only.
+    fn peek(&self, buf: &mut [u8]) -> impl Future<Output = io::Result<usize>>;
+    /// Runs a TLS server handshake with `config` over this plain stream; the connection that comes back reads
+    /// and writes through the session.
+    fn accept_tls(self, config: std::sync::Arc<rustls::ServerConfig>) -> impl Future<Output = io::Result<Self>>
+    where
+        Self: Sized;
+    /// The TLS session of a TLS connection.
+    fn tls(&self) -> Option<&rustls::ServerConnection>;
 }
 
 /// A listening socket of some runtime, bound with `SO_REUSEPORT` so every shard has its own.

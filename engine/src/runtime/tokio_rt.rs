@@ -1,6 +1,7 @@
 //! The tokio side of the runtime seam: one current-thread runtime with a `LocalSet` per shard thread, pinned.
 
-use super::{Conn, Listener, Runtime};
+use super::tls_stream::{MaybeTls, Peek, Tcp};
+use super::{Listener, Runtime};
 use futures_lite::{AsyncRead, AsyncWrite};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::future::Future;
@@ -44,7 +45,13 @@ impl AsyncWrite for TokioConn {
     }
 }
 
-impl Conn for TokioConn {
+impl Peek for TokioConn {
+    async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.peek(buf).await
+    }
+}
+
+impl Tcp for TokioConn {
     fn set_nodelay(&self, on: bool) -> io::Result<()> {
         self.0.set_nodelay(on)
     }
@@ -59,11 +66,11 @@ impl Conn for TokioConn {
 pub struct TokioListener(tokio::net::TcpListener);
 
 impl Listener for TokioListener {
-    type Conn = TokioConn;
+    type Conn = MaybeTls<TokioConn>;
 
-    async fn accept(&self) -> io::Result<(TokioConn, SocketAddr)> {
+    async fn accept(&self) -> io::Result<(Self::Conn, SocketAddr)> {
         let (s, addr) = self.0.accept().await?;
-        Ok((TokioConn(s), addr))
+        Ok((MaybeTls::Plain(TokioConn(s)), addr))
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -84,7 +91,7 @@ pub fn reuseport_socket(addr: SocketAddr, backlog: i32) -> io::Result<std::net::
 }
 
 impl Runtime for Tokio {
-    type Conn = TokioConn;
+    type Conn = MaybeTls<TokioConn>;
     type Listener = TokioListener;
     const NAME: &'static str = "tokio";
 
@@ -102,9 +109,9 @@ impl Runtime for Tokio {
         )?)?))
     }
 
-    async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<TokioConn> {
+    async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self::Conn> {
         match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
-            Ok(r) => r.map(TokioConn),
+            Ok(r) => r.map(|s| MaybeTls::Plain(TokioConn(s))),
             Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
         }
     }

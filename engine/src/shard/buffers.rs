@@ -43,6 +43,8 @@ pub struct Buffers {
     pub tlvs: Vec<u8>,
     /// The current request's `sticky` values (used only by upstreams with `sticky`).
     pub sticky: crate::balance::sticky::StickyBufs,
+    /// The connection's TLS handshake, on a TLS address.
+    pub tls: Option<crate::tls::TlsFacts>,
 }
 
 impl Buffers {
@@ -68,6 +70,7 @@ impl Buffers {
             proxy: None,
             tlvs: Vec::new(),
             sticky: Default::default(),
+            tls: None,
         }
     }
 }

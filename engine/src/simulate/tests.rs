@@ -329,6 +329,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 headers: Default::default(),
                 realip: None,
                 gzip: Default::default(),
+                tls: None,
                 span: Span::default(),
             }],
         });

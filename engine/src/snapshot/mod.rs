@@ -56,6 +56,8 @@ pub enum SnapshotError {
     /// A regex server name that does not compile (the config build refuses it first).
     #[error("{0}")]
     ServerName(String),
+    #[error("{0}")]
+    Tls(#[from] crate::tls::server_config::TlsError),
 }
 
 /// One http listen address and the servers on it.
@@ -70,6 +72,8 @@ pub struct HttpPort {
     pub proxy_protocol: bool,
     /// Their names, as nginx looks a `Host` up.
     pub names: ServerNames,
+    /// A `listen ... ssl` address: its TLS config (SNI picks among its servers' certificates).
+    pub tls: Option<std::sync::Arc<crate::tls::PortTls>>,
 }
 
 /// One stream listen address and its server.
@@ -186,6 +190,7 @@ impl Snapshot {
                     .iter()
                     .filter_map(|&i| Some((i, http.servers.get(i)?.server_names.as_slice())));
                 p.names = ServerNames::build(of_port, &groups).map_err(SnapshotError::ServerName)?;
+                p.tls = tls_of_port(p, &http.servers)?;
             }
         }
         let mut stream_plans = Vec::new();
@@ -304,6 +309,31 @@ impl Snapshot {
     }
 }
 
+/// The TLS config of `port`, if any server's `listen` there has `ssl`.
+fn tls_of_port(
+    port: &HttpPort,
+    servers: &[HttpServer],
+) -> Result<Option<std::sync::Arc<crate::tls::PortTls>>, SnapshotError> {
+    let ssl = port
+        .servers
+        .iter()
+        .filter_map(|&i| servers.get(i))
+        .any(|s| s.listens.iter().any(|l| l.addr == port.addr && l.ssl));
+    if !ssl {
+        return Ok(None);
+    }
+    let on_port = |i: usize| port.servers.contains(&i);
+    let confs = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| s.tls.as_ref().filter(|_| on_port(i)))
+        .collect();
+    let (names, default) = (port.names.clone(), port.default_server);
+    let pick = Box::new(move |sni: &str| names.find(sni.as_bytes(), None).map_or(default, |f| f.server));
+    let port_servers = crate::tls::PortServers { confs, default, pick };
+    Ok(Some(std::sync::Arc::new(crate::tls::server_config(port_servers)?)))
+}
+
 fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize) {
     for l in listens {
         match ports.iter_mut().find(|p| p.addr == l.addr) {
@@ -320,6 +350,7 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
                 default_server: server,
                 proxy_protocol: l.proxy_protocol,
                 names: ServerNames::default(),
+                tls: None,
             }),
         }
     }

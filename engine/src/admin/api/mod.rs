@@ -132,7 +132,7 @@ fn read(
         Target::Nginx => views::nginx(shared, crate::clock::now_ms()),
         Target::Processes => status::processes(),
         Target::Connections => status::all_connections(shared),
-        Target::Ssl => status::ssl(version),
+        Target::Ssl => status::all_ssl(shared, version),
         Target::Workers => status::workers(shared),
         Target::HttpRequests => status::all_requests(shared),
         Target::Empty(_) => Json::Obj(Vec::new()),

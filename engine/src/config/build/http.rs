@@ -131,7 +131,10 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             .name_conflicts(|i| h.servers.get(i).map(|s| s.names.clone()).unwrap_or_default()),
     );
     let drafts: Vec<_> = h.servers.iter_mut().map(ServerDraft::take_checks).collect();
+    let tls: Vec<_> = h.servers.iter().map(|s| s.layers.tls.over(&h.layers.tls)).collect();
     let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers, &b.prefix)).collect();
+    let conf_dir = d.span.file.parent().unwrap_or(std::path::Path::new(""));
+    super::tls::load_servers(&mut servers, &tls, conf_dir)?;
     crate::config::map::mark_answer_time(&mut h.maps.maps);
     for s in &mut servers {
         h.logs.settle(&mut s.client.access_log, &s.files.root);
@@ -438,6 +441,7 @@ impl ServerDraft {
             headers: layers.headers.conf(),
             realip: layers.realip.conf(),
             gzip: layers.gzip.conf(),
+            tls: None,
             span: self.span,
         }
     }

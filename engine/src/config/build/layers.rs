@@ -89,6 +89,8 @@ pub struct Layers {
     pub realip: super::realip::RealIpLayer,
     /// `gzip*` and `gzip_static`.
     pub gzip: GzipLayer,
+    /// `ssl_*` (http and server levels).
+    pub tls: super::tls::TlsLayer,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -198,6 +200,7 @@ impl Layers {
             name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
             name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, d)?,
             name if gzip::NAMES.contains(&name) => self.gzip.directive(cx.build, d)?,
+            name if super::tls::NAMES.contains(&name) => self.tls.directive(cx.build, d)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -254,6 +257,7 @@ impl Layers {
             headers: self.headers.over(&parent.headers),
             realip: self.realip.over(&parent.realip),
             gzip: self.gzip.over(&parent.gzip),
+            tls: self.tls.over(&parent.tls),
         }
     }
 

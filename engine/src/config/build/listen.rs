@@ -11,7 +11,7 @@ use crate::config::value;
 use std::net::{Ipv4Addr, SocketAddr};
 
 /// nginx `listen` parameters corelb does not implement (refused by name rather than called invalid).
-const UNSUPPORTED_HTTP: &[&str] = &["ssl", "http2", "deferred", "quic"];
+const UNSUPPORTED_HTTP: &[&str] = &["http2", "deferred", "quic"];
 const UNSUPPORTED_STREAM: &[&str] = &["udp", "ssl"];
 /// `name=value` parameters corelb does not implement.
 const UNSUPPORTED_VALUED: &[&str] = &[
@@ -48,6 +48,8 @@ struct Params {
     options: bool,
     /// `proxy_protocol`: connections start with a PROXY protocol header.
     proxy_protocol: bool,
+    /// `ssl` (http only).
+    ssl: bool,
 }
 
 fn not_supported(p: &str, d: &Directive) -> ConfigError {
@@ -97,9 +99,15 @@ impl HttpListens {
         for p in d.args.iter().skip(1) {
             if p == "default_server" || p == "default" {
                 params.default_server = true;
+            } else if p == "ssl" {
+                params.ssl = true;
             } else if !common_param(p, d, &mut params, UNSUPPORTED_HTTP)? {
                 return Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span));
             }
+        }
+        if params.ssl && params.proxy_protocol {
+            // the PROXY header would come before the handshake; corelb reads it only on plain connections
+            return Err(not_supported("proxy_protocol\" with \"ssl", d));
         }
         let mut out = Vec::with_capacity(addrs.len());
         for addr in addrs {
@@ -108,6 +116,7 @@ impl HttpListens {
                 addr,
                 default_server: params.default_server,
                 proxy_protocol: params.proxy_protocol,
+                ssl: params.ssl,
                 span: d.span.clone(),
             });
         }
@@ -123,6 +132,7 @@ impl HttpListens {
             addr,
             default_server: false,
             proxy_protocol: false,
+            ssl: false,
             span: at.clone(),
         })
     }
@@ -209,6 +219,7 @@ impl StreamListens {
                 addr,
                 default_server: false,
                 proxy_protocol: params.proxy_protocol,
+                ssl: false,
                 span: d.span.clone(),
             });
         }
@@ -281,9 +292,16 @@ mod tests {
             "[emerg] invalid backlog \"backlog=0\" in t.conf:1"
         );
         assert_eq!(
-            err(t.listen(&listen_directive("listen 443 ssl;"), 0)),
-            "[emerg] parameter \"ssl\" of \"listen\" is not supported by corelb in t.conf:1"
+            err(t.listen(&listen_directive("listen 443 http2;"), 0)),
+            "[emerg] parameter \"http2\" of \"listen\" is not supported by corelb in t.conf:1"
         );
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 443 ssl proxy_protocol;"), 0)),
+            "[emerg] parameter \"proxy_protocol\" with \"ssl\" of \"listen\" is not supported by corelb in t.conf:1"
+        );
+        assert!(t
+            .listen(&listen_directive("listen 443 ssl;"), 0)
+            .is_ok_and(|l| l.iter().all(|l| l.ssl)));
         assert_eq!(
             err(t.listen(&listen_directive("listen a/b;"), 0)),
             "[emerg] invalid host in \"a/b\" of the \"listen\" directive in t.conf:1"

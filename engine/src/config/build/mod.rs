@@ -35,6 +35,7 @@ mod sticky;
 mod stream;
 mod stream_logs;
 mod temp_path;
+mod tls;
 mod upstream;
 mod user;
 mod vars;

@@ -61,6 +61,7 @@ const fn both(name: &'static str, ctx: Ctx, args: Args) -> Spec {
     spec(name, ctx, ctx, args, false)
 }
 
+const HTTP_MS: Ctx = Ctx::HTTP.or(Ctx::HTTP_SRV);
 const HTTP_MSL: Ctx = Ctx::HTTP.or(Ctx::HTTP_SRV).or(Ctx::HTTP_LOC);
 const STREAM_MS: Ctx = Ctx::STREAM.or(Ctx::STREAM_SRV);
 const UPS: Ctx = Ctx::HTTP_UPS.or(Ctx::STREAM_UPS);
@@ -208,6 +209,21 @@ pub const SPECS: &[Spec] = &[
     both("uwsgi_temp_path", HTTP_MSL, TAKE1234),
     both("scgi_temp_path", HTTP_MSL, TAKE1234),
     // Files: the core, static and index modules (config/build/static_files.rs).
+    // ssl (http and server; `listen ... ssl` in listen.rs)
+    both("ssl_certificate", HTTP_MS, TAKE1),
+    both("ssl_certificate_key", HTTP_MS, TAKE1),
+    both("ssl_protocols", HTTP_MS, MORE1),
+    both("ssl_ciphers", HTTP_MS, TAKE1),
+    both("ssl_prefer_server_ciphers", HTTP_MS, TAKE1),
+    both("ssl_ecdh_curve", HTTP_MS, TAKE1),
+    both("ssl_session_cache", HTTP_MS, TAKE12),
+    both("ssl_session_timeout", HTTP_MS, TAKE1),
+    both("ssl_session_tickets", HTTP_MS, TAKE1),
+    both("ssl_dhparam", HTTP_MS, TAKE1),
+    both("ssl_reject_handshake", HTTP_MS, TAKE1),
+    both("ssl_password_file", HTTP_MS, TAKE1),
+    both("ssl_stapling", HTTP_MS, TAKE1),
+    both("ssl_stapling_verify", HTTP_MS, TAKE1),
     // gzip filter and gzip_static (in `if`, nginx takes `gzip` too: corelb does not)
     spec("gzip", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, TAKE1, false),
     both("gzip_types", HTTP_MSL, MORE1),
@@ -341,17 +357,19 @@ pub const UNSUPPORTED: &[&str] = &[
     "gunzip_buffers",
     // ssl
     "ssl",
-    "ssl_certificate",
-    "ssl_certificate_key",
-    "ssl_protocols",
-    "ssl_ciphers",
-    "ssl_prefer_server_ciphers",
-    "ssl_session_cache",
-    "ssl_session_timeout",
-    "ssl_session_tickets",
-    "ssl_dhparam",
-    "ssl_stapling",
-    "ssl_stapling_verify",
+    "ssl_session_ticket_key",
+    "ssl_buffer_size",
+    "ssl_early_data",
+    "ssl_conf_command",
+    "ssl_crl",
+    "ssl_verify_depth",
+    "ssl_ocsp",
+    "ssl_ocsp_cache",
+    "ssl_ocsp_responder",
+    "ssl_stapling_file",
+    "ssl_stapling_responder",
+    "ssl_certificate_cache",
+    "ssl_key_log",
     "ssl_trusted_certificate",
     "ssl_client_certificate",
     "ssl_verify_client",

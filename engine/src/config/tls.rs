@@ -1,0 +1,245 @@
+//! A server's TLS settings (`ssl_*`) as read and merged, and its certificate and key files loaded and checked as
+//! nginx checks them at `-t` (a missing or unreadable file, a file of no PEM, a key that does not match).
+
+use rustls::crypto::ring::{cipher_suite as cs, kx_group};
+use rustls::crypto::SupportedKxGroup;
+use rustls::sign::CertifiedKey;
+use rustls::SupportedCipherSuite;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `ssl_session_cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionCache {
+    /// `off`: no session is kept on the server.
+    Off,
+    /// `none` (the default): nginx tells clients sessions may be reused but keeps none; tickets still resume.
+    None,
+    /// `builtin[:size]` or `shared:name:size`: a cache of this many sessions, shared by every shard.
+    Sessions(usize),
+}
+
+/// nginx's rough sessions per byte of a `shared` zone (its docs: 1 megabyte holds about 4000 sessions).
+pub const SESSION_BYTES: usize = 256;
+
+/// One `ssl_certificate` with its `ssl_certificate_key`, loaded.
+#[derive(Clone)]
+pub struct CertPair {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub loaded: Arc<CertifiedKey>,
+}
+
+impl std::fmt::Debug for CertPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertPair")
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for CertPair {
+    fn eq(&self, other: &Self) -> bool {
+        self.cert == other.cert && self.key == other.key && Arc::ptr_eq(&self.loaded, &other.loaded)
+    }
+}
+
+/// The TLS settings of one http server, merged from http and server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsConf {
+    /// Its certificates in config order (an RSA and an ECDSA pair may both be there).
+    pub certs: Vec<CertPair>,
+    /// `ssl_protocols`: TLSv1.2, TLSv1.3 (what rustls has of the list).
+    pub tls12: bool,
+    pub tls13: bool,
+    /// `ssl_ciphers`: the TLS 1.2 suites, in the list's order (TLS 1.3 suites are not set by it, as with OpenSSL).
+    pub suites: Vec<SupportedCipherSuite>,
+    /// `ssl_prefer_server_ciphers`.
+    pub prefer_server_ciphers: bool,
+    /// `ssl_ecdh_curve`: the key exchange groups, in order.
+    pub groups: Vec<rustls::NamedGroup>,
+    pub session_cache: SessionCache,
+    pub session_timeout: Duration,
+    pub session_tickets: bool,
+    /// `ssl_reject_handshake on`: handshakes naming this server fail.
+    pub reject_handshake: bool,
+}
+
+impl TlsConf {
+    /// Settings with no certificate and nginx's defaults.
+    pub fn defaults() -> Self {
+        TlsConf {
+            certs: Vec::new(),
+            tls12: true,
+            tls13: true,
+            suites: TLS12_SUITES.iter().map(|(_, s)| *s).collect(),
+            prefer_server_ciphers: false,
+            groups: KX_GROUPS.iter().map(|(_, g)| g.name()).collect(),
+            session_cache: SessionCache::None,
+            session_timeout: Duration::from_secs(300),
+            session_tickets: true,
+            reject_handshake: false,
+        }
+    }
+}
+
+/// The key exchange groups rustls (ring) has, by OpenSSL name.
+pub const KX_GROUPS: &[(&str, &dyn SupportedKxGroup)] = &[
+    ("X25519", kx_group::X25519),
+    ("prime256v1", kx_group::SECP256R1),
+    ("secp384r1", kx_group::SECP384R1),
+];
+
+impl TlsConf {
+    /// The key exchange groups of `ssl_ecdh_curve`, for rustls.
+    pub fn kx_groups(&self) -> Vec<&'static dyn SupportedKxGroup> {
+        self.groups
+            .iter()
+            .filter_map(|n| KX_GROUPS.iter().find(|(_, g)| g.name() == *n).map(|(_, g)| *g))
+            .collect()
+    }
+}
+
+/// The TLS 1.2 suites rustls (ring) has, by OpenSSL name.
+pub const TLS12_SUITES: &[(&str, SupportedCipherSuite)] = &[
+    (
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    ),
+    (
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    ),
+    (
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    ),
+    ("ECDHE-RSA-AES256-GCM-SHA384", cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384),
+    ("ECDHE-RSA-AES128-GCM-SHA256", cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
+    (
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    ),
+];
+
+/// The OpenSSL name of `suite` (TLS 1.3 suites by their RFC names, as OpenSSL reports them).
+pub fn openssl_name(suite: rustls::CipherSuite) -> &'static str {
+    use rustls::CipherSuite as C;
+    match suite {
+        C::TLS13_AES_256_GCM_SHA384 => "TLS_AES_256_GCM_SHA384",
+        C::TLS13_AES_128_GCM_SHA256 => "TLS_AES_128_GCM_SHA256",
+        C::TLS13_CHACHA20_POLY1305_SHA256 => "TLS_CHACHA20_POLY1305_SHA256",
+        other => TLS12_SUITES
+            .iter()
+            .find(|(_, s)| s.suite() == other)
+            .map_or("", |(n, _)| n),
+    }
+}
+
+/// Why a certificate or key did not load: nginx's message, without the place.
+pub type LoadError = String;
+
+fn io_reason(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "No such file or directory",
+        std::io::ErrorKind::PermissionDenied => "Permission denied",
+        std::io::ErrorKind::IsADirectory => "Is a directory",
+        _ => "Input/output error",
+    }
+}
+
+/// nginx's message for a file OpenSSL could not open.
+fn bio_failed(what: &str, path: &Path, e: &std::io::Error) -> LoadError {
+    let p = path.display();
+    format!(
+        "cannot load {what} \"{p}\": BIO_new_file() failed (SSL: error:80000002:system library::{}:calling \
+         fopen({p}, r) error:10000080:BIO routines::no such file)",
+        io_reason(e)
+    )
+}
+
+/// Reads the certificate chain at `cert` and the key at `key`, and checks that they belong together.
+pub fn load_pair(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, LoadError> {
+    let cert_pem = std::fs::read(cert).map_err(|e| bio_failed("certificate", cert, &e))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<_, _>>()
+        .unwrap_or_default();
+    if chain.is_empty() {
+        return Err(format!(
+            "cannot load certificate \"{}\": PEM_read_bio_X509_AUX() failed (SSL: error:0480006C:PEM \
+             routines::no start line:Expecting: TRUSTED CERTIFICATE)",
+            cert.display()
+        ));
+    }
+    let key_pem = std::fs::read(key).map_err(|e| bio_failed("certificate key", key, &e))?;
+    let no_key = || {
+        format!(
+            "cannot load certificate key \"{}\": PEM_read_bio_PrivateKey() failed (SSL: error:1E08010C:DECODER \
+             routines::unsupported:No supported data to decode. Input type: PEM)",
+            key.display()
+        )
+    };
+    if key_pem.windows(9).any(|w| w == b"ENCRYPTED") {
+        return Err(format!(
+            "cannot load certificate key \"{}\": an encrypted key is not supported by corelb \
+             (ssl_password_file, docs/directives.md)",
+            key.display()
+        ));
+    }
+    let der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| no_key())?;
+    let provider = rustls::crypto::ring::default_provider();
+    let signing = provider.key_provider.load_private_key(der).map_err(|e| {
+        format!(
+            "cannot load certificate key \"{}\": the key is not supported by corelb ({e})",
+            key.display()
+        )
+    })?;
+    // the key's SubjectPublicKeyInfo is in the certificate's DER as it is (read without parsing the certificate,
+    // which webpki refuses for an X.509 v1 one, as `openssl req -x509` makes without extensions)
+    let spki = signing.public_key().map(|k| k.as_ref().to_vec());
+    let pair = CertifiedKey::new(chain, signing);
+    let holds = |cert: &[u8], spki: &[u8]| cert.windows(spki.len()).any(|w| w == spki);
+    let matches = match (&spki, pair.cert.first()) {
+        (Some(spki), Some(cert)) => holds(cert, spki),
+        _ => true,
+    };
+    if !matches {
+        return Err(format!(
+            "SSL_CTX_use_PrivateKey(\"{}\") failed (SSL: error:05800074:x509 certificate routines::key values \
+             mismatch)",
+            key.display()
+        ));
+    }
+    Ok(Arc::new(pair))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_certificate_is_nginx_s_message() {
+        let e = load_pair(Path::new("/nonexistent/c.pem"), Path::new("/nonexistent/k.pem")).unwrap_err();
+        assert_eq!(
+            e,
+            "cannot load certificate \"/nonexistent/c.pem\": BIO_new_file() failed (SSL: error:80000002:system \
+             library::No such file or directory:calling fopen(/nonexistent/c.pem, r) error:10000080:BIO \
+             routines::no such file)"
+        );
+    }
+
+    #[test]
+    fn every_tls12_suite_has_its_openssl_name() {
+        for (name, s) in TLS12_SUITES {
+            assert_eq!(openssl_name(s.suite()), *name);
+        }
+        assert_eq!(
+            openssl_name(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256),
+            "TLS_AES_128_GCM_SHA256"
+        );
+    }
+}

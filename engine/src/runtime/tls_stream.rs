@@ -1,0 +1,146 @@
+//! A runtime's byte stream, plain or TLS: one enum so the request path stays one code path over both, and a plain
+//! connection pays one match per read or write.
+
+use super::Conn;
+use futures_lite::{AsyncRead, AsyncWrite};
+use futures_rustls::server::TlsStream;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// A connection as the proxy reads and writes it: the runtime's TCP stream, or a TLS session over it.
+#[derive(Debug)]
+pub enum MaybeTls<S> {
+    Plain(S),
+    /// A server-side TLS session whose handshake is done (boxed: the session is large, plain streams are not).
+    Tls(Box<TlsStream<S>>),
+}
+
+/// What a plain stream can do beyond reads and writes: look at the next bytes without taking them.
+pub trait Peek {
+    /// Waits for bytes and copies the first of them into `buf` without consuming them (0: end of stream).
+    fn peek(&self, buf: &mut [u8]) -> impl std::future::Future<Output = io::Result<usize>>;
+}
+
+// The plain arm is the hot path: it inlines into the caller as the bare stream's call did, and the TLS arm (the
+// session's record layer) stays out of line, so that a plain connection's reads and writes cost one compare.
+
+#[inline(never)]
+fn tls_read<S: AsyncRead + AsyncWrite + Unpin>(
+    t: &mut TlsStream<S>,
+    cx: &mut Context<'_>,
+    buf: &mut [u8],
+) -> Poll<io::Result<usize>> {
+    Pin::new(t).poll_read(cx, buf)
+}
+
+#[inline(never)]
+fn tls_write<S: AsyncRead + AsyncWrite + Unpin>(
+    t: &mut TlsStream<S>,
+    cx: &mut Context<'_>,
+    buf: &[u8],
+) -> Poll<io::Result<usize>> {
+    Pin::new(t).poll_write(cx, buf)
+}
+
+#[inline(never)]
+fn tls_flush<S: AsyncRead + AsyncWrite + Unpin>(t: &mut TlsStream<S>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    Pin::new(t).poll_flush(cx)
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for MaybeTls<S> {
+    #[inline(always)]
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            MaybeTls::Tls(t) => tls_read(t, cx, buf),
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
+    #[inline(always)]
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            MaybeTls::Tls(t) => tls_write(t, cx, buf),
+        }
+    }
+
+    #[inline(always)]
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
+            MaybeTls::Tls(t) => tls_flush(t, cx),
+        }
+    }
+
+    /// A TLS session sends its `close_notify` first, then half-closes the socket.
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_close(cx),
+            MaybeTls::Tls(t) => Pin::new(&mut **t).poll_close(cx),
+        }
+    }
+}
+
+/// The plain stream under a connection.
+pub trait Tcp: AsyncRead + AsyncWrite + Unpin + Peek + 'static {
+    fn set_nodelay(&self, on: bool) -> io::Result<()>;
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+impl<S: Tcp> Conn for MaybeTls<S> {
+    fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.tcp().set_nodelay(on)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.tcp().local_addr()
+    }
+
+    /// A TLS stream has nothing to peek at before its session's own reads.
+    async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            MaybeTls::Plain(s) => s.peek(buf).await,
+            MaybeTls::Tls(_) => Err(io::Error::new(io::ErrorKind::Unsupported, "peek on a TLS stream")),
+        }
+    }
+
+    async fn accept_tls(self, config: Arc<rustls::ServerConfig>) -> io::Result<Self> {
+        match self {
+            MaybeTls::Plain(s) => {
+                let tls = futures_rustls::TlsAcceptor::from(config).accept(s).await?;
+                Ok(MaybeTls::Tls(Box::new(tls)))
+            }
+            tls @ MaybeTls::Tls(_) => Ok(tls),
+        }
+    }
+
+    fn tls(&self) -> Option<&rustls::ServerConnection> {
+        match self {
+            MaybeTls::Plain(_) => None,
+            MaybeTls::Tls(t) => Some(t.get_ref().1),
+        }
+    }
+}
+
+impl<S> MaybeTls<S> {
+    /// The TCP stream, under the TLS session if there is one.
+    fn tcp(&self) -> &S {
+        match self {
+            MaybeTls::Plain(s) => s,
+            MaybeTls::Tls(t) => t.get_ref().0,
+        }
+    }
+
+    /// The plain stream, for a connection whose TLS session has not begun.
+    pub fn into_plain(self) -> Result<S, Self> {
+        match self {
+            MaybeTls::Plain(s) => Ok(s),
+            tls => Err(tls),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The first step of a connection on a TLS address: peek at its first byte (nginx's `ngx_http_ssl_handshake`):
+//! a TLS record (0x16, or an SSLv2 hello's high bit) runs the handshake within `client_header_timeout`; anything
+//! else is plain HTTP sent to a TLS port, which nginx answers with its 400 page once the request head is read.
+//! Where a server has `ssl_reject_handshake on`, the client's hello is read first (peeked, left in the socket)
+//! and a handshake naming that server gets nginx's `unrecognized_name` alert.
+
+use super::resolve::SniCerts;
+use super::{PortTls, TlsFacts};
+use crate::runtime::{io_timeout, Conn, Runtime};
+use futures_lite::AsyncWriteExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What accepting a connection on a TLS address gave.
+pub enum Accepted<C> {
+    /// The handshake is done: the connection reads and writes through its session.
+    Tls(C),
+    /// The client sent something other than a TLS record: plain HTTP.
+    Plain(C),
+    /// The client left, sent a bad or truncated handshake, was too slow, or was refused: the connection is closed.
+    Failed,
+}
+
+/// The TLS handshake record's content type.
+const HANDSHAKE: u8 = 0x16;
+
+/// A fatal `unrecognized_name` alert record (RFC 8446 6.2: level 2, description 112), as OpenSSL sends it when
+/// nginx's server-name callback rejects a handshake.
+const UNRECOGNIZED_NAME: [u8; 7] = [0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x70];
+
+/// The most of a client hello peeked at for its name (a hello is one record, at most 16 KiB and its header).
+const HELLO_MAX: usize = 16 * 1024 + 5;
+
+/// Accepts `sock` on a TLS address with `tls`, the whole step within `wait`; a TLS connection's facts go into
+/// `facts`.
+pub async fn accept<R: Runtime>(
+    sock: R::Conn,
+    tls: &PortTls,
+    wait: Duration,
+    facts: &mut TlsFacts,
+) -> Accepted<R::Conn> {
+    let start = std::time::Instant::now();
+    let mut first = [0u8; 1];
+    match io_timeout::<R, _>(wait, sock.peek(&mut first)).await {
+        Ok(1..) => {}
+        _ => return Accepted::Failed,
+    }
+    if first[0] != HANDSHAKE && first[0] & 0x80 == 0 {
+        return Accepted::Plain(sock);
+    }
+    let left = || wait.saturating_sub(start.elapsed());
+    if let Some(certs) = &tls.rejecting {
+        match io_timeout::<R, _>(left(), rejected::<R>(&sock, certs)).await {
+            Ok(false) => {}
+            Ok(true) => {
+                let mut sock = sock;
+                let _ = io_timeout::<R, _>(left(), sock.write_all(&UNRECOGNIZED_NAME)).await;
+                return Accepted::Failed;
+            }
+            Err(_) => return Accepted::Failed,
+        }
+    }
+    match io_timeout::<R, _>(left(), sock.accept_tls(Arc::clone(&tls.config))).await {
+        Ok(tls) => {
+            if let Some(session) = tls.tls() {
+                facts.take(session);
+            }
+            Accepted::Tls(tls)
+        }
+        Err(_) => Accepted::Failed,
+    }
+}
+
+/// Whether the client hello waiting in `sock` names a server that rejects handshakes (a hello that is not one
+/// is left for the handshake to fail on).
+async fn rejected<R: Runtime>(sock: &R::Conn, certs: &SniCerts) -> std::io::Result<bool> {
+    let mut buf = vec![0u8; HELLO_MAX];
+    let mut seen = 0;
+    loop {
+        let n = sock.peek(&mut buf).await?;
+        let mut acceptor = rustls::server::Acceptor::default();
+        let mut bytes = buf.get(..n).unwrap_or_default();
+        while !bytes.is_empty() {
+            match acceptor.read_tls(&mut bytes) {
+                Ok(1..) => {}
+                _ => return Ok(false),
+            }
+        }
+        match acceptor.accept() {
+            Ok(Some(hello)) => return Ok(certs.rejects(hello.client_hello().server_name())),
+            Ok(None) if n < buf.len() && n > 0 => {}
+            _ => return Ok(false),
+        }
+        if n == seen {
+            // the rest of the hello has not come yet: the peek would find the same bytes at once
+            R::sleep(Duration::from_millis(5)).await;
+        }
+        seen = n;
+    }
+}

@@ -1,0 +1,50 @@
+//! What a TLS connection's variables read (`$ssl_protocol`, `$ssl_cipher`, `$ssl_server_name`,
+//! `$ssl_session_reused`), taken once when its handshake is done.
+
+use crate::config::tls::openssl_name;
+use crate::config::var::Var;
+
+/// The facts of one TLS connection's handshake.
+#[derive(Debug, Clone, Default)]
+pub struct TlsFacts {
+    /// OpenSSL's name of the version (`TLSv1.3`).
+    pub protocol: &'static str,
+    /// OpenSSL's name of the suite (`TLS_AES_128_GCM_SHA256`, `ECDHE-RSA-AES128-GCM-SHA256`).
+    pub cipher: &'static str,
+    /// The name the client sent (SNI), empty without one.
+    pub server_name: String,
+    /// The session was resumed (`r`, else `.`).
+    pub reused: bool,
+}
+
+impl TlsFacts {
+    /// The facts of `session`, into `self` (its name buffer reused).
+    pub fn take(&mut self, session: &rustls::ServerConnection) {
+        self.protocol = match session.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+            _ => "",
+        };
+        self.cipher = session
+            .negotiated_cipher_suite()
+            .map_or("", |s| openssl_name(s.suite()));
+        self.server_name.clear();
+        self.server_name.push_str(session.server_name().unwrap_or_default());
+        self.reused = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    }
+}
+
+/// Appends the value of `$https` or an `$ssl_*` variable for a connection with the handshake `tls` (none: plain).
+pub fn append(tls: Option<&TlsFacts>, var: &Var, out: &mut Vec<u8>) {
+    let Some(t) = tls else {
+        return;
+    };
+    match var {
+        Var::Https => out.extend_from_slice(b"on"),
+        Var::SslProtocol => out.extend_from_slice(t.protocol.as_bytes()),
+        Var::SslCipher => out.extend_from_slice(t.cipher.as_bytes()),
+        Var::SslServerName => out.extend_from_slice(t.server_name.as_bytes()),
+        Var::SslSessionReused => out.push(if t.reused { b'r' } else { b'.' }),
+        _ => {}
+    }
+}

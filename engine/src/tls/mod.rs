@@ -1,0 +1,13 @@
+//! TLS termination: each TLS listen address's rustls `ServerConfig`, built at load into the snapshot
+//! ([`server_config`]: SNI picks the server's certificates, RSA or ECDSA by what the client offers), the accept
+//! step of a connection on such an address ([`accept`]: TLS, or plain HTTP sent to it), and what `$ssl_*`
+//! variables read ([`facts`]).
+
+pub mod accept;
+pub mod facts;
+pub mod resolve;
+pub mod server_config;
+
+pub use accept::{accept, Accepted};
+pub use facts::TlsFacts;
+pub use server_config::{server_config, PortServers, PortTls};

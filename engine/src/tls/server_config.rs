@@ -1,0 +1,121 @@
+//! The rustls `ServerConfig` of one TLS listen address, built at load: the default server's protocols, suites,
+//! curves and session settings (nginx takes these from the address's default server too), every server's
+//! certificates behind the SNI resolver, and session tickets from one rotating ticketer that every shard and
+//! every reload shares.
+
+use super::resolve::{PickServer, ServerCerts, SniCerts};
+use crate::config::tls::{SessionCache, TlsConf};
+use rustls::crypto::ring;
+use rustls::crypto::CryptoProvider;
+use rustls::server::{NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache};
+use rustls::ServerConfig;
+use std::sync::{Arc, OnceLock};
+
+/// The servers of one TLS listen address.
+pub struct PortServers<'a> {
+    /// Each server's TLS settings, by server index (`None`: a server without any).
+    pub confs: Vec<Option<&'a TlsConf>>,
+    /// The address's default server.
+    pub default: usize,
+    /// The server an SNI name picks.
+    pub pick: PickServer,
+}
+
+/// Why a TLS address's config could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TlsError {
+    #[error("no server of the TLS address has TLS settings")]
+    NoSettings,
+    #[error("{0}")]
+    Rustls(String),
+}
+
+/// The process's session ticket keys: rotated by rustls (a new key every 6 hours, the last one still read), shared
+/// by every shard and kept across reloads so that a reload does not end every ticket.
+fn ticketer() -> Result<Arc<dyn ProducesTickets>, TlsError> {
+    static TICKETER: OnceLock<Arc<dyn ProducesTickets>> = OnceLock::new();
+    if let Some(t) = TICKETER.get() {
+        return Ok(Arc::clone(t));
+    }
+    let t = ring::Ticketer::new().map_err(|e| TlsError::Rustls(e.to_string()))?;
+    Ok(Arc::clone(TICKETER.get_or_init(|| t)))
+}
+
+/// What a TLS listen address serves with.
+#[derive(Debug)]
+pub struct PortTls {
+    pub config: Arc<ServerConfig>,
+    /// The certificates by server, when a server there has `ssl_reject_handshake on` (its handshakes are read
+    /// first, to be refused with nginx's `unrecognized_name` alert).
+    pub rejecting: Option<Arc<SniCerts>>,
+}
+
+/// Builds the config of one TLS address.
+pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
+    let main = port
+        .confs
+        .get(port.default)
+        .copied()
+        .flatten()
+        .or_else(|| port.confs.iter().flatten().next().copied())
+        .ok_or(TlsError::NoSettings)?;
+    let mut suites = Vec::new();
+    if main.tls13 {
+        suites.extend(ring::ALL_CIPHER_SUITES.iter().filter(|s| s.tls13().is_some()).copied());
+    }
+    if main.tls12 {
+        suites.extend(main.suites.iter().copied());
+    }
+    let provider = CryptoProvider {
+        cipher_suites: suites.clone(),
+        kx_groups: main.kx_groups(),
+        ..ring::default_provider()
+    };
+    let mut versions = Vec::new();
+    if main.tls13 {
+        versions.push(&rustls::version::TLS13);
+    }
+    if main.tls12 {
+        versions.push(&rustls::version::TLS12);
+    }
+    let servers = port
+        .confs
+        .iter()
+        .map(|c| match c {
+            Some(c) => ServerCerts {
+                certs: c.certs.iter().map(|p| Arc::clone(&p.loaded)).collect(),
+                reject: c.reject_handshake,
+            },
+            None => ServerCerts::default(),
+        })
+        .collect();
+    let resolver = SniCerts {
+        servers,
+        default: port.default,
+        pick: port.pick,
+        suites,
+    };
+    let resolver = Arc::new(resolver);
+    let rejecting = resolver.servers.iter().any(|s| s.reject).then(|| Arc::clone(&resolver));
+    let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&versions)
+        .map_err(|e| TlsError::Rustls(e.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.ignore_client_order = main.prefer_server_ciphers;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.session_storage = match main.session_cache {
+        SessionCache::Off | SessionCache::None => Arc::new(NoServerSessionStorage {}),
+        SessionCache::Sessions(n) => ServerSessionMemoryCache::new(n.max(1)),
+    };
+    if main.session_tickets {
+        config.ticketer = ticketer()?;
+    }
+    if main.session_cache == SessionCache::Off && !main.session_tickets {
+        config.send_tls13_tickets = 0;
+    }
+    Ok(PortTls {
+        config: Arc::new(config),
+        rejecting,
+    })
+}
