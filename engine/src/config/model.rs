@@ -610,6 +610,8 @@ pub struct Location {
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
+    /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
+    pub error_pages: super::error_pages::ErrorPagesConf,
     pub span: Span,
 }
 
@@ -653,6 +655,8 @@ pub struct HttpServer {
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
+    /// The error pages of answers outside any location.
+    pub error_pages: super::error_pages::ErrorPagesConf,
     pub span: Span,
 }
 

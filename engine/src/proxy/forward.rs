@@ -90,7 +90,7 @@ impl<R: Runtime> ClientConn<R> {
             let Some(peer) = picked else {
                 crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
                 self.bufs.log.no_live(plan.upstream);
-                return self.error_page(502, &plan.headers, req, replayable).await;
+                return self.proxy_error(plan, 502, req, replayable).await;
             };
             let failure = match self.try_peer(&mut retry, req, peer).await {
                 TryResult::Done(keep) => return keep,
@@ -100,7 +100,7 @@ impl<R: Runtime> ClientConn<R> {
             self.bufs.log.mark_failed(failure.kind.is_timeout());
             match retry.after_failure(failure, req.kind(), peer.addr) {
                 NextStep::Retry => {}
-                NextStep::Answer(status) => return self.error_page(status, &plan.headers, req, replayable).await,
+                NextStep::Answer(status) => return self.proxy_error(plan, status, req, replayable).await,
                 NextStep::Refuse(status) => {
                     self.refuse(Rejection::new(status, "request body refused"), req.timeouts.send)
                         .await;
@@ -149,6 +149,10 @@ impl<R: Runtime> ClientConn<R> {
             Ok((conn, info)) if !retry.retry_on_status(info.status, req.kind()) => {
                 retry.header_read();
                 peer.slot.count_response(info.status);
+                let Some(conn) = self.intercept(to, conn, &info, req) else {
+                    retry.report(Outcome::Success);
+                    return TryResult::Done(true);
+                };
                 let sent = info.sent;
                 let (keep, received) = self.pass_response(to, req, conn, info).await;
                 if let Some(s) = sticky.filter(|s| !s.learns_at_header()) {
@@ -245,6 +249,7 @@ impl<R: Runtime> ClientConn<R> {
                 s.learn(&bufs.sticky, crate::clock::now_ms());
             }
         }
+        let status = bufs.pages.state.restatus(&mut bufs.out, 0, info.status);
         let upstream_head = bufs.upstream.readable().get(..info.head_len).unwrap_or_default();
         bufs.log.capture_headers(&bufs.out, upstream_head);
         bufs.upstream.consume(info.head_len);
@@ -283,7 +288,7 @@ impl<R: Runtime> ClientConn<R> {
                 .map(|n| (n, n)),
         };
         let (read, body) = *sent.as_ref().unwrap_or(&(0, 0));
-        bufs.log.answered(info.status, head_bytes, body);
+        bufs.log.answered(status, head_bytes, body);
         let received = info.head_len as u64 + read;
         bufs.log.try_received(received, read);
         let keep = match sent {

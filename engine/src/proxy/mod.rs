@@ -5,6 +5,7 @@
 pub mod body;
 mod client;
 pub mod conn_snapshot;
+pub mod error_page;
 pub mod exchange;
 mod forward;
 pub mod gzip;

@@ -43,6 +43,8 @@ pub struct Buffers {
     pub tlvs: Vec<u8>,
     /// The current request's `sticky` values (used only by upstreams with `sticky`).
     pub sticky: crate::balance::sticky::StickyBufs,
+    /// The head an error page routes again, and what the current request's error pages did.
+    pub pages: crate::proxy::error_page::PageBufs,
 }
 
 impl Buffers {
@@ -68,6 +70,7 @@ impl Buffers {
             proxy: None,
             tlvs: Vec::new(),
             sticky: Default::default(),
+            pages: Default::default(),
         }
     }
 }

@@ -307,6 +307,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             headers: Default::default(),
             realip: None,
             gzip: Default::default(),
+            error_pages: Default::default(),
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);
@@ -329,6 +330,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 headers: Default::default(),
                 realip: None,
                 gzip: Default::default(),
+                error_pages: Default::default(),
                 span: Span::default(),
             }],
         });

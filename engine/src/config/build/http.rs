@@ -422,6 +422,7 @@ impl ServerDraft {
                 headers: own.headers.conf(),
                 realip: own.realip.conf(),
                 gzip: own.gzip.conf(),
+                error_pages: own.error_pages.conf(),
                 span: l.span,
             });
             merged.push(own);
@@ -437,6 +438,7 @@ impl ServerDraft {
             headers: layers.headers.conf(),
             realip: layers.realip.conf(),
             gzip: layers.gzip.conf(),
+            error_pages: layers.error_pages.conf(),
             span: self.span,
         }
     }

@@ -1,6 +1,7 @@
 //! The settings http, server and location share (`proxy_*` timeouts, headers and retries; client keepalive, body
 //! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
 
+use super::error_pages::ErrorPagesLayer;
 use super::gzip::{self, GzipLayer};
 use super::headers::HeadersLayer;
 use super::logs::{LevelLogs, LogState};
@@ -87,6 +88,8 @@ pub struct Layers {
     pub realip: super::realip::RealIpLayer,
     /// `gzip*` and `gzip_static`.
     pub gzip: GzipLayer,
+    /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
+    pub error_pages: ErrorPagesLayer,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -102,7 +105,10 @@ pub struct Cx<'a> {
 impl Layers {
     /// Reads `d` if it is one of the shared settings; `Ok(false)` when it is not.
     pub fn directive(&mut self, cx: &mut Cx<'_>, d: &Directive) -> Result<bool, ConfigError> {
-        if self.headers.directive(cx.vars, d)? || self.realip.directive(cx.build, d)? {
+        if self.headers.directive(cx.vars, d)?
+            || self.realip.directive(cx.build, d)?
+            || self.error_pages.directive(cx.vars, d)?
+        {
             return Ok(true);
         }
         let (p, c) = (&mut self.proxy, &mut self.client);
@@ -246,6 +252,7 @@ impl Layers {
             headers: self.headers.over(&parent.headers),
             realip: self.realip.over(&parent.realip),
             gzip: self.gzip.over(&parent.gzip),
+            error_pages: self.error_pages.over(&parent.error_pages),
         }
     }
 

@@ -1,0 +1,455 @@
+//! nginx's error pages when a request is answered (`ngx_http_special_response_handler`, `ngx_http_send_error_page`,
+//! the upstream module's `intercept_errors`): an answer of the kinds nginx sends as special responses (its own
+//! errors, `return CODE`, redirects, the upstream's failures, an intercepted upstream error) whose location has a
+//! page for its status goes to that page instead: an internal redirect to a URI (the head routed again with `GET`
+//! and the page's URI), a named location, or a redirect to a URL. The answer then goes out with the error's status,
+//! `=CODE`'s, or (`=`) the page's own.
+//!
+//! Nothing here runs for a location without `error_page` lines: its plan has none (`None`), checked once.
+
+use super::client::{ClientConn, Routed};
+use super::exchange::{ResponseInfo, TryTarget};
+use crate::config::error_pages::Overwrite;
+use crate::config::key::VarSource;
+use crate::http::pages::{append_decimal, reason, sent_status};
+use crate::http::response::{parse_response, MAX_HEADERS};
+use crate::http::BodyFraming;
+use crate::runtime::Runtime;
+use crate::snapshot::error_pages::{ErrorPagesPlan, PagePlan};
+use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan};
+use crate::snapshot::ServerPlan;
+
+/// nginx's `NGX_HTTP_MAX_URI_CHANGES`: the internal redirects a request may take; one more is a 500.
+const MAX_REDIRECTS: u8 = 10;
+
+/// A connection's buffers for error pages: the head routed again, and the current request's state.
+#[derive(Debug, Default)]
+pub struct PageBufs {
+    /// The client's head with the request line of the internal redirect (`GET URI HTTP/1.1`), or as it came for a
+    /// proxied request whose location has error pages (routed again when the upstream fails).
+    pub head: Vec<u8>,
+    pub state: PageState,
+}
+
+/// What the current request's error pages did so far.
+#[derive(Debug, Default)]
+pub struct PageState {
+    /// The status the answer goes out with (nginx's `err_status`); 0: the answer's own.
+    status: u16,
+    /// Internal redirects to error pages taken.
+    redirects: u8,
+    /// A page was taken and `recursive_error_pages` is off (nginx's `r->error_page`): no other page.
+    done: bool,
+    /// Set by the proxy path: the request goes to the page for this status.
+    pub pending: Option<Resume>,
+    /// After a proxied error, the request's body is gone (read, or the connection is not kept).
+    body_gone: bool,
+    /// Whether the connection may stay open after the page (the body of the proxied request was read).
+    keep: bool,
+    /// `WWW-Authenticate` lines of an intercepted 401 (nginx keeps them on the page's answer, ticket #485).
+    kept: Vec<u8>,
+    /// The page's URI (with its `?args`), or its URL.
+    target: Vec<u8>,
+    /// The page taken is a URL: [`PageState::target`] is the redirect's `Location`.
+    url: bool,
+    /// Anything above was set for the current request.
+    used: bool,
+}
+
+/// A proxied request whose upstream answer (or failure) goes to an error page.
+#[derive(Debug, Clone, Copy)]
+pub struct Resume {
+    pub status: u16,
+    /// The connection may stay open (the request's body was read).
+    pub keep: bool,
+    /// The proxying location's index in its server (whose pages apply).
+    pub location: Option<usize>,
+}
+
+/// Which head a routing pass reads, and where it starts.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Pass<'s> {
+    /// The client's head, in the client buffer.
+    First,
+    /// [`PageBufs::head`], after an internal redirect to a URI: the phases from the server's rewrites.
+    Internal,
+    /// [`PageBufs::head`], to a named location: the phases from its rewrites.
+    Named(&'s LocationPlan),
+    /// [`PageBufs::head`] of a proxied request, to the page for the upstream's status.
+    Resume(Resume),
+}
+
+/// Where a page sends the request.
+pub(super) enum Go<'s> {
+    /// An internal redirect to the URI now in [`PageState::target`].
+    Uri,
+    Named(&'s LocationPlan),
+    /// A redirect to the URL now in [`PageState::target`]: this answer (302, or the `=CODE`).
+    Url(&'s FixedAnswer),
+    /// nginx's 500: a redirect cycle, or a named location that does not exist.
+    Failed,
+}
+
+impl PageState {
+    /// Clears what the previous request left (nothing to do unless it used error pages).
+    pub fn begin(&mut self) {
+        if self.used {
+            let (kept, target) = (std::mem::take(&mut self.kept), std::mem::take(&mut self.target));
+            *self = PageState {
+                kept,
+                target,
+                ..PageState::default()
+            };
+            self.kept.clear();
+            self.target.clear();
+        }
+    }
+
+    /// The page of `pages` for an answer with `status`, unless a page was taken already (`recursive_error_pages
+    /// off`) or the redirects are used up.
+    pub(super) fn wanted<'p>(&self, pages: &'p ErrorPagesPlan, status: u16) -> Option<&'p PagePlan> {
+        if self.done || self.redirects > MAX_REDIRECTS {
+            return None;
+        }
+        pages.page(status)
+    }
+
+    /// Takes `page` (`ngx_http_send_error_page`): its value evaluated with `vars` into [`PageState::target`].
+    pub(super) fn take<'s>(
+        &mut self,
+        pages: &ErrorPagesPlan,
+        page: &'s PagePlan,
+        server: &'s ServerPlan,
+        vars: &dyn VarSource,
+    ) -> Go<'s> {
+        self.used = true;
+        self.done |= !pages.recursive;
+        self.status = match page.overwrite {
+            Overwrite::Keep => page.status,
+            Overwrite::Answer => 0,
+            Overwrite::Code(c) => c,
+        };
+        self.target.clear();
+        page.value.eval_into(vars, &mut self.target);
+        if let Some(args) = &page.args {
+            self.target.push(b'?');
+            self.target.extend_from_slice(args.as_bytes());
+        }
+        let named = self.target.first() == Some(&b'@');
+        if self.target.first() != Some(&b'/') && !named {
+            // the redirect's own status (302 unless `=` named a redirect code)
+            self.status = 0;
+            self.url = true;
+            return Go::Url(&page.redirect);
+        }
+        let target = String::from_utf8_lossy(&self.target);
+        self.redirects += 1;
+        if self.redirects > MAX_REDIRECTS {
+            let how = if named {
+                "redirect to named location"
+            } else {
+                "internally redirecting to"
+            };
+            crate::log_error!("rewrite or internal redirection cycle while {how} \"{target}\"");
+            self.status = 0;
+            return Go::Failed;
+        }
+        if !named {
+            return Go::Uri;
+        }
+        let found = server.tree.named(&target).and_then(|i| server.locations.get(i));
+        match found {
+            Some(loc) => Go::Named(loc),
+            None => {
+                crate::log_error!("could not find named location \"{target}\"");
+                self.status = 0;
+                Go::Failed
+            }
+        }
+    }
+
+    /// Whether the routes after a proxied error read no body, and whether the connection may stay open.
+    pub(super) fn body_gone(&self) -> Option<bool> {
+        self.body_gone.then_some(self.keep)
+    }
+
+    /// Notes that the request's body is refused (413): it is not read, and the connection closes after the page.
+    pub(super) fn body_refused(&mut self) {
+        self.used = true;
+        self.body_gone = true;
+        self.keep = false;
+    }
+
+    /// The status an answer with `own` status goes out with. A special answer (an error page, a redirect) keeps
+    /// its own, as nginx's special response handler sets `err_status` to it; any other takes the page's.
+    pub(super) fn status_of(&self, own: u16, special: bool) -> u16 {
+        if self.status == 0 || special {
+            own
+        } else {
+            self.status
+        }
+    }
+
+    /// Writes the status line of `status_of(own, false)` over the one the head in `out` starts with at `start`
+    /// (when it differs), and returns that status.
+    pub(super) fn restatus(&self, out: &mut Vec<u8>, start: usize, own: u16) -> u16 {
+        let status = self.status_of(own, false);
+        if status != own {
+            let end = out
+                .get(start..)
+                .and_then(|h| h.windows(2).position(|w| w == b"\r\n"))
+                .map_or(start, |p| start + p);
+            let mut line = Vec::with_capacity(48);
+            line.extend_from_slice(b"HTTP/1.1 ");
+            append_decimal(&mut line, u64::from(sent_status(status)));
+            line.push(b' ');
+            line.extend_from_slice(reason(sent_status(status)).as_bytes());
+            out.splice(start..end, line);
+            if !matches!(status, 200 | 206 | 304) {
+                // nginx's header filter sends no `Last-Modified` (and its range filter no `Accept-Ranges`) but with
+                // these statuses
+                drop_lines(out, start, &["last-modified", "accept-ranges"]);
+            }
+        }
+        status
+    }
+
+    /// The header lines an intercepted answer leaves on the page's answer (`WWW-Authenticate` of a 401).
+    pub(super) fn kept(&self) -> &[u8] {
+        &self.kept
+    }
+
+    /// Moves the URL of a page taken as a redirect into `location` (the redirect answer's `Location`).
+    pub(super) fn url_into(&mut self, location: &mut Vec<u8>) {
+        if self.url {
+            self.url = false;
+            location.clear();
+            location.extend_from_slice(&self.target);
+        }
+    }
+}
+
+/// Removes the header lines called one of `names` (lower case) from the head in `out` from `start` on.
+fn drop_lines(out: &mut Vec<u8>, start: usize, names: &[&str]) {
+    let Some(head) = out.get(start..) else {
+        return;
+    };
+    let named = |line: &[u8]| {
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        line.contains(&b':') && names.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+    };
+    if !head.split_inclusive(|&b| b == b'\n').any(named) {
+        return;
+    }
+    let kept: Vec<u8> = head
+        .split_inclusive(|&b| b == b'\n')
+        .filter(|line| !named(line))
+        .flatten()
+        .copied()
+        .collect();
+    out.truncate(start);
+    out.extend_from_slice(&kept);
+}
+
+impl PageBufs {
+    /// Makes [`PageBufs::head`] the head of the internal redirect: `client` (the client's head, on the first
+    /// redirect) with the request line `GET TARGET VERSION` (`HEAD` stays `HEAD`).
+    pub(super) fn retarget(&mut self, client: Option<&[u8]>, head_request: bool) {
+        if let Some(h) = client {
+            self.head.clear();
+            self.head.extend_from_slice(h);
+        }
+        let line_end = self.head.iter().position(|&b| b == b'\n').unwrap_or(self.head.len());
+        let line = self.head.get(..line_end).unwrap_or_default();
+        // the line's own ending (CRLF or a bare LF) stays
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let content_end = line.len();
+        let version = match line.rsplit(|&b| b == b' ').next() {
+            Some(v) if v.starts_with(b"HTTP/") => v.to_vec(),
+            _ => b"HTTP/1.0".to_vec(),
+        };
+        let mut new = Vec::with_capacity(self.state.target.len() + 24);
+        new.extend_from_slice(if head_request { b"HEAD " } else { b"GET " });
+        new.extend_from_slice(&self.state.target);
+        new.push(b' ');
+        new.extend_from_slice(&version);
+        self.head.splice(..content_end, new);
+        if self.state.body_gone {
+            self.drop_body_lines();
+        }
+    }
+
+    /// The request resumes after its proxied error: its body is gone, so the head routed again says none.
+    pub(super) fn resumed(&mut self, resume: Resume) {
+        self.state.used = true;
+        self.state.body_gone = true;
+        self.state.keep = resume.keep;
+        self.drop_body_lines();
+    }
+
+    /// Drops the `Content-Length` and `Transfer-Encoding` lines of [`PageBufs::head`] (a page that proxies then
+    /// sends no body it does not have).
+    fn drop_body_lines(&mut self) {
+        let framing = |line: &[u8]| {
+            let name = line.split(|&b| b == b':').next().unwrap_or_default();
+            name.eq_ignore_ascii_case(b"content-length") || name.eq_ignore_ascii_case(b"transfer-encoding")
+        };
+        let mut kept = Vec::with_capacity(self.head.len());
+        for (i, line) in self.head.split_inclusive(|&b| b == b'\n').enumerate() {
+            if i == 0 || !framing(line) {
+                kept.extend_from_slice(line);
+            }
+        }
+        self.head = kept;
+    }
+
+    /// Keeps the client's head of a proxied request whose location has error pages (routed again if the
+    /// upstream fails).
+    pub(super) fn keep_head(&mut self, client: Option<&[u8]>) {
+        if let Some(h) = client {
+            self.head.clear();
+            self.head.extend_from_slice(h);
+        }
+    }
+}
+
+impl<R: Runtime> ClientConn<R> {
+    /// The proxy path's error `status` (502, 504...): the location's page for it when it has one (the request
+    /// is routed again, [`PageState::pending`]), else nginx's error page. `consumed`: the body was read.
+    pub(super) async fn proxy_error(&mut self, plan: &ProxyPlan, status: u16, req: &Routed, consumed: bool) -> bool {
+        if let Some(pages) = plan.error_pages.as_deref() {
+            if self.bufs.pages.state.wanted(pages, status).is_some() {
+                self.bufs.pages.state.pending = Some(Resume {
+                    status,
+                    keep: req.keepalive.keeps() && consumed,
+                    location: pages.location,
+                });
+                return true;
+            }
+        }
+        self.error_page(status, &plan.headers, req, consumed).await
+    }
+
+    /// `proxy_intercept_errors on`: the upstream's answer (its head at the start of the upstream buffer) goes to
+    /// the location's page for its status instead of the client (`None`), or `conn` is given back to pass it on.
+    /// The body is not read: the connection is kept only when the answer has none (as nginx sets `u->keepalive`
+    /// then), else closed. A 401's `WWW-Authenticate` lines are kept for the page's answer.
+    pub(super) fn intercept(
+        &mut self,
+        to: TryTarget<'_, R>,
+        conn: R::Conn,
+        info: &ResponseInfo,
+        req: &Routed,
+    ) -> Option<R::Conn> {
+        let Some(pages) = to
+            .plan
+            .error_pages
+            .as_deref()
+            .filter(|p| p.intercept && info.status >= 300)
+        else {
+            return Some(conn);
+        };
+        // nginx intercepts whenever the location has a page for the status; with a page taken already
+        // (`recursive_error_pages off`) the answer is then nginx's own page for it
+        if pages.page(info.status).is_none() {
+            return Some(conn);
+        }
+        let state = &mut self.bufs.pages.state;
+        if info.status == 401 {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            if let Ok(Some(resp)) = parse_response(self.bufs.upstream.readable(), &mut headers, req.head_request) {
+                for h in resp
+                    .headers
+                    .iter()
+                    .filter(|h| h.name.eq_ignore_ascii_case("www-authenticate"))
+                {
+                    state.kept.extend_from_slice(b"WWW-Authenticate: ");
+                    state.kept.extend_from_slice(h.value);
+                    state.kept.extend_from_slice(b"\r\n");
+                }
+            }
+            state.used = true;
+        }
+        state.pending = Some(Resume {
+            status: info.status,
+            keep: req.keepalive.keeps(),
+            location: pages.location,
+        });
+        let bodiless = matches!(info.body, BodyFraming::None | BodyFraming::Length(0));
+        let alone = self.bufs.upstream.readable().len() == info.head_len;
+        if bodiless && alone && info.reusable && to.plan.upstream_keepalive {
+            to.shard
+                .pool_put(to.snap, to.plan.upstream, to.addr, conn, info.age.served_one());
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bufs_with(target: &str) -> PageBufs {
+        let mut b = PageBufs::default();
+        b.state.target = target.as_bytes().to_vec();
+        b
+    }
+
+    #[test]
+    fn the_redirect_head_keeps_the_header_lines() {
+        let mut b = bufs_with("/404.html?a=1");
+        b.retarget(
+            Some(b"POST /x?y HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"),
+            false,
+        );
+        assert_eq!(
+            b.head,
+            b"GET /404.html?a=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"
+        );
+        b.state.target = b"/again".to_vec();
+        b.retarget(None, true);
+        assert_eq!(b.head, b"HEAD /again HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
+        let mut b = bufs_with("/p");
+        b.retarget(Some(b"GET /x HTTP/1.0\nHost: h\n\n"), false);
+        assert_eq!(b.head, b"GET /p HTTP/1.0\nHost: h\n\n");
+        // after a proxied error the body is gone: the head says none
+        let mut b = bufs_with("/p");
+        b.keep_head(Some(
+            b"POST /x HTTP/1.1\r\nHost: h\r\ncontent-length: 3\r\nTransfer-Encoding: chunked\r\nX: 1\r\n\r\n",
+        ));
+        b.resumed(Resume {
+            status: 502,
+            keep: true,
+            location: None,
+        });
+        assert_eq!(b.head, b"POST /x HTTP/1.1\r\nHost: h\r\nX: 1\r\n\r\n");
+        b.retarget(None, false);
+        assert_eq!(b.head, b"GET /p HTTP/1.1\r\nHost: h\r\nX: 1\r\n\r\n");
+        assert_eq!(b.state.body_gone(), Some(true));
+    }
+
+    #[test]
+    fn status_lines_replaced_unless_special() {
+        let mut s = PageState::default();
+        let mut out = b"HTTP/1.1 200 OK\r\nServer: x\r\n\r\nbody".to_vec();
+        assert_eq!(s.restatus(&mut out, 0, 200), 200);
+        assert_eq!(out, b"HTTP/1.1 200 OK\r\nServer: x\r\n\r\nbody");
+        s.status = 404;
+        assert_eq!(s.restatus(&mut out, 0, 200), 404);
+        assert_eq!(out, b"HTTP/1.1 404 Not Found\r\nServer: x\r\n\r\nbody");
+        // a file's answer under another status: no `Last-Modified`, no `Accept-Ranges`, as nginx
+        let mut out =
+            b"HTTP/1.1 200 OK\r\nLast-Modified: x\r\nConnection: close\r\nETag: \"e\"\r\nAccept-Ranges: bytes\r\n\r\n"
+                .to_vec();
+        assert_eq!(s.restatus(&mut out, 0, 200), 404);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 404 Not Found\r\nConnection: close\r\nETag: \"e\"\r\n\r\n"
+        );
+        assert_eq!(s.status_of(302, true), 302);
+        assert_eq!(s.status_of(200, false), 404);
+        s.used = true;
+        s.begin();
+        assert_eq!(s.status_of(200, false), 200);
+    }
+}
