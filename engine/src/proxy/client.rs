@@ -224,9 +224,9 @@ impl<R: Runtime> ClientConn<R> {
             last_modified: None,
         };
         let pages = &self.bufs.pages.state;
-        let status = match answer.special() {
-            true => answer.status(),
-            false => pages.restatus(out, 0, answer.status()),
+        let status = match pages.active() && !answer.special() {
+            false => answer.status(),
+            true => pages.restatus(out, 0, answer.status()),
         };
         let response = HeadVars {
             status,
@@ -236,7 +236,9 @@ impl<R: Runtime> ClientConn<R> {
             cache: &self.bufs.vars,
         };
         headers.append(status, added, &response, facts, out);
-        out.extend_from_slice(pages.kept());
+        if pages.active() {
+            out.extend_from_slice(pages.kept());
+        }
         out.extend_from_slice(b"\r\n");
         answer.write_body(head_request, out);
         let body = if head_request { 0 } else { answer.body_len() };

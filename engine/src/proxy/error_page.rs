@@ -182,6 +182,7 @@ impl PageState {
 
     /// The status an answer with `own` status goes out with. A special answer (an error page, a redirect) keeps
     /// its own, as nginx's special response handler sets `err_status` to it; any other takes the page's.
+    #[inline]
     pub(super) fn status_of(&self, own: u16, special: bool) -> u16 {
         if self.status == 0 || special {
             own
@@ -192,26 +193,20 @@ impl PageState {
 
     /// Writes the status line of `status_of(own, false)` over the one the head in `out` starts with at `start`
     /// (when it differs), and returns that status.
+    #[inline]
     pub(super) fn restatus(&self, out: &mut Vec<u8>, start: usize, own: u16) -> u16 {
         let status = self.status_of(own, false);
         if status != own {
-            let end = out
-                .get(start..)
-                .and_then(|h| h.windows(2).position(|w| w == b"\r\n"))
-                .map_or(start, |p| start + p);
-            let mut line = Vec::with_capacity(48);
-            line.extend_from_slice(b"HTTP/1.1 ");
-            append_decimal(&mut line, u64::from(sent_status(status)));
-            line.push(b' ');
-            line.extend_from_slice(reason(sent_status(status)).as_bytes());
-            out.splice(start..end, line);
-            if !matches!(status, 200 | 206 | 304) {
-                // nginx's header filter sends no `Last-Modified` (and its range filter no `Accept-Ranges`) but with
-                // these statuses
-                drop_lines(out, start, &["last-modified", "accept-ranges"]);
-            }
+            rewrite_status_line(out, start, status);
         }
         status
+    }
+
+    /// Whether the current request took an error page (or had its body refused): only then can
+    /// [`PageState::restatus`] and [`PageState::kept`] change an answer.
+    #[inline]
+    pub(super) fn active(&self) -> bool {
+        self.used
     }
 
     /// The header lines an intercepted answer leaves on the page's answer (`WWW-Authenticate` of a 401).
@@ -226,6 +221,26 @@ impl PageState {
             location.clear();
             location.extend_from_slice(&self.target);
         }
+    }
+}
+
+/// Writes the status line of `status` over the one the head in `out` starts with at `start`.
+#[cold]
+fn rewrite_status_line(out: &mut Vec<u8>, start: usize, status: u16) {
+    let end = out
+        .get(start..)
+        .and_then(|h| h.windows(2).position(|w| w == b"\r\n"))
+        .map_or(start, |p| start + p);
+    let mut line = Vec::with_capacity(48);
+    line.extend_from_slice(b"HTTP/1.1 ");
+    append_decimal(&mut line, u64::from(sent_status(status)));
+    line.push(b' ');
+    line.extend_from_slice(reason(sent_status(status)).as_bytes());
+    out.splice(start..end, line);
+    if !matches!(status, 200 | 206 | 304) {
+        // nginx's header filter sends no `Last-Modified` (and its range filter no `Accept-Ranges`) but with
+        // these statuses
+        drop_lines(out, start, &["last-modified", "accept-ranges"]);
     }
 }
 
@@ -252,6 +267,14 @@ fn drop_lines(out: &mut Vec<u8>, start: usize, names: &[&str]) {
 }
 
 impl PageBufs {
+    /// Clears what the previous request left (nothing to do unless it used error pages).
+    #[inline]
+    pub(super) fn begin(&mut self) {
+        if self.state.used {
+            self.state.begin();
+        }
+    }
+
     /// Makes [`PageBufs::head`] the head of the internal redirect: `client` (the client's head, on the first
     /// redirect) with the request line `GET TARGET VERSION` (`HEAD` stays `HEAD`).
     pub(super) fn retarget(&mut self, client: Option<&[u8]>, head_request: bool) {
@@ -314,9 +337,10 @@ impl PageBufs {
 }
 
 impl<R: Runtime> ClientConn<R> {
-    /// The proxy path's error `status` (502, 504...): the location's page for it when it has one (the request
-    /// is routed again, [`PageState::pending`]), else nginx's error page. `consumed`: the body was read.
-    pub(super) async fn proxy_error(&mut self, plan: &ProxyPlan, status: u16, req: &Routed, consumed: bool) -> bool {
+    /// The proxy path's error `status` (502, 504...) goes to the location's page for it when it has one: true, and
+    /// the request is routed again ([`PageState::pending`]); else the caller sends nginx's error page. `consumed`:
+    /// the body was read.
+    pub(super) fn page_for_error(&mut self, plan: &ProxyPlan, status: u16, req: &Routed, consumed: bool) -> bool {
         if let Some(pages) = plan.error_pages.as_deref() {
             if self.bufs.pages.state.wanted(pages, status).is_some() {
                 self.bufs.pages.state.pending = Some(Resume {
@@ -327,33 +351,32 @@ impl<R: Runtime> ClientConn<R> {
                 return true;
             }
         }
-        self.error_page(status, &plan.headers, req, consumed).await
+        false
+    }
+
+    /// Whether `proxy_intercept_errors on` takes the upstream's answer: the location has a page for its status
+    /// (nginx intercepts then; with a page taken already, `recursive_error_pages off`, the answer is nginx's own
+    /// page for it).
+    fn intercepts(to: TryTarget<'_, R>, info: &ResponseInfo) -> bool {
+        to.plan
+            .error_pages
+            .as_deref()
+            .is_some_and(|p| p.intercept && info.status >= 300 && p.page(info.status).is_some())
     }
 
     /// `proxy_intercept_errors on`: the upstream's answer (its head at the start of the upstream buffer) goes to
-    /// the location's page for its status instead of the client (`None`), or `conn` is given back to pass it on.
-    /// The body is not read: the connection is kept only when the answer has none (as nginx sets `u->keepalive`
-    /// then), else closed. A 401's `WWW-Authenticate` lines are kept for the page's answer.
-    pub(super) fn intercept(
-        &mut self,
-        to: TryTarget<'_, R>,
-        conn: R::Conn,
-        info: &ResponseInfo,
-        req: &Routed,
-    ) -> Option<R::Conn> {
-        let Some(pages) = to
-            .plan
-            .error_pages
-            .as_deref()
-            .filter(|p| p.intercept && info.status >= 300)
-        else {
-            return Some(conn);
-        };
-        // nginx intercepts whenever the location has a page for the status; with a page taken already
-        // (`recursive_error_pages off`) the answer is then nginx's own page for it
-        if pages.page(info.status).is_none() {
-            return Some(conn);
-        }
+    /// the location's page for its status instead of the client ([`Self::intercepts`]). The body is not read: the
+    /// connection is kept only when the answer has none (as nginx sets `u->keepalive` then), else closed. A
+    /// 401's `WWW-Authenticate` lines are kept for the page's answer.
+    /// Whether the upstream's answer goes elsewhere than to the client ([`Self::intercept`] takes it).
+    #[inline(never)]
+    pub(super) fn diverts(&self, to: TryTarget<'_, R>, info: &ResponseInfo) -> bool {
+        Self::intercepts(to, info)
+    }
+
+    #[inline(never)]
+    pub(super) fn intercept(&mut self, to: TryTarget<'_, R>, conn: R::Conn, info: &ResponseInfo, req: &Routed) {
+        let location = to.plan.error_pages.as_deref().and_then(|p| p.location);
         let state = &mut self.bufs.pages.state;
         if info.status == 401 {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -373,7 +396,7 @@ impl<R: Runtime> ClientConn<R> {
         state.pending = Some(Resume {
             status: info.status,
             keep: req.keepalive.keeps(),
-            location: pages.location,
+            location,
         });
         let bodiless = matches!(info.body, BodyFraming::None | BodyFraming::Length(0));
         let alone = self.bufs.upstream.readable().len() == info.head_len;
@@ -381,7 +404,6 @@ impl<R: Runtime> ClientConn<R> {
             to.shard
                 .pool_put(to.snap, to.plan.upstream, to.addr, conn, info.age.served_one());
         }
-        None
     }
 }
 

@@ -90,7 +90,10 @@ impl<R: Runtime> ClientConn<R> {
             let Some(peer) = picked else {
                 crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
                 self.bufs.log.no_live(plan.upstream);
-                return self.proxy_error(plan, 502, req, replayable).await;
+                if self.page_for_error(plan, 502, req, replayable) {
+                    return true;
+                }
+                return self.error_page(502, &plan.headers, req, replayable).await;
             };
             let failure = match self.try_peer(&mut retry, req, peer).await {
                 TryResult::Done(keep) => return keep,
@@ -100,7 +103,8 @@ impl<R: Runtime> ClientConn<R> {
             self.bufs.log.mark_failed(failure.kind.is_timeout());
             match retry.after_failure(failure, req.kind(), peer.addr) {
                 NextStep::Retry => {}
-                NextStep::Answer(status) => return self.proxy_error(plan, status, req, replayable).await,
+                NextStep::Answer(status) if self.page_for_error(plan, status, req, replayable) => return true,
+                NextStep::Answer(status) => return self.error_page(status, &plan.headers, req, replayable).await,
                 NextStep::Refuse(status) => {
                     self.refuse(Rejection::new(status, "request body refused"), req.timeouts.send)
                         .await;
@@ -149,10 +153,11 @@ impl<R: Runtime> ClientConn<R> {
             Ok((conn, info)) if !retry.retry_on_status(info.status, req.kind()) => {
                 retry.header_read();
                 peer.slot.count_response(info.status);
-                let Some(conn) = self.intercept(to, conn, &info, req) else {
+                if to.plan.error_pages.is_some() && self.diverts(to, &info) {
+                    self.intercept(to, conn, &info, req);
                     retry.report(Outcome::Success);
                     return TryResult::Done(true);
-                };
+                }
                 let sent = info.sent;
                 let (keep, received) = self.pass_response(to, req, conn, info).await;
                 if let Some(s) = sticky.filter(|s| !s.learns_at_header()) {

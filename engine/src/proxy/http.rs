@@ -133,14 +133,17 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         if !conn.continue_if_expected(&req).await {
             break;
         }
-        let mut keep = conn.answer(snap, route, &req).await;
-        // a proxied error (or intercepted answer) with an error page: the request is routed again to it
-        let mut again = Routed::NONE;
-        while let Some(resume) = conn.bufs.pages.state.pending.take() {
-            keep = match route_pending(snap, at.port, conn.vars, progress, &mut conn.bufs, resume, &mut again) {
-                Some(route) => conn.answer(snap, route, &again).await,
-                None => conn.error_page(resume.status, &NO_HEADERS, &req, resume.keep).await,
-            };
+        let mut keep = match route {
+            Route::Fixed(answer, headers) => conn.serve_fixed(answer, headers, &req).await,
+            Route::Redirect(answer, headers) => conn.serve_redirect(answer, headers, &req).await,
+            Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
+            Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
+            Route::Static(answer, headers, gzip) => conn.serve_file(answer, headers, gzip, &req).await,
+        };
+        if conn.bufs.pages.state.pending.is_some() {
+            // a proxied error (or intercepted answer) with an error page, out of line (boxed: the plain path's
+            // future keeps its shape)
+            keep = Box::pin(conn.serve_pending(snap, at.port, progress, &req)).await;
         }
         conn.shard.log_request(snap, &mut conn.bufs.log);
         idle = Some(req.timeouts.keepalive);
@@ -171,7 +174,21 @@ impl<R: Runtime> ClientConn<R> {
         }
     }
 
-    /// Answers a routed request; returns whether the connection stays open.
+    /// Routes the request again to the error page of its proxied error (or intercepted answer), as many times as
+    /// pages lead to pages; returns whether the connection stays open.
+    async fn serve_pending(&mut self, snap: &Snapshot, port: usize, progress: ConnProgress, req: &Routed) -> bool {
+        let mut keep = false;
+        while let Some(resume) = self.bufs.pages.state.pending.take() {
+            let mut again = Routed::NONE;
+            keep = match route_pending(snap, port, self.vars, progress, &mut self.bufs, resume, &mut again) {
+                Some(route) => self.answer(snap, route, &again).await,
+                None => self.error_page(resume.status, &NO_HEADERS, req, resume.keep).await,
+            };
+        }
+        keep
+    }
+
+    /// Answers a routed request (an error page's); returns whether the connection stays open.
     async fn answer(&mut self, snap: &Snapshot, route: Route<'_>, req: &Routed) -> bool {
         match route {
             Route::Fixed(answer, headers) => self.serve_fixed(answer, headers, req).await,
@@ -279,87 +296,53 @@ fn route_head<'s>(
     snap: &'s Snapshot,
     port: usize,
     conn: ConnVars,
-    (progress, arrived): (ConnProgress, Option<Instant>),
+    progress: (ConnProgress, Option<Instant>),
     bufs: &mut Buffers,
     req: &mut Routed,
 ) -> Result<Option<Next<'s>>, Rejection> {
-    bufs.pages.state.begin();
-    route_from(snap, port, conn, (progress, arrived), bufs, Pass::First, req)
+    bufs.pages.begin();
+    route_pass::<true>(snap, port, conn, progress, bufs, Pass::First, req)
 }
 
-/// What one routing pass gave.
-enum Routing<'s> {
-    Done(Option<Next<'s>>),
-    /// An error page's internal redirect: route the head again (`head_len`: the head read this pass).
-    Again {
-        pass: Pass<'s>,
-        head_len: usize,
-        head_request: bool,
-    },
+/// An error page's internal redirect found by a routing pass: the head is routed again.
+#[derive(Clone, Copy)]
+struct Again<'s> {
+    pass: Pass<'s>,
+    /// The length of the head that pass read.
+    head_len: usize,
+    head_request: bool,
 }
 
-impl<'s> Routing<'s> {
-    fn again(pass: Pass<'s>, req: &Routed) -> Routing<'s> {
-        Routing::Again {
-            pass,
-            head_len: req.head_len,
-            head_request: req.head_request,
-        }
-    }
-}
-
-/// Routes a head from `pass` on, through the internal redirects its error pages make.
-fn route_from<'s>(
+/// Routes the head again for `again` (`first`: the pass that found it read the client's head); the pass calls
+/// this again for each further internal redirect (at most nginx's 10, counted in `PageState`).
+#[cold]
+#[inline(never)]
+fn route_again<'s>(
     snap: &'s Snapshot,
     port: usize,
     conn: ConnVars,
     progress: (ConnProgress, Option<Instant>),
     bufs: &mut Buffers,
-    mut pass: Pass<'s>,
+    first: bool,
+    again: Again<'s>,
     req: &mut Routed,
 ) -> Result<Option<Next<'s>>, Rejection> {
-    loop {
-        let first = matches!(pass, Pass::First);
-        let next = match route_pass(snap, port, conn, progress, bufs, pass, req)? {
-            Routing::Done(next) => next,
-            Routing::Again {
-                pass: again,
-                head_len,
-                head_request,
-            } => {
-                let client = first.then(|| bufs.client.readable().get(..head_len).unwrap_or_default());
-                match again {
-                    Pass::Named(_) => bufs.pages.keep_head(client),
-                    _ => bufs.pages.retarget(client, head_request),
-                }
-                if first {
-                    bufs.client.consume(head_len);
-                }
-                pass = again;
-                continue;
-            }
-        };
-        if let (true, Some(Next::Request(route))) = (first, &next) {
-            if matches!(route, Route::Proxy(p) if p.error_pages.is_some()) {
-                // routed again from this head if the upstream fails or its answer is intercepted
-                bufs.pages.keep_head(bufs.client.readable().get(..req.head_len));
-            }
-            bufs.client.consume(req.head_len);
-        }
-        if let Some(Next::Request(_)) = &next {
-            if let Some(keep) = bufs.pages.state.body_gone() {
-                // after a proxied error (or a refused body) the page's route reads no body
-                req.body = BodyFraming::None;
-                req.expect_continue = false;
-                req.keepalive = req.keepalive.and(keep);
-            }
-        }
-        return Ok(next);
+    let client = first.then(|| bufs.client.readable().get(..again.head_len).unwrap_or_default());
+    match again.pass {
+        Pass::Named(_) => bufs.pages.keep_head(client),
+        _ => bufs.pages.retarget(client, again.head_request),
     }
+    if first {
+        bufs.client.consume(again.head_len);
+    }
+    route_pass::<false>(snap, port, conn, progress, bufs, again.pass, req)
 }
 
 /// One routing pass: the client's head, or (after an error page's redirect) the one in `Buffers::pages`.
-fn route_pass<'s>(
+///
+/// `FIRST`: the client's head (`pass` is [`Pass::First`]), compiled apart so that the plain path checks nothing
+/// of the others. An internal redirect to an error page routes the head again ([`route_again`]).
+fn route_pass<'s, const FIRST: bool>(
     snap: &'s Snapshot,
     port: usize,
     mut conn: ConnVars,
@@ -367,9 +350,9 @@ fn route_pass<'s>(
     bufs: &mut Buffers,
     pass: Pass<'s>,
     req: &mut Routed,
-) -> Result<Routing<'s>, Rejection> {
+) -> Result<Option<Next<'s>>, Rejection> {
     bufs.headers.reset();
-    let first_pass = matches!(pass, Pass::First);
+    let first_pass = FIRST;
     if first_pass {
         let first = FirstBuffers {
             size: snap.first_header_buffer(port),
@@ -386,7 +369,7 @@ fn route_pass<'s>(
     };
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let Some(head) = parse_request(raw, &mut headers)? else {
-        return Ok(Routing::Done(None));
+        return Ok(None);
     };
     let uri = head.uri(&mut bufs.uri)?;
     #[cfg(feature = "fault-injection")]
@@ -425,13 +408,14 @@ fn route_pass<'s>(
     // nginx's realip handler: post-read with the server's settings, then preaccess with the location's
     let real = crate::snapshot::realip::apply(server.realip.as_ref(), &head, &mut conn, bufs.proxy.as_ref());
     let phases = match pass {
+        _ if FIRST => rewrite_phase::run(snap, server, &head, uri, conn, phase_bufs),
         Pass::Resume(r) => rewrite_phase::Phases {
             loc: r.location.and_then(|i| server.locations.get(i)),
             answer: None,
             changed: None,
         },
         Pass::Named(named) => rewrite_phase::run_from(snap, server, &head, uri, conn, phase_bufs, Some(named)),
-        Pass::First | Pass::Internal => rewrite_phase::run(snap, server, &head, uri, conn, phase_bufs),
+        Pass::First | Pass::Internal => rewrite_phase::run_from(snap, server, &head, uri, conn, phase_bufs, None),
     };
     let (loc, changed) = (phases.loc, phases.changed);
     if let Some(plan) = loc.and_then(|l| l.realip.as_ref()).filter(|_| !real) {
@@ -476,7 +460,7 @@ fn route_pass<'s>(
     };
     if first_pass && super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity()) {
         // routed again once the body is here (the location reads `$request_body`)
-        return Ok(Routing::Done(None));
+        return Ok(None);
     }
     if first_pass {
         begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
@@ -553,13 +537,35 @@ fn route_pass<'s>(
     let route = match pages.and_then(|p| page_route(at, p, &route, &vars, &mut bufs.pages.state)) {
         None => route,
         Some(Ok(page)) => page,
-        Some(Err(pass)) => return Ok(Routing::again(pass, req)),
+        Some(Err(pass)) => {
+            let again = Again {
+                pass,
+                head_len: req.head_len,
+                head_request: req.head_request,
+            };
+            return route_again(snap, port, conn, (progress, arrived), bufs, FIRST, again, req);
+        }
     };
     if let Route::Fixed(f, _) = &route {
         f.eval_text(&vars, &mut bufs.answer);
     }
-    bufs.pages.state.url_into(&mut bufs.rewrite);
-    Ok(Routing::Done(Some(Next::Request(route))))
+    if bufs.pages.state.active() {
+        bufs.pages.state.url_into(&mut bufs.rewrite);
+        if let Some(keep) = bufs.pages.state.body_gone() {
+            // after a proxied error (or a refused body) the page's route reads no body
+            req.body = BodyFraming::None;
+            req.expect_continue = false;
+            req.keepalive = req.keepalive.and(keep);
+        }
+    }
+    if FIRST {
+        if matches!(route, Route::Proxy(p) if p.error_pages.is_some()) {
+            // routed again from this head if the upstream fails or its answer is intercepted
+            bufs.pages.keep_head(bufs.client.readable().get(..req.head_len));
+        }
+        bufs.client.consume(req.head_len);
+    }
+    Ok(Some(Next::Request(route)))
 }
 
 /// Where an answer's error page is looked for.
@@ -627,7 +633,7 @@ fn route_pending<'s>(
     req: &mut Routed,
 ) -> Option<Route<'s>> {
     bufs.pages.resumed(resume);
-    match route_from(snap, port, conn, (progress, None), bufs, Pass::Resume(resume), req) {
+    match route_pass::<false>(snap, port, conn, (progress, None), bufs, Pass::Resume(resume), req) {
         Ok(Some(Next::Request(route))) => Some(route),
         _ => None,
     }

@@ -54,7 +54,8 @@ pub fn run<'s>(
 }
 
 /// [`run`], or with `named`, nginx's `ngx_http_named_location`: the phases from that location's rewrites on (no
-/// server rewrites, no search unless a `rewrite` asks for one).
+/// server rewrites, no search unless a `rewrite` asks for one). Inlined: [`run`] is the plain path's copy.
+#[inline(always)]
 pub fn run_from<'s>(
     snap: &'s Snapshot,
     server: &'s ServerPlan,

@@ -194,6 +194,7 @@ pub(super) fn resolve<'s>(
 }
 
 /// [`resolve`] for the request `head` on the connection `conn`.
+#[inline(always)]
 pub(super) fn resolve_head<'s>(
     server: &'s ServerPlan,
     loc: Option<&'s LocationPlan>,

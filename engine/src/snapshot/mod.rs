@@ -380,14 +380,13 @@ fn location_plan(
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
     let headers = HeadersPlan::new(&loc.headers);
-    let var_proxy =
-        match (&loc.ret, &loc.proxy_pass) {
-            (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
-                var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers),
-            )),
-            _ => None,
-        };
     let pages = error_pages::ErrorPagesPlan::new(&loc.error_pages, Some(index), tokens, &headers);
+    let var_proxy = match (&loc.ret, &loc.proxy_pass) {
+        (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
+            var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers).with_error_pages(&pages),
+        )),
+        _ => None,
+    };
     let proxy = match (&loc.ret, &loc.proxy_pass) {
         (Some(_), _) => None,
         (None, _) if admin.is_some() => None,
