@@ -8,6 +8,7 @@ pub use crate::clock::texts as clock;
 pub mod record;
 pub mod render;
 pub mod stream;
+pub mod upstream_vars;
 pub mod writer;
 
 use crate::snapshot::logs::DEFAULT_BUFFER;

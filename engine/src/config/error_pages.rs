@@ -27,7 +27,7 @@ pub struct ErrorPage {
 
 /// The error page settings of a location (or a server outside its locations), inherited http -> server ->
 /// location: a level with its own `error_page` lines replaces the lines it would inherit.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ErrorPagesConf {
     /// In config order; the first line naming a status wins (nginx scans its array in order).
     pub pages: Vec<ErrorPage>,
@@ -36,6 +36,20 @@ pub struct ErrorPagesConf {
     /// `proxy_intercept_errors on`: an upstream answer of 300 or more with an error page for its status is
     /// replaced by that page (default off).
     pub intercept: bool,
+    /// An upstream's `X-Accel-Redirect` is followed (an internal redirect); off with `proxy_ignore_headers
+    /// X-Accel-Redirect`.
+    pub accel_redirect: bool,
+}
+
+impl Default for ErrorPagesConf {
+    fn default() -> Self {
+        ErrorPagesConf {
+            pages: Vec::new(),
+            recursive: false,
+            intercept: false,
+            accel_redirect: true,
+        }
+    }
 }
 
 impl ErrorPagesConf {

@@ -228,6 +228,10 @@ impl<R: Runtime> ClientConn<R> {
             false => answer.status(),
             true => pages.restatus(out, 0, answer.status()),
         };
+        if pages.active() {
+            // the upstream's lines first, as nginx's list has them before `add_header`'s
+            pages.add_kept(out, !answer.special());
+        }
         let response = HeadVars {
             status,
             rec: &self.bufs.log,
@@ -236,9 +240,6 @@ impl<R: Runtime> ClientConn<R> {
             cache: &self.bufs.vars,
         };
         headers.append(status, added, &response, facts, out);
-        if pages.active() {
-            out.extend_from_slice(pages.kept());
-        }
         out.extend_from_slice(b"\r\n");
         answer.write_body(head_request, out);
         let body = if head_request { 0 } else { answer.body_len() };

@@ -9,6 +9,9 @@
 
 use super::client::{ClientConn, Routed};
 use super::exchange::{ResponseInfo, TryTarget};
+use crate::access_log::record::UpstreamTry;
+use crate::access_log::upstream_vars::UpstreamVars;
+use crate::balance::UpstreamPlan;
 use crate::config::error_pages::Overwrite;
 use crate::config::key::VarSource;
 use crate::http::pages::{append_decimal, reason, sent_status};
@@ -29,6 +32,47 @@ pub struct PageBufs {
     /// proxied request whose location has error pages (routed again when the upstream fails).
     pub head: Vec<u8>,
     pub state: PageState,
+    /// The upstream's tries and head, for the `$upstream_*` variables of the route after it answered.
+    pub upstream: KeptUpstream,
+}
+
+/// What a request routed again after its upstream answered keeps of it (nginx keeps `r->upstream_states` and
+/// the upstream's headers across the internal redirect).
+#[derive(Debug, Default)]
+pub struct KeptUpstream {
+    tries: Vec<UpstreamTry>,
+    /// The upstream's response head (empty after a failure).
+    head: Vec<u8>,
+    /// Set for the current request.
+    kept: bool,
+}
+
+impl KeptUpstream {
+    /// Keeps the upstream's response `head` (reusing the buffer).
+    pub(super) fn keep_head(&mut self, head: &[u8]) {
+        self.kept = true;
+        self.head.clear();
+        self.head.extend_from_slice(head);
+    }
+
+    /// Keeps the request's tries as they are now.
+    pub(super) fn keep_tries(&mut self, tries: &[UpstreamTry]) {
+        if !self.kept {
+            self.head.clear();
+        }
+        self.kept = true;
+        self.tries.clear();
+        self.tries.extend_from_slice(tries);
+    }
+
+    /// The variables over what is kept (`None` when nothing is: the request's first routing).
+    pub(super) fn vars<'a>(&'a self, plans: &'a [UpstreamPlan]) -> Option<UpstreamVars<'a>> {
+        self.kept.then_some(UpstreamVars {
+            tries: &self.tries,
+            head: &self.head,
+            plans,
+        })
+    }
 }
 
 /// What the current request's error pages did so far.
@@ -46,8 +90,11 @@ pub struct PageState {
     body_gone: bool,
     /// Whether the connection may stay open after the page (the body of the proxied request was read).
     keep: bool,
-    /// `WWW-Authenticate` lines of an intercepted 401 (nginx keeps them on the page's answer, ticket #485).
+    /// `WWW-Authenticate` lines of an intercepted 401 (nginx keeps them on the page's answer, ticket #485), or the
+    /// upstream lines an `X-Accel-Redirect` keeps.
     kept: Vec<u8>,
+    /// The `Content-Type` an `X-Accel-Redirect` keeps (empty: none): it replaces the answer's own.
+    kept_type: Vec<u8>,
     /// The page's URI (with its `?args`), or its URL.
     target: Vec<u8>,
     /// The page taken is a URL: [`PageState::target`] is the redirect's `Location`.
@@ -64,6 +111,9 @@ pub struct Resume {
     pub keep: bool,
     /// The proxying location's index in its server (whose pages apply).
     pub location: Option<usize>,
+    /// An `X-Accel-Redirect` to [`PageState::target`] rather than a page (`status`: the answer when its URI is
+    /// unsafe).
+    pub accel: bool,
 }
 
 /// Which head a routing pass reads, and where it starts.
@@ -77,6 +127,9 @@ pub(super) enum Pass<'s> {
     Named(&'s LocationPlan),
     /// [`PageBufs::head`] of a proxied request, to the page for the upstream's status.
     Resume(Resume),
+    /// [`PageBufs::head`] of a proxied request whose upstream answered `X-Accel-Redirect` (to
+    /// [`PageState::target`]).
+    Accel,
 }
 
 /// Where a page sends the request.
@@ -95,13 +148,16 @@ impl PageState {
     pub fn begin(&mut self) {
         if self.used {
             let (kept, target) = (std::mem::take(&mut self.kept), std::mem::take(&mut self.target));
+            let kept_type = std::mem::take(&mut self.kept_type);
             *self = PageState {
                 kept,
                 target,
+                kept_type,
                 ..PageState::default()
             };
             self.kept.clear();
             self.target.clear();
+            self.kept_type.clear();
         }
     }
 
@@ -142,6 +198,12 @@ impl PageState {
             self.url = true;
             return Go::Url(&page.redirect);
         }
+        self.go(server)
+    }
+
+    /// The internal redirect to [`PageState::target`] (a URI or `@name`), counted among the request's redirects.
+    pub(super) fn go<'s>(&mut self, server: &'s ServerPlan) -> Go<'s> {
+        let named = self.target.first() == Some(&b'@');
         let target = String::from_utf8_lossy(&self.target);
         self.redirects += 1;
         if self.redirects > MAX_REDIRECTS {
@@ -209,9 +271,57 @@ impl PageState {
         self.used
     }
 
-    /// The header lines an intercepted answer leaves on the page's answer (`WWW-Authenticate` of a 401).
-    pub(super) fn kept(&self) -> &[u8] {
-        &self.kept
+    /// Adds the header lines an intercepted answer (`WWW-Authenticate` of a 401) or an `X-Accel-Redirect` leaves
+    /// on the answer to the head being written in `out` (before its final empty line); a kept `Content-Type`
+    /// replaces the answer's unless `own_type` is false (nginx's pages say `text/html`).
+    pub(super) fn add_kept(&self, out: &mut Vec<u8>, own_type: bool) {
+        if own_type && !self.kept_type.is_empty() {
+            set_content_type(out, &self.kept_type);
+        }
+        out.extend_from_slice(&self.kept);
+    }
+
+    /// [`PageState::add_kept`] for a head in `out` written with its final empty line.
+    pub(super) fn add_kept_to_head(&self, out: &mut Vec<u8>) {
+        if (self.kept.is_empty() && self.kept_type.is_empty()) || !out.ends_with(b"\r\n\r\n") {
+            return;
+        }
+        out.truncate(out.len() - 2);
+        self.add_kept(out, true);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Starts an `X-Accel-Redirect` (nothing of an earlier page's status or lines stays).
+    pub(super) fn accel_begin(&mut self) {
+        self.used = true;
+        self.status = 0;
+        self.kept.clear();
+        self.kept_type.clear();
+        self.target.clear();
+    }
+
+    /// Keeps an upstream line for the redirect's answer.
+    pub(super) fn keep_line(&mut self, name: &str, value: &[u8]) {
+        if name.eq_ignore_ascii_case("content-type") {
+            self.kept_type.clear();
+            self.kept_type.extend_from_slice(value);
+            return;
+        }
+        self.kept.extend_from_slice(name.as_bytes());
+        self.kept.extend_from_slice(b": ");
+        self.kept.extend_from_slice(value);
+        self.kept.extend_from_slice(b"\r\n");
+    }
+
+    /// The `X-Accel-Redirect` value, the URI (with `?args`) or `@name` the request goes to.
+    pub(super) fn accel_target(&mut self, value: &[u8]) {
+        self.target.clear();
+        self.target.extend_from_slice(value);
+    }
+
+    /// The target of the current request's internal redirect.
+    pub(super) fn target(&self) -> &[u8] {
+        &self.target
     }
 
     /// Moves the URL of a page taken as a redirect into `location` (the redirect answer's `Location`).
@@ -244,6 +354,27 @@ fn rewrite_status_line(out: &mut Vec<u8>, start: usize, status: u16) {
     }
 }
 
+/// Makes the `Content-Type` line of the head in `out` (being written: no final empty line yet) say `value`, in its
+/// place, as nginx's header filter writes `r->headers_out.content_type`; adds one when there is none.
+fn set_content_type(out: &mut Vec<u8>, value: &[u8]) {
+    let mut at = 0;
+    for line in out.split_inclusive(|&b| b == b'\n') {
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        if line.contains(&b':') && name.eq_ignore_ascii_case(b"content-type") {
+            let end = at + line.len() - usize::from(line.ends_with(b"\r\n")) * 2;
+            out.splice(
+                at + name.len() + 1..end,
+                [b' '].into_iter().chain(value.iter().copied()),
+            );
+            return;
+        }
+        at += line.len();
+    }
+    out.extend_from_slice(b"Content-Type: ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Removes the header lines called one of `names` (lower case) from the head in `out` from `start` on.
 fn drop_lines(out: &mut Vec<u8>, start: usize, names: &[&str]) {
     let Some(head) = out.get(start..) else {
@@ -272,6 +403,7 @@ impl PageBufs {
     pub(super) fn begin(&mut self) {
         if self.state.used {
             self.state.begin();
+            self.upstream.kept = false;
         }
     }
 
@@ -347,6 +479,7 @@ impl<R: Runtime> ClientConn<R> {
                     status,
                     keep: req.keepalive.keeps() && consumed,
                     location: pages.location,
+                    accel: false,
                 });
                 return true;
             }
@@ -368,14 +501,23 @@ impl<R: Runtime> ClientConn<R> {
     /// the location's page for its status instead of the client ([`Self::intercepts`]). The body is not read: the
     /// connection is kept only when the answer has none (as nginx sets `u->keepalive` then), else closed. A
     /// 401's `WWW-Authenticate` lines are kept for the page's answer.
-    /// Whether the upstream's answer goes elsewhere than to the client ([`Self::intercept`] takes it).
+    /// Whether the upstream's answer goes elsewhere than to the client: to an error page
+    /// (`proxy_intercept_errors`), or (after it) an `X-Accel-Redirect`.
     #[inline(never)]
     pub(super) fn diverts(&self, to: TryTarget<'_, R>, info: &ResponseInfo) -> bool {
-        Self::intercepts(to, info)
+        Self::intercepts(to, info) || (info.accel_redirect && to.plan.accel_redirect)
     }
 
+    /// Takes the upstream's answer [`Self::diverts`] sends elsewhere.
     #[inline(never)]
-    pub(super) fn intercept(&mut self, to: TryTarget<'_, R>, conn: R::Conn, info: &ResponseInfo, req: &Routed) {
+    pub(super) fn divert(&mut self, to: TryTarget<'_, R>, conn: R::Conn, info: &ResponseInfo, req: &Routed) {
+        match Self::intercepts(to, info) {
+            true => self.intercept(to, conn, info, req),
+            false => self.accel_redirect(to, conn, info, req),
+        }
+    }
+
+    fn intercept(&mut self, to: TryTarget<'_, R>, conn: R::Conn, info: &ResponseInfo, req: &Routed) {
         let location = to.plan.error_pages.as_deref().and_then(|p| p.location);
         let state = &mut self.bufs.pages.state;
         if info.status == 401 {
@@ -397,13 +539,21 @@ impl<R: Runtime> ClientConn<R> {
             status: info.status,
             keep: req.keepalive.keeps(),
             location,
+            accel: false,
         });
-        let bodiless = matches!(info.body, BodyFraming::None | BodyFraming::Length(0));
-        let alone = self.bufs.upstream.readable().len() == info.head_len;
-        if bodiless && alone && info.reusable && to.plan.upstream_keepalive {
-            to.shard
-                .pool_put(to.snap, to.plan.upstream, to.addr, conn, info.age.served_one());
-        }
+        let head = self.bufs.upstream.readable().get(..info.head_len).unwrap_or_default();
+        self.bufs.pages.upstream.keep_head(head);
+        pool_if_done(to, conn, info, self.bufs.upstream.readable().len());
+    }
+}
+
+/// Gives the upstream connection of an answer not passed on back to its pool when nothing of it is left to read
+/// (no body, nothing after the head among the `buffered` bytes: as nginx sets `u->keepalive` then), else drops it.
+pub(super) fn pool_if_done<R: Runtime>(to: TryTarget<'_, R>, conn: R::Conn, info: &ResponseInfo, buffered: usize) {
+    let bodiless = matches!(info.body, BodyFraming::None | BodyFraming::Length(0));
+    if bodiless && buffered == info.head_len && info.reusable && to.plan.upstream_keepalive {
+        to.shard
+            .pool_put(to.snap, to.plan.upstream, to.addr, conn, info.age.served_one());
     }
 }
 
@@ -443,6 +593,7 @@ mod tests {
             status: 502,
             keep: true,
             location: None,
+            accel: false,
         });
         assert_eq!(b.head, b"POST /x HTTP/1.1\r\nHost: h\r\nX: 1\r\n\r\n");
         b.retarget(None, false);
@@ -473,5 +624,37 @@ mod tests {
         s.used = true;
         s.begin();
         assert_eq!(s.status_of(200, false), 200);
+    }
+
+    /// An `X-Accel-Redirect`'s kept lines: its `Content-Type` in the answer's own line's place (not on nginx's
+    /// pages), the others after the answer's lines; a head written whole gets them before its empty line.
+    #[test]
+    fn kept_lines_go_on_the_answer_as_nginx_writes_them() {
+        let mut state = PageState::default();
+        state.accel_begin();
+        state.keep_line("Content-Type", b"text/blah");
+        state.keep_line("Set-Cookie", b"a=b");
+        let mut out = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n".to_vec();
+        state.add_kept(&mut out, true);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/blah\r\nContent-Length: 3\r\nSet-Cookie: a=b\r\n"
+        );
+        let mut page = b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\n".to_vec();
+        state.add_kept(&mut page, false);
+        assert_eq!(
+            page,
+            b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nSet-Cookie: a=b\r\n"
+        );
+        let mut file = b"HTTP/1.1 200 OK\r\nETag: \"x\"\r\n\r\n".to_vec();
+        state.add_kept_to_head(&mut file);
+        assert_eq!(
+            file,
+            b"HTTP/1.1 200 OK\r\nETag: \"x\"\r\nContent-Type: text/blah\r\nSet-Cookie: a=b\r\n\r\n"
+        );
+        state.begin();
+        let mut plain = b"HTTP/1.1 200 OK\r\n".to_vec();
+        state.add_kept(&mut plain, true);
+        assert_eq!(plain, b"HTTP/1.1 200 OK\r\n", "the next request keeps nothing");
     }
 }

@@ -153,8 +153,8 @@ impl<R: Runtime> ClientConn<R> {
             Ok((conn, info)) if !retry.retry_on_status(info.status, req.kind()) => {
                 retry.header_read();
                 peer.slot.count_response(info.status);
-                if to.plan.error_pages.is_some() && self.diverts(to, &info) {
-                    self.intercept(to, conn, &info, req);
+                if (to.plan.error_pages.is_some() || info.accel_redirect) && self.diverts(to, &info) {
+                    self.divert(to, conn, &info, req);
                     retry.report(Outcome::Success);
                     return TryResult::Done(true);
                 }

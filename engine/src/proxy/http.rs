@@ -12,6 +12,7 @@ use super::rewrite_phase::{self, Answer, PhaseBufs};
 use super::static_file::{self, FileAnswer};
 use super::var_pass;
 use crate::balance::UpstreamPlan;
+use crate::config::key::VarSource;
 use crate::config::model::{AdminEndpoint, ClientConf};
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::head_buffers::{self, FirstBuffers};
@@ -381,6 +382,12 @@ fn route_pass<'s, const FIRST: bool>(
         .ok_or(Rejection::new(500, "no server"))?;
     let maps = snap.config.http.as_ref().map_or(&[][..], |h| h.maps.as_slice());
     bufs.vars.begin(maps.len());
+    // after the upstream answered (an error page, an `X-Accel-Redirect`), its `$upstream_*` variables
+    let kept = if FIRST {
+        None
+    } else {
+        bufs.pages.upstream.vars(&snap.http_plans)
+    };
     let ext = RequestExt {
         server_name: &server.server_name,
         server_match: ServerMatch {
@@ -397,6 +404,7 @@ fn route_pass<'s, const FIRST: bool>(
             tlvs: &bufs.tlvs,
         },
         body: super::request_body::held(&head, bufs.client.readable(), bufs.client.capacity()),
+        upstream: kept.as_ref().map(|u| u as &dyn VarSource),
     };
     let phase_bufs = PhaseBufs {
         rewrite: &mut bufs.rewrite,
@@ -416,6 +424,23 @@ fn route_pass<'s, const FIRST: bool>(
         },
         Pass::Named(named) => rewrite_phase::run_from(snap, server, &head, uri, conn, phase_bufs, Some(named)),
         Pass::First | Pass::Internal => rewrite_phase::run_from(snap, server, &head, uri, conn, phase_bufs, None),
+        Pass::Accel => match bufs.pages.state.go(server) {
+            Go::Uri => {
+                // the URI's head (`GET URI`) is routed from the server's rewrites on
+                let again = Again {
+                    pass: Pass::Internal,
+                    head_len: head.head_len,
+                    head_request: head.method == "HEAD",
+                };
+                return route_again(snap, port, conn, (progress, arrived), bufs, false, again, req);
+            }
+            Go::Named(named) => rewrite_phase::run_from(snap, server, &head, uri, conn, phase_bufs, Some(named)),
+            Go::Url(_) | Go::Failed => rewrite_phase::Phases {
+                loc: None,
+                answer: Some(Answer::Fixed(&server.cycle)),
+                changed: None,
+            },
+        },
     };
     let (loc, changed) = (phases.loc, phases.changed);
     if let Some(plan) = loc.and_then(|l| l.realip.as_ref()).filter(|_| !real) {
@@ -559,8 +584,8 @@ fn route_pass<'s, const FIRST: bool>(
         }
     }
     if FIRST {
-        if matches!(route, Route::Proxy(p) if p.error_pages.is_some()) {
-            // routed again from this head if the upstream fails or its answer is intercepted
+        if matches!(route, Route::Proxy(p) if p.error_pages.is_some() || p.accel_redirect) {
+            // routed again from this head if the upstream fails, its answer is intercepted or redirects
             bufs.pages.keep_head(bufs.client.readable().get(..req.head_len));
         }
         bufs.client.consume(req.head_len);
@@ -633,7 +658,19 @@ fn route_pending<'s>(
     req: &mut Routed,
 ) -> Option<Route<'s>> {
     bufs.pages.resumed(resume);
-    match route_pass::<false>(snap, port, conn, (progress, None), bufs, Pass::Resume(resume), req) {
+    bufs.pages.upstream.keep_tries(&bufs.log.tries);
+    let pass = match resume.accel {
+        false => Pass::Resume(resume),
+        true => {
+            let target = bufs.pages.state.target();
+            if target.first() != Some(&b'@') && !super::accel_redirect::safe_uri(target) {
+                // nginx's 404 for an unsafe URI
+                return None;
+            }
+            Pass::Accel
+        }
+    };
+    match route_pass::<false>(snap, port, conn, (progress, None), bufs, pass, req) {
         Ok(Some(Next::Request(route))) => Some(route),
         _ => None,
     }

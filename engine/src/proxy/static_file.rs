@@ -776,6 +776,9 @@ impl<R: Runtime> ClientConn<R> {
         });
         self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
         let status = self.bufs.pages.state.restatus(out, 0, 200);
+        if self.bufs.pages.state.active() {
+            self.bufs.pages.state.add_kept_to_head(out);
+        }
         let head_len = out.len();
         self.bufs.log.answered(status, head_len, 0);
         let mut pacer = req.rate.map(|r| Pacer::new(r, std::time::Instant::now()));

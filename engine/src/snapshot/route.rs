@@ -278,6 +278,8 @@ pub struct ProxyPlan {
     pub gzip: Option<super::gzip::GzipPlan>,
     /// The location's `error_page` lines, for the upstream's errors and intercepted answers.
     pub error_pages: Option<Arc<ErrorPagesPlan>>,
+    /// An upstream's `X-Accel-Redirect` is followed (`proxy_ignore_headers X-Accel-Redirect` turns it off).
+    pub accel_redirect: bool,
 }
 
 impl ProxyPlan {
@@ -338,6 +340,7 @@ impl ProxyPlan {
             uri_rewrite,
             sets_length,
             error_pages: None,
+            accel_redirect: loc.error_pages.accel_redirect,
         }
     }
 

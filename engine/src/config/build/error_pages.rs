@@ -1,6 +1,6 @@
-//! `error_page`, `recursive_error_pages` and `proxy_intercept_errors` at one http, server or location level, read
-//! as `ngx_http_core_error_page` and the flag slots read them, and merged child over parent as nginx merges them
-//! (a level with its own `error_page` lines inherits none).
+//! `error_page`, `recursive_error_pages`, `proxy_intercept_errors` and `proxy_ignore_headers` at one http, server
+//! or location level, read as `ngx_http_core_error_page` and the flag and bitmask slots read them, and merged child
+//! over parent as nginx merges them (a level with its own `error_page` lines inherits none).
 
 use super::vars::{Module, Vars};
 use super::{arg, flag_slot};
@@ -15,7 +15,23 @@ pub struct ErrorPagesLayer {
     pages: Option<Vec<ErrorPage>>,
     recursive: Option<bool>,
     intercept: Option<bool>,
+    /// `proxy_ignore_headers`: whether it names `X-Accel-Redirect`.
+    ignore_accel_redirect: Option<bool>,
 }
+
+/// The values `proxy_ignore_headers` takes (nginx's `ngx_http_upstream_ignore_headers_masks`). Only
+/// `X-Accel-Redirect` changes what corelb does: it caches nothing and does not act on the others.
+const IGNORABLE: &[&str] = &[
+    "X-Accel-Redirect",
+    "X-Accel-Expires",
+    "X-Accel-Limit-Rate",
+    "X-Accel-Buffering",
+    "X-Accel-Charset",
+    "Expires",
+    "Cache-Control",
+    "Set-Cookie",
+    "Vary",
+];
 
 impl ErrorPagesLayer {
     /// Reads `d` if it is one of these directives; `Ok(false)` when it is not.
@@ -27,6 +43,7 @@ impl ErrorPagesLayer {
             }
             "recursive_error_pages" => flag_slot(&mut self.recursive, d)?,
             "proxy_intercept_errors" => flag_slot(&mut self.intercept, d)?,
+            "proxy_ignore_headers" => self.ignore_accel_redirect = Some(ignore_headers(self.ignore_accel_redirect, d)?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -38,6 +55,7 @@ impl ErrorPagesLayer {
             pages: self.pages.clone().or_else(|| parent.pages.clone()),
             recursive: self.recursive.or(parent.recursive),
             intercept: self.intercept.or(parent.intercept),
+            ignore_accel_redirect: self.ignore_accel_redirect.or(parent.ignore_accel_redirect),
         }
     }
 
@@ -47,8 +65,22 @@ impl ErrorPagesLayer {
             pages: self.pages.clone().unwrap_or_default(),
             recursive: self.recursive.unwrap_or(false),
             intercept: self.intercept.unwrap_or(false),
+            accel_redirect: !self.ignore_accel_redirect.unwrap_or(false),
         }
     }
+}
+
+/// `proxy_ignore_headers FIELD ...` (nginx's bitmask slot: each value one of [`IGNORABLE`], without case; the
+/// lines of a level add up): whether this line or the level's earlier ones name `X-Accel-Redirect`.
+fn ignore_headers(set: Option<bool>, d: &Directive) -> Result<bool, ConfigError> {
+    let mut accel = set.unwrap_or(false);
+    for v in &d.args {
+        if !IGNORABLE.iter().any(|n| n.eq_ignore_ascii_case(v)) {
+            return Err(invalid(v, d));
+        }
+        accel |= v.eq_ignore_ascii_case("X-Accel-Redirect");
+    }
+    Ok(accel)
 }
 
 fn invalid(v: &str, d: &Directive) -> ConfigError {
@@ -200,6 +232,30 @@ mod tests {
         assert_eq!(
             read(&[("proxy_intercept_errors", &["on"]), ("proxy_intercept_errors", &["on"])]).unwrap_err(),
             format!("[emerg] \"proxy_intercept_errors\" directive is duplicate{at}")
+        );
+    }
+
+    /// `proxy_ignore_headers`: nginx's values without case, lines adding up, a level's own replacing the parent's.
+    #[test]
+    fn ignore_headers_as_nginx() {
+        assert!(read(&[]).unwrap().conf().accel_redirect, "followed by default");
+        let l = read(&[("proxy_ignore_headers", &["Expires", "x-accel-redirect"])]).unwrap();
+        assert!(!l.conf().accel_redirect);
+        let l = read(&[
+            ("proxy_ignore_headers", &["Vary"]),
+            ("proxy_ignore_headers", &["X-Accel-Redirect"]),
+        ])
+        .unwrap();
+        assert!(!l.conf().accel_redirect);
+        let own = read(&[("proxy_ignore_headers", &["Set-Cookie"])]).unwrap();
+        assert!(
+            own.over(&l).conf().accel_redirect,
+            "a level's own line replaces the inherited ones"
+        );
+        assert!(!read(&[]).unwrap().over(&l).conf().accel_redirect);
+        assert_eq!(
+            read(&[("proxy_ignore_headers", &["X-Accel-Redirect", "Location"])]).unwrap_err(),
+            "[emerg] invalid value \"Location\" in t.conf:3"
         );
     }
 

@@ -204,6 +204,7 @@ pub const SPECS: &[Spec] = &[
     spec("error_page", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, MORE2, false),
     both("recursive_error_pages", HTTP_MSL, TAKE1),
     both("proxy_intercept_errors", HTTP_MSL, TAKE1),
+    both("proxy_ignore_headers", HTTP_MSL, MORE1),
     // Checked, without effect: corelb writes no temporary files.
     both("client_body_temp_path", HTTP_MSL, TAKE1234),
     both("proxy_temp_path", HTTP_MSL, TAKE1234),
@@ -372,7 +373,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "proxy_cache_use_stale",
     "proxy_cache_lock",
     "proxy_cache_methods",
-    "proxy_ignore_headers",
     "proxy_method",
     "proxy_bind",
     "proxy_max_temp_file_size",
