@@ -63,6 +63,7 @@ impl<R: Runtime> ClientConn<R> {
             location: None,
             accel: true,
         });
+        bufs.pages.take_located_head(&bufs.client);
         pool_if_done(to, conn, info, bufs.upstream.readable().len());
     }
 }

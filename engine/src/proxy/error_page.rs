@@ -17,6 +17,7 @@ use crate::config::key::VarSource;
 use crate::http::pages::{append_decimal, reason, sent_status};
 use crate::http::response::{parse_response, MAX_HEADERS};
 use crate::http::BodyFraming;
+use crate::runtime::iobuf::IoBuf;
 use crate::runtime::Runtime;
 use crate::snapshot::error_pages::{ErrorPagesPlan, PagePlan};
 use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan};
@@ -31,6 +32,9 @@ pub struct PageBufs {
     /// The client's head with the request line of the internal redirect (`GET URI HTTP/1.1`), or as it came for a
     /// proxied request whose location has error pages (routed again when the upstream fails).
     pub head: Vec<u8>,
+    /// Where a bodiless proxied request's head is in the client buffer (start, length): nothing fills that
+    /// buffer until the answer, so [`PageBufs::head`] is copied from there only if an `X-Accel-Redirect` asks.
+    head_at: Option<(usize, usize)>,
     pub state: PageState,
     /// The upstream's tries and head, for the `$upstream_*` variables of the route after it answered.
     pub upstream: KeptUpstream,
@@ -456,6 +460,27 @@ impl PageBufs {
             }
         }
         self.head = kept;
+    }
+
+    /// Keeps the client's head (`head_len` bytes unread in `client`) of a request proxied by `plan`, routed again
+    /// if the upstream fails or answers with an error page or an `X-Accel-Redirect`. Unless `filled` (the client
+    /// buffer is read before the answer: a body, an upstream `queue` watching the client) the head is only located
+    /// (copied if a redirect comes), so the plain path copies nothing.
+    #[inline]
+    pub(super) fn keep_proxied_head(&mut self, plan: &ProxyPlan, client: &IoBuf, head_len: usize, filled: bool) {
+        self.head_at = None;
+        if plan.error_pages.is_some() || (plan.accel_redirect && filled) {
+            self.keep_head(client.readable().get(..head_len));
+        } else if plan.accel_redirect {
+            self.head_at = Some((client.start(), head_len));
+        }
+    }
+
+    /// Copies the head [`PageBufs::keep_proxied_head`] located (the client buffer not filled since).
+    pub(super) fn take_located_head(&mut self, client: &IoBuf) {
+        if let Some((at, len)) = self.head_at.take() {
+            self.keep_head(client.bytes_at(at, len));
+        }
     }
 
     /// Keeps the client's head of a proxied request whose location has error pages (routed again if the

@@ -584,9 +584,10 @@ fn route_pass<'s, const FIRST: bool>(
         }
     }
     if FIRST {
-        if matches!(route, Route::Proxy(p) if p.error_pages.is_some() || p.accel_redirect) {
+        if let Route::Proxy(p) = route {
             // routed again from this head if the upstream fails, its answer is intercepted or redirects
-            bufs.pages.keep_head(bufs.client.readable().get(..req.head_len));
+            let filled = req.body != BodyFraming::None || upstream.is_some_and(|u| u.queue.is_some());
+            bufs.pages.keep_proxied_head(p, &bufs.client, req.head_len, filled);
         }
         bufs.client.consume(req.head_len);
     }
