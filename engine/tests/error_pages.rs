@@ -97,8 +97,13 @@ fn head(status: &str, rest: &str) -> String {
     format!("HTTP/1.1 {status}\r\nServer: corelb\r\nDate: D\r\n{rest}")
 }
 
-/// nginx's page for `status` with `server_tokens off`.
+/// nginx's page for `status` with `server_tokens off` (titled as ngx_http_error_pages: 302's is "302 Found").
 fn page(status: &str) -> String {
+    let status = if status == "302 Moved Temporarily" {
+        "302 Found"
+    } else {
+        status
+    };
     format!(
         "<html>\r\n<head><title>{status}</title></head>\r\n<body>\r\n<center><h1>{status}</h1></center>\r\n\
          <hr><center>corelb</center>\r\n</body>\r\n</html>\r\n"

@@ -312,9 +312,11 @@ struct Again<'s> {
     /// The length of the head that pass read.
     head_len: usize,
     head_request: bool,
+    /// That pass read the client's head (in the client buffer, consumed here).
+    first: bool,
 }
 
-/// Routes the head again for `again` (`first`: the pass that found it read the client's head); the pass calls
+/// Routes the head again for `again`; the pass calls
 /// this again for each further internal redirect (at most nginx's 10, counted in `PageState`).
 #[cold]
 #[inline(never)]
@@ -324,10 +326,10 @@ fn route_again<'s>(
     conn: ConnVars,
     progress: (ConnProgress, Option<Instant>),
     bufs: &mut Buffers,
-    first: bool,
     again: Again<'s>,
     req: &mut Routed,
 ) -> Result<Option<Next<'s>>, Rejection> {
+    let first = again.first;
     let client = first.then(|| bufs.client.readable().get(..again.head_len).unwrap_or_default());
     match again.pass {
         Pass::Named(_) => bufs.pages.keep_head(client),
@@ -431,8 +433,9 @@ fn route_pass<'s, const FIRST: bool>(
                     pass: Pass::Internal,
                     head_len: head.head_len,
                     head_request: head.method == "HEAD",
+                    first: false,
                 };
-                return route_again(snap, port, conn, (progress, arrived), bufs, false, again, req);
+                return route_again(snap, port, conn, (progress, arrived), bufs, again, req);
             }
             Go::Named(named) => rewrite_phase::run_from(snap, server, &head, uri, conn, phase_bufs, Some(named)),
             Go::Url(_) | Go::Failed => rewrite_phase::Phases {
@@ -567,8 +570,9 @@ fn route_pass<'s, const FIRST: bool>(
                 pass,
                 head_len: req.head_len,
                 head_request: req.head_request,
+                first: FIRST,
             };
-            return route_again(snap, port, conn, (progress, arrived), bufs, FIRST, again, req);
+            return route_again(snap, port, conn, (progress, arrived), bufs, again, req);
         }
     };
     if let Route::Fixed(f, _) = &route {
