@@ -121,6 +121,91 @@ http { upstream u { ip_hash; server 127.0.0.1:1 backup; } }
             Same,
         ),
         case(
+            "error_page_code",
+            r#"events {}
+http { server { location / {
+ error_page 404 499 /x; } } }
+"#
+            .to_string(),
+            r#"invalid value "499""#,
+            3,
+            Same,
+        ),
+        case(
+            "error_page_range",
+            r#"events {}
+http { error_page 404 299 /x; }
+"#
+            .to_string(),
+            r#"value "299" must be between 300 and 599"#,
+            2,
+            Same,
+        ),
+        case(
+            "error_page_overwrite",
+            r#"events {}
+http { server {
+ error_page 404 =2x /x; } }
+"#
+            .to_string(),
+            r#"invalid value "=2x""#,
+            3,
+            Same,
+        ),
+        case(
+            "error_page_no_code",
+            r#"events {}
+http { server { error_page = /x; } }
+"#
+            .to_string(),
+            r#"invalid value "=""#,
+            2,
+            Same,
+        ),
+        case(
+            "error_page_args",
+            r#"events {}
+http { server { location / { error_page /x; } } }
+"#
+            .to_string(),
+            r#"invalid number of arguments in "error_page" directive"#,
+            2,
+            Same,
+        ),
+        case(
+            "recursive_error_pages_flag",
+            r#"events {}
+http { recursive_error_pages yes; }
+"#
+            .to_string(),
+            r#"invalid value "yes" in "recursive_error_pages" directive, it must be "on" or "off""#,
+            2,
+            Same,
+        ),
+        case(
+            "proxy_intercept_errors_duplicate",
+            r#"events {}
+http { server { location / {
+ proxy_intercept_errors on;
+ proxy_intercept_errors off; } } }
+"#
+            .to_string(),
+            r#""proxy_intercept_errors" directive is duplicate"#,
+            4,
+            Same,
+        ),
+        case(
+            "error_page_in_if",
+            r#"events {}
+http { server { location / {
+ if ($arg_a) { error_page 404 /x; } } } }
+"#
+            .to_string(),
+            r#""error_page" directive is not supported by corelb"#,
+            3,
+            Differs,
+        ),
+        case(
             "add_header_param",
             r#"events {}
 http { server { location / {

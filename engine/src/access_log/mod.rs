@@ -10,6 +10,7 @@ pub mod record;
 pub mod refused;
 pub mod render;
 pub mod stream;
+pub mod upstream_vars;
 pub mod writer;
 
 use crate::snapshot::logs::DEFAULT_BUFFER;

@@ -5,6 +5,7 @@
 
 mod build;
 pub mod error;
+pub mod error_pages;
 pub mod files;
 pub mod gzip;
 pub mod headers;

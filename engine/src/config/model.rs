@@ -612,6 +612,8 @@ pub struct Location {
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
+    /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
+    pub error_pages: super::error_pages::ErrorPagesConf,
     pub span: Span,
 }
 
@@ -659,6 +661,8 @@ pub struct HttpServer {
     pub gzip: super::gzip::GzipConf,
     /// `ssl_*`: for a server that listens with `ssl` or has a certificate.
     pub tls: Option<super::tls::TlsConf>,
+    /// The error pages of answers outside any location.
+    pub error_pages: super::error_pages::ErrorPagesConf,
     pub span: Span,
 }
 

@@ -24,6 +24,8 @@ pub struct ResponseHead<'h, 'b> {
     pub body: BodyFraming,
     /// Whether the upstream lets the connection be used again after this response.
     pub reusable: bool,
+    /// It has an `X-Accel-Redirect` line.
+    pub accel_redirect: bool,
 }
 
 /// Parses `buf` as a response head; `head_request` means the response has no body whatever it says.
@@ -51,6 +53,7 @@ pub fn parse_response<'h, 'b>(
     let mut length = None;
     let mut chunked = false;
     let mut reusable = version == 1;
+    let mut accel_redirect = false;
     for h in headers {
         if h.name.eq_ignore_ascii_case("content-length") {
             let n = parse_content_length(h.value).ok_or(InvalidHeader("bad Content-Length"))?;
@@ -69,6 +72,8 @@ pub fn parse_response<'h, 'b>(
             } else if has_token(h.value, b"keep-alive") {
                 reusable = true;
             }
+        } else if h.name.eq_ignore_ascii_case("x-accel-redirect") {
+            accel_redirect = true;
         }
     }
     let body = if head_request || status < 200 || status == 204 || status == 304 {
@@ -92,6 +97,7 @@ pub fn parse_response<'h, 'b>(
         head_len,
         body,
         reusable,
+        accel_redirect,
     }))
 }
 

@@ -215,6 +215,9 @@ pub struct RequestExt<'a> {
     pub body: &'a [u8],
     /// The connection's TLS handshake (`$https`, `$ssl_*`, `$scheme`); none on a plain connection.
     pub tls: Option<&'a crate::tls::TlsFacts>,
+    /// The upstream's variables (`$upstream_*`) of a request routed again after its upstream answered (an error
+    /// page, an `X-Accel-Redirect`); `None` on a request's first routing, where they are empty.
+    pub upstream: Option<&'a dyn VarSource>,
 }
 
 impl<'a> RequestExt<'a> {
@@ -337,6 +340,16 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::User(i) => self.ext.cache.users.append(*i, out),
             Var::RequestBody => out.extend_from_slice(self.ext.body),
             Var::LimitRate => self.ext.cache.users.append_limit_rate(out),
+            Var::UpstreamHttp(_) | Var::UpstreamCookie(_) => {
+                if let Some(u) = self.ext.upstream {
+                    u.append(var, out);
+                }
+            }
+            v if v.is_upstream_try() && self.ext.upstream.is_some() => {
+                if let Some(u) = self.ext.upstream {
+                    u.append(var, out);
+                }
+            }
             // Known only once the answer is done (an access log reads them from its record); `$request_body` and
             // captures outside a map are refused at load.
             _ => self.conn.append(var, out),
@@ -405,6 +418,7 @@ mod tests {
                 server_match: ServerMatch::default(),
                 body: b"",
                 tls: None,
+                upstream: None,
             },
         };
         let mut out = Vec::new();

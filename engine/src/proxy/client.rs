@@ -103,6 +103,11 @@ pub(super) struct ClientConn<R: Runtime> {
 /// An answer corelb writes itself, with the cached `Date` put in.
 trait OwnAnswer {
     fn status(&self) -> u16;
+    /// nginx sends it as a special response (an error page, a redirect): it keeps its status after an error
+    /// page's redirect.
+    fn special(&self) -> bool {
+        true
+    }
     fn body_len(&self) -> usize;
     /// The head up to its `Connection` line; `server` is the location's `Server` value.
     fn write_head(&self, server: &str, date: &[u8], keepalive: Connection, out: &mut Vec<u8>);
@@ -135,6 +140,9 @@ impl OwnAnswer for FixedAnswer {
     fn status(&self) -> u16 {
         self.status
     }
+    fn special(&self) -> bool {
+        self.special
+    }
     fn body_len(&self) -> usize {
         FixedAnswer::body_len(self)
     }
@@ -157,6 +165,9 @@ impl OwnAnswer for WithText<'_> {
     fn status(&self) -> u16 {
         self.answer.status
     }
+    fn special(&self) -> bool {
+        self.answer.special
+    }
     fn body_len(&self) -> usize {
         self.answer.body_len_with(self.text)
     }
@@ -171,6 +182,9 @@ impl OwnAnswer for WithText<'_> {
 impl OwnAnswer for AdminResponse {
     fn status(&self) -> u16 {
         self.status
+    }
+    fn special(&self) -> bool {
+        false
     }
     fn body_len(&self) -> usize {
         self.body.len()
@@ -209,21 +223,28 @@ impl<R: Runtime> ClientConn<R> {
             now,
             last_modified: None,
         };
+        let pages = &self.bufs.pages.state;
+        let status = match pages.active() && !answer.special() {
+            false => answer.status(),
+            true => pages.restatus(out, 0, answer.status()),
+        };
+        if pages.active() {
+            // the upstream's lines first, as nginx's list has them before `add_header`'s
+            pages.add_kept(out, !answer.special());
+        }
         let response = HeadVars {
-            status: answer.status(),
+            status,
             rec: &self.bufs.log,
             upstream_head: b"",
             upstream_name: added.upstream_name(),
             cache: &self.bufs.vars,
         };
-        headers.append(answer.status(), added, &response, facts, out);
+        headers.append(status, added, &response, facts, out);
         out.extend_from_slice(b"\r\n");
         answer.write_body(head_request, out);
         let body = if head_request { 0 } else { answer.body_len() };
         let head_len = self.bufs.out.len().saturating_sub(body);
-        self.bufs
-            .log
-            .answered(sent_status(answer.status()), head_len, body as u64);
+        self.bufs.log.answered(sent_status(status), head_len, body as u64);
         let head = self.bufs.out.get(..head_len).unwrap_or_default();
         self.bufs.log.capture_headers(head, b"");
         send::<R>(&mut self.sock, &self.bufs.out, wait).await.is_ok() && keep.keeps()

@@ -84,6 +84,8 @@ pub struct ResponseInfo {
     pub age: ConnAge,
     /// Bytes sent to the upstream: the head, and the body (buffered or streamed).
     pub sent: u64,
+    /// The head has an `X-Accel-Redirect` line.
+    pub accel_redirect: bool,
 }
 
 fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
@@ -199,7 +201,7 @@ async fn try_on<R: Runtime>(
     log.try_connected();
     let sent = send_request::<R>(&mut conn, cached, request, body, client_buf, decoder, conf.send_timeout).await?;
     log.try_sent(sent);
-    let (status, head_len, body, reusable) = read_head::<R>(
+    let (status, head_len, body, reusable, accel_redirect) = read_head::<R>(
         &mut conn,
         cached,
         ubuf,
@@ -215,6 +217,7 @@ async fn try_on<R: Runtime>(
         reusable,
         age: how.age,
         sent,
+        accel_redirect,
     };
     Ok((conn, info))
 }
@@ -285,14 +288,14 @@ struct ReadHead {
 }
 
 /// Reads until a final (non-1xx) response head is in `ubuf`, or a `101` when the client asked for an upgrade:
-/// its status, length, body framing and reusability.
+/// its status, length, body framing, reusability and whether it has an `X-Accel-Redirect` line.
 async fn read_head<R: Runtime>(
     conn: &mut R::Conn,
     cached: bool,
     ubuf: &mut IoBuf,
     expect: ReadHead,
     read_timeout: Duration,
-) -> Result<(u16, usize, BodyFraming, bool), Failure> {
+) -> Result<(u16, usize, BodyFraming, bool, bool), Failure> {
     let head_request = expect.head_request;
     ubuf.consume(usize::MAX);
     let mut got_any = false;
@@ -301,14 +304,16 @@ async fn read_head<R: Runtime>(
         match parse_response(ubuf.readable(), &mut headers, head_request) {
             Err(_) => return Err(sent_failure(FailureKind::InvalidHeader, false)),
             // nginx's proxy module: a 101 switches protocols when the client sent `Upgrade`
-            Ok(Some(r)) if r.status == 101 && expect.upgrade => return Ok((101, r.head_len, BodyFraming::None, false)),
+            Ok(Some(r)) if r.status == 101 && expect.upgrade => {
+                return Ok((101, r.head_len, BodyFraming::None, false, false))
+            }
             Ok(Some(r)) if r.status == 101 => return Err(sent_failure(FailureKind::InvalidHeader, false)),
             Ok(Some(r)) if r.status < 200 => {
                 let n = r.head_len;
                 ubuf.consume(n);
                 continue;
             }
-            Ok(Some(r)) => return Ok((r.status, r.head_len, r.body, r.reusable)),
+            Ok(Some(r)) => return Ok((r.status, r.head_len, r.body, r.reusable, r.accel_redirect)),
             Ok(None) => {}
         }
         let phase = "reading the response header";

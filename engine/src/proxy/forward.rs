@@ -90,6 +90,9 @@ impl<R: Runtime> ClientConn<R> {
             let Some(peer) = picked else {
                 crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
                 self.bufs.log.no_live(plan.upstream);
+                if self.page_for_error(plan, 502, req, replayable) {
+                    return true;
+                }
                 return self.error_page(502, &plan.headers, req, replayable).await;
             };
             let failure = match self.try_peer(&mut retry, req, peer).await {
@@ -100,6 +103,7 @@ impl<R: Runtime> ClientConn<R> {
             self.bufs.log.mark_failed(failure.kind.is_timeout());
             match retry.after_failure(failure, req.kind(), peer.addr) {
                 NextStep::Retry => {}
+                NextStep::Answer(status) if self.page_for_error(plan, status, req, replayable) => return true,
                 NextStep::Answer(status) => return self.error_page(status, &plan.headers, req, replayable).await,
                 NextStep::Refuse(status) => {
                     self.refuse(Rejection::new(status, "request body refused"), req.timeouts.send)
@@ -149,6 +153,11 @@ impl<R: Runtime> ClientConn<R> {
             Ok((conn, info)) if !retry.retry_on_status(info.status, req.kind()) => {
                 retry.header_read();
                 peer.slot.count_response(info.status);
+                if (to.plan.error_pages.is_some() || info.accel_redirect) && self.diverts(to, &info) {
+                    self.divert(to, conn, &info, req);
+                    retry.report(Outcome::Success);
+                    return TryResult::Done(true);
+                }
                 let sent = info.sent;
                 let (keep, received) = self.pass_response(to, req, conn, info).await;
                 if let Some(s) = sticky.filter(|s| !s.learns_at_header()) {
@@ -245,6 +254,7 @@ impl<R: Runtime> ClientConn<R> {
                 s.learn(&bufs.sticky, crate::clock::now_ms());
             }
         }
+        let status = bufs.pages.state.restatus(&mut bufs.out, 0, info.status);
         let upstream_head = bufs.upstream.readable().get(..info.head_len).unwrap_or_default();
         bufs.log.capture_headers(&bufs.out, upstream_head);
         bufs.upstream.consume(info.head_len);
@@ -283,7 +293,7 @@ impl<R: Runtime> ClientConn<R> {
                 .map(|n| (n, n)),
         };
         let (read, body) = *sent.as_ref().unwrap_or(&(0, 0));
-        bufs.log.answered(info.status, head_bytes, body);
+        bufs.log.answered(status, head_bytes, body);
         let received = info.head_len as u64 + read;
         bufs.log.try_received(received, read);
         let keep = match sent {

@@ -5,12 +5,14 @@
 use super::body::send;
 use super::client::{ClientConn, ClientTimeouts, Routed};
 use super::conn_snapshot::ConnSnapshot;
+use super::error_page::{Go, PageState, Pass, Resume};
 use super::phase::ConnPhase;
 use super::request_log::begin_request;
 use super::rewrite_phase::{self, Answer, PhaseBufs};
 use super::static_file::{self, FileAnswer};
 use super::var_pass;
 use crate::balance::UpstreamPlan;
+use crate::config::key::VarSource;
 use crate::config::model::{AdminEndpoint, ClientConf};
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::head_buffers::{self, FirstBuffers};
@@ -20,8 +22,9 @@ use crate::http::vars::{ConnVars, ProxyVars, RequestExt, RequestVars, ServerMatc
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::error_pages::ErrorPagesPlan;
 use crate::snapshot::gzip::{GzipAsk, GzipPlan};
-use crate::snapshot::headers::HeadersPlan;
+use crate::snapshot::headers::{HeadersPlan, NO_HEADERS};
 use crate::snapshot::proxied::HostOrAddr;
 use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan, Target};
 use crate::snapshot::{ServerPlan, Snapshot};
@@ -145,13 +148,18 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         if !conn.continue_if_expected(&req).await {
             break;
         }
-        let keep = match route {
+        let mut keep = match route {
             Route::Fixed(answer, headers) => conn.serve_fixed(answer, headers, &req).await,
             Route::Redirect(answer, headers) => conn.serve_redirect(answer, headers, &req).await,
             Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
             Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
             Route::Static(answer, headers, gzip) => conn.serve_file(answer, headers, gzip, &req).await,
         };
+        if conn.bufs.pages.state.pending.is_some() {
+            // a proxied error (or intercepted answer) with an error page, out of line (boxed: the plain path's
+            // future keeps its shape)
+            keep = Box::pin(conn.serve_pending(snap, at.port, progress, &req)).await;
+        }
         conn.shard.log_request(snap, &mut conn.bufs.log);
         idle = Some(req.timeouts.keepalive);
         if !keep || conn.shard.draining() {
@@ -181,6 +189,31 @@ impl<R: Runtime> ClientConn<R> {
                 true
             }
             Err(_) => false,
+        }
+    }
+
+    /// Routes the request again to the error page of its proxied error (or intercepted answer), as many times as
+    /// pages lead to pages; returns whether the connection stays open.
+    async fn serve_pending(&mut self, snap: &Snapshot, port: usize, progress: ConnProgress, req: &Routed) -> bool {
+        let mut keep = false;
+        while let Some(resume) = self.bufs.pages.state.pending.take() {
+            let mut again = Routed::NONE;
+            keep = match route_pending(snap, port, self.vars, progress, &mut self.bufs, resume, &mut again) {
+                Some(route) => self.answer(snap, route, &again).await,
+                None => self.error_page(resume.status, &NO_HEADERS, req, resume.keep).await,
+            };
+        }
+        keep
+    }
+
+    /// Answers a routed request (an error page's); returns whether the connection stays open.
+    async fn answer(&mut self, snap: &Snapshot, route: Route<'_>, req: &Routed) -> bool {
+        match route {
+            Route::Fixed(answer, headers) => self.serve_fixed(answer, headers, req).await,
+            Route::Redirect(answer, headers) => self.serve_redirect(answer, headers, req).await,
+            Route::Proxy(plan) => self.proxy(snap, plan, req).await,
+            Route::Endpoint(endpoint, target) => self.serve_endpoint(endpoint, &target, req).await,
+            Route::Static(answer, headers, gzip) => self.serve_file(answer, headers, gzip, req).await,
         }
     }
 
@@ -280,21 +313,82 @@ impl<R: Runtime> ClientConn<R> {
 fn route_head<'s>(
     snap: &'s Snapshot,
     port: usize,
-    mut conn: ConnVars,
-    (progress, arrived): (ConnProgress, Option<Instant>),
+    conn: ConnVars,
+    progress: (ConnProgress, Option<Instant>),
     bufs: &mut Buffers,
     req: &mut Routed,
 ) -> Result<Option<Next<'s>>, Rejection> {
+    bufs.pages.begin();
+    route_pass::<true>(snap, port, conn, progress, bufs, Pass::First, req)
+}
+
+/// An error page's internal redirect found by a routing pass: the head is routed again.
+#[derive(Clone, Copy)]
+struct Again<'s> {
+    pass: Pass<'s>,
+    /// The length of the head that pass read.
+    head_len: usize,
+    head_request: bool,
+    /// That pass read the client's head (in the client buffer, consumed here).
+    first: bool,
+}
+
+/// Routes the head again for `again`; the pass calls
+/// this again for each further internal redirect (at most nginx's 10, counted in `PageState`).
+#[cold]
+#[inline(never)]
+fn route_again<'s>(
+    snap: &'s Snapshot,
+    port: usize,
+    conn: ConnVars,
+    progress: (ConnProgress, Option<Instant>),
+    bufs: &mut Buffers,
+    again: Again<'s>,
+    req: &mut Routed,
+) -> Result<Option<Next<'s>>, Rejection> {
+    let first = again.first;
+    let client = first.then(|| bufs.client.readable().get(..again.head_len).unwrap_or_default());
+    match again.pass {
+        Pass::Named(_) => bufs.pages.keep_head(client),
+        _ => bufs.pages.retarget(client, again.head_request),
+    }
+    if first {
+        bufs.client.consume(again.head_len);
+    }
+    route_pass::<false>(snap, port, conn, progress, bufs, again.pass, req)
+}
+
+/// One routing pass: the client's head, or (after an error page's redirect) the one in `Buffers::pages`.
+///
+/// `FIRST`: the client's head (`pass` is [`Pass::First`]), compiled apart so that the plain path checks nothing
+/// of the others. An internal redirect to an error page routes the head again ([`route_again`]).
+fn route_pass<'s, const FIRST: bool>(
+    snap: &'s Snapshot,
+    port: usize,
+    mut conn: ConnVars,
+    (progress, arrived): (ConnProgress, Option<Instant>),
+    bufs: &mut Buffers,
+    pass: Pass<'s>,
+    req: &mut Routed,
+) -> Result<Option<Next<'s>>, Rejection> {
     bufs.headers.reset();
-    let first = FirstBuffers {
-        size: snap.first_header_buffer(port),
-        large: snap.header_buffers(port, None),
+    let first_pass = FIRST;
+    if first_pass {
+        let first = FirstBuffers {
+            size: snap.first_header_buffer(port),
+            large: snap.header_buffers(port, None),
+        };
+        head_buffers::check(bufs.client.readable(), first, |host| {
+            snap.header_buffers(port, Some(host))
+        })?;
+    }
+    let raw = if first_pass {
+        bufs.client.readable()
+    } else {
+        &bufs.pages.head[..]
     };
-    head_buffers::check(bufs.client.readable(), first, |host| {
-        snap.header_buffers(port, Some(host))
-    })?;
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let Some(head) = parse_request(bufs.client.readable(), &mut headers)? else {
+    let Some(head) = parse_request(raw, &mut headers)? else {
         return Ok(None);
     };
     let uri = head.uri(&mut bufs.uri)?;
@@ -307,6 +401,12 @@ fn route_head<'s>(
         .ok_or(Rejection::new(500, "no server"))?;
     let maps = snap.config.http.as_ref().map_or(&[][..], |h| h.maps.as_slice());
     bufs.vars.begin(maps.len());
+    // after the upstream answered (an error page, an `X-Accel-Redirect`), its `$upstream_*` variables
+    let kept = if FIRST {
+        None
+    } else {
+        bufs.pages.upstream.vars(&snap.http_plans)
+    };
     let ext = RequestExt {
         server_name: &server.server_name,
         server_match: ServerMatch {
@@ -325,6 +425,7 @@ fn route_head<'s>(
         },
         body: super::request_body::held(&head, bufs.client.readable(), bufs.client.capacity()),
         tls: bufs.tls.as_ref(),
+        upstream: kept.as_ref().map(|u| u as &dyn VarSource),
     };
     let phase_bufs = PhaseBufs {
         rewrite: &mut bufs.rewrite,
@@ -335,7 +436,34 @@ fn route_head<'s>(
     };
     // nginx's realip handler: post-read with the server's settings, then preaccess with the location's
     let real = crate::snapshot::realip::apply(server.realip.as_ref(), &head, &mut conn, bufs.proxy.as_ref());
-    let phases = rewrite_phase::run(snap, server, &head, uri, conn, phase_bufs);
+    let phases = match pass {
+        _ if FIRST => rewrite_phase::run(snap, server, &head, uri, conn, phase_bufs),
+        Pass::Resume(r) => rewrite_phase::Phases {
+            loc: r.location.and_then(|i| server.locations.get(i)),
+            answer: None,
+            changed: None,
+        },
+        Pass::Named(named) => rewrite_phase::run_from(snap, server, &head, uri, conn, phase_bufs, Some(named)),
+        Pass::First | Pass::Internal => rewrite_phase::run_from(snap, server, &head, uri, conn, phase_bufs, None),
+        Pass::Accel => match bufs.pages.state.go(server) {
+            Go::Uri => {
+                // the URI's head (`GET URI`) is routed from the server's rewrites on
+                let again = Again {
+                    pass: Pass::Internal,
+                    head_len: head.head_len,
+                    head_request: head.method == "HEAD",
+                    first: false,
+                };
+                return route_again(snap, port, conn, (progress, arrived), bufs, again, req);
+            }
+            Go::Named(named) => rewrite_phase::run_from(snap, server, &head, uri, conn, phase_bufs, Some(named)),
+            Go::Url(_) | Go::Failed => rewrite_phase::Phases {
+                loc: None,
+                answer: Some(Answer::Fixed(&server.cycle)),
+                changed: None,
+            },
+        },
+    };
     let (loc, changed) = (phases.loc, phases.changed);
     if let Some(plan) = loc.and_then(|l| l.realip.as_ref()).filter(|_| !real) {
         // a `return` or a redirect answers in the rewrite phase, before nginx's preaccess
@@ -379,17 +507,26 @@ fn route_head<'s>(
         proxy_host: upstream.map_or("", |u| u.name.as_str()),
         ext,
     };
-    if super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity()) {
+    if first_pass && super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity()) {
         // routed again once the body is here (the location reads `$request_body`)
         return Ok(None);
     }
-    begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
+    if first_pass {
+        begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
+    }
     let headers = loc.map_or(&server.headers, |l| &l.headers);
     headers.prepare(&vars, &mut bufs.scratch, &mut bufs.headers);
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
+    let pages = loc.map_or(&server.error_pages, |l| &l.error_pages).as_deref();
+    let mut too_large = false;
     if let BodyFraming::Length(n) = head.body {
         if client_conf.client_max_body_size != 0 && n > client_conf.client_max_body_size {
-            return Err(Rejection::new(413, "body larger than client_max_body_size"));
+            if pages.and_then(|p| bufs.pages.state.wanted(p, 413)).is_none() {
+                return Err(Rejection::new(413, "body larger than client_max_body_size"));
+            }
+            // the location's page for 413; the body is not read and the connection closes after it, as nginx's
+            too_large = true;
+            bufs.pages.state.body_refused();
         }
     }
     let open_for = arrived.map_or_else(
@@ -440,11 +577,129 @@ fn route_head<'s>(
         // every location (or server) that serves files has its answer above
         (None, _, _) => Route::Static(FileAnswer::Error(500), headers_of(server, loc), gzip_of(server, loc)),
     };
+    let at = PageAt {
+        pass,
+        too_large,
+        server,
+        loc,
+    };
+    let route = match pages.and_then(|p| page_route(at, p, &route, &vars, &mut bufs.pages.state)) {
+        None => route,
+        Some(Ok(page)) => page,
+        Some(Err(pass)) => {
+            let again = Again {
+                pass,
+                head_len: req.head_len,
+                head_request: req.head_request,
+                first: FIRST,
+            };
+            return route_again(snap, port, conn, (progress, arrived), bufs, again, req);
+        }
+    };
     if let Route::Fixed(f, _) = &route {
         f.eval_text(&vars, &mut bufs.answer);
     }
-    bufs.client.consume(req.head_len);
+    if bufs.pages.state.active() {
+        bufs.pages.state.url_into(&mut bufs.rewrite);
+        if let Some(keep) = bufs.pages.state.body_gone() {
+            // after a proxied error (or a refused body) the page's route reads no body
+            req.body = BodyFraming::None;
+            req.expect_continue = false;
+            req.keepalive = req.keepalive.and(keep);
+        }
+    }
+    if FIRST {
+        if let Route::Proxy(p) = route {
+            // routed again from this head if the upstream fails, its answer is intercepted or redirects
+            let filled = req.body != BodyFraming::None || upstream.is_some_and(|u| u.queue.is_some());
+            bufs.pages.keep_proxied_head(p, &bufs.client, req.head_len, filled);
+        }
+        bufs.client.consume(req.head_len);
+    }
     Ok(Some(Next::Request(route)))
+}
+
+/// Where an answer's error page is looked for.
+#[derive(Clone, Copy)]
+struct PageAt<'s> {
+    pass: Pass<'s>,
+    /// The body is over `client_max_body_size` (413).
+    too_large: bool,
+    server: &'s ServerPlan,
+    loc: Option<&'s LocationPlan>,
+}
+
+/// The answer `route` when `pages` has a page for it (`ngx_http_special_response_handler`): the page's redirect
+/// answer, or (`Err`) the pass that routes the request to it; `None` to answer as routed.
+fn page_route<'s>(
+    at: PageAt<'s>,
+    pages: &'s ErrorPagesPlan,
+    route: &Route<'_>,
+    vars: &RequestVars<'_, '_, '_>,
+    state: &mut PageState,
+) -> Option<Result<Route<'s>, Pass<'s>>> {
+    let status = match at.pass {
+        Pass::Resume(r) => r.status,
+        _ if at.too_large => 413,
+        _ => special_status(route)?,
+    };
+    let Some(page) = state.wanted(pages, status) else {
+        // the upstream's error, when its page is not taken after all: nginx's own page
+        return match at.pass {
+            Pass::Resume(r) => Some(Ok(Route::Static(
+                FileAnswer::Error(r.status),
+                headers_of(at.server, at.loc),
+                gzip_of(at.server, at.loc),
+            ))),
+            _ => None,
+        };
+    };
+    Some(match state.take(pages, page, at.server, vars) {
+        Go::Uri => Err(Pass::Internal),
+        Go::Named(named) => Err(Pass::Named(named)),
+        Go::Url(answer) => Ok(Route::Redirect(answer, headers_of(at.server, at.loc))),
+        Go::Failed => Ok(Route::Fixed(&at.server.cycle, headers_of(at.server, at.loc))),
+    })
+}
+
+/// The status of an answer nginx sends as a special response (where `error_page` applies), if it is one.
+fn special_status(route: &Route<'_>) -> Option<u16> {
+    match route {
+        Route::Fixed(f, _) if f.special => Some(f.status),
+        Route::Redirect(f, _) => Some(f.status),
+        Route::Static(FileAnswer::Error(status), _, _) => Some(*status),
+        Route::Static(FileAnswer::ToSlash, _, _) => Some(301),
+        _ => None,
+    }
+}
+
+/// Routes the request again to the error page of its proxied error (`resume`), from the head kept for it.
+fn route_pending<'s>(
+    snap: &'s Snapshot,
+    port: usize,
+    conn: ConnVars,
+    progress: ConnProgress,
+    bufs: &mut Buffers,
+    resume: Resume,
+    req: &mut Routed,
+) -> Option<Route<'s>> {
+    bufs.pages.resumed(resume);
+    bufs.pages.upstream.keep_tries(&bufs.log.tries);
+    let pass = match resume.accel {
+        false => Pass::Resume(resume),
+        true => {
+            let target = bufs.pages.state.target();
+            if target.first() != Some(&b'@') && !super::accel_redirect::safe_uri(target) {
+                // nginx's 404 for an unsafe URI
+                return None;
+            }
+            Pass::Accel
+        }
+    };
+    match route_pass::<false>(snap, port, conn, (progress, None), bufs, pass, req) {
+        Ok(Some(Next::Request(route))) => Some(route),
+        _ => None,
+    }
 }
 
 /// The `add_header` plan of the location answering (or the server's, outside any location).

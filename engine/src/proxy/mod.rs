@@ -2,9 +2,11 @@
 //! head, `client` answers it here, `forward` proxies it with `retry` and `exchange`, `body` streams bodies) and TCP
 //! (`stream`, `pump`, `stream_return`). What they run on is built at load in [`crate::snapshot`].
 
+mod accel_redirect;
 pub mod body;
 mod client;
 pub mod conn_snapshot;
+pub mod error_page;
 pub mod exchange;
 mod forward;
 pub mod gzip;

@@ -27,7 +27,8 @@ pub fn begin_request(
     };
     rec.begin(set, requests, head.head_len as u64 + body);
     if set == 0 {
-        if loc.map_or(&server.headers, |l| &l.headers).reads_record() {
+        // a location with error pages keeps the tries for the page's `$upstream_*` (after a proxied error)
+        if loc.map_or(&server.headers, |l| &l.headers).reads_record() || loc.is_some_and(|l| l.error_pages.is_some()) {
             rec.keep_for_head(requests, head.head_len as u64 + body);
         }
         return;

@@ -2,6 +2,7 @@
 //! `find_config`, `post_rewrite`): the server's script, the location search, the location's script, and a new
 //! search after a `rewrite ... last` (or one without a flag), at most 10 times, then a 500.
 
+use super::static_file::{moved_to_slash, FileMethod, FileRequest};
 use crate::config::regex::Captures;
 use crate::http::request::RequestHead;
 use crate::http::vars::{ConnVars, RequestExt, RequestVars};
@@ -47,7 +48,22 @@ pub fn run<'s>(
     head: &RequestHead<'_, '_>,
     uri: &[u8],
     conn: ConnVars,
+    bufs: PhaseBufs<'_>,
+) -> Phases<'s> {
+    run_from(snap, server, head, uri, conn, bufs, None)
+}
+
+/// [`run`], or with `named`, nginx's `ngx_http_named_location`: the phases from that location's rewrites on (no
+/// server rewrites, no search unless a `rewrite` asks for one). Inlined: [`run`] is the plain path's copy.
+#[inline(always)]
+pub fn run_from<'s>(
+    snap: &'s Snapshot,
+    server: &'s ServerPlan,
+    head: &RequestHead<'_, '_>,
+    uri: &[u8],
+    conn: ConnVars,
     mut bufs: PhaseBufs<'_>,
+    mut named: Option<&'s LocationPlan>,
 ) -> Phases<'s> {
     bufs.captures.clear();
     let args = head.args().unwrap_or("").as_bytes();
@@ -59,14 +75,15 @@ pub fn run<'s>(
         changed: false,
     };
     let mut changed = None;
-    if let Some(r) = &server.ret {
+    if let (None, Some(r)) = (named, &server.ret) {
         return Phases {
             loc: None,
             answer: Some(Answer::Fixed(r)),
             changed,
         };
     }
-    match step.script(server.script.as_ref(), "", &mut bufs) {
+    let server_script = server.script.as_ref().filter(|_| named.is_none());
+    match step.script(server_script, "", &mut bufs) {
         Outcome::Next => {}
         Outcome::Answer(a) => return answered(None, Answer::Fixed(a), changed),
         Outcome::Redirect(a) => return answered(None, Answer::Redirect(a), changed),
@@ -74,16 +91,22 @@ pub fn run<'s>(
     }
     for _ in 0..=MAX_URI_CHANGES {
         let subject: &[u8] = if step.changed { bufs.rewrite } else { uri };
-        let loc = match server.pick(subject, bufs.captures) {
+        let picked = match named.take() {
+            Some(plan) => Ok(Some(plan)),
+            None => server.pick(subject, bufs.captures),
+        };
+        let loc = match picked {
             Ok(loc) => loc,
             Err(to) => {
-                bufs.key.clear();
-                bufs.key.extend_from_slice(to);
-                if !args.is_empty() {
-                    bufs.key.push(b'?');
-                    bufs.key.extend_from_slice(args);
-                }
-                std::mem::swap(bufs.rewrite, bufs.key);
+                // made absolute as nginx's header filter makes it (`absolute_redirect on`)
+                let dir = FileRequest {
+                    method: FileMethod::Get,
+                    args,
+                    host: head.host,
+                    local: conn.local,
+                    head: None,
+                };
+                moved_to_slash(to.strip_suffix(b"/").unwrap_or(to), &dir, bufs.rewrite);
                 return answered(None, Answer::Redirect(&server.moved), changed);
             }
         };

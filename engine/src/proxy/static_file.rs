@@ -194,6 +194,7 @@ pub(super) fn resolve<'s>(
 }
 
 /// [`resolve`] for the request `head` on the connection `conn`.
+#[inline(always)]
 pub(super) fn resolve_head<'s>(
     server: &'s ServerPlan,
     loc: Option<&'s LocationPlan>,
@@ -502,7 +503,7 @@ fn as_path(bytes: &[u8]) -> &Path {
 /// header filter make it with their defaults (`absolute_redirect on`, `server_name_in_redirect off`,
 /// `port_in_redirect on`): `http://`, the request's host (lower case, a trailing dot dropped; without one, the
 /// address the client connected to), `:PORT` unless it is 80, the path escaped, `/`, and `?ARGS` if any.
-fn moved_to_slash(uri: &[u8], req: &FileRequest<'_>, out: &mut Vec<u8>) {
+pub(super) fn moved_to_slash(uri: &[u8], req: &FileRequest<'_>, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(b"http://");
     match req.host.filter(|h| !h.is_empty()) {
@@ -774,8 +775,12 @@ impl<R: Runtime> ClientConn<R> {
             now,
         });
         self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
+        let status = self.bufs.pages.state.restatus(out, 0, 200);
+        if self.bufs.pages.state.active() {
+            self.bufs.pages.state.add_kept_to_head(out);
+        }
         let head_len = out.len();
-        self.bufs.log.answered(200, head_len, 0);
+        self.bufs.log.answered(status, head_len, 0);
         let mut pacer = req.rate.map(|r| Pacer::new(r, std::time::Instant::now()));
         if let (Some(g), true, true) = (gzip, encoding.compressed, body) {
             let mut stream = self.shard.gzip.take(g.level);
@@ -790,7 +795,7 @@ impl<R: Runtime> ClientConn<R> {
             )
             .await;
             self.shard.gzip.give(stream);
-            self.bufs.log.answered(200, head_len, *sent.as_ref().unwrap_or(&0));
+            self.bufs.log.answered(status, head_len, *sent.as_ref().unwrap_or(&0));
             return sent.map(|_| keep.keeps());
         }
         if req.head_request || f.size == 0 {
@@ -812,7 +817,7 @@ impl<R: Runtime> ClientConn<R> {
             out.truncate(start + got);
             send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
             sent += got as u64;
-            self.bufs.log.answered(200, head_len, sent);
+            self.bufs.log.answered(status, head_len, sent);
             if got < want {
                 return Ok(false);
             }

@@ -33,6 +33,17 @@ impl IoBuf {
         &self.data[self.start..self.end]
     }
 
+    /// Where the unread bytes start in the buffer (for [`IoBuf::bytes_at`]).
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// The `len` bytes from `at`, read or not: bytes consumed since `at` was [`IoBuf::start`] are still there
+    /// until the next fill moves or overwrites them.
+    pub fn bytes_at(&self, at: usize, len: usize) -> Option<&[u8]> {
+        self.data.get(at..at.checked_add(len)?)
+    }
+
     /// Marks `n` unread bytes as used (`usize::MAX`: all of them).
     pub fn consume(&mut self, n: usize) {
         // Saturating: a wrapped sum would leave stale bytes behind for the buffer's next connection.
@@ -114,5 +125,18 @@ mod tests {
         room[..2].copy_from_slice(b"ij");
         b.commit(2);
         assert_eq!(b.readable(), b"fghij");
+    }
+
+    #[test]
+    fn consumed_bytes_stay_until_the_next_fill() {
+        let mut b = IoBuf::new(16);
+        b.data[..10].copy_from_slice(b"GET /\r\n\r\nX");
+        b.end = 10;
+        let at = b.start();
+        b.consume(9);
+        assert_eq!(b.bytes_at(at, 9), Some(&b"GET /\r\n\r\n"[..]));
+        assert_eq!(b.readable(), b"X");
+        assert_eq!(b.bytes_at(12, 5), None, "past the end");
+        assert_eq!(b.bytes_at(usize::MAX, 2), None);
     }
 }

@@ -45,6 +45,8 @@ pub struct Buffers {
     pub sticky: crate::balance::sticky::StickyBufs,
     /// The connection's TLS handshake, on a TLS address.
     pub tls: Option<crate::tls::TlsFacts>,
+    /// The head an error page routes again, and what the current request's error pages did.
+    pub pages: crate::proxy::error_page::PageBufs,
 }
 
 impl Buffers {
@@ -71,6 +73,7 @@ impl Buffers {
             tlvs: Vec::new(),
             sticky: Default::default(),
             tls: None,
+            pages: Default::default(),
         }
     }
 }

@@ -307,6 +307,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             headers: Default::default(),
             realip: None,
             gzip: Default::default(),
+            error_pages: Default::default(),
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);
@@ -330,6 +331,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 realip: None,
                 gzip: Default::default(),
                 tls: None,
+                error_pages: Default::default(),
                 span: Span::default(),
             }],
         });

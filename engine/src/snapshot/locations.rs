@@ -183,6 +183,7 @@ mod tests {
             headers: Default::default(),
             realip: None,
             gzip: Default::default(),
+            error_pages: Default::default(),
             span: Span::default(),
         }
     }

@@ -17,6 +17,7 @@ use stream_logs::StreamServerPlan;
 
 pub mod absolute_location;
 pub mod captures;
+pub mod error_pages;
 pub mod files;
 pub mod gzip;
 pub mod headers;
@@ -118,6 +119,8 @@ pub struct ServerPlan {
     pub realip: Option<realip::RealIpPlan>,
     /// `gzip`/`gzip_static` of answers outside any location (`None`: off).
     pub gzip: Option<gzip::GzipPlan>,
+    /// `error_page` of answers outside any location.
+    pub error_pages: Option<std::sync::Arc<error_pages::ErrorPagesPlan>>,
 }
 
 impl ServerPlan {
@@ -371,7 +374,7 @@ fn server_plan(
             LocationMatch::Prefix(p) | LocationMatch::PrefixNoRegex(p) => prefixes.push((p.clone(), i)),
             LocationMatch::Regex(_) | LocationMatch::Named(_) => {}
         }
-        locations.push(location_plan(loc, plans, logs, names)?);
+        locations.push(location_plan(loc, i, plans, logs, names)?);
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let tokens = srv.headers.server_tokens;
@@ -389,6 +392,7 @@ fn server_plan(
         locations,
         files: FilesPlan::new(&srv.files),
         cycle: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
+        error_pages: error_pages::ErrorPagesPlan::new(&srv.error_pages, None, tokens, &headers),
         moved: FixedAnswer::error(301, tokens).with_headers(headers.clone()),
         headers,
         gzip: gzip::GzipPlan::of(&srv.gzip),
@@ -400,6 +404,7 @@ fn server_plan(
 
 fn location_plan(
     loc: &Location,
+    index: usize,
     plans: &[UpstreamPlan],
     logs: &mut AccessLogPlan,
     names: user_vars::Names<'_>,
@@ -407,20 +412,20 @@ fn location_plan(
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
     let headers = HeadersPlan::new(&loc.headers);
-    let var_proxy =
-        match (&loc.ret, &loc.proxy_pass) {
-            (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
-                var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers),
-            )),
-            _ => None,
-        };
+    let pages = error_pages::ErrorPagesPlan::new(&loc.error_pages, Some(index), tokens, &headers);
+    let var_proxy = match (&loc.ret, &loc.proxy_pass) {
+        (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
+            var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers).with_error_pages(&pages),
+        )),
+        _ => None,
+    };
     let proxy = match (&loc.ret, &loc.proxy_pass) {
         (Some(_), _) => None,
         (None, _) if admin.is_some() => None,
         (None, Some(ProxyPass { url: Some(_), .. })) => None,
         (None, Some(ProxyPass { upstream, uri, .. })) => {
             let plan = plans.get(*upstream).ok_or(SnapshotError::NoSuchUpstream(*upstream))?;
-            Some(ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref()))
+            Some(ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref()).with_error_pages(pages.clone()))
         }
         (None, None) => None,
     };
@@ -442,5 +447,6 @@ fn location_plan(
         headers,
         realip: loc.realip.as_deref().map(realip::RealIpPlan::new),
         gzip: gzip::GzipPlan::of(&loc.gzip),
+        error_pages: pages,
     })
 }

@@ -1,6 +1,7 @@
 //! What a location does, compiled at load: a fixed answer with its head pre-rendered, or a proxy plan with the
 //! upstream request's static header lines pre-rendered and the per-request ones kept as templates.
 
+use super::error_pages::ErrorPagesPlan;
 use super::headers::HeadersPlan;
 use super::proxied::ResponsePlan;
 use super::return_text::ReturnText;
@@ -12,6 +13,7 @@ use crate::http::pages::{append_decimal, append_error_page, has_error_page, reas
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::{BodyFraming, REQUEST_HOP_BY_HOP};
+use std::sync::Arc;
 
 /// A compiled `location`.
 #[derive(Debug)]
@@ -38,12 +40,17 @@ pub struct LocationPlan {
     pub realip: Option<super::realip::RealIpPlan>,
     /// `gzip`/`gzip_static` (`None`: off, nothing to check per request).
     pub gzip: Option<super::gzip::GzipPlan>,
+    /// `error_page` lines (`None`: the location has none).
+    pub error_pages: Option<Arc<ErrorPagesPlan>>,
 }
 
 /// A fixed answer with its head pre-rendered around the two parts that change (`Date`, `Connection`).
 #[derive(Debug, Clone)]
 pub struct FixedAnswer {
     pub status: u16,
+    /// nginx answers it as a special response (a `return CODE` of 400 or more without text, or a redirect), where
+    /// `error_page` applies.
+    pub special: bool,
     /// Status line, `Server`, and `Date: ` (the date follows).
     head_start: Vec<u8>,
     /// `\r\n` ending the date, then `Content-Type`, `Content-Length`, `Location`.
@@ -116,6 +123,7 @@ impl FixedAnswer {
         }
         FixedAnswer {
             status: r.code,
+            special: redirect || (r.code >= 400 && r.text.is_none()),
             head_start,
             head_mid,
             body,
@@ -268,6 +276,10 @@ pub struct ProxyPlan {
     pub response: ResponsePlan,
     /// The location's `gzip` (`None`: off).
     pub gzip: Option<super::gzip::GzipPlan>,
+    /// The location's `error_page` lines, for the upstream's errors and intercepted answers.
+    pub error_pages: Option<Arc<ErrorPagesPlan>>,
+    /// An upstream's `X-Accel-Redirect` is followed (`proxy_ignore_headers X-Accel-Redirect` turns it off).
+    pub accel_redirect: bool,
 }
 
 impl ProxyPlan {
@@ -327,7 +339,15 @@ impl ProxyPlan {
             skip_client,
             uri_rewrite,
             sets_length,
+            error_pages: None,
+            accel_redirect: loc.error_pages.accel_redirect,
         }
+    }
+
+    /// The plan with the location's error pages.
+    pub fn with_error_pages(mut self, pages: Option<Arc<ErrorPagesPlan>>) -> ProxyPlan {
+        self.error_pages = pages;
+        self
     }
 
     /// Writes the upstream request head for `req` into `out` (cleared first). `uri` is the normalized path the
@@ -481,6 +501,7 @@ mod tests {
             headers: Default::default(),
             realip: None,
             gzip: Default::default(),
+            error_pages: Default::default(),
             span: Span::default(),
         }
     }

@@ -181,6 +181,14 @@ impl VarPass {
         }
     }
 
+    /// The pass with the location's error pages on each candidate's plan.
+    pub fn with_error_pages(mut self, pages: &Option<std::sync::Arc<super::error_pages::ErrorPagesPlan>>) -> VarPass {
+        for c in &mut self.candidates {
+            c.plan.error_pages = pages.clone();
+        }
+        self
+    }
+
     /// Evaluates the URL into `url` and finds its upstream.
     pub fn pick<'s>(&'s self, vars: &dyn VarSource, url: &mut Vec<u8>) -> Picked<'s> {
         self.url.eval_into(vars, url);

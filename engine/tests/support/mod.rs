@@ -84,6 +84,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         headers: Default::default(),
         realip: None,
         gzip: Default::default(),
+        error_pages: Default::default(),
         span: Span::default(),
     }
 }
@@ -105,6 +106,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         headers: Default::default(),
         realip: None,
         gzip: Default::default(),
+        error_pages: Default::default(),
         span: Span::default(),
     }
 }
@@ -143,6 +145,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 realip: None,
                 gzip: Default::default(),
                 tls: None,
+                error_pages: Default::default(),
                 span: Span::default(),
             }],
         }),

@@ -426,6 +426,7 @@ impl ServerDraft {
                 headers: own.headers.conf(),
                 realip: own.realip.conf(),
                 gzip: own.gzip.conf(),
+                error_pages: own.error_pages.conf(),
                 span: l.span,
             });
             merged.push(own);
@@ -442,6 +443,7 @@ impl ServerDraft {
             realip: layers.realip.conf(),
             gzip: layers.gzip.conf(),
             tls: None,
+            error_pages: layers.error_pages.conf(),
             span: self.span,
         }
     }

@@ -1,6 +1,7 @@
 //! The settings http, server and location share (`proxy_*` timeouts, headers and retries; client keepalive, body
 //! size, access log), as unset-or-set layers merged child over parent, then filled with nginx's defaults.
 
+use super::error_pages::ErrorPagesLayer;
 use super::gzip::{self, GzipLayer};
 use super::headers::HeadersLayer;
 use super::logs::{LevelLogs, LogState};
@@ -91,6 +92,8 @@ pub struct Layers {
     pub gzip: GzipLayer,
     /// `ssl_*` (http and server levels).
     pub tls: super::tls::TlsLayer,
+    /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
+    pub error_pages: ErrorPagesLayer,
 }
 
 /// What the layers need from the enclosing http block while reading.
@@ -106,7 +109,10 @@ pub struct Cx<'a> {
 impl Layers {
     /// Reads `d` if it is one of the shared settings; `Ok(false)` when it is not.
     pub fn directive(&mut self, cx: &mut Cx<'_>, d: &Directive) -> Result<bool, ConfigError> {
-        if self.headers.directive(cx.vars, d)? || self.realip.directive(cx.build, d)? {
+        if self.headers.directive(cx.vars, d)?
+            || self.realip.directive(cx.build, d)?
+            || self.error_pages.directive(cx.vars, d)?
+        {
             return Ok(true);
         }
         let (p, c) = (&mut self.proxy, &mut self.client);
@@ -258,6 +264,7 @@ impl Layers {
             realip: self.realip.over(&parent.realip),
             gzip: self.gzip.over(&parent.gzip),
             tls: self.tls.over(&parent.tls),
+            error_pages: self.error_pages.over(&parent.error_pages),
         }
     }
 
