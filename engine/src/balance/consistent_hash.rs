@@ -168,39 +168,51 @@ impl Balancer for ConsistentHash {
     /// try. `pos` and the misses persist over retries; an empty key, a lone server or more than 20 misses go to
     /// round robin.
     fn choose(&self, cx: &mut PickCx<'_>) -> Option<Choice> {
-        if cx.attempt.misses_exhausted()
-            || cx.plan.single
-            || cx.key.is_empty()
-            || cx.attempt.list != ListKind::Primary
-            || self.ring.is_empty()
-        {
-            return round_robin::choose(cx);
-        }
-        let list = &cx.plan.primary;
-        loop {
-            let members = self.members_at(cx.attempt.hash);
-            let found = swrr::pass(
-                list,
-                &mut cx.shard.primary,
-                &cx.attempt.tried,
-                cx.now,
-                members.iter().copied(),
-            );
-            if let Some(index) = found {
-                return Some(Choice {
-                    list: ListKind::Primary,
-                    index,
-                });
-            }
-            cx.attempt.hash = cx.attempt.hash.wrapping_add(1);
-            if cx.attempt.miss() {
-                return round_robin::choose(cx);
-            }
-        }
+        walk_points(cx, self.ring.is_empty(), |pos| self.members_at(pos))
     }
 
     fn name(&self) -> &'static str {
         "hash consistent"
+    }
+}
+
+/// The walk of [`ConsistentHash::choose`] over any table of points (the ring, or Maglev's lookup table):
+/// `members_at(pos)` names the peers of the point's server; an SWRR pass among its untried, usable ones picks one,
+/// else `pos` moves on by one, a miss. `empty` (no points), an empty key, a lone server, the backup list or more
+/// than 20 misses go to round robin.
+pub(super) fn walk_points<'m>(
+    cx: &mut PickCx<'_>,
+    empty: bool,
+    members_at: impl Fn(u64) -> &'m [usize],
+) -> Option<Choice> {
+    if cx.attempt.misses_exhausted()
+        || cx.plan.single
+        || cx.key.is_empty()
+        || cx.attempt.list != ListKind::Primary
+        || empty
+    {
+        return round_robin::choose(cx);
+    }
+    let list = &cx.plan.primary;
+    loop {
+        let members = members_at(cx.attempt.hash);
+        let found = swrr::pass(
+            list,
+            &mut cx.shard.primary,
+            &cx.attempt.tried,
+            cx.now,
+            members.iter().copied(),
+        );
+        if let Some(index) = found {
+            return Some(Choice {
+                list: ListKind::Primary,
+                index,
+            });
+        }
+        cx.attempt.hash = cx.attempt.hash.wrapping_add(1);
+        if cx.attempt.miss() {
+            return round_robin::choose(cx);
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 
 use super::attempt::AttemptState;
 use super::consistent_hash::ServersByText;
-use super::{round_robin, swrr, Balancer, Choice, ListKind, PeerList, PickCx};
+use super::{Balancer, Choice, PeerList, PickCx};
 
 /// The table size: the paper's prime, 65537.
 pub const TABLE_SIZE: usize = 65_537;
@@ -125,35 +125,7 @@ impl Balancer for Maglev {
     /// The slot's server; an SWRR pass among its untried, usable peers; the next slot (a miss) when none is. An
     /// empty key, a lone server, the backup list or more than 20 misses go to round robin.
     fn choose(&self, cx: &mut PickCx<'_>) -> Option<Choice> {
-        if cx.attempt.misses_exhausted()
-            || cx.plan.single
-            || cx.key.is_empty()
-            || cx.attempt.list != ListKind::Primary
-            || self.table.is_empty()
-        {
-            return round_robin::choose(cx);
-        }
-        let list = &cx.plan.primary;
-        loop {
-            let members = self.members_at(cx.attempt.hash);
-            let found = swrr::pass(
-                list,
-                &mut cx.shard.primary,
-                &cx.attempt.tried,
-                cx.now,
-                members.iter().copied(),
-            );
-            if let Some(index) = found {
-                return Some(Choice {
-                    list: ListKind::Primary,
-                    index,
-                });
-            }
-            cx.attempt.hash = cx.attempt.hash.wrapping_add(1);
-            if cx.attempt.miss() {
-                return round_robin::choose(cx);
-            }
-        }
+        super::consistent_hash::walk_points(cx, self.table.is_empty(), |slot| self.members_at(slot))
     }
 
     fn name(&self) -> &'static str {
