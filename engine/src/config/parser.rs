@@ -29,6 +29,23 @@ pub struct Directive {
     pub block: Option<Block>,
 }
 
+#[cfg(test)]
+impl Directive {
+    /// A directive without a block at `t.conf:3`, for the config builders' unit tests (their messages say
+    /// `in t.conf:3`).
+    pub fn at_t_conf(name: &str, args: &[&str]) -> Directive {
+        Directive {
+            name: name.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            span: Span {
+                file: std::path::PathBuf::from("t.conf"),
+                line: 3,
+            },
+            block: None,
+        }
+    }
+}
+
 /// The directives of a block (or of the whole file) and how it ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Block {

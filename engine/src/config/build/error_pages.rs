@@ -145,19 +145,9 @@ fn error_page(vars: &mut Vars, d: &Directive) -> Result<Vec<ErrorPage>, ConfigEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::model::Span;
-    use std::path::PathBuf;
 
     fn d(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            span: Span {
-                file: PathBuf::from("t.conf"),
-                line: 3,
-            },
-            block: None,
-        }
+        Directive::at_t_conf(name, args)
     }
 
     fn read(lines: &[(&str, &[&str])]) -> Result<ErrorPagesLayer, String> {

@@ -299,19 +299,9 @@ fn default_rule_of(url: &str, location: &str) -> Redirect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::model::Span;
-    use std::path::PathBuf;
 
     fn d(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            span: Span {
-                file: PathBuf::from("t.conf"),
-                line: 3,
-            },
-            block: None,
-        }
+        Directive::at_t_conf(name, args)
     }
 
     fn layer(lines: &[(&str, &[&str])]) -> HeadersLayer {

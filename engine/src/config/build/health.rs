@@ -237,18 +237,9 @@ fn check_regex(re: &str, d: &Directive) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     fn dir(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            span: Span {
-                file: PathBuf::from("t.conf"),
-                line: 3,
-            },
-            block: None,
-        }
+        Directive::at_t_conf(name, args)
     }
 
     #[test]

@@ -249,15 +249,7 @@ mod tests {
     use crate::config::parser::Block;
 
     fn directive(name: &str, args: &[&str]) -> Directive {
-        Directive {
-            name: name.to_string(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            span: Span {
-                file: PathBuf::from("t.conf"),
-                line: 3,
-            },
-            block: None,
-        }
+        Directive::at_t_conf(name, args)
     }
 
     fn read(layer: &mut FilesLayer, b: &mut Build, name: &str, args: &[&str]) -> Result<(), String> {
