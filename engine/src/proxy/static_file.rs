@@ -294,11 +294,7 @@ fn open_gz<'s>(
     }
     plan.path_of(uri, path);
     path.extend_from_slice(b".gz");
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(as_path(path));
-    let (file, meta) = match opened.and_then(|f| f.metadata().map(|m| (f, m))) {
+    let (file, meta) = match open_with_meta(path) {
         Ok(fm) => fm,
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(0);
@@ -444,13 +440,7 @@ fn test_dir(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Option<u16> {
 /// `ngx_http_static_handler` for a path not ending in `/`: the open file, a 301 for a directory, or the error.
 fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut Vec<u8>) -> FileAnswer<'s> {
     plan.path_of(uri, path);
-    // O_NONBLOCK as nginx's `ngx_open_file`: opening a FIFO must not wait for a writer (it is then refused as
-    // not a regular file)
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(as_path(path));
-    let (file, meta) = match opened.and_then(|f| f.metadata().map(|m| (f, m))) {
+    let (file, meta) = match open_with_meta(path) {
         Ok(fm) => fm,
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(0);
@@ -493,6 +483,17 @@ fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut V
 
 fn mtime(meta: &Metadata) -> i64 {
     meta.mtime()
+}
+
+/// Opens `path` for reading and reads its metadata, with O_NONBLOCK as nginx's `ngx_open_file`: opening a FIFO
+/// must not wait for a writer (it is then refused as not a regular file).
+fn open_with_meta(path: &[u8]) -> std::io::Result<(File, std::fs::Metadata)> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(as_path(path))?;
+    let meta = file.metadata()?;
+    Ok((file, meta))
 }
 
 fn as_path(bytes: &[u8]) -> &Path {
