@@ -70,7 +70,7 @@ fn redirects_are_completed_as_nginx_header_filter_on_both_runtimes() {
         let r = ask(listen, "GET /ret HTTP/1.0\r\n\r\n");
         assert_eq!(
             r.header("location"),
-            Some(format!("http://127.0.0.1:{port}/to?a=1")),
+            Some(format!("http://{}:{port}/to?a=1", listen.ip())),
             "runtime {rt}"
         );
         // nginx's page of a 302 is titled `302 Found`; its status line says `Moved Temporarily`
