@@ -11,7 +11,7 @@
 //! L2  snapshot               everything the request path needs, built once per load
 //! L3  access_log, health     services beside the request path
 //! L4  control, state         the one path from a config to the running snapshot; process-wide state
-//! L5  admin, runtime         the API and metrics; the seam over tokio and glommio
+//! L5  admin, runtime, resolve the API and metrics; the seam over tokio and glommio; the DNS resolver
 //! L6  shard <-> proxy        the event loop and the protocol flows
 //! L7  server                 the process: signals, pid file, reload, watchdog
 //! side: simulate (over balance), preflight, log
@@ -36,6 +36,7 @@ pub mod control;
 pub mod state;
 
 pub mod admin;
+pub mod resolve;
 pub mod runtime;
 pub mod tls;
 

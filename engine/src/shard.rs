@@ -113,6 +113,8 @@ pub struct Shard<R: Runtime> {
     pub gzip: crate::proxy::gzip::GzipPool,
     /// The tasks waiting in an upstream's `queue` on this shard.
     pub queue: crate::proxy::queue::QueueWakers,
+    /// This shard's `resolver` answers.
+    pub resolver: crate::resolve::Resolver,
 }
 
 impl<R: Runtime> Shard<R> {
@@ -137,6 +139,7 @@ impl<R: Runtime> Shard<R> {
             accepted: Cell::new(0),
             gzip: Default::default(),
             queue: Default::default(),
+            resolver: Default::default(),
         }
     }
 

@@ -20,6 +20,7 @@ pub mod proxy_tlv;
 pub mod queue;
 pub mod realip;
 pub mod regex;
+pub mod resolver;
 pub mod rewrite;
 pub mod state_file;
 pub mod sticky;

@@ -429,6 +429,9 @@ pub struct HttpProxyConf {
     pub set_body: Option<KeyTemplate>,
     /// `proxy_buffering`, default on. corelb relays a response as it arrives either way (docs/directives.md).
     pub buffering: bool,
+    /// `resolver` (with the level's `resolver_timeout`): names in a `proxy_pass` with variables that are no
+    /// upstream are looked up through it.
+    pub resolver: Option<std::sync::Arc<super::resolver::ResolverConf>>,
 }
 
 impl Default for HttpProxyConf {
@@ -446,6 +449,7 @@ impl Default for HttpProxyConf {
             pass_request_body: true,
             set_body: None,
             buffering: true,
+            resolver: None,
         }
     }
 }

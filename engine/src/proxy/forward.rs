@@ -35,9 +35,9 @@ enum TryResult {
 impl<R: Runtime> ClientConn<R> {
     /// Proxies one request; returns whether the client connection stays open.
     pub(super) async fn proxy(&mut self, snap: &Snapshot, plan: &ProxyPlan, req: &Routed) -> bool {
-        let Some(up) = snap.http_plans.get(plan.upstream) else {
+        if !plan.is_resolved() && snap.http_plans.get(plan.upstream).is_none() {
             return false;
-        };
+        }
         let held = if plan.passes_client_body() {
             hold_whole_body(req, &mut self.bufs, &mut self.decoder)
         } else {
@@ -57,6 +57,23 @@ impl<R: Runtime> ClientConn<R> {
             }
         };
         let shard = Rc::clone(&self.shard);
+        let resolved;
+        let (up, own) = match snap.http_plans.get(plan.upstream) {
+            Some(up) => (up, None),
+            None => match self.resolve_host(plan).await {
+                Ok(made) => {
+                    resolved = made;
+                    let rng = rand::SeedableRng::seed_from_u64(rand::random());
+                    (&resolved, Some(crate::balance::ShardState::new(&resolved, rng)))
+                }
+                Err(()) => {
+                    if self.page_for_error(plan, 502, req, replayable) {
+                        return true;
+                    }
+                    return self.error_page(502, &plan.headers, req, replayable).await;
+                }
+            },
+        };
         let mut retry = RetryState {
             shard: &shard,
             snap,
@@ -65,6 +82,7 @@ impl<R: Runtime> ClientConn<R> {
             started: Instant::now(),
             replayable,
             clock: Default::default(),
+            own,
         };
         if let Some(sticky) = up.sticky.as_deref() {
             if let Some(sid) = sticky.bound_sid(&self.bufs.sticky, crate::clock::now_ms()) {
@@ -117,6 +135,28 @@ impl<R: Runtime> ClientConn<R> {
                 }
             }
         }
+    }
+
+    /// The upstream of the URL host a resolved plan's request goes to: its address, or the addresses the
+    /// location's `resolver` finds for its name (`Err`: nginx's 502, logged as nginx logs it).
+    async fn resolve_host(&mut self, plan: &ProxyPlan) -> Result<crate::balance::UpstreamPlan, ()> {
+        let target = crate::snapshot::var_pass::target_of(&mut self.bufs.proxy_url).ok_or(())?;
+        let url = &self.bufs.proxy_url;
+        let proxy_host = std::str::from_utf8(url.get(target.proxy_host.clone()).unwrap_or_default()).unwrap_or("");
+        let addrs = match (target.addr, plan.conf.resolver.as_deref()) {
+            (Some(addr), _) => std::rc::Rc::from([addr]),
+            (None, Some(conf)) => match self.shard.resolver.lookup::<R>(conf, target.host(url)).await {
+                Ok(addrs) => addrs,
+                Err(e) => {
+                    let name = String::from_utf8_lossy(target.host(url));
+                    crate::log_error!("{name} could not be resolved ({e})");
+                    return Err(());
+                }
+            },
+            (None, None) => return Err(()),
+        };
+        let first = if addrs.len() > 1 { rand::random::<usize>() } else { 0 };
+        crate::snapshot::var_pass::resolved_upstream(proxy_host, &addrs, target.port, first).ok_or(())
     }
 
     /// One try on `peer`: send the request, read the head, and either pass the response on or say why not.

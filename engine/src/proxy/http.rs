@@ -493,18 +493,30 @@ fn route_pass<'s, const FIRST: bool>(
     };
     // from here on `$1`..`$9` and named groups read the request's last regex match
     let ext = ext.with_captures(&bufs.captures);
-    let (proxy, given_uri, proxy_failed) = match loc.and_then(|l| l.var_proxy.as_deref()) {
-        None => (loc.and_then(|l| l.proxy.as_ref()), None, None),
-        Some(pass) => var_pass::pick(pass, &head, uri, conn, ext, &mut bufs.proxy_url),
+    let (proxy, given_uri, proxy_failed, resolved_host) = match loc.and_then(|l| l.var_proxy.as_deref()) {
+        None => (loc.and_then(|l| l.proxy.as_ref()), None, None, None),
+        Some(pass) => {
+            let p = var_pass::pick(pass, &head, uri, conn, ext, &mut bufs.proxy_url);
+            (p.plan, p.uri, p.answer, p.proxy_host)
+        }
     };
     let upstream = proxy.and_then(|p| snap.http_plans.get(p.upstream));
+    let proxy_host = match (upstream, resolved_host) {
+        (Some(u), _) => u.name.as_str(),
+        (None, Some(r)) => bufs
+            .proxy_url
+            .get(r)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .unwrap_or(""),
+        (None, None) => "",
+    };
     // an index file's internal redirect is a new location search, as after a `rewrite ... last`
     let changed = if redirected { Some(true) } else { changed };
     let vars = RequestVars {
         req: &head,
         uri,
         conn,
-        proxy_host: upstream.map_or("", |u| u.name.as_str()),
+        proxy_host,
         ext,
     };
     if first_pass && super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity()) {
@@ -550,17 +562,17 @@ fn route_pass<'s, const FIRST: bool>(
         }
         (None, Some(_), _) if proxy_failed.is_some() => Route::Fixed(proxy_failed.unwrap_or(&server.cycle), headers),
         (None, Some(_), Some(p)) => {
-            if let Some(up) = upstream {
-                if let Some(sticky) = up.sticky.as_deref() {
-                    sticky.prepare(&vars, crate::clock::now_secs(), &mut bufs.sticky);
-                }
+            if let Some(sticky) = upstream.and_then(|up| up.sticky.as_deref()) {
+                sticky.prepare(&vars, crate::clock::now_secs(), &mut bufs.sticky);
+            }
+            if upstream.is_some() || p.is_resolved() {
                 let out = UpstreamHeadOut {
                     key: &mut bufs.key,
                     scratch: &mut bufs.scratch,
                     request: &mut bufs.request,
                 };
                 let given = given_uri.and_then(|r| bufs.proxy_url.get(r));
-                write_upstream_head(p, up, &vars, changed, given, out);
+                write_upstream_head(p, upstream, &vars, changed, given, out);
             }
             let host = head
                 .host
@@ -740,13 +752,17 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for
 /// of a `proxy_pass` URL with variables, sent as is.
 fn write_upstream_head(
     plan: &ProxyPlan,
-    up: &UpstreamPlan,
+    up: Option<&UpstreamPlan>,
     vars: &RequestVars<'_, '_, '_>,
     changed: Option<bool>,
     given: Option<&[u8]>,
     out: UpstreamHeadOut<'_>,
 ) {
-    up.key.eval_into(vars, vars.conn.remote.ip(), out.key);
+    match up {
+        Some(up) => up.key.eval_into(vars, vars.conn.remote.ip(), out.key),
+        // a URL host's addresses are tried in turn: no key
+        None => out.key.clear(),
+    }
     let (target, uri) = match (given, changed) {
         (Some(uri), _) => (Target::Given, uri),
         (None, None) => (Target::AsSent, vars.uri),

@@ -40,6 +40,9 @@ pub struct RetryState<'a, R: Runtime> {
     pub replayable: bool,
     /// The current try's times (`least_time` upstreams only).
     pub clock: TryClock,
+    /// The balancer state of an upstream made for this request (a URL host's addresses); `None`: the shard's
+    /// state of the snapshot's upstream.
+    pub own: Option<crate::balance::ShardState>,
 }
 
 impl<'a, R: Runtime> RetryState<'a, R> {
@@ -48,12 +51,15 @@ impl<'a, R: Runtime> RetryState<'a, R> {
         let timed = self.attempt.plan().timed();
         let (now, now_ms) = try_clock::pick_time(timed);
         let attempt = &mut self.attempt;
-        let picked = self
-            .shard
-            .with_http_state(self.snap, self.plan.upstream, |st| {
-                attempt.pick_at(st, key, now, now_ms)
-            })
-            .flatten();
+        let picked = match &mut self.own {
+            Some(st) => attempt.pick_at(st, key, now, now_ms),
+            None => self
+                .shard
+                .with_http_state(self.snap, self.plan.upstream, |st| {
+                    attempt.pick_at(st, key, now, now_ms)
+                })
+                .flatten(),
+        };
         self.clock.start(timed && picked.is_some());
         picked
     }
@@ -70,9 +76,14 @@ impl<'a, R: Runtime> RetryState<'a, R> {
         let attempt = &mut self.attempt;
         let times = self.clock.http();
         let (now, now_ms) = try_clock::pick_time(times != TryTimes::None);
-        self.shard.with_http_state(self.snap, self.plan.upstream, |st| {
-            attempt.report_timed(outcome, st, now, times, now_ms)
-        });
+        match &mut self.own {
+            Some(st) => attempt.report_timed(outcome, st, now, times, now_ms),
+            None => {
+                self.shard.with_http_state(self.snap, self.plan.upstream, |st| {
+                    attempt.report_timed(outcome, st, now, times, now_ms)
+                });
+            }
+        }
         // a connection slot freed: requests in a `queue` look again
         if self.attempt.plan().queue.is_some() {
             self.shard.queue.wake_all();

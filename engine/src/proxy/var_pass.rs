@@ -7,6 +7,18 @@ use crate::snapshot::route::{FixedAnswer, ProxyPlan};
 use crate::snapshot::var_pass::{Picked, VarPass};
 use std::ops::Range;
 
+/// Where the URL sends the request.
+pub struct Pick<'s> {
+    /// The plan it names (`None`: `answer`).
+    pub plan: Option<&'s ProxyPlan>,
+    /// Its URI part, a range of the URL.
+    pub uri: Option<Range<usize>>,
+    /// The answer when it names nowhere.
+    pub answer: Option<&'s FixedAnswer>,
+    /// `$proxy_host` for a host that is no upstream, a range of the URL.
+    pub proxy_host: Option<Range<usize>>,
+}
+
 /// The plan the URL names and its URI part (a range of `url`), or the answer when it names none.
 pub fn pick<'s>(
     pass: &'s VarPass,
@@ -15,7 +27,7 @@ pub fn pick<'s>(
     conn: ConnVars,
     ext: RequestExt<'_>,
     url: &mut Vec<u8>,
-) -> (Option<&'s ProxyPlan>, Option<Range<usize>>, Option<&'s FixedAnswer>) {
+) -> Pick<'s> {
     let vars = RequestVars {
         req: head,
         uri,
@@ -23,11 +35,30 @@ pub fn pick<'s>(
         proxy_host: "",
         ext,
     };
+    let none = Pick {
+        plan: None,
+        uri: None,
+        answer: None,
+        proxy_host: None,
+    };
     match pass.pick(&vars, url) {
-        Picked::Plan { plan, uri } => (Some(plan), uri, None),
+        Picked::Plan { plan, uri } => Pick {
+            plan: Some(plan),
+            uri,
+            ..none
+        },
+        Picked::Resolve { plan, target, uri } => Pick {
+            plan: Some(plan),
+            uri,
+            proxy_host: Some(target.proxy_host),
+            ..none
+        },
         Picked::Fail { answer, why } => {
             crate::log_error!("{}", why.message(url));
-            (None, None, Some(answer))
+            Pick {
+                answer: Some(answer),
+                ..none
+            }
         }
     }
 }

@@ -133,9 +133,23 @@ impl Listener for GlommioListener {
     }
 }
 
+/// glommio's UDP socket.
+pub struct GlommioUdp(glommio::net::UdpSocket);
+
+impl super::Datagram for GlommioUdp {
+    async fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.0.send(buf).await.map_err(io::Error::from)
+    }
+
+    async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.recv(buf).await.map_err(io::Error::from)
+    }
+}
+
 impl Runtime for Glommio {
     type Conn = MaybeTls<GlommioConn>;
     type Listener = GlommioListener;
+    type Udp = GlommioUdp;
     const NAME: &'static str = "glommio";
 
     fn spawn(fut: impl Future<Output = ()> + 'static) {
@@ -152,6 +166,15 @@ impl Runtime for Glommio {
         Ok(GlommioListener(unsafe {
             TcpListener::from_raw_fd(std_listener.into_raw_fd())
         }))
+    }
+
+    fn udp_connect(addr: SocketAddr) -> io::Result<GlommioUdp> {
+        let std = super::udp_socket_to(addr)?;
+        // SAFETY: `into_raw_fd` hands over the socket's only descriptor, which glommio's socket then owns.
+        let s = unsafe {
+            <glommio::net::UdpSocket as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(std))
+        };
+        Ok(GlommioUdp(s))
     }
 
     async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self::Conn> {

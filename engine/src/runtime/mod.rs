@@ -42,11 +42,33 @@ pub trait Listener: 'static {
     fn local_addr(&self) -> io::Result<SocketAddr>;
 }
 
+/// A connected UDP socket of some runtime (the resolver's queries).
+pub trait Datagram: 'static {
+    /// Sends one datagram to the connected address.
+    fn send(&self, buf: &[u8]) -> impl Future<Output = io::Result<usize>>;
+    /// Receives one datagram from the connected address into `buf` (a longer one is cut to `buf`'s length).
+    fn recv(&self, buf: &mut [u8]) -> impl Future<Output = io::Result<usize>>;
+}
+
+/// An unbound UDP socket of `addr`'s family, for [`Runtime::udp_connect`].
+fn udp_socket_to(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let any: SocketAddr = if addr.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let s = std::net::UdpSocket::bind(any)?;
+    s.connect(addr)?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
 /// An async runtime as the shards use it: a marker type whose associated functions act on the executor of the
 /// calling thread.
 pub trait Runtime: Sized + 'static {
     type Conn: Conn;
     type Listener: Listener<Conn = Self::Conn>;
+    type Udp: Datagram;
 
     /// The name used in messages (`tokio`, `glommio`).
     const NAME: &'static str;
@@ -62,6 +84,9 @@ pub trait Runtime: Sized + 'static {
 
     /// Connects to `addr`, failing with `TimedOut` after `timeout`.
     fn connect(addr: SocketAddr, timeout: Duration) -> impl Future<Output = io::Result<Self::Conn>>;
+
+    /// A UDP socket bound to an ephemeral port and connected to `addr`.
+    fn udp_connect(addr: SocketAddr) -> io::Result<Self::Udp>;
 
     /// Starts a thread running one executor of this runtime, pinned to `cpu` when given, and runs `make()`'s future
     /// on it to completion. Errors creating the executor are returned by the thread's join.

@@ -90,9 +90,23 @@ pub fn reuseport_socket(addr: SocketAddr, backlog: i32) -> io::Result<std::net::
     Ok(sock.into())
 }
 
+/// tokio's UDP socket.
+pub struct TokioUdp(tokio::net::UdpSocket);
+
+impl super::Datagram for TokioUdp {
+    async fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.0.send(buf).await
+    }
+
+    async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.recv(buf).await
+    }
+}
+
 impl Runtime for Tokio {
     type Conn = MaybeTls<TokioConn>;
     type Listener = TokioListener;
+    type Udp = TokioUdp;
     const NAME: &'static str = "tokio";
 
     fn spawn(fut: impl Future<Output = ()> + 'static) {
@@ -107,6 +121,10 @@ impl Runtime for Tokio {
         Ok(TokioListener(tokio::net::TcpListener::from_std(reuseport_socket(
             addr, backlog,
         )?)?))
+    }
+
+    fn udp_connect(addr: SocketAddr) -> io::Result<TokioUdp> {
+        tokio::net::UdpSocket::from_std(super::udp_socket_to(addr)?).map(TokioUdp)
     }
 
     async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self::Conn> {

@@ -251,6 +251,9 @@ pub enum Target {
     Given,
 }
 
+/// [`ProxyPlan::upstream`] of a plan whose peers are a URL host's addresses ([`ProxyPlan::for_resolved`]).
+pub const RESOLVED: usize = usize::MAX;
+
 /// How a location proxies: the upstream and the request head it sends there.
 #[derive(Debug)]
 pub struct ProxyPlan {
@@ -342,6 +345,31 @@ impl ProxyPlan {
             error_pages: None,
             accel_redirect: loc.error_pages.accel_redirect,
         }
+    }
+
+    /// The plan of `loc`'s `proxy_pass` with variables for a host that is no upstream: proxied to the host's
+    /// addresses ([`RESOLVED`] stands for the upstream made of them), with `Host: $proxy_host` evaluated per
+    /// request, and no kept upstream connections (nginx keeps them only for `upstream` blocks).
+    pub fn for_resolved(loc: &Location) -> ProxyPlan {
+        let mut plan = ProxyPlan::new(loc, RESOLVED, "", None);
+        let empty_host = b"Host: \r\n";
+        if let Some(at) = plan
+            .static_headers
+            .windows(empty_host.len())
+            .position(|w| w == empty_host)
+        {
+            plan.static_headers.drain(at..at + empty_host.len());
+            if let Ok(t) = KeyTemplate::compile("$proxy_host") {
+                plan.dynamic_headers.insert(0, ("Host".to_string(), t));
+            }
+        }
+        plan.upstream_keepalive = false;
+        plan
+    }
+
+    /// Whether requests of this plan go to the addresses of a URL's host rather than to an upstream.
+    pub fn is_resolved(&self) -> bool {
+        self.upstream == RESOLVED
     }
 
     /// The plan with the location's error pages.

@@ -2,7 +2,9 @@
 //! request, its host (and port) looked up among the http block's upstreams, `upstream` blocks by name (matched
 //! only without a port) and the implicit ones of other `proxy_pass` lines by `host:port`. Every candidate's proxy
 //! plan (its `Host` line, headers) is built at load, so a request only evaluates the URL into a reused buffer and
-//! scans a short table. A name that is no upstream needs a resolver: with none, nginx's 502 and its message.
+//! scans a short table. Any other host is proxied to as nginx does (`ngx_http_upstream_create_round_robin_peer`):
+//! an address at once, a name once the location's `resolver` found its addresses ([`ProxyPlan::for_resolved`]);
+//! a name without a resolver gets nginx's 502 and its message.
 
 use super::headers::HeadersPlan;
 use super::route::{FixedAnswer, ProxyPlan};
@@ -28,6 +30,10 @@ struct Candidate {
 pub struct VarPass {
     url: KeyTemplate,
     candidates: Vec<Candidate>,
+    /// The plan for any other host: an address, or a name the resolver finds.
+    resolved: ProxyPlan,
+    /// The location has a `resolver`.
+    has_resolver: bool,
     /// nginx's answers when the URL leads nowhere: 502 (no resolver for a name), 500 (a bad URL).
     bad_gateway: FixedAnswer,
     internal_error: FixedAnswer,
@@ -41,8 +47,75 @@ pub enum Picked<'s> {
         plan: &'s ProxyPlan,
         uri: Option<Range<usize>>,
     },
+    /// To the addresses of the URL's host (an address, or a name to resolve), with `resolved`'s plan.
+    Resolve {
+        plan: &'s ProxyPlan,
+        target: Target,
+        uri: Option<Range<usize>>,
+    },
     /// Nowhere: this answer, for this reason (the caller logs it).
     Fail { answer: &'s FixedAnswer, why: Miss },
+}
+
+/// A host that is no upstream, as ranges of the evaluated URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The host (lower case; an IPv6 address in its brackets).
+    pub host: Range<usize>,
+    /// `$proxy_host`: the host, with `:PORT` when the URL has a port other than 80.
+    pub proxy_host: Range<usize>,
+    pub port: u16,
+    /// The host is an address: no lookup.
+    pub addr: Option<std::net::IpAddr>,
+}
+
+impl Target {
+    /// The host's bytes in `url`.
+    pub fn host<'u>(&self, url: &'u [u8]) -> &'u [u8] {
+        url.get(self.host.clone()).unwrap_or_default()
+    }
+}
+
+/// The upstream nginx makes of a URL host's addresses (`ngx_http_upstream_create_round_robin_peer`): round
+/// robin over them from the `first`-th on (nginx's resolver starts its list at a random address), weight 1,
+/// `max_fails=1 fail_timeout=10s`, its state only the request's own. `None` without addresses.
+pub fn resolved_upstream(name: &str, addrs: &[std::net::IpAddr], port: u16, first: usize) -> Option<UpstreamPlan> {
+    let n = addrs.len();
+    let rotated = (0..n)
+        .filter_map(|i| addrs.get((first + i) % n.max(1)))
+        .map(|ip| std::net::SocketAddr::new(*ip, port))
+        .collect();
+    let line = crate::config::model::ServerLine::new(name, rotated);
+    let conf = UpstreamConf::new(name, crate::config::model::Method::RoundRobin, vec![line]);
+    UpstreamPlan::build_with(&conf, || std::sync::Arc::new(corelb_shared_state::PeerSlot::new())).ok()
+}
+
+/// The [`Target`] of a URL the pass evaluated before (into `url`, which is read again as it was left).
+pub fn target_of(url: &mut Vec<u8>) -> Option<Target> {
+    let parsed = parse(url).ok()?;
+    Some(target(url, &parsed))
+}
+
+fn target(url: &[u8], parsed: &Parsed) -> Target {
+    let host = url.get(parsed.host.clone()).unwrap_or_default();
+    let port = parsed.port.unwrap_or(80);
+    let proxy_host = match parsed.port {
+        Some(p) if p != 80 => parsed.host.start..parsed.host.end + 1 + p.to_string().len(),
+        _ => parsed.host.clone(),
+    };
+    let addr =
+        std::str::from_utf8(host)
+            .ok()
+            .and_then(|h| match h.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+                Some(v6) => v6.parse::<std::net::Ipv6Addr>().ok().map(std::net::IpAddr::V6),
+                None => crate::config::url::inet_addr(h).map(std::net::IpAddr::V4),
+            });
+    Target {
+        host: parsed.host.clone(),
+        proxy_host,
+        port,
+        addr,
+    }
 }
 
 /// Why an evaluated URL leads to no upstream.
@@ -52,7 +125,7 @@ pub enum Miss {
     Prefix,
     /// A port that is not a number (or 0): nginx's 500.
     Port,
-    /// A host that is no upstream (its range in the URL): nginx needs a resolver, corelb has none (502).
+    /// A host name that is no upstream (its range in the URL), in a location without a `resolver` (502).
     NoResolver(Range<usize>),
     /// `https://`: corelb has no TLS to upstreams (502).
     Https,
@@ -176,6 +249,8 @@ impl VarPass {
         VarPass {
             url,
             candidates,
+            resolved: ProxyPlan::for_resolved(loc),
+            has_resolver: loc.proxy.resolver.is_some(),
             bad_gateway: FixedAnswer::error(502, tokens).with_headers(headers.clone()),
             internal_error: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
         }
@@ -186,6 +261,7 @@ impl VarPass {
         for c in &mut self.candidates {
             c.plan.error_pages = pages.clone();
         }
+        self.resolved.error_pages = pages.clone();
         self
     }
 
@@ -193,7 +269,12 @@ impl VarPass {
     pub fn pick<'s>(&'s self, vars: &dyn VarSource, url: &mut Vec<u8>) -> Picked<'s> {
         self.url.eval_into(vars, url);
         match self.find(url) {
-            Ok((plan, uri)) => Picked::Plan { plan, uri },
+            Ok(Found::Upstream(plan, uri)) => Picked::Plan { plan, uri },
+            Ok(Found::Host(target, uri)) => Picked::Resolve {
+                plan: &self.resolved,
+                target,
+                uri,
+            },
             Err(why) => {
                 let answer = match why {
                     Miss::Prefix | Miss::Port => &self.internal_error,
@@ -204,7 +285,7 @@ impl VarPass {
         }
     }
 
-    fn find(&self, url: &mut Vec<u8>) -> Result<(&ProxyPlan, Option<Range<usize>>), Miss> {
+    fn find(&self, url: &mut Vec<u8>) -> Result<Found<'_>, Miss> {
         let parsed = parse(url)?;
         let host = url.get(parsed.host.clone()).unwrap_or_default();
         let found = self.candidates.iter().find(|c| {
@@ -215,10 +296,22 @@ impl VarPass {
                 }
         });
         match found {
-            Some(c) => Ok((&c.plan, parsed.uri)),
-            None => Err(Miss::NoResolver(parsed.host)),
+            Some(c) => Ok(Found::Upstream(&c.plan, parsed.uri)),
+            None => {
+                let t = target(url, &parsed);
+                if t.addr.is_none() && !self.has_resolver {
+                    return Err(Miss::NoResolver(parsed.host));
+                }
+                Ok(Found::Host(t, parsed.uri))
+            }
         }
     }
+}
+
+/// What [`VarPass::find`] found for a URL.
+enum Found<'s> {
+    Upstream(&'s ProxyPlan, Option<Range<usize>>),
+    Host(Target, Option<Range<usize>>),
 }
 
 #[cfg(test)]
@@ -230,6 +323,53 @@ mod tests {
         let p = parse(&mut b)?;
         let s = |r: Range<usize>| String::from_utf8(b.get(r).unwrap().to_vec()).unwrap();
         Ok((s(p.host.clone()), p.port, p.uri.clone().map(s)))
+    }
+
+    #[test]
+    fn targets_of_hosts_that_are_no_upstream() {
+        let t = |url: &str| {
+            let mut b = url.as_bytes().to_vec();
+            let t = target_of(&mut b).unwrap();
+            let s = |r: Range<usize>| String::from_utf8(b.get(r).unwrap().to_vec()).unwrap();
+            (s(t.host.clone()), s(t.proxy_host.clone()), t.port, t.addr)
+        };
+        assert_eq!(
+            t("http://LocalHost:8081/x"),
+            ("localhost".into(), "localhost:8081".into(), 8081, None)
+        );
+        assert_eq!(t("http://h:80/x"), ("h".into(), "h".into(), 80, None));
+        assert_eq!(t("http://h"), ("h".into(), "h".into(), 80, None));
+        assert_eq!(
+            t("http://127.0.0.1:81"),
+            (
+                "127.0.0.1".into(),
+                "127.0.0.1:81".into(),
+                81,
+                Some("127.0.0.1".parse().unwrap())
+            )
+        );
+        assert_eq!(
+            t("http://[::1]:82/"),
+            ("[::1]".into(), "[::1]:82".into(), 82, Some("::1".parse().unwrap()))
+        );
+    }
+
+    #[test]
+    fn resolved_upstream_is_round_robin_from_a_rotated_start() {
+        let addrs: Vec<std::net::IpAddr> = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        let up = resolved_upstream("h:81", &addrs, 81, 4).unwrap();
+        let got: Vec<String> = up.primary.peers.iter().map(|p| p.addr.to_string()).collect();
+        assert_eq!(got, ["10.0.0.2:81", "10.0.0.3:81", "10.0.0.1:81"]);
+        assert!(up
+            .primary
+            .peers
+            .iter()
+            .all(|p| p.weight == 1 && p.max_fails == 1 && p.fail_timeout == 10));
+        assert_eq!(up.name, "h:81");
+        assert!(resolved_upstream("h", &[], 80, 0).is_none());
     }
 
     #[test]

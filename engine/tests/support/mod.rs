@@ -3,6 +3,7 @@
 
 pub mod api_client;
 pub mod backend;
+pub mod dns;
 pub mod goldens;
 pub mod killable;
 pub mod recorder;

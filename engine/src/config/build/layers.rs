@@ -51,6 +51,8 @@ pub struct ProxyLayer {
     pass_request_body: Option<bool>,
     set_body: Option<KeyTemplate>,
     buffering: Option<bool>,
+    resolver: Option<crate::config::resolver::ResolverConf>,
+    resolver_timeout: Option<Duration>,
 }
 
 /// The client settings one level sets.
@@ -137,6 +139,11 @@ impl Layers {
                     .get_or_insert_with(Vec::new)
                     .push((arg(d, 0).to_string(), value));
             }
+            "resolver" => {
+                unset(&p.resolver, d)?;
+                p.resolver = Some(crate::config::resolver::parse(d)?);
+            }
+            "resolver_timeout" => msec_slot(&mut p.resolver_timeout, d)?,
             "proxy_connect_timeout" => msec_slot(&mut p.connect_timeout, d)?,
             "proxy_read_timeout" => msec_slot(&mut p.read_timeout, d)?,
             "proxy_send_timeout" => msec_slot(&mut p.send_timeout, d)?,
@@ -239,6 +246,8 @@ impl Layers {
                 pass_request_body: p.pass_request_body.or(pp.pass_request_body),
                 set_body: p.set_body.clone().or_else(|| pp.set_body.clone()),
                 buffering: p.buffering.or(pp.buffering),
+                resolver: p.resolver.clone().or_else(|| pp.resolver.clone()),
+                resolver_timeout: p.resolver_timeout.or(pp.resolver_timeout),
             },
             client: ClientLayer {
                 keepalive_timeout: c.keepalive_timeout.or(pc.keepalive_timeout),
@@ -291,6 +300,10 @@ impl Layers {
             pass_request_body: p.pass_request_body.unwrap_or(d.pass_request_body),
             set_body: p.set_body.clone().or(d.set_body),
             buffering: p.buffering.unwrap_or(d.buffering),
+            resolver: p.resolver.clone().map(|mut r| {
+                r.timeout = p.resolver_timeout.unwrap_or(r.timeout);
+                std::sync::Arc::new(r)
+            }),
         }
     }
 

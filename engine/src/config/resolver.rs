@@ -1,0 +1,112 @@
+//! `resolver ADDRESS... [valid=TIME] [ipv4=on|off] [ipv6=on|off]` and `resolver_timeout`, read as nginx's
+//! `ngx_resolver_create` reads them: name servers on port 53 unless one is written, names among them resolved at
+//! load through the system resolver.
+
+use super::error::ConfigError;
+use super::parser::Directive;
+use super::url::{parse_url, UrlOpts};
+use super::value::parse_time;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// nginx's `resolver_timeout` default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One level's `resolver`, with the `resolver_timeout` that applies there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResolverConf {
+    /// The name servers, queried in turn.
+    pub servers: Vec<SocketAddr>,
+    /// `valid=`: how long an answer is kept, instead of its records' TTL.
+    pub valid: Option<Duration>,
+    /// `ipv4=` (default on): `A` records are asked for.
+    pub ipv4: bool,
+    /// `ipv6=` (default on): `AAAA` records are asked for.
+    pub ipv6: bool,
+    /// `resolver_timeout` (default 30s): how long one name's lookup may take.
+    pub timeout: Duration,
+}
+
+/// Reads a `resolver` line (its timeout is set later, from the level's `resolver_timeout`).
+pub fn parse(d: &Directive) -> Result<ResolverConf, ConfigError> {
+    let mut conf = ResolverConf {
+        servers: Vec::new(),
+        valid: None,
+        ipv4: true,
+        ipv6: true,
+        timeout: DEFAULT_TIMEOUT,
+    };
+    let invalid = |a: &str| ConfigError::invalid(format!("invalid parameter: {a}"), &d.span);
+    let flag = |a: &str, v: &str| match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(invalid(a)),
+    };
+    for a in &d.args {
+        if let Some(v) = a.strip_prefix("valid=") {
+            let secs = parse_time(v, true).ok_or_else(|| invalid(a))?;
+            conf.valid = Some(Duration::from_secs(secs));
+        } else if let Some(v) = a.strip_prefix("ipv4=") {
+            conf.ipv4 = flag(a, v)?;
+        } else if let Some(v) = a.strip_prefix("ipv6=") {
+            conf.ipv6 = flag(a, v)?;
+        } else {
+            let opts = UrlOpts {
+                default_port: 53,
+                ..UrlOpts::default()
+            };
+            let url =
+                parse_url(a, opts).map_err(|e| ConfigError::invalid(format!("{e} in resolver \"{a}\""), &d.span))?;
+            conf.servers.extend(url.addrs);
+        }
+    }
+    if !conf.ipv4 && !conf.ipv6 {
+        return Err(ConfigError::invalid(
+            "\"ipv4\" and \"ipv6\" cannot both be \"off\"",
+            &d.span,
+        ));
+    }
+    if conf.servers.is_empty() {
+        return Err(ConfigError::invalid("no name servers defined", &d.span));
+    }
+    Ok(conf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(args: &str) -> Result<ResolverConf, String> {
+        let args: Vec<&str> = args.split(' ').collect();
+        let d = Directive::at_t_conf("resolver", &args);
+        parse(&d).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn servers_and_parameters() {
+        let c = read("127.0.0.1 127.0.0.2:5353 [::1]:54 valid=30s ipv6=off").unwrap();
+        let servers: Vec<String> = c.servers.iter().map(|s| s.to_string()).collect();
+        assert_eq!(servers, ["127.0.0.1:53", "127.0.0.2:5353", "[::1]:54"]);
+        assert_eq!(c.valid, Some(Duration::from_secs(30)));
+        assert!(c.ipv4 && !c.ipv6);
+        assert_eq!(c.timeout, DEFAULT_TIMEOUT);
+    }
+
+    #[test]
+    fn nginx_messages() {
+        let msg = |a: &str| read(a).unwrap_err();
+        assert!(
+            msg("127.0.0.1 valid=x").contains("invalid parameter: valid=x"),
+            "{}",
+            msg("127.0.0.1 valid=x")
+        );
+        assert!(msg("127.0.0.1 ipv6=no").contains("invalid parameter: ipv6=no"));
+        assert!(msg("127.0.0.1 ipv4=off ipv6=off").contains("\"ipv4\" and \"ipv6\" cannot both be \"off\""));
+        assert!(msg("valid=10s").contains("no name servers defined"));
+        assert!(
+            msg("127.0.0.1:x").contains("invalid port in resolver \"127.0.0.1:x\""),
+            "{}",
+            msg("127.0.0.1:x")
+        );
+    }
+}
