@@ -60,11 +60,11 @@ impl<R: Runtime> ClientConn<R> {
         let resolved;
         let (up, own) = match snap.http_plans.get(plan.upstream) {
             Some(up) => (up, None),
-            None => match self.resolve_host(plan).await {
+            None => match Box::pin(self.resolve_host(plan)).await {
                 Ok(made) => {
                     resolved = made;
                     let rng = rand::SeedableRng::seed_from_u64(rand::random());
-                    (&resolved, Some(crate::balance::ShardState::new(&resolved, rng)))
+                    (&*resolved, Some(Box::new(crate::balance::ShardState::new(&resolved, rng))))
                 }
                 Err(()) => {
                     if self.page_for_error(plan, 502, req, replayable) {
@@ -139,7 +139,8 @@ impl<R: Runtime> ClientConn<R> {
 
     /// The upstream of the URL host a resolved plan's request goes to: its address, or the addresses the
     /// location's `resolver` finds for its name (`Err`: nginx's 502, logged as nginx logs it).
-    async fn resolve_host(&mut self, plan: &ProxyPlan) -> Result<crate::balance::UpstreamPlan, ()> {
+    /// Boxed: a plain request's future does not carry it.
+    async fn resolve_host(&mut self, plan: &ProxyPlan) -> Result<Box<crate::balance::UpstreamPlan>, ()> {
         let target = crate::snapshot::var_pass::target_of(&mut self.bufs.proxy_url).ok_or(())?;
         let url = &self.bufs.proxy_url;
         let proxy_host = std::str::from_utf8(url.get(target.proxy_host.clone()).unwrap_or_default()).unwrap_or("");
@@ -156,7 +157,9 @@ impl<R: Runtime> ClientConn<R> {
             (None, None) => return Err(()),
         };
         let first = if addrs.len() > 1 { rand::random::<usize>() } else { 0 };
-        crate::snapshot::var_pass::resolved_upstream(proxy_host, &addrs, target.port, first).ok_or(())
+        crate::snapshot::var_pass::resolved_upstream(proxy_host, &addrs, target.port, first)
+            .map(Box::new)
+            .ok_or(())
     }
 
     /// One try on `peer`: send the request, read the head, and either pass the response on or say why not.

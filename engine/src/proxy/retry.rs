@@ -42,7 +42,7 @@ pub struct RetryState<'a, R: Runtime> {
     pub clock: TryClock,
     /// The balancer state of an upstream made for this request (a URL host's addresses); `None`: the shard's
     /// state of the snapshot's upstream.
-    pub own: Option<crate::balance::ShardState>,
+    pub own: Option<Box<crate::balance::ShardState>>,
 }
 
 impl<'a, R: Runtime> RetryState<'a, R> {
