@@ -6,6 +6,7 @@ pub mod gzip;
 pub mod head_buffers;
 pub mod host;
 pub mod keepalive;
+pub mod names;
 pub mod pages;
 pub mod proxy_protocol;
 pub mod realip;

@@ -3,6 +3,7 @@
 //! reduced to the facts the proxy needs. Line and head sizes are nginx's buffers'
 //! business ([`super::head_buffers`]); the path nginx matches locations against is [`RequestHead::uri`].
 
+use super::names::eq_plain;
 use super::uri::{needs_normalizing, normalize};
 use super::{has_token, parse_content_length, BodyFraming, Rejection};
 use httparse::{Header, ParserConfig, Status};
@@ -190,17 +191,17 @@ fn header_facts<'b>(headers: &[Header<'b>], version_11: bool) -> Result<HeaderFa
     let mut f = HeaderFacts::default();
     for h in headers {
         let name = h.name;
-        if name.eq_ignore_ascii_case("host") {
+        if eq_plain(name, "host") {
             if f.host.is_some() {
                 return Err(Rejection::bad("duplicate Host header"));
             }
             f.host = Some(h.value);
-        } else if name.eq_ignore_ascii_case("content-length") {
+        } else if eq_plain(name, "content-length") {
             if f.length.is_some() {
                 return Err(Rejection::bad("duplicate Content-Length header"));
             }
             f.length = Some(parse_content_length(h.value).ok_or(Rejection::bad("invalid Content-Length"))?);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+        } else if eq_plain(name, "transfer-encoding") {
             if f.chunked {
                 return Err(Rejection::bad("duplicate Transfer-Encoding header"));
             }
@@ -208,11 +209,11 @@ fn header_facts<'b>(headers: &[Header<'b>], version_11: bool) -> Result<HeaderFa
                 return Err(Rejection::new(501, "unsupported Transfer-Encoding"));
             }
             f.chunked = true;
-        } else if name.eq_ignore_ascii_case("expect") {
+        } else if eq_plain(name, "expect") {
             f.expect_continue = version_11 && h.value.eq_ignore_ascii_case(b"100-continue");
-        } else if name.eq_ignore_ascii_case("upgrade") {
+        } else if eq_plain(name, "upgrade") {
             f.upgrade = true;
-        } else if name.eq_ignore_ascii_case("connection") {
+        } else if eq_plain(name, "connection") {
             f.connection = Some(h.value);
             if has_token(h.value, b"close") {
                 f.close = Some(true);

@@ -2,6 +2,7 @@
 //! hop-by-hop and hidden headers dropped, `Server`, `Date` and `Connection` set by the proxy).
 
 use super::keepalive::Connection;
+use super::names::eq_plain;
 use super::pages::{append_decimal, reason, SERVER_FULL};
 use super::{has_token, hidden_response_header, parse_content_length, BodyFraming};
 use httparse::{Header, Status};
@@ -55,24 +56,24 @@ pub fn parse_response<'h, 'b>(
     let mut reusable = version == 1;
     let mut accel_redirect = false;
     for h in headers {
-        if h.name.eq_ignore_ascii_case("content-length") {
+        if eq_plain(h.name, "content-length") {
             let n = parse_content_length(h.value).ok_or(InvalidHeader("bad Content-Length"))?;
             if length.is_some_and(|l| l != n) {
                 return Err(InvalidHeader("conflicting Content-Length"));
             }
             length = Some(n);
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+        } else if eq_plain(h.name, "transfer-encoding") {
             if !has_token(h.value, b"chunked") {
                 return Err(InvalidHeader("unsupported Transfer-Encoding"));
             }
             chunked = true;
-        } else if h.name.eq_ignore_ascii_case("connection") {
+        } else if eq_plain(h.name, "connection") {
             if has_token(h.value, b"close") {
                 reusable = false;
             } else if has_token(h.value, b"keep-alive") {
                 reusable = true;
             }
-        } else if h.name.eq_ignore_ascii_case("x-accel-redirect") {
+        } else if eq_plain(h.name, "x-accel-redirect") {
             accel_redirect = true;
         }
     }
@@ -188,7 +189,7 @@ pub fn write_client_head_with(
     };
     out.extend_from_slice(text.as_bytes());
     out.extend_from_slice(b"\r\n");
-    let upstream_has = |n: &str| resp.headers.iter().any(|h| h.name.eq_ignore_ascii_case(n));
+    let upstream_has = |n: &str| resp.headers.iter().any(|h| eq_plain(h.name, n));
     // nginx writes its own `Server` and `Date` unless the upstream's are passed on
     if !(edits.passes("server") && upstream_has("server")) {
         out.extend_from_slice(b"Server: ");
@@ -209,7 +210,7 @@ pub fn write_client_head_with(
             out.extend_from_slice(b"\r\n");
             continue;
         }
-        if h.name.eq_ignore_ascii_case("last-modified") {
+        if eq_plain(h.name, "last-modified") {
             last_modified = Some(h.value);
         }
         if edits.upstream_line(resp.status, h.name, h.value, out) {

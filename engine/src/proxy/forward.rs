@@ -64,7 +64,10 @@ impl<R: Runtime> ClientConn<R> {
                 Ok(made) => {
                     resolved = made;
                     let rng = rand::SeedableRng::seed_from_u64(rand::random());
-                    (&*resolved, Some(Box::new(crate::balance::ShardState::new(&resolved, rng))))
+                    (
+                        &*resolved,
+                        Some(Box::new(crate::balance::ShardState::new(&resolved, rng))),
+                    )
                 }
                 Err(()) => {
                     if self.page_for_error(plan, 502, req, replayable) {

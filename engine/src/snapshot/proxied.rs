@@ -249,19 +249,20 @@ impl NameFilter {
 /// Header names (lower case) kept by length, so that a look-up compares only names as long as the one sought.
 #[derive(Debug, Clone, Default)]
 pub struct NameSet {
-    by_len: Vec<Vec<Box<str>>>,
+    /// Each name with whether it is plain ([`crate::http::names::is_plain`]).
+    by_len: Vec<Vec<(Box<str>, bool)>>,
 }
 
 impl NameSet {
     fn new(names: &[String]) -> NameSet {
-        let mut by_len: Vec<Vec<Box<str>>> = Vec::new();
+        let mut by_len: Vec<Vec<(Box<str>, bool)>> = Vec::new();
         for n in names {
             if by_len.len() <= n.len() {
                 by_len.resize(n.len() + 1, Vec::new());
             }
             if let Some(slot) = by_len.get_mut(n.len()) {
-                if !slot.iter().any(|m| **m == **n) {
-                    slot.push(n.as_str().into());
+                if !slot.iter().any(|(m, _)| **m == **n) {
+                    slot.push((n.as_str().into(), crate::http::names::is_plain(n)));
                 }
             }
         }
@@ -270,9 +271,10 @@ impl NameSet {
 
     /// Whether `name` is in the set, without regard to case.
     pub fn contains(&self, name: &str) -> bool {
-        self.by_len
-            .get(name.len())
-            .is_some_and(|same| same.iter().any(|n| name.eq_ignore_ascii_case(n)))
+        self.by_len.get(name.len()).is_some_and(|same| {
+            same.iter()
+                .any(|(n, plain)| crate::http::names::eq_any(name, n, *plain))
+        })
     }
 }
 

@@ -266,6 +266,8 @@ pub struct ProxyPlan {
     dynamic_headers: Vec<(String, KeyTemplate)>,
     /// Client header names not copied (lower case): hop-by-hop ones and those `proxy_set_header` replaces.
     skip_client: Vec<String>,
+    /// Every `skip_client` name is plain ([`crate::http::names::is_plain`]): compared a word at a time.
+    skip_plain: bool,
     /// `proxy_pass http://u/uri`: the matched location part of the target is replaced by `uri`.
     uri_rewrite: Option<(usize, String)>,
     /// Whether upstream connections can be kept (HTTP/1.1 and no `Connection: close` sent).
@@ -339,6 +341,7 @@ impl ProxyPlan {
             conf,
             static_headers,
             dynamic_headers,
+            skip_plain: skip_client.iter().all(|n| crate::http::names::is_plain(n)),
             skip_client,
             uri_rewrite,
             sets_length,
@@ -467,7 +470,12 @@ impl ProxyPlan {
         }
         if self.conf.pass_request_headers {
             for h in req.headers {
-                if self.skip_client.iter().any(|s| h.name.eq_ignore_ascii_case(s)) || req.named_in_connection(h.name) {
+                if self
+                    .skip_client
+                    .iter()
+                    .any(|s| crate::http::names::eq_any(h.name, s, self.skip_plain))
+                    || req.named_in_connection(h.name)
+                {
                     continue;
                 }
                 push_line(out, h.name, h.value);
