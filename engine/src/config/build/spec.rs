@@ -265,6 +265,9 @@ pub const SPECS: &[Spec] = &[
     both("real_ip_header", HTTP_MSL, TAKE1),
     both("real_ip_recursive", HTTP_MSL, TAKE1),
     both("proxy_protocol", STREAM_MS, TAKE1),
+    // access (http and stream: config/build/access.rs)
+    both("allow", HTTP_MSL.or(STREAM_MS), TAKE1),
+    both("deny", HTTP_MSL.or(STREAM_MS), TAKE1),
     both("proxy_protocol_timeout", STREAM_MS, TAKE1),
     both("least_conn", UPS, NOARGS),
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
@@ -331,8 +334,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "chunked_transfer_encoding",
     "log_subrequest",
     "satisfy",
-    "allow",
-    "deny",
     "charset",
     "add_trailer",
     "auth_basic",
