@@ -8,6 +8,7 @@ mod build;
 pub mod error;
 pub mod error_pages;
 pub mod files;
+pub mod geo;
 pub mod gzip;
 pub mod headers;
 pub mod key;

@@ -8,6 +8,7 @@
 mod access;
 mod error_pages;
 mod fair;
+mod geo;
 mod gzip;
 mod hash_method;
 mod headers;

@@ -158,6 +158,13 @@ pub const SPECS: &[Spec] = &[
         true,
     ),
     spec("map", Ctx::HTTP.or(Ctx::STREAM), Ctx::HTTP.or(Ctx::STREAM), TAKE2, true),
+    spec(
+        "geo",
+        Ctx::HTTP.or(Ctx::STREAM),
+        Ctx::HTTP.or(Ctx::STREAM),
+        TAKE12,
+        true,
+    ),
     both("map_hash_max_size", Ctx::HTTP.or(Ctx::STREAM), TAKE1),
     both("map_hash_bucket_size", Ctx::HTTP.or(Ctx::STREAM), TAKE1),
     // nginx Plus's ngx_http_api_module; `metrics` is corelb's own (Prometheus).
@@ -344,7 +351,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "http2_max_concurrent_streams",
     // rewrite, map, geo, limits, realip
     "rewrite_log",
-    "geo",
     "split_clients",
     "limit_req",
     "limit_req_zone",

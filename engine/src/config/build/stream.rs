@@ -81,6 +81,11 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         "server" => st.server(b, sd),
         "log_format" => st.logs.log_format(sd, &mut st.vars),
         "access_log" => st.logs.access_log(&mut st.block_logs, sd, &mut st.vars),
+        "geo" => {
+            let m = super::geo::build(b, sd, Module::Stream, &mut st.vars)?;
+            st.maps.maps.push(m);
+            Ok(())
+        }
         _ if st.maps.directive(sd, Module::Stream, &mut st.vars)? => Ok(()),
         _ => st.layer.directive(b, sd),
     })?;
