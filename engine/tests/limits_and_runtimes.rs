@@ -125,6 +125,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                 next_upstream_tries: 0,
                 half_close: true,
                 realip: None,
+                access: None,
                 proxy_protocol: false,
                 proxy_protocol_timeout: std::time::Duration::from_secs(30),
                 span: Span::default(),

@@ -25,6 +25,7 @@ const SPARE_RECORDS: usize = 64;
 pub const OK: u16 = 200;
 pub const BAD_GATEWAY: u16 = 502;
 pub const BAD_REQUEST: u16 = 400;
+pub const FORBIDDEN: u16 = 403;
 
 /// One upstream try of a session.
 #[derive(Debug, Clone, Copy)]

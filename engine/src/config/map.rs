@@ -133,6 +133,8 @@ pub struct Map {
     default: Option<usize>,
     /// The values, each a template (most are plain text).
     pub values: Vec<KeyTemplate>,
+    /// A `geo` block: the source's value is an address looked up in this table instead of the keys.
+    pub geo: Option<Box<super::geo::GeoTable>>,
 }
 
 /// Why a key could not be added (nginx's messages).
@@ -161,6 +163,7 @@ impl Map {
             regexes: Vec::new(),
             default: None,
             values: Vec::new(),
+            geo: None,
         }
     }
 
@@ -243,6 +246,9 @@ impl Map {
     /// The key `value` (the source's value, a trailing dot already dropped for `hostnames`) matches: exact keys
     /// and wildcards compare without case (`lower` is a reused buffer), regexes run on the value as it is.
     pub fn find(&self, value: &[u8], lower: &mut Vec<u8>) -> Option<Found> {
+        if let Some(geo) = self.geo.as_deref() {
+            return Some(Found::Value(geo.find(value)));
+        }
         lower.clear();
         lower.extend(value.iter().map(u8::to_ascii_lowercase));
         if let Some(&v) = self.exact.get(lower.as_slice()) {

@@ -3,10 +3,12 @@
 //! [`load`] reads a file (and its includes) into a [`model::Config`]; [`parse_str`] does the same for text in
 //! memory. Errors are [`ConfigError`]s worded as nginx words them; `docs/directives.md` lists what corelb reads.
 
+pub mod access;
 mod build;
 pub mod error;
 pub mod error_pages;
 pub mod files;
+pub mod geo;
 pub mod gzip;
 pub mod headers;
 pub mod key;

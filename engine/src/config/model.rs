@@ -614,6 +614,8 @@ pub struct Location {
     pub headers: HeadersConf,
     /// `set_real_ip_from` and the rest, where some level trusts an address.
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
+    /// `allow`/`deny`, where some level has rules (nginx's access phase).
+    pub access: Option<std::sync::Arc<super::access::AccessRules>>,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
     /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
@@ -661,6 +663,8 @@ pub struct HttpServer {
     pub headers: HeadersConf,
     /// `set_real_ip_from` and the rest of the server block (nginx's post-read phase reads these).
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
+    /// `allow`/`deny` of requests no location matches.
+    pub access: Option<std::sync::Arc<super::access::AccessRules>>,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
     /// `ssl_*`: for a server that listens with `ssl` or has a certificate.
@@ -780,6 +784,8 @@ pub struct StreamServer {
     pub half_close: bool,
     /// `set_real_ip_from`: whose PROXY protocol header names the client.
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
+    /// `allow`/`deny`: a forbidden client's connection is closed.
+    pub access: Option<std::sync::Arc<super::access::AccessRules>>,
     /// `proxy_protocol on`: send nginx's v1 header to the upstream first.
     pub proxy_protocol: bool,
     /// `proxy_protocol_timeout`: how long a `listen ... proxy_protocol` waits for the client's header.

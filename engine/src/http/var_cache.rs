@@ -116,6 +116,9 @@ impl VarCache {
         if map.hostnames && key.last() == Some(&b'.') {
             key.pop();
         }
+        if let Some(geo) = map.geo.as_deref().filter(|g| g.proxied()) {
+            geo_forwarded(geo, src, &mut key, &mut lower);
+        }
         value.clear();
         match map.find(&key, &mut lower) {
             Some(Found::Value(v)) => {
@@ -161,6 +164,30 @@ impl VarSource for MapCaptures<'_> {
             Var::Capture(n) => out.extend_from_slice(self.caps.group(*n)),
             other => self.src.append(other, out),
         }
+    }
+}
+
+/// A `geo` with `proxy` lines: the address `X-Forwarded-For` names when `addr` (the client) is a trusted proxy
+/// replaces it (nginx's `ngx_http_geo_real_addr`); `scratch` is a reused buffer.
+fn geo_forwarded(geo: &crate::config::geo::GeoTable, src: &dyn VarSource, addr: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+    let Some(peer) = std::str::from_utf8(addr)
+        .ok()
+        .and_then(|t| t.parse::<std::net::IpAddr>().ok())
+    else {
+        return;
+    };
+    scratch.clear();
+    geo.xff().eval_into(src, scratch);
+    if scratch.is_empty() {
+        return;
+    }
+    let trust = |ip: std::net::IpAddr| geo.trusts(ip);
+    let peer = std::net::SocketAddr::new(peer, 0);
+    let values = std::iter::once(scratch.as_slice());
+    if let Some(real) = crate::http::realip::forwarded(peer, values, &trust, geo.recursive()) {
+        use std::io::Write;
+        addr.clear();
+        let _ = write!(addr, "{}", real.ip());
     }
 }
 

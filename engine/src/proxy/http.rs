@@ -474,7 +474,12 @@ fn route_pass<'s, const FIRST: bool>(
     let (fixed_server, redirect) = match phases.answer {
         Some(Answer::Fixed(a)) => (Some(a), None),
         Some(Answer::Redirect(a)) => (None, Some(a)),
-        None => (None, None),
+        // nginx's access phase: after the rewrites (a location's `return` answered before it), before the handler
+        None => match loc {
+            Some(l) if l.fixed.is_none() => (l.access.as_ref().and_then(|a| a.check(conn.remote)), None),
+            Some(_) => (None, None),
+            None => (server.access.as_ref().and_then(|a| a.check(conn.remote)), None),
+        },
     };
     let uri: &[u8] = if changed.is_some() { &bufs.rewrite } else { uri };
     // files, and index files reached by internal redirects (which may end in a location that does not serve files)

@@ -7,7 +7,7 @@ use super::pump::{pump, Ends, Half, PumpEnd};
 use super::stream_pass::{self, PassTarget};
 use super::try_clock;
 use crate::access_log::record::TryPeer;
-use crate::access_log::stream::{StreamRecord, BAD_GATEWAY, BAD_REQUEST, OK};
+use crate::access_log::stream::{StreamRecord, BAD_GATEWAY, BAD_REQUEST, FORBIDDEN, OK};
 use crate::balance::least_time::{Phase, TryTimes};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
@@ -70,6 +70,13 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         }
         (rec.remote, rec.proxy) = (conn.remote, proxy);
         early = Some(buf);
+    }
+    // nginx's stream access phase: a forbidden client's session ends (status 403)
+    if srv.access.as_ref().is_some_and(|a| a.denies(conn.remote)) {
+        crate::log_error!("access forbidden by rule, client: {}", conn.remote.ip());
+        rec.status = FORBIDDEN;
+        shard.log_session(&snap, rec);
+        return;
     }
     if let Some(value) = &srv.ret {
         super::stream_return::answer(&shard, &snap, &mut client, value, &mut rec).await;

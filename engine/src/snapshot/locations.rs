@@ -182,6 +182,7 @@ mod tests {
             files: Default::default(),
             headers: Default::default(),
             realip: None,
+            access: None,
             gzip: Default::default(),
             error_pages: Default::default(),
             span: Span::default(),

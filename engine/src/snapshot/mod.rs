@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
 
 pub mod absolute_location;
+pub mod access;
 pub mod captures;
 pub mod error_pages;
 pub mod files;
@@ -117,6 +118,8 @@ pub struct ServerPlan {
     pub headers: HeadersPlan,
     /// `set_real_ip_from` and the rest of the server block (nginx's post-read phase).
     pub realip: Option<realip::RealIpPlan>,
+    /// `allow`/`deny` of answers outside any location (`None`: no rules).
+    pub access: Option<Box<access::AccessPlan>>,
     /// `gzip`/`gzip_static` of answers outside any location (`None`: off).
     pub gzip: Option<gzip::GzipPlan>,
     /// `error_page` of answers outside any location.
@@ -379,6 +382,10 @@ fn server_plan(
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let tokens = srv.headers.server_tokens;
     let headers = HeadersPlan::new(&srv.headers);
+    let access = srv
+        .access
+        .as_ref()
+        .map(|r| access::AccessPlan::new(r, tokens, &headers));
     Ok(ServerPlan {
         server_name: crate::config::server_names::first_name(&srv.server_names).to_string(),
         ret: srv
@@ -399,6 +406,7 @@ fn server_plan(
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
         realip: srv.realip.as_deref().map(realip::RealIpPlan::new),
+        access,
     })
 }
 
@@ -434,6 +442,10 @@ fn location_plan(
         .ret
         .as_ref()
         .map(|r| return_text::answer(r, names, tokens).with_headers(headers.clone()));
+    let access = loc
+        .access
+        .as_ref()
+        .map(|r| access::AccessPlan::new(r, tokens, &headers));
     Ok(LocationPlan {
         fixed,
         admin,
@@ -446,6 +458,7 @@ fn location_plan(
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
         headers,
         realip: loc.realip.as_deref().map(realip::RealIpPlan::new),
+        access,
         gzip: gzip::GzipPlan::of(&loc.gzip),
         error_pages: pages,
     })

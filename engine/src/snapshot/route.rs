@@ -38,6 +38,8 @@ pub struct LocationPlan {
     pub headers: HeadersPlan,
     /// `set_real_ip_from` and the rest, where some level trusts an address (nginx's preaccess phase).
     pub realip: Option<super::realip::RealIpPlan>,
+    /// `allow`/`deny` (`None`: no rules, nothing to check per request).
+    pub access: Option<Box<super::access::AccessPlan>>,
     /// `gzip`/`gzip_static` (`None`: off, nothing to check per request).
     pub gzip: Option<super::gzip::GzipPlan>,
     /// `error_page` lines (`None`: the location has none).
@@ -536,6 +538,7 @@ mod tests {
             files: Default::default(),
             headers: Default::default(),
             realip: None,
+            access: None,
             gzip: Default::default(),
             error_pages: Default::default(),
             span: Span::default(),

@@ -73,6 +73,7 @@ mod tests {
             next_upstream_tries: 0,
             half_close: false,
             realip: None,
+            access: None,
             proxy_protocol: false,
             proxy_protocol_timeout: std::time::Duration::from_secs(30),
             span: Span::default(),

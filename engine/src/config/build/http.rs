@@ -107,6 +107,11 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             .map(|_| ())
             .ok_or_else(|| super::directive_err(hd, "invalid number")),
         "uninitialized_variable_warn" => super::set::warn_flag(hd),
+        "geo" => {
+            let m = super::geo::build(b, hd, Module::Http, &mut h.vars)?;
+            h.maps.maps.push(m);
+            Ok(())
+        }
         _ if h.maps.directive(hd, Module::Http, &mut h.vars)? => Ok(()),
         _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, &mut h.logs, hd),
     })?;
@@ -425,6 +430,7 @@ impl ServerDraft {
                 files: own.files.conf(prefix),
                 headers: own.headers.conf(),
                 realip: own.realip.conf(),
+                access: own.access.conf(),
                 gzip: own.gzip.conf(),
                 error_pages: own.error_pages.conf(),
                 span: l.span,
@@ -441,6 +447,7 @@ impl ServerDraft {
             files: layers.files.conf(prefix),
             headers: layers.headers.conf(),
             realip: layers.realip.conf(),
+            access: layers.access.conf(),
             gzip: layers.gzip.conf(),
             tls: None,
             error_pages: layers.error_pages.conf(),

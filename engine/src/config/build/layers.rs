@@ -90,6 +90,8 @@ pub struct Layers {
     pub headers: HeadersLayer,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
     pub realip: super::realip::RealIpLayer,
+    /// `allow`, `deny`.
+    pub access: super::access::AccessLayer,
     /// `gzip*` and `gzip_static`.
     pub gzip: GzipLayer,
     /// `ssl_*` (http and server levels).
@@ -113,6 +115,7 @@ impl Layers {
     pub fn directive(&mut self, cx: &mut Cx<'_>, d: &Directive) -> Result<bool, ConfigError> {
         if self.headers.directive(cx.vars, d)?
             || self.realip.directive(cx.build, d)?
+            || self.access.directive(cx.build, d)?
             || self.error_pages.directive(cx.vars, d)?
         {
             return Ok(true);
@@ -271,6 +274,7 @@ impl Layers {
             files: self.files.over(&parent.files),
             headers: self.headers.over(&parent.headers),
             realip: self.realip.over(&parent.realip),
+            access: self.access.over(&parent.access),
             gzip: self.gzip.over(&parent.gzip),
             tls: self.tls.over(&parent.tls),
             error_pages: self.error_pages.over(&parent.error_pages),

@@ -16,8 +16,11 @@ pub fn names(block: &Block) -> Vec<String> {
     block
         .items
         .iter()
-        .filter(|d| d.name == "map")
-        .filter_map(|d| d.args.get(1))
+        .filter_map(|d| match d.name.as_str() {
+            "map" => d.args.get(1),
+            "geo" => d.args.last(),
+            _ => None,
+        })
         .map(|n| n.strip_prefix('$').unwrap_or(n).to_ascii_lowercase())
         .collect()
 }

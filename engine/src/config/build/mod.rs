@@ -5,8 +5,10 @@
 //! walks the tree in document order and keeps those deferred checks at the same points, so when a config has several
 //! errors the one reported is, as far as corelb models it, the one nginx reports.
 
+mod access;
 mod error_pages;
 mod fair;
+mod geo;
 mod gzip;
 mod hash_method;
 mod headers;

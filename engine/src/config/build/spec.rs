@@ -160,6 +160,13 @@ pub const SPECS: &[Spec] = &[
         true,
     ),
     spec("map", Ctx::HTTP.or(Ctx::STREAM), Ctx::HTTP.or(Ctx::STREAM), TAKE2, true),
+    spec(
+        "geo",
+        Ctx::HTTP.or(Ctx::STREAM),
+        Ctx::HTTP.or(Ctx::STREAM),
+        TAKE12,
+        true,
+    ),
     both("map_hash_max_size", Ctx::HTTP.or(Ctx::STREAM), TAKE1),
     both("map_hash_bucket_size", Ctx::HTTP.or(Ctx::STREAM), TAKE1),
     // nginx Plus's ngx_http_api_module; `metrics` is corelb's own (Prometheus).
@@ -267,6 +274,9 @@ pub const SPECS: &[Spec] = &[
     both("real_ip_header", HTTP_MSL, TAKE1),
     both("real_ip_recursive", HTTP_MSL, TAKE1),
     both("proxy_protocol", STREAM_MS, TAKE1),
+    // access (http and stream: config/build/access.rs)
+    both("allow", HTTP_MSL.or(STREAM_MS), TAKE1),
+    both("deny", HTTP_MSL.or(STREAM_MS), TAKE1),
     both("proxy_protocol_timeout", STREAM_MS, TAKE1),
     both("least_conn", UPS, NOARGS),
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
@@ -331,8 +341,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "chunked_transfer_encoding",
     "log_subrequest",
     "satisfy",
-    "allow",
-    "deny",
     "charset",
     "add_trailer",
     "auth_basic",
@@ -343,7 +351,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "http2_max_concurrent_streams",
     // rewrite, map, geo, limits, realip
     "rewrite_log",
-    "geo",
     "split_clients",
     "limit_req",
     "limit_req_zone",

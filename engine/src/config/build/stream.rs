@@ -29,6 +29,8 @@ struct StreamLayer {
     half_close: Option<bool>,
     /// `set_real_ip_from` (a level with its own lines replaces the inherited list).
     realip: Option<TrustedList>,
+    /// `allow`/`deny`.
+    access: super::access::AccessLayer,
     proxy_protocol: Option<bool>,
     proxy_protocol_timeout: Option<Duration>,
 }
@@ -79,6 +81,11 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         "server" => st.server(b, sd),
         "log_format" => st.logs.log_format(sd, &mut st.vars),
         "access_log" => st.logs.access_log(&mut st.block_logs, sd, &mut st.vars),
+        "geo" => {
+            let m = super::geo::build(b, sd, Module::Stream, &mut st.vars)?;
+            st.maps.maps.push(m);
+            Ok(())
+        }
         _ if st.maps.directive(sd, Module::Stream, &mut st.vars)? => Ok(()),
         _ => st.layer.directive(b, sd),
     })?;
@@ -134,6 +141,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
                     recursive: false,
                 })
             }),
+            access: layer.access.conf(),
             proxy_protocol: layer.proxy_protocol.unwrap_or(false),
             proxy_protocol_timeout: layer.proxy_protocol_timeout.unwrap_or(Duration::from_secs(30)),
             span: s.span,
@@ -221,6 +229,9 @@ impl StreamState {
 
 impl StreamLayer {
     fn directive(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+        if self.access.directive(b, d)? {
+            return Ok(());
+        }
         match d.name.as_str() {
             "set_real_ip_from" => {
                 super::realip::set_real_ip_from(self.realip.get_or_insert_with(TrustedList::default), b, d)
@@ -260,6 +271,7 @@ impl StreamLayer {
             next_upstream_tries: self.next_upstream_tries.or(parent.next_upstream_tries),
             half_close: self.half_close.or(parent.half_close),
             realip: self.realip.clone().or_else(|| parent.realip.clone()),
+            access: self.access.over(&parent.access),
             proxy_protocol: self.proxy_protocol.or(parent.proxy_protocol),
             proxy_protocol_timeout: self.proxy_protocol_timeout.or(parent.proxy_protocol_timeout),
         }
