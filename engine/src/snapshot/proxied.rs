@@ -270,6 +270,7 @@ impl NameSet {
     }
 
     /// Whether `name` is in the set, without regard to case.
+    #[inline]
     pub fn contains(&self, name: &str) -> bool {
         self.by_len.get(name.len()).is_some_and(|same| {
             same.iter()
