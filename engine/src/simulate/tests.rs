@@ -308,6 +308,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             realip: None,
             gzip: Default::default(),
             error_pages: Default::default(),
+            proxy_tls: None,
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);

@@ -425,7 +425,17 @@ fn location_plan(
         (None, Some(ProxyPass { url: Some(_), .. })) => None,
         (None, Some(ProxyPass { upstream, uri, .. })) => {
             let plan = plans.get(*upstream).ok_or(SnapshotError::NoSuchUpstream(*upstream))?;
-            Some(ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref()).with_error_pages(pages.clone()))
+            let tls = match &loc.proxy_tls {
+                Some(conf) => Some(std::sync::Arc::new(crate::tls::client_config::upstream_tls(
+                    conf, &plan.name,
+                )?)),
+                None => None,
+            };
+            Some(
+                ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref())
+                    .with_error_pages(pages.clone())
+                    .with_tls(tls),
+            )
         }
         (None, None) => None,
     };

@@ -280,6 +280,8 @@ pub struct ProxyPlan {
     pub error_pages: Option<Arc<ErrorPagesPlan>>,
     /// An upstream's `X-Accel-Redirect` is followed (`proxy_ignore_headers X-Accel-Redirect` turns it off).
     pub accel_redirect: bool,
+    /// `proxy_pass https://`: the TLS session each upstream connection opens (`None`: plain).
+    pub tls: Option<Arc<crate::tls::client_config::UpstreamTls>>,
 }
 
 impl ProxyPlan {
@@ -341,7 +343,14 @@ impl ProxyPlan {
             sets_length,
             error_pages: None,
             accel_redirect: loc.error_pages.accel_redirect,
+            tls: None,
         }
+    }
+
+    /// The plan with the TLS side of its upstream connections.
+    pub fn with_tls(mut self, tls: Option<Arc<crate::tls::client_config::UpstreamTls>>) -> ProxyPlan {
+        self.tls = tls;
+        self
     }
 
     /// The plan with the location's error pages.
@@ -494,6 +503,7 @@ mod tests {
                     .iter()
                     .map(|(f, v)| (f.to_string(), KeyTemplate::compile(v).unwrap()))
                     .collect(),
+                proxy_tls: None,
                 ..HttpProxyConf::default()
             },
             client: ClientConf::default(),

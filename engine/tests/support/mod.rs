@@ -85,6 +85,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         realip: None,
         gzip: Default::default(),
         error_pages: Default::default(),
+        proxy_tls: None,
         span: Span::default(),
     }
 }
@@ -107,6 +108,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         realip: None,
         gzip: Default::default(),
         error_pages: Default::default(),
+        proxy_tls: None,
         span: Span::default(),
     }
 }

@@ -196,7 +196,7 @@ fn push(slot: &mut Option<Vec<(String, Span)>>, d: &Directive) {
 
 /// `ssl_protocols`: which of TLSv1.2 and TLSv1.3 are on. Older versions are accepted in the list (rustls has
 /// none of them, docs/directives.md); a list of only those cannot be honoured.
-fn protocols(d: &Directive) -> Result<(bool, bool), ConfigError> {
+pub(super) fn protocols(d: &Directive) -> Result<(bool, bool), ConfigError> {
     let (mut tls12, mut tls13) = (false, false);
     for v in &d.args {
         match v.as_str() {
@@ -208,7 +208,7 @@ fn protocols(d: &Directive) -> Result<(bool, bool), ConfigError> {
     }
     if !tls12 && !tls13 {
         return Err(ConfigError::invalid(
-            "\"ssl_protocols\" names no protocol corelb has (TLSv1.2, TLSv1.3)",
+            format!("\"{}\" names no protocol corelb has (TLSv1.2, TLSv1.3)", d.name),
             &d.span,
         ));
     }
@@ -260,7 +260,7 @@ const HARMLESS: &[&str] = &[
 
 /// `ssl_ciphers`: an OpenSSL cipher list, as the TLS 1.2 suites rustls has, in the list's order. A word naming
 /// suites rustls lacks and no others is an error by name: a list corelb cannot honour is never silently dropped.
-fn ciphers(d: &Directive) -> Result<Vec<SupportedCipherSuite>, ConfigError> {
+pub(super) fn ciphers(d: &Directive) -> Result<Vec<SupportedCipherSuite>, ConfigError> {
     let mut out: Vec<SupportedCipherSuite> = Vec::new();
     let mut removed: Vec<SupportedCipherSuite> = Vec::new();
     let list = arg(d, 0);

@@ -1,0 +1,240 @@
+//! Certificate checks as OpenSSL makes them for nginx: a peer's chain up to a trusted certificate (a trusted
+//! self-signed certificate may be the peer's own, X.509 v1 ones included, which webpki refuses), its depth and
+//! validity times with OpenSSL's error numbers and texts, the name check of `proxy_ssl_verify` (nginx's
+//! `ngx_ssl_check_host`), and a handshake signature checked against the certificate's key.
+
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::{DigitallySignedStruct, Error as TlsError, SignatureScheme};
+use std::net::IpAddr;
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::GeneralName;
+use x509_parser::prelude::FromDer;
+use x509_parser::time::ASN1Time;
+
+/// Why a chain did not verify: OpenSSL's `X509_V_ERR_*` number and text (`X509_verify_cert_error_string`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("(2:unable to get issuer certificate)")]
+    NoIssuer,
+    #[error("(7:certificate signature failure)")]
+    BadSignature,
+    #[error("(9:certificate is not yet valid)")]
+    NotYetValid,
+    #[error("(10:certificate has expired)")]
+    Expired,
+    #[error("(18:self-signed certificate)")]
+    SelfSigned,
+    #[error("(19:self-signed certificate in certificate chain)")]
+    SelfSignedInChain,
+    #[error("(20:unable to get local issuer certificate)")]
+    NoLocalIssuer,
+    #[error("(22:certificate chain too long)")]
+    TooLong,
+    /// Not a certificate OpenSSL would read (nginx's peer would not have got this far).
+    #[error("(4:unable to decode issuer public key)")]
+    Unreadable,
+}
+
+/// Why an upstream's certificate was refused (carried out of the handshake in rustls's error, for nginx's
+/// message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PeerRefused {
+    /// `upstream SSL certificate verify error: (N:text)`.
+    #[error("upstream SSL certificate verify error: {0}")]
+    Verify(VerifyError),
+    /// `upstream SSL certificate does not match "NAME"` (the name is the location's).
+    #[error("upstream SSL certificate does not match")]
+    Name,
+}
+
+impl PeerRefused {
+    /// As the rustls error a verifier returns.
+    pub fn into_rustls(self) -> TlsError {
+        TlsError::InvalidCertificate(rustls::CertificateError::Other(rustls::OtherError(
+            std::sync::Arc::new(self),
+        )))
+    }
+
+    /// The refusal inside an I/O error from a handshake, if that is why it failed.
+    pub fn of_io(e: &std::io::Error) -> Option<PeerRefused> {
+        match e.get_ref()?.downcast_ref::<TlsError>()? {
+            TlsError::InvalidCertificate(rustls::CertificateError::Other(o)) => o.0.downcast_ref().copied(),
+            _ => None,
+        }
+    }
+}
+
+/// The most certificates a chain is walked through, whatever the depth allows (a loop of issuers ends here).
+const WALK_MAX: usize = 32;
+
+fn parse(der: &[u8]) -> Result<X509Certificate<'_>, VerifyError> {
+    X509Certificate::from_der(der)
+        .map(|(_, c)| c)
+        .map_err(|_| VerifyError::Unreadable)
+}
+
+fn times(c: &X509Certificate<'_>, now: ASN1Time) -> Result<(), VerifyError> {
+    if c.validity().not_before > now {
+        return Err(VerifyError::NotYetValid);
+    }
+    if c.validity().not_after < now {
+        return Err(VerifyError::Expired);
+    }
+    Ok(())
+}
+
+fn issued_by(c: &X509Certificate<'_>, issuer: &X509Certificate<'_>) -> bool {
+    c.issuer().as_raw() == issuer.subject().as_raw() && c.verify_signature(Some(issuer.public_key())).is_ok()
+}
+
+/// Checks `ee` (with the peer's `intermediates`) up to one of `trusted`, at most `depth` certificates between the
+/// peer's and the trusted one (nginx's `*_verify_depth`), at `now`.
+pub fn check_chain(
+    ee: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    trusted: &[CertificateDer<'static>],
+    depth: usize,
+    now: UnixTime,
+) -> Result<(), VerifyError> {
+    let now = i64::try_from(now.as_secs())
+        .ok()
+        .and_then(|s| ASN1Time::from_timestamp(s).ok())
+        .ok_or(VerifyError::Unreadable)?;
+    let anchors: Vec<X509Certificate<'_>> = trusted.iter().filter_map(|t| parse(t).ok()).collect();
+    let others: Vec<X509Certificate<'_>> = intermediates.iter().filter_map(|t| parse(t).ok()).collect();
+    let mut current = parse(ee)?;
+    let mut below = 0usize;
+    for _ in 0..WALK_MAX {
+        if anchors.iter().any(|a| a.as_raw() == current.as_raw()) {
+            times(&current, now)?;
+            return (below <= depth + 1).then_some(()).ok_or(VerifyError::TooLong);
+        }
+        if let Some(a) = anchors.iter().find(|a| issued_by(&current, a)) {
+            times(&current, now)?;
+            times(a, now)?;
+            below += 1;
+            return (below <= depth + 1).then_some(()).ok_or(VerifyError::TooLong);
+        }
+        if current.issuer().as_raw() == current.subject().as_raw() {
+            // self-issued and not trusted
+            return Err(match below {
+                0 => VerifyError::SelfSigned,
+                _ => VerifyError::SelfSignedInChain,
+            });
+        }
+        let Some(next) = others.iter().find(|o| issued_by(&current, o)) else {
+            return Err(
+                match anchors
+                    .iter()
+                    .any(|a| a.subject().as_raw() == current.issuer().as_raw())
+                {
+                    true => VerifyError::BadSignature,
+                    false if below == 0 => VerifyError::NoLocalIssuer,
+                    false => VerifyError::NoIssuer,
+                },
+            );
+        };
+        times(&current, now)?;
+        below += 1;
+        current = next.clone();
+    }
+    Err(VerifyError::TooLong)
+}
+
+/// Whether the certificate `ee` is for `name` (nginx's `X509_check_host` / `X509_check_ip_asc`): its DNS
+/// subject alternative names when it has any (a `*.` first label stands for one label), else its common names;
+/// an address matches an IP subject alternative name.
+pub fn matches_name(ee: &CertificateDer<'_>, name: &str) -> bool {
+    let Ok(cert) = parse(ee) else {
+        return false;
+    };
+    let sans: Vec<GeneralName<'_>> = cert
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|e| e.value.general_names.clone())
+        .unwrap_or_default();
+    if let Ok(ip) = name.parse::<IpAddr>() {
+        let octets = match ip {
+            IpAddr::V4(a) => a.octets().to_vec(),
+            IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        return sans
+            .iter()
+            .any(|g| matches!(g, GeneralName::IPAddress(b) if *b == octets.as_slice()));
+    }
+    let dns: Vec<&str> = sans
+        .iter()
+        .filter_map(|g| match g {
+            GeneralName::DNSName(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    if !dns.is_empty() {
+        return dns.iter().any(|p| host_matches(p, name));
+    }
+    let found = cert
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok())
+        .any(|cn| host_matches(cn, name));
+    found
+}
+
+/// One certificate name against a host name, without case; `*.rest` matches one label before `rest`.
+fn host_matches(pattern: &str, host: &str) -> bool {
+    if pattern.eq_ignore_ascii_case(host) {
+        return true;
+    }
+    let Some(rest) = pattern.strip_prefix("*.") else {
+        return false;
+    };
+    match host.split_once('.') {
+        Some((label, tail)) => !label.is_empty() && tail.eq_ignore_ascii_case(rest) && rest.contains('.'),
+        None => false,
+    }
+}
+
+/// Checks a handshake signature `dss` over `message` with the key of the certificate `cert` (any version).
+pub fn signature(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+    algs: &WebPkiSupportedAlgorithms,
+) -> Result<(), TlsError> {
+    let bad = || TlsError::InvalidCertificate(rustls::CertificateError::BadSignature);
+    let parsed = parse(cert).map_err(|_| TlsError::InvalidCertificate(rustls::CertificateError::BadEncoding))?;
+    let key = &parsed.public_key().subject_public_key.data;
+    let (_, candidates) = algs
+        .mapping
+        .iter()
+        .find(|(s, _)| *s == dss.scheme)
+        .ok_or(TlsError::PeerMisbehaved(
+            rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme,
+        ))?;
+    candidates
+        .iter()
+        .any(|alg| alg.verify_signature(key, message, dss.signature()).is_ok())
+        .then_some(())
+        .ok_or_else(bad)
+}
+
+/// The schemes [`signature`] checks.
+pub fn schemes(algs: &WebPkiSupportedAlgorithms) -> Vec<SignatureScheme> {
+    algs.supported_schemes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_stands_for_one_label() {
+        assert!(host_matches("*.example.com", "foo.example.com"));
+        assert!(!host_matches("*.example.com", "no.match.example.com"));
+        assert!(!host_matches("*.example.com", "example.com"));
+        assert!(!host_matches("*.com", "example.com"));
+        assert!(host_matches("Example.COM", "example.com"));
+    }
+}
