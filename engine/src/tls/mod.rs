@@ -5,7 +5,9 @@
 //! ([`client_config`]), and certificate checks as OpenSSL makes them ([`verify`]).
 
 pub mod accept;
+pub mod client_auth;
 pub mod client_config;
+pub mod client_vars;
 pub mod facts;
 pub mod resolve;
 pub mod server_config;

@@ -12,29 +12,59 @@ use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::FromDer;
 use x509_parser::time::ASN1Time;
 
-/// Why a chain did not verify: OpenSSL's `X509_V_ERR_*` number and text (`X509_verify_cert_error_string`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+/// Why a chain did not verify: OpenSSL's `X509_V_ERR_*` (number and `X509_verify_cert_error_string` text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyError {
-    #[error("(2:unable to get issuer certificate)")]
     NoIssuer,
-    #[error("(7:certificate signature failure)")]
     BadSignature,
-    #[error("(9:certificate is not yet valid)")]
     NotYetValid,
-    #[error("(10:certificate has expired)")]
     Expired,
-    #[error("(18:self-signed certificate)")]
     SelfSigned,
-    #[error("(19:self-signed certificate in certificate chain)")]
     SelfSignedInChain,
-    #[error("(20:unable to get local issuer certificate)")]
     NoLocalIssuer,
-    #[error("(22:certificate chain too long)")]
     TooLong,
-    /// Not a certificate OpenSSL would read (nginx's peer would not have got this far).
-    #[error("(4:unable to decode issuer public key)")]
+    /// Not a certificate OpenSSL would read (its key could not be decoded).
     Unreadable,
 }
+
+impl VerifyError {
+    /// OpenSSL's number and text.
+    pub fn openssl(self) -> (u32, &'static str) {
+        match self {
+            VerifyError::NoIssuer => (2, "unable to get issuer certificate"),
+            VerifyError::Unreadable => (6, "unable to decode issuer public key"),
+            VerifyError::BadSignature => (7, "certificate signature failure"),
+            VerifyError::NotYetValid => (9, "certificate is not yet valid"),
+            VerifyError::Expired => (10, "certificate has expired"),
+            VerifyError::SelfSigned => (18, "self-signed certificate"),
+            VerifyError::SelfSignedInChain => (19, "self-signed certificate in certificate chain"),
+            VerifyError::NoLocalIssuer => (20, "unable to get local issuer certificate"),
+            VerifyError::TooLong => (22, "certificate chain too long"),
+        }
+    }
+
+    /// nginx's `ngx_ssl_verify_error_optional`: the errors `ssl_verify_client optional_no_ca` lets through (the
+    /// chain's CA is not known).
+    pub fn only_no_ca(self) -> bool {
+        matches!(
+            self,
+            VerifyError::SelfSigned
+                | VerifyError::SelfSignedInChain
+                | VerifyError::NoIssuer
+                | VerifyError::NoLocalIssuer
+        )
+    }
+}
+
+/// `(N:text)`, as nginx logs a verify result.
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (n, text) = self.openssl();
+        write!(f, "({n}:{text})")
+    }
+}
+
+impl std::error::Error for VerifyError {}
 
 /// Why an upstream's certificate was refused (carried out of the handshake in rustls's error, for nginx's
 /// message).
@@ -106,14 +136,31 @@ pub fn check_chain(
     let mut current = parse(ee)?;
     let mut below = 0usize;
     for _ in 0..WALK_MAX {
-        if anchors.iter().any(|a| a.as_raw() == current.as_raw()) {
+        let trusted_at = match anchors.iter().position(|a| a.as_raw() == current.as_raw()) {
+            Some(i) => Some(i),
+            None => anchors
+                .iter()
+                .position(|a| issued_by(&current, a))
+                .inspect(|_| below += 1),
+        };
+        if let Some(mut top) = trusted_at {
             times(&current, now)?;
-            return (below <= depth + 1).then_some(()).ok_or(VerifyError::TooLong);
-        }
-        if let Some(a) = anchors.iter().find(|a| issued_by(&current, a)) {
-            times(&current, now)?;
-            times(a, now)?;
-            below += 1;
+            // as OpenSSL, the chain goes on through the trusted certificates up to a self-signed one (a trusted
+            // intermediate counts towards the depth)
+            for _ in 0..WALK_MAX {
+                let Some(t) = anchors.get(top) else { break };
+                times(t, now)?;
+                if t.issuer().as_raw() == t.subject().as_raw() {
+                    break;
+                }
+                match anchors.iter().position(|a| a.as_raw() != t.as_raw() && issued_by(t, a)) {
+                    Some(up) => {
+                        below += 1;
+                        top = up;
+                    }
+                    None => break,
+                }
+            }
             return (below <= depth + 1).then_some(()).ok_or(VerifyError::TooLong);
         }
         if current.issuer().as_raw() == current.subject().as_raw() {
@@ -140,6 +187,11 @@ pub fn check_chain(
         current = next.clone();
     }
     Err(VerifyError::TooLong)
+}
+
+/// The DER of a certificate's subject name (`None`: not a certificate).
+pub fn subject_der(cert: &CertificateDer<'_>) -> Option<Vec<u8>> {
+    parse(cert).ok().map(|c| c.subject().as_raw().to_vec())
 }
 
 /// Whether the certificate `ee` is for `name` (nginx's `X509_check_host` / `X509_check_ip_asc`): its DNS
