@@ -503,7 +503,6 @@ mod tests {
                     .iter()
                     .map(|(f, v)| (f.to_string(), KeyTemplate::compile(v).unwrap()))
                     .collect(),
-                proxy_tls: None,
                 ..HttpProxyConf::default()
             },
             client: ClientConf::default(),
@@ -512,6 +511,7 @@ mod tests {
             realip: None,
             gzip: Default::default(),
             error_pages: Default::default(),
+            proxy_tls: None,
             span: Span::default(),
         }
     }

@@ -98,6 +98,10 @@ impl PeerRefused {
 /// The most certificates a chain is walked through, whatever the depth allows (a loop of issuers ends here).
 const WALK_MAX: usize = 32;
 
+/// The most of a peer's own intermediates looked at: each step may check a signature against each of them, so
+/// a hello stuffed with look-alike certificates costs a bounded number of checks.
+const INTERMEDIATES_MAX: usize = 16;
+
 fn parse(der: &[u8]) -> Result<X509Certificate<'_>, VerifyError> {
     X509Certificate::from_der(der)
         .map(|(_, c)| c)
@@ -132,7 +136,11 @@ pub fn check_chain(
         .and_then(|s| ASN1Time::from_timestamp(s).ok())
         .ok_or(VerifyError::Unreadable)?;
     let anchors: Vec<X509Certificate<'_>> = trusted.iter().filter_map(|t| parse(t).ok()).collect();
-    let others: Vec<X509Certificate<'_>> = intermediates.iter().filter_map(|t| parse(t).ok()).collect();
+    let others: Vec<X509Certificate<'_>> = intermediates
+        .iter()
+        .take(INTERMEDIATES_MAX)
+        .filter_map(|t| parse(t).ok())
+        .collect();
     let mut current = parse(ee)?;
     let mut below = 0usize;
     for _ in 0..WALK_MAX {
@@ -161,7 +169,9 @@ pub fn check_chain(
                     None => break,
                 }
             }
-            return (below <= depth + 1).then_some(()).ok_or(VerifyError::TooLong);
+            return (below <= depth.saturating_add(1))
+                .then_some(())
+                .ok_or(VerifyError::TooLong);
         }
         if current.issuer().as_raw() == current.subject().as_raw() {
             // self-issued and not trusted
@@ -184,6 +194,9 @@ pub fn check_chain(
         };
         times(&current, now)?;
         below += 1;
+        if below > depth.saturating_add(1) {
+            return Err(VerifyError::TooLong);
+        }
         current = next.clone();
     }
     Err(VerifyError::TooLong)
@@ -280,6 +293,88 @@ pub fn schemes(algs: &WebPkiSupportedAlgorithms) -> Vec<SignatureScheme> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key() -> rcgen::KeyPair {
+        rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap()
+    }
+
+    fn ca(cn: &str) -> rcgen::CertificateParams {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p
+    }
+
+    fn der(c: &rcgen::Certificate) -> CertificateDer<'static> {
+        CertificateDer::from(c.der().to_vec())
+    }
+
+    #[test]
+    fn chains_verify_as_openssl_s() {
+        let now = UnixTime::now();
+        let (rk, ik, lk) = (key(), key(), key());
+        let root = ca("root").self_signed(&rk).unwrap();
+        let int = ca("int").signed_by(&ik, &root, &rk).unwrap();
+        let leaf = rcgen::CertificateParams::new(vec!["leaf.test".to_string()])
+            .unwrap()
+            .signed_by(&lk, &int, &ik)
+            .unwrap();
+        let trusted = [der(&root)];
+        // the peer's own trusted certificate, and a leaf through its intermediate
+        assert_eq!(check_chain(&der(&root), &[], &trusted, 0, now), Ok(()));
+        assert_eq!(check_chain(&der(&leaf), &[der(&int)], &trusted, 1, now), Ok(()));
+        assert_eq!(
+            check_chain(&der(&leaf), &[der(&int)], &trusted, 0, now),
+            Err(VerifyError::TooLong)
+        );
+        // without the intermediate, or trusting nothing it reaches
+        assert_eq!(
+            check_chain(&der(&leaf), &[], &trusted, 1, now),
+            Err(VerifyError::NoLocalIssuer)
+        );
+        assert_eq!(
+            check_chain(&der(&root), &[], &[der(&int)], 1, now),
+            Err(VerifyError::SelfSigned)
+        );
+        assert_eq!(
+            check_chain(&der(&int), &[der(&root)], &[der(&leaf)], 1, now),
+            Err(VerifyError::SelfSignedInChain)
+        );
+        // a trusted intermediate still counts towards the depth up to its root
+        let both = [der(&root), der(&int)];
+        assert_eq!(check_chain(&der(&leaf), &[], &both, 0, now), Err(VerifyError::TooLong));
+        assert_eq!(check_chain(&der(&leaf), &[], &both, 1, now), Ok(()));
+        // garbage is no certificate
+        assert_eq!(
+            check_chain(&CertificateDer::from(vec![0x30, 0x03, 1, 2, 3]), &[], &trusted, 1, now),
+            Err(VerifyError::Unreadable)
+        );
+        let mut old = rcgen::CertificateParams::new(vec!["old.test".to_string()]).unwrap();
+        old.not_before = rcgen::date_time_ymd(2001, 1, 1);
+        old.not_after = rcgen::date_time_ymd(2002, 1, 1);
+        let old = old.self_signed(&lk).unwrap();
+        assert_eq!(
+            check_chain(&der(&old), &[], &[der(&old)], 1, now),
+            Err(VerifyError::Expired)
+        );
+    }
+
+    #[test]
+    fn names_match_the_alternative_names_else_the_common_name() {
+        let k = key();
+        let san = rcgen::CertificateParams::new(vec!["*.example.com".to_string(), "127.0.0.1".to_string()])
+            .unwrap()
+            .self_signed(&k)
+            .unwrap();
+        assert!(matches_name(&der(&san), "a.example.com"));
+        assert!(matches_name(&der(&san), "127.0.0.1"));
+        assert!(!matches_name(&der(&san), "127.0.0.2"));
+        assert!(!matches_name(&der(&san), "rcgen self signed cert"));
+        let cn = ca("cn.test").self_signed(&k).unwrap();
+        assert!(matches_name(&der(&cn), "cn.test"));
+        assert!(!matches_name(&der(&cn), "other.test"));
+        assert_eq!(VerifyError::SelfSigned.to_string(), "(18:self-signed certificate)");
+    }
 
     #[test]
     fn a_wildcard_stands_for_one_label() {
