@@ -202,11 +202,6 @@ pub fn check_chain(
     Err(VerifyError::TooLong)
 }
 
-/// The DER of a certificate's subject name (`None`: not a certificate).
-pub fn subject_der(cert: &CertificateDer<'_>) -> Option<Vec<u8>> {
-    parse(cert).ok().map(|c| c.subject().as_raw().to_vec())
-}
-
 /// Whether the certificate `ee` is for `name` (nginx's `X509_check_host` / `X509_check_ip_asc`): its DNS
 /// subject alternative names when it has any (a `*.` first label stands for one label), else its common names;
 /// an address matches an IP subject alternative name.

@@ -266,7 +266,7 @@ impl TlsLayer {
         }
         let mut hints: Vec<Vec<u8>> = Vec::new();
         for c in &cas {
-            if let Some(subject) = crate::tls::verify::subject_der(c) {
+            if let Some(subject) = subject_der(c) {
                 if !hints.contains(&subject) {
                     hints.push(subject);
                 }
@@ -281,6 +281,13 @@ impl TlsLayer {
                 .map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX)),
         })))
     }
+}
+
+/// The DER of a certificate's subject name (`None`: not a certificate).
+fn subject_der(cert: &rustls_pki_types::CertificateDer<'_>) -> Option<Vec<u8>> {
+    use x509_parser::prelude::FromDer;
+    let (_, c) = x509_parser::certificate::X509Certificate::from_der(cert).ok()?;
+    Some(c.subject().as_raw().to_vec())
 }
 
 /// A path as nginx's `ngx_conf_full_name(cycle, name, 1)`: relative to the conf prefix.
