@@ -2,7 +2,8 @@
 //! without a certificate (nginx's `400 No required SSL certificate was sent`), with a good one (`SUCCESS` and the
 //! `$ssl_client_*` variables: DNs, serial, fingerprint, PEM forms), with a stranger's or an expired one (`400 The
 //! SSL certificate error`); `optional` without one (`NONE`); `optional_no_ca` letting an unknown CA through
-//! (`FAILED:self-signed certificate`); `off` seeing none; a `Host` other than the SNI name (421).
+//! (`FAILED:self-signed certificate`); `off` seeing none; a `Host` other than the SNI name (421); the validity
+//! variables (`$ssl_client_v_start`, `_v_end`, `_v_remain`).
 
 mod support;
 
@@ -76,6 +77,8 @@ fn certs(tag: &str) -> Certs {
     };
     let mut good_params = params("client.test");
     good_params.serial_number = Some(rcgen::SerialNumber::from(vec![0x01, 0x02, 0xAB]));
+    good_params.not_before = rcgen::date_time_ymd(2020, 3, 4);
+    good_params.not_after = rcgen::date_time_ymd(2100, 1, 1);
     let good = signed("good", good_params);
     let mut old = params("old.test");
     old.not_before = rcgen::date_time_ymd(2001, 1, 1);
@@ -108,7 +111,8 @@ fn config_text(addr: SocketAddr, c: &Certs) -> String {
            location /raw {{ return 200 $ssl_client_raw_cert; }}\n\
            location /cert {{ return 200 $ssl_client_cert; }}\n\
            location /escaped {{ return 200 $ssl_client_escaped_cert; }}\n\
-           location /fingerprint {{ return 200 $ssl_client_fingerprint; }} }}\n}}\n",
+           location /fingerprint {{ return 200 $ssl_client_fingerprint; }}\n\
+           location /time {{ return 200 \"$ssl_client_v_start!$ssl_client_v_end!$ssl_client_v_remain\"; }} }}\n}}\n",
         server("on.test", "on"),
         server("optional.test", "optional"),
         server("noca.test", "optional_no_ca"),
@@ -285,6 +289,23 @@ fn client_certificates<R: Runtime>(tag: &str) {
     let sha1 = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, c.good.cert.der());
     let hex: String = sha1.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(get(addr, &good, "pem.test", "pem.test", "/fingerprint"), (200, hex));
+    let end = 4_102_444_800u64; // 2100-01-01
+    let days = || {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs();
+        (end - now) / 86400
+    };
+    let before = days();
+    let (status, times) = get(addr, &good, "pem.test", "pem.test", "/time");
+    assert_eq!(status, 200);
+    let first = "Mar  4 00:00:00 2020 GMT!Jan  1 00:00:00 2100 GMT!";
+    let left = times.strip_prefix(first).unwrap_or_else(|| panic!("{times}"));
+    assert!(
+        [before.to_string(), days().to_string()].contains(&left.to_string()),
+        "{times}"
+    );
 
     drop(proxy);
     let _ = std::fs::remove_dir_all(&c.dir);

@@ -223,6 +223,10 @@ pub enum ClientVar {
     IssuerDnLegacy,
     Serial,
     Fingerprint,
+    /// `$ssl_client_v_start`, `$ssl_client_v_end` (`Dec  1 00:00:00 2026 GMT`), `$ssl_client_v_remain` (days).
+    ValidFrom,
+    ValidTo,
+    DaysLeft,
     /// `$ssl_client_cert`: the PEM with every line after the first indented by a tab (nginx's old form).
     Cert,
     RawCert,
@@ -238,6 +242,9 @@ pub const CLIENT_NAMES: &[(&str, ClientVar)] = &[
     ("ssl_client_i_dn_legacy", ClientVar::IssuerDnLegacy),
     ("ssl_client_serial", ClientVar::Serial),
     ("ssl_client_fingerprint", ClientVar::Fingerprint),
+    ("ssl_client_v_start", ClientVar::ValidFrom),
+    ("ssl_client_v_end", ClientVar::ValidTo),
+    ("ssl_client_v_remain", ClientVar::DaysLeft),
     ("ssl_client_cert", ClientVar::Cert),
     ("ssl_client_raw_cert", ClientVar::RawCert),
     ("ssl_client_escaped_cert", ClientVar::EscapedCert),

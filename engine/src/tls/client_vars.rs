@@ -56,6 +56,19 @@ pub fn append(tls: Option<&TlsFacts>, var: ClientVar, out: &mut Vec<u8>) {
                 ClientVar::IssuerDn => rfc2253(cert.issuer(), out),
                 ClientVar::SubjectDnLegacy => legacy(cert.subject(), out),
                 ClientVar::IssuerDnLegacy => legacy(cert.issuer(), out),
+                ClientVar::ValidFrom => asn1_time(cert.validity().not_before, out),
+                ClientVar::ValidTo => asn1_time(cert.validity().not_after, out),
+                ClientVar::DaysLeft => {
+                    // nginx's `ngx_ssl_get_client_v_remain`: 0 when less than a day is left
+                    let end = cert.validity().not_after.timestamp();
+                    let now = x509_parser::time::ASN1Time::now().timestamp();
+                    let days = if end < now.saturating_add(86400) {
+                        0
+                    } else {
+                        (end - now) / 86400
+                    };
+                    out.extend_from_slice(days.to_string().as_bytes());
+                }
                 ClientVar::Serial => {
                     // OpenSSL's `i2a_ASN1_INTEGER`: the value's bytes, without DER's sign byte
                     let raw = cert.raw_serial();
@@ -69,6 +82,26 @@ pub fn append(tls: Option<&TlsFacts>, var: ClientVar, out: &mut Vec<u8>) {
             }
         }
     }
+}
+
+/// OpenSSL's `ASN1_TIME_print`: `Dec  1 23:45:28 2026 GMT`.
+fn asn1_time(t: x509_parser::time::ASN1Time, out: &mut Vec<u8>) {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let dt = t.to_datetime();
+    let month = MONTHS
+        .get(usize::from(u8::from(dt.month())).saturating_sub(1))
+        .unwrap_or(&"Jan");
+    let text = format!(
+        "{month} {:2} {:02}:{:02}:{:02} {} GMT",
+        dt.day(),
+        dt.hour(),
+        dt.minute(),
+        dt.second(),
+        dt.year()
+    );
+    out.extend_from_slice(text.as_bytes());
 }
 
 fn pem(der: &[u8]) -> String {
@@ -172,6 +205,16 @@ fn legacy(name: &X509Name<'_>, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_written_as_openssl_s() {
+        let mut out = Vec::new();
+        asn1_time(
+            x509_parser::time::ASN1Time::from_timestamp(1_796_168_728).unwrap(),
+            &mut out,
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), "Dec  1 23:45:28 2026 GMT");
+    }
 
     #[test]
     fn a_pem_is_escaped_as_a_uri_component() {
