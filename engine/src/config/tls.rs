@@ -71,6 +71,8 @@ pub struct ClientVerify {
     pub hints: Vec<Vec<u8>>,
     /// `ssl_verify_depth` (default 1).
     pub depth: usize,
+    /// `ssl_crl`: the CRLs (DER); with any, every certificate of a chain needs its issuer's.
+    pub crls: Vec<Vec<u8>>,
 }
 
 /// The TLS settings of one http server, merged from http and server.

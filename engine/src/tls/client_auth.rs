@@ -87,7 +87,7 @@ pub fn verdict(
     let Some(client) = certs.client_of(sni) else {
         return Verdict::None;
     };
-    match verify::check_chain(ee, rest, &client.trusted, client.depth, now) {
+    match verify::check_with_crls(ee, rest, &client.trusted, (client.depth, &client.crls), now) {
         Ok(()) => Verdict::Success,
         Err(e) => Verdict::Failed(e),
     }

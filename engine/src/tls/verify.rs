@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::FromDer;
+use x509_parser::revocation_list::CertificateRevocationList;
 use x509_parser::time::ASN1Time;
 
 /// Why a chain did not verify: OpenSSL's `X509_V_ERR_*` (number and `X509_verify_cert_error_string` text).
@@ -25,6 +26,11 @@ pub enum VerifyError {
     TooLong,
     /// Not a certificate OpenSSL would read (its key could not be decoded).
     Unreadable,
+    /// `ssl_crl`: no CRL of a certificate's issuer.
+    NoCrl,
+    CrlNotYetValid,
+    CrlExpired,
+    Revoked,
 }
 
 impl VerifyError {
@@ -34,12 +40,16 @@ impl VerifyError {
             VerifyError::NoIssuer => (2, "unable to get issuer certificate"),
             VerifyError::Unreadable => (6, "unable to decode issuer public key"),
             VerifyError::BadSignature => (7, "certificate signature failure"),
+            VerifyError::NoCrl => (3, "unable to get certificate CRL"),
             VerifyError::NotYetValid => (9, "certificate is not yet valid"),
+            VerifyError::CrlNotYetValid => (11, "CRL is not yet valid"),
+            VerifyError::CrlExpired => (12, "CRL has expired"),
             VerifyError::Expired => (10, "certificate has expired"),
             VerifyError::SelfSigned => (18, "self-signed certificate"),
             VerifyError::SelfSignedInChain => (19, "self-signed certificate in certificate chain"),
             VerifyError::NoLocalIssuer => (20, "unable to get local issuer certificate"),
             VerifyError::TooLong => (22, "certificate chain too long"),
+            VerifyError::Revoked => (23, "certificate revoked"),
         }
     }
 
@@ -131,10 +141,63 @@ pub fn check_chain(
     depth: usize,
     now: UnixTime,
 ) -> Result<(), VerifyError> {
+    check_with_crls(ee, intermediates, trusted, (depth, &[]), now)
+}
+
+/// As [`check_chain`], then (with CRLs, `ssl_crl`) every certificate of the chain against the CRL of its issuer,
+/// as OpenSSL's `X509_V_FLAG_CRL_CHECK_ALL` (nginx's callback lets each error pass, so the last one found is the
+/// verdict).
+pub fn check_with_crls(
+    ee: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+    trusted: &[CertificateDer<'static>],
+    (depth, crls): (usize, &[Vec<u8>]),
+    now: UnixTime,
+) -> Result<(), VerifyError> {
     let now = i64::try_from(now.as_secs())
         .ok()
         .and_then(|s| ASN1Time::from_timestamp(s).ok())
         .ok_or(VerifyError::Unreadable)?;
+    let chain = chain_of(ee, intermediates, trusted, depth, now)?;
+    if crls.is_empty() {
+        return Ok(());
+    }
+    let lists: Vec<CertificateRevocationList<'_>> = crls
+        .iter()
+        .filter_map(|c| CertificateRevocationList::from_der(c).ok().map(|(_, l)| l))
+        .collect();
+    let mut verdict = Ok(());
+    for (i, cert) in chain.iter().enumerate() {
+        // the issuer is the next certificate up (a self-signed root is its own)
+        let issuer = chain.get(i + 1).unwrap_or(cert);
+        let list = lists
+            .iter()
+            .find(|l| l.issuer().as_raw() == cert.issuer().as_raw() && l.verify_signature(issuer.public_key()).is_ok());
+        match list {
+            None => verdict = Err(VerifyError::NoCrl),
+            Some(l)
+                if l.iter_revoked_certificates()
+                    .any(|r| r.raw_serial() == cert.raw_serial()) =>
+            {
+                verdict = Err(VerifyError::Revoked)
+            }
+            Some(l) if l.next_update().is_some_and(|t| t < now) => verdict = Err(VerifyError::CrlExpired),
+            Some(l) if l.last_update() > now => verdict = Err(VerifyError::CrlNotYetValid),
+            Some(_) => {}
+        }
+    }
+    verdict
+}
+
+/// The chain from `ee` up to a trusted certificate (and on through trusted ones to a self-signed one).
+fn chain_of<'a>(
+    ee: &'a CertificateDer<'_>,
+    intermediates: &'a [CertificateDer<'_>],
+    trusted: &'a [CertificateDer<'static>],
+    depth: usize,
+    now: ASN1Time,
+) -> Result<Vec<X509Certificate<'a>>, VerifyError> {
+    let mut chain = Vec::new();
     let anchors: Vec<X509Certificate<'_>> = trusted.iter().filter_map(|t| parse(t).ok()).collect();
     let others: Vec<X509Certificate<'_>> = intermediates
         .iter()
@@ -153,11 +216,15 @@ pub fn check_chain(
         };
         if let Some(mut top) = trusted_at {
             times(&current, now)?;
+            chain.push(current.clone());
             // as OpenSSL, the chain goes on through the trusted certificates up to a self-signed one (a trusted
             // intermediate counts towards the depth)
             for _ in 0..WALK_MAX {
                 let Some(t) = anchors.get(top) else { break };
                 times(t, now)?;
+                if t.as_raw() != current.as_raw() {
+                    chain.push(t.clone());
+                }
                 if t.issuer().as_raw() == t.subject().as_raw() {
                     break;
                 }
@@ -170,7 +237,7 @@ pub fn check_chain(
                 }
             }
             return (below <= depth.saturating_add(1))
-                .then_some(())
+                .then_some(chain)
                 .ok_or(VerifyError::TooLong);
         }
         if current.issuer().as_raw() == current.subject().as_raw() {
@@ -193,6 +260,7 @@ pub fn check_chain(
             );
         };
         times(&current, now)?;
+        chain.push(current.clone());
         below += 1;
         if below > depth.saturating_add(1) {
             return Err(VerifyError::TooLong);
@@ -352,6 +420,66 @@ mod tests {
             check_chain(&der(&old), &[], &[der(&old)], 1, now),
             Err(VerifyError::Expired)
         );
+    }
+
+    #[test]
+    fn crls_revoke_and_are_needed_for_every_certificate() {
+        let now = UnixTime::now();
+        let (rk, lk) = (key(), key());
+        let mut root_params = ca("root");
+        root_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+        let root = root_params.self_signed(&rk).unwrap();
+        let mut leaf_params = rcgen::CertificateParams::new(vec!["leaf.test".to_string()]).unwrap();
+        leaf_params.serial_number = Some(rcgen::SerialNumber::from(vec![7]));
+        let leaf = leaf_params.signed_by(&lk, &root, &rk).unwrap();
+        let mut other_params = ca("other");
+        other_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+        let ok = key();
+        let other = other_params.self_signed(&ok).unwrap();
+        let crl_by = |revoked: &[u8], issuer: &rcgen::Certificate, issuer_key: &rcgen::KeyPair| {
+            rcgen::CertificateRevocationListParams {
+                this_update: rcgen::date_time_ymd(2020, 1, 1),
+                next_update: rcgen::date_time_ymd(2100, 1, 1),
+                crl_number: rcgen::SerialNumber::from(1u64),
+                issuing_distribution_point: None,
+                revoked_certs: revoked
+                    .iter()
+                    .map(|s| rcgen::RevokedCertParams {
+                        serial_number: rcgen::SerialNumber::from(vec![*s]),
+                        revocation_time: rcgen::date_time_ymd(2021, 1, 1),
+                        reason_code: None,
+                        invalidity_date: None,
+                    })
+                    .collect(),
+                key_identifier_method: rcgen::KeyIdMethod::Sha256,
+            }
+            .signed_by(issuer, issuer_key)
+            .unwrap()
+            .der()
+            .to_vec()
+        };
+        let crl = |revoked: &[u8]| crl_by(revoked, &root, &rk);
+        let trusted = [der(&root)];
+        let check = |crls: &[Vec<u8>]| check_with_crls(&der(&leaf), &[], &trusted, (1, crls), now);
+        assert_eq!(check(&[crl(&[])]), Ok(()));
+        assert_eq!(check(&[crl(&[7])]), Err(VerifyError::Revoked));
+        assert_eq!(check(&[crl(&[8])]), Ok(()));
+        let stale = {
+            let p = rcgen::CertificateRevocationListParams {
+                this_update: rcgen::date_time_ymd(2001, 1, 1),
+                next_update: rcgen::date_time_ymd(2002, 1, 1),
+                crl_number: rcgen::SerialNumber::from(2u64),
+                issuing_distribution_point: None,
+                revoked_certs: Vec::new(),
+                key_identifier_method: rcgen::KeyIdMethod::Sha256,
+            };
+            p.signed_by(&root, &rk).unwrap().der().to_vec()
+        };
+        assert_eq!(check(&[stale]), Err(VerifyError::CrlExpired));
+        // a CRL of another issuer is none of this chain's: OpenSSL's `unable to get certificate CRL`
+        assert_eq!(check(&[crl_by(&[], &other, &ok)]), Err(VerifyError::NoCrl));
+        assert_eq!(check(&[]), Ok(()), "no ssl_crl: no CRL check");
+        assert_eq!(VerifyError::Revoked.to_string(), "(23:certificate revoked)");
     }
 
     #[test]

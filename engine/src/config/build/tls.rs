@@ -32,6 +32,7 @@ pub const NAMES: &[&str] = &[
     "ssl_client_certificate",
     "ssl_trusted_certificate",
     "ssl_verify_depth",
+    "ssl_crl",
 ];
 
 /// What one level (http or server) sets.
@@ -55,6 +56,7 @@ pub struct TlsLayer {
     client_certificate: Option<(String, Span)>,
     trusted_certificate: Option<(String, Span)>,
     verify_depth: Option<u64>,
+    crl: Option<(String, Span)>,
 }
 
 impl TlsLayer {
@@ -101,6 +103,7 @@ impl TlsLayer {
                     (arg(d, 0).to_string(), d.span.clone()),
                 )?;
             }
+            "ssl_crl" => set_once(&mut self.crl, d, (arg(d, 0).to_string(), d.span.clone()))?,
             "ssl_verify_depth" => {
                 let n = arg(d, 0).parse().map_err(|_| directive_err(d, "invalid number"))?;
                 set_once(&mut self.verify_depth, d, n)?;
@@ -155,6 +158,7 @@ impl TlsLayer {
                 .clone()
                 .or_else(|| parent.trusted_certificate.clone()),
             verify_depth: self.verify_depth.or(parent.verify_depth),
+            crl: self.crl.clone().or_else(|| parent.crl.clone()),
         }
     }
 
@@ -279,8 +283,35 @@ impl TlsLayer {
             depth: self
                 .verify_depth
                 .map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            crls: match &self.crl {
+                Some((file, at)) => load_crls(&full(conf_dir, file), at)?,
+                None => Vec::new(),
+            },
         })))
     }
+}
+
+/// The CRLs of a PEM file (`ssl_crl`, nginx's `X509_LOOKUP_load_file`).
+fn load_crls(path: &Path, at: &Span) -> Result<Vec<Vec<u8>>, ConfigError> {
+    use rustls_pki_types::pem::PemObject;
+    let p = path.display();
+    let pem = std::fs::read(path).map_err(|e| {
+        ConfigError::invalid(
+            format!("X509_LOOKUP_load_file(\"{p}\") failed (SSL: error:80000002:system library::{e})"),
+            at,
+        )
+    })?;
+    let crls: Vec<Vec<u8>> = rustls_pki_types::CertificateRevocationListDer::pem_slice_iter(&pem)
+        .filter_map(Result::ok)
+        .map(|c| c.as_ref().to_vec())
+        .collect();
+    if crls.is_empty() {
+        return Err(ConfigError::invalid(
+            format!("X509_LOOKUP_load_file(\"{p}\") failed (SSL: error:05800088:x509 certificate routines::no certificate or crl found)"),
+            at,
+        ));
+    }
+    Ok(crls)
 }
 
 /// The DER of a certificate's subject name (`None`: not a certificate).
