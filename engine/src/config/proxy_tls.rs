@@ -15,6 +15,8 @@ pub struct ProxyTlsConf {
     pub depth: usize,
     /// `proxy_ssl_trusted_certificate`, loaded.
     pub trusted: Vec<CertificateDer<'static>>,
+    /// `proxy_ssl_crl`, loaded (DER).
+    pub crls: Vec<Vec<u8>>,
     /// `proxy_ssl_name` (`None`: nginx's `$proxy_host`).
     pub name: Option<String>,
     /// `proxy_ssl_server_name` (default off): the name goes in the handshake's SNI.
@@ -40,6 +42,7 @@ impl PartialEq for ProxyTlsConf {
         self.verify == o.verify
             && self.depth == o.depth
             && self.trusted == o.trusted
+            && self.crls == o.crls
             && self.name == o.name
             && self.server_name == o.server_name
             && same_client

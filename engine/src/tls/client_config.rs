@@ -66,6 +66,7 @@ pub fn upstream_tls(conf: &ProxyTlsConf, proxy_host: &str) -> Result<UpstreamTls
     let verifier = UpstreamVerifier {
         verify: conf.verify,
         trusted: conf.trusted.clone(),
+        crls: conf.crls.clone(),
         depth: conf.depth,
         name: name_text.clone(),
         algs: provider.signature_verification_algorithms,
@@ -110,6 +111,7 @@ impl ResolvesClientCert for ClientCert {
 struct UpstreamVerifier {
     verify: bool,
     trusted: Vec<CertificateDer<'static>>,
+    crls: Vec<Vec<u8>>,
     depth: usize,
     name: String,
     algs: WebPkiSupportedAlgorithms,
@@ -125,7 +127,7 @@ impl ServerCertVerifier for UpstreamVerifier {
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
         if self.verify {
-            verify::check_chain(end_entity, intermediates, &self.trusted, self.depth, now)
+            verify::check_with_crls(end_entity, intermediates, &self.trusted, (self.depth, &self.crls), now)
                 .map_err(|e| PeerRefused::Verify(e).into_rustls())?;
             if !verify::matches_name(end_entity, &self.name) {
                 return Err(PeerRefused::Name.into_rustls());

@@ -24,6 +24,7 @@ pub const NAMES: &[&str] = &[
     "proxy_ssl_protocols",
     "proxy_ssl_ciphers",
     "proxy_ssl_session_reuse",
+    "proxy_ssl_crl",
 ];
 
 /// What one level sets.
@@ -32,6 +33,7 @@ pub struct ProxyTlsLayer {
     verify: Option<bool>,
     depth: Option<u64>,
     trusted: Option<(String, Span)>,
+    crl: Option<(String, Span)>,
     name: Option<String>,
     server_name: Option<bool>,
     certificate: Option<(String, Span)>,
@@ -52,6 +54,7 @@ impl ProxyTlsLayer {
                 set_once(&mut self.depth, d, n)?;
             }
             "proxy_ssl_trusted_certificate" => set_once(&mut self.trusted, d, at())?,
+            "proxy_ssl_crl" => set_once(&mut self.crl, d, at())?,
             "proxy_ssl_name" => {
                 let name = arg(d, 0);
                 if name.contains('$') {
@@ -84,6 +87,7 @@ impl ProxyTlsLayer {
             verify: self.verify.or(parent.verify),
             depth: self.depth.or(parent.depth),
             trusted: self.trusted.clone().or_else(|| parent.trusted.clone()),
+            crl: self.crl.clone().or_else(|| parent.crl.clone()),
             name: self.name.clone().or_else(|| parent.name.clone()),
             server_name: self.server_name.or(parent.server_name),
             certificate: self.certificate.clone().or_else(|| parent.certificate.clone()),
@@ -122,8 +126,13 @@ impl ProxyTlsLayer {
             None => None,
         };
         let (tls12, tls13) = self.protocols.unwrap_or((true, true));
+        let crls = match &self.crl {
+            Some((file, at)) => super::tls::load_crls(&conf_dir.join(file), at)?,
+            None => Vec::new(),
+        };
         Ok(ProxyTlsConf {
             verify,
+            crls,
             depth: self.depth.map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             trusted,
             name: self.name.clone(),

@@ -248,6 +248,7 @@ pub const SPECS: &[Spec] = &[
     spec("ssl_trusted_certificate", HTTP_MS.or(STREAM_MS), HTTP_MS, TAKE1, false),
     spec("ssl_verify_depth", HTTP_MS.or(STREAM_MS), HTTP_MS, TAKE1, false),
     spec("ssl_crl", HTTP_MS.or(STREAM_MS), HTTP_MS, TAKE1, false),
+    spec("proxy_ssl_crl", HTTP_MSL.or(STREAM_MS), HTTP_MSL, TAKE1, false),
     both("ssl_certificate", HTTP_MS, TAKE1),
     both("ssl_certificate_key", HTTP_MS, TAKE1),
     both("ssl_protocols", HTTP_MS, MORE1),

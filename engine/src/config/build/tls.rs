@@ -292,7 +292,7 @@ impl TlsLayer {
 }
 
 /// The CRLs of a PEM file (`ssl_crl`, nginx's `X509_LOOKUP_load_file`).
-fn load_crls(path: &Path, at: &Span) -> Result<Vec<Vec<u8>>, ConfigError> {
+pub(super) fn load_crls(path: &Path, at: &Span) -> Result<Vec<Vec<u8>>, ConfigError> {
     use rustls_pki_types::pem::PemObject;
     let p = path.display();
     let pem = std::fs::read(path).map_err(|e| {
