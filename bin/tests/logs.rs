@@ -1,5 +1,6 @@
 //! `corelb -c FILE` and its logs as a process: `error_log FILE LEVEL` writes what its level allows (a notice is
-//! not written at `error`, is at `notice`), and the access log buffers are written out on SIGQUIT and SIGTERM.
+//! not written at `error`, is at `notice`), the access log buffers are written out on SIGQUIT and SIGTERM, and an
+//! `https` upstream refused by `proxy_ssl_verify` is logged with nginx's words.
 //! Loopback only, free ports, bounded waits.
 
 mod common;
@@ -115,4 +116,52 @@ fn access_log_buffers_are_written_on_sigquit_and_sigterm() {
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// A self-signed ECDSA certificate for `name`, written as `FILE.crt` and `FILE.key` into `dir`.
+fn self_signed(dir: &Path, file: &str, name: &str) {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("certificate");
+    std::fs::write(dir.join(format!("{file}.crt")), cert.pem()).expect("write certificate");
+    std::fs::write(dir.join(format!("{file}.key")), key.serialize_pem()).expect("write key");
+}
+
+#[test]
+fn a_refused_https_upstream_is_logged_as_nginx_logs_it() {
+    let dir = temp_dir("proxy-ssl");
+    self_signed(&dir, "backend", "backend.test");
+    self_signed(&dir, "other", "backend.test");
+    let (front, tls) = (free_port(), free_port());
+    let conf = format!(
+        "error_log {d}/error.log error;\nevents {{}}\nhttp {{ access_log off;\n\
+         server {{ listen 127.0.0.1:{tls} ssl; ssl_certificate {d}/backend.crt; ssl_certificate_key {d}/backend.key;\n\
+           return 200 ok; }}\n\
+         server {{ listen 127.0.0.1:{front};\n\
+           location /trusted {{ proxy_pass https://127.0.0.1:{tls}; proxy_ssl_verify on; proxy_ssl_name backend.test;\n\
+             proxy_ssl_trusted_certificate {d}/backend.crt; }}\n\
+           location /untrusted {{ proxy_pass https://127.0.0.1:{tls}; proxy_ssl_verify on; \
+             proxy_ssl_name backend.test;\n proxy_ssl_trusted_certificate {d}/other.crt; }}\n\
+           location /name {{ proxy_pass https://127.0.0.1:{tls}; proxy_ssl_verify on; proxy_ssl_name other.test;\n\
+             proxy_ssl_trusted_certificate {d}/backend.crt; }} }} }}\n",
+        d = dir.display()
+    );
+    let child = start(&dir, &conf, front);
+    assert!(get(front, "/trusted").contains(" 200 "), "trusted");
+    assert!(get(front, "/untrusted").contains(" 502 "), "untrusted");
+    assert!(get(front, "/name").contains(" 502 "), "wrong name");
+    stop(child, "TERM");
+    let peer = format!("127.0.0.1:{tls}");
+    assert_eq!(
+        read(&dir.join("error.log")),
+        format!(
+            "corelb: [error] upstream {peer} ({peer}): upstream SSL certificate verify error: (18:self-signed \
+             certificate) while SSL handshaking to upstream\n\
+             corelb: [error] upstream {peer} ({peer}): upstream SSL certificate does not match \"other.test\" while \
+             SSL handshaking to upstream\n"
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -462,13 +462,25 @@ http {}
             Same,
         ),
         case(
-            "https",
+            "proxy_ssl_verify_no_ca",
             r#"events {}
-http { server { location / { proxy_pass https://127.0.0.1:1; } } }
+http { server { location / { proxy_pass https://127.0.0.1:1;
+  proxy_ssl_verify on; } } }
 "#
             .to_string(),
-            r#"https upstreams are not supported by corelb ("proxy_pass https://...")"#,
+            "no proxy_ssl_trusted_certificate for proxy_ssl_verify",
             2,
+            NoPlace,
+        ),
+        case(
+            "proxy_ssl_name_vars",
+            r#"events {}
+http { server { location / { proxy_pass https://127.0.0.1:1;
+  proxy_ssl_name $host; } } }
+"#
+            .to_string(),
+            r#""proxy_ssl_name" with variables is not supported by corelb"#,
+            3,
             Differs,
         ),
         case(

@@ -18,6 +18,7 @@ pub mod log_path;
 pub mod map;
 pub mod model;
 pub mod parser;
+pub mod proxy_tls;
 pub mod proxy_tlv;
 pub mod queue;
 pub mod realip;

@@ -384,7 +384,7 @@ impl Default for NextUpstream {
 /// Where a proxied request goes: a named upstream, or an implicit one made from `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyPass {
-    /// `http` (only scheme supported for http; empty for stream).
+    /// `http` or `https` (empty for stream).
     pub scheme: String,
     /// Index into the context's `upstreams`.
     pub upstream: usize,
@@ -620,6 +620,8 @@ pub struct Location {
     pub gzip: super::gzip::GzipConf,
     /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
     pub error_pages: super::error_pages::ErrorPagesConf,
+    /// `proxy_ssl_*`, for a location that proxies to `https`.
+    pub proxy_tls: Option<super::proxy_tls::ProxyTlsConf>,
     pub span: Span,
 }
 

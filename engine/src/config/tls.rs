@@ -48,6 +48,33 @@ impl PartialEq for CertPair {
     }
 }
 
+/// `ssl_verify_client`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyClient {
+    /// `on`: a certificate is required and must verify (else nginx's 400 pages).
+    On,
+    /// `optional`: a certificate is asked for; one sent must verify.
+    Optional,
+    /// `optional_no_ca`: a certificate is asked for; one that does not verify for want of its CA is let through
+    /// (`$ssl_client_verify` says why).
+    OptionalNoCa,
+}
+
+/// A server's client certificate settings, loaded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientVerify {
+    pub mode: VerifyClient,
+    /// `ssl_client_certificate` and `ssl_trusted_certificate` together: what a client's chain may end at.
+    pub trusted: Vec<CertificateDer<'static>>,
+    /// The subjects (DER) of `ssl_client_certificate`'s certificates, without duplicates: the CA names the
+    /// handshake sends.
+    pub hints: Vec<Vec<u8>>,
+    /// `ssl_verify_depth` (default 1).
+    pub depth: usize,
+    /// `ssl_crl`: the CRLs (DER); with any, every certificate of a chain needs its issuer's.
+    pub crls: Vec<Vec<u8>>,
+}
+
 /// The TLS settings of one http server, merged from http and server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TlsConf {
@@ -67,6 +94,8 @@ pub struct TlsConf {
     pub session_tickets: bool,
     /// `ssl_reject_handshake on`: handshakes naming this server fail.
     pub reject_handshake: bool,
+    /// `ssl_verify_client` other than `off`.
+    pub client: Option<std::sync::Arc<ClientVerify>>,
 }
 
 impl TlsConf {
@@ -83,6 +112,7 @@ impl TlsConf {
             session_timeout: Duration::from_secs(300),
             session_tickets: true,
             reject_handshake: false,
+            client: None,
         }
     }
 }

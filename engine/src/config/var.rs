@@ -39,6 +39,8 @@ pub enum Var {
     SslCipher,
     SslServerName,
     SslSessionReused,
+    /// `$ssl_client_verify`, `$ssl_client_s_dn` and the other client certificate variables.
+    SslClient(ClientVar),
     ProxyHost,
     ProxyAddXForwardedFor,
     /// `$http_NAME`: the request header NAME, with `_` read as `-`, case-insensitive (stored lower-case with `-`).
@@ -211,6 +213,43 @@ const STREAM: &[&str] = &[
     "time_iso8601",
 ];
 
+/// One of the `$ssl_client_*` variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientVar {
+    Verify,
+    SubjectDn,
+    IssuerDn,
+    SubjectDnLegacy,
+    IssuerDnLegacy,
+    Serial,
+    Fingerprint,
+    /// `$ssl_client_v_start`, `$ssl_client_v_end` (`Dec  1 00:00:00 2026 GMT`), `$ssl_client_v_remain` (days).
+    ValidFrom,
+    ValidTo,
+    DaysLeft,
+    /// `$ssl_client_cert`: the PEM with every line after the first indented by a tab (nginx's old form).
+    Cert,
+    RawCert,
+    EscapedCert,
+}
+
+/// The variables by name (without `$`).
+pub const CLIENT_NAMES: &[(&str, ClientVar)] = &[
+    ("ssl_client_verify", ClientVar::Verify),
+    ("ssl_client_s_dn", ClientVar::SubjectDn),
+    ("ssl_client_i_dn", ClientVar::IssuerDn),
+    ("ssl_client_s_dn_legacy", ClientVar::SubjectDnLegacy),
+    ("ssl_client_i_dn_legacy", ClientVar::IssuerDnLegacy),
+    ("ssl_client_serial", ClientVar::Serial),
+    ("ssl_client_fingerprint", ClientVar::Fingerprint),
+    ("ssl_client_v_start", ClientVar::ValidFrom),
+    ("ssl_client_v_end", ClientVar::ValidTo),
+    ("ssl_client_v_remain", ClientVar::DaysLeft),
+    ("ssl_client_cert", ClientVar::Cert),
+    ("ssl_client_raw_cert", ClientVar::RawCert),
+    ("ssl_client_escaped_cert", ClientVar::EscapedCert),
+];
+
 /// `$proxy_protocol_tlv_NAME`.
 const TLV_PREFIX: &str = "proxy_protocol_tlv_";
 
@@ -224,6 +263,9 @@ impl Var {
         let lower = name.to_ascii_lowercase();
         if let Some((_, v)) = NAMES.iter().find(|(n, _)| *n == lower) {
             return Some(v.clone());
+        }
+        if let Some((_, v)) = CLIENT_NAMES.iter().find(|(n, _)| *n == lower) {
+            return Some(Var::SslClient(*v));
         }
         // nginx tries the longer prefixes first: `sent_http_` before `http_` cannot clash, `upstream_cookie_`
         // and `upstream_http_` are distinct.

@@ -252,6 +252,7 @@ impl RequestVars<'_, '_, '_> {
             // nginx's ssl variables are not found on a plain connection (`$https` is empty there, but found)
             Var::SslProtocol | Var::SslCipher | Var::SslSessionReused => self.ext.tls.is_some(),
             Var::SslServerName => self.ext.tls.is_some_and(|t| !t.server_name.is_empty()),
+            Var::SslClient(_) => self.ext.tls.is_some(),
             _ => true,
         }
     }
@@ -274,6 +275,7 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::Https | Var::SslProtocol | Var::SslCipher | Var::SslServerName | Var::SslSessionReused => {
                 crate::tls::facts::append(self.ext.tls, var, out)
             }
+            Var::SslClient(v) => crate::tls::client_vars::append(self.ext.tls, *v, out),
             Var::ProxyHost => out.extend_from_slice(self.proxy_host.as_bytes()),
             Var::ProxyAddXForwardedFor => {
                 // every X-Forwarded-For line, in order, as nginx 1.22 joins them

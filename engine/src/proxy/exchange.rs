@@ -13,6 +13,7 @@ use crate::runtime::{Conn, Runtime};
 use crate::shard::{ConnAge, Shard};
 use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
+use crate::tls::verify::PeerRefused;
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -38,6 +39,9 @@ pub enum FailureKind {
     /// The client's streamed body passed `client_max_body_size`: answer 413 and close.
     #[error("the client's body is larger than client_max_body_size")]
     BodyTooLarge,
+    /// An `https` upstream's certificate failed `proxy_ssl_verify` (nginx: an error, the next peer).
+    #[error("{0} while SSL handshaking to upstream")]
+    Refused(PeerRefused),
 }
 
 impl FailureKind {
@@ -94,6 +98,11 @@ fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
     } else {
         FailureKind::Error(phase)
     }
+}
+
+/// Whether `e` is a TLS session's error (an upstream's alert, a bad record).
+fn tls_error(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<rustls::Error>())
 }
 
 /// Where one try goes: the shard (its keepalive pools), the snapshot and proxy plan of the request, the peer.
@@ -155,7 +164,11 @@ pub async fn exchange<R: Runtime>(
     mut io: TryIo<'_>,
 ) -> Result<(R::Conn, ResponseInfo), Failure> {
     let conf = &to.plan.conf;
-    if let Some((conn, age)) = to.shard.pool_take(to.snap, to.plan.upstream, to.addr) {
+    let pooled = to.shard.pool_take(to.snap, to.plan.upstream, to.addr);
+    // a connection of the other kind (plain, TLS) to the same peer, left by a location proxying to the same
+    // upstream with the other scheme, is closed
+    let pooled = pooled.filter(|(c, _)| c.upstream_tls().is_some() == to.plan.tls.is_some());
+    if let Some((conn, age)) = pooled {
         let resendable = body.is_none();
         let pooled = UpstreamConn { pooled: true, age };
         match try_on::<R>(conn, pooled, body.take(), io.reborrow(), to.plan).await {
@@ -172,11 +185,38 @@ pub async fn exchange<R: Runtime>(
         sent: Sent::No,
     })?;
     let _ = conn.set_nodelay(true);
+    let conn = match &to.plan.tls {
+        None => conn,
+        Some(tls) => handshake::<R>(conn, tls, conf.connect_timeout).await?,
+    };
     let fresh = UpstreamConn {
         pooled: false,
         age: ConnAge::fresh(Instant::now()),
     };
     try_on::<R>(conn, fresh, body, io, to.plan).await
+}
+
+/// Opens the TLS session of an `https` upstream on the fresh `conn`, within `proxy_connect_timeout` (nginx's
+/// handshake timer is the connect one).
+#[inline(never)]
+async fn handshake<R: Runtime>(
+    conn: R::Conn,
+    tls: &crate::tls::client_config::UpstreamTls,
+    wait: Duration,
+) -> Result<R::Conn, Failure> {
+    let phase = "SSL handshaking to upstream";
+    // boxed: a session's handshake state is not part of every try's future, plain ones included
+    let opening = Box::pin(conn.connect_tls(std::sync::Arc::clone(&tls.config), tls.name.clone()));
+    crate::runtime::io_timeout::<R, _>(wait, opening)
+        .await
+        .map_err(|e| Failure {
+            kind: match PeerRefused::of_io(&e) {
+                Some(r) => FailureKind::Refused(r),
+                None => io_kind(&e, phase),
+            },
+            stale: false,
+            sent: Sent::No,
+        })
 }
 
 /// Sends the request on `conn` and reads the head.
@@ -320,7 +360,8 @@ async fn read_head<R: Runtime>(
         match ubuf.fill::<R>(conn, read_timeout).await {
             Ok(0) => return Err(sent_failure(FailureKind::Error(phase), cached && !got_any)),
             Ok(_) => got_any = true,
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            // (a TLS session's alert or record error is an error, as nginx's `SSL_read() failed`)
+            Err(e) if e.kind() == io::ErrorKind::InvalidData && !tls_error(&e) => {
                 return Err(sent_failure(FailureKind::InvalidHeader, false))
             }
             Err(e) => {

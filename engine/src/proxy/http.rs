@@ -399,6 +399,12 @@ fn route_pass<'s, const FIRST: bool>(
     let (server, name_regex) = snap
         .server_named(port, head.host, Some(&mut bufs.server_captures))
         .ok_or(Rejection::new(500, "no server"))?;
+    // nginx's client certificate checks, before any phase (`ngx_http_process_request`)
+    let cert_refusal = match (FIRST, server.verify_client, bufs.tls.as_ref()) {
+        (true, Some(mode), Some(tls)) => crate::tls::client_auth::request_refusal(mode, tls, head.host)
+            .and_then(|code| server.cert_pages.iter().find(|p| p.status == code)),
+        _ => None,
+    };
     let maps = snap.config.http.as_ref().map_or(&[][..], |h| h.maps.as_slice());
     bufs.vars.begin(maps.len());
     // after the upstream answered (an error page, an `X-Accel-Redirect`), its `$upstream_*` variables
@@ -481,6 +487,10 @@ fn route_pass<'s, const FIRST: bool>(
             None => (server.access.as_ref().and_then(|a| a.check(conn.remote)), None),
         },
     };
+    let (fixed_server, redirect) = match cert_refusal {
+        Some(page) => (Some(page), None),
+        None => (fixed_server, redirect),
+    };
     let uri: &[u8] = if changed.is_some() { &bufs.rewrite } else { uri };
     // files, and index files reached by internal redirects (which may end in a location that does not serve files)
     let files = (fixed_server.is_none() && redirect.is_none()).then(|| {
@@ -551,6 +561,10 @@ fn route_pass<'s, const FIRST: bool>(
         |a| a.saturating_duration_since(progress.started),
     );
     *req = routed(&head, client_conf, progress.served, open_for);
+    if cert_refusal.is_some() {
+        // nginx closes after these answers
+        req.keepalive = crate::http::keepalive::Connection::CLOSE;
+    }
     req.gzip = gzip_of(server, loc).map_or(GzipAsk::No, |g| g.ask(&head));
     req.rate = super::limit_rate::RateLimit::of(client_conf, bufs.vars.users.limit_rate());
     let route = match (fixed_server, loc, proxy) {

@@ -11,6 +11,7 @@ use crate::runtime::Runtime;
 use crate::shard::Shard;
 use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
+use crate::tls::verify::PeerRefused;
 use std::time::Instant;
 
 /// What a request asks that the retry rules read.
@@ -124,9 +125,18 @@ impl<'a, R: Runtime> RetryState<'a, R> {
             FailureKind::BodyTooLarge => return NextStep::Refuse(413),
             FailureKind::Timeout(_) => FailCause::Timeout,
             FailureKind::InvalidHeader => FailCause::InvalidHeader,
-            FailureKind::Error(_) => FailCause::Error,
+            FailureKind::Error(_) | FailureKind::Refused(_) => FailCause::Error,
         };
-        crate::log_error!("upstream {addr} ({}): {}", self.plan_name(), f.kind);
+        match (f.kind, &self.plan.tls) {
+            // nginx names the name the certificate did not match
+            (FailureKind::Refused(PeerRefused::Name), Some(tls)) => crate::log_error!(
+                "upstream {addr} ({}): upstream SSL certificate does not match \"{}\" while SSL handshaking to \
+                 upstream",
+                self.plan_name(),
+                tls.name_text
+            ),
+            _ => crate::log_error!("upstream {addr} ({}): {}", self.plan_name(), f.kind),
+        }
         let end = TryEnd::Failed {
             cause,
             sent: f.sent == Sent::Yes,

@@ -29,8 +29,18 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     fn accept_tls(self, config: std::sync::Arc<rustls::ServerConfig>) -> impl Future<Output = io::Result<Self>>
     where
         Self: Sized;
+    /// Runs a TLS client handshake with `config` for `name` over this plain stream (an `https` upstream).
+    fn connect_tls(
+        self,
+        config: std::sync::Arc<rustls::ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+    ) -> impl Future<Output = io::Result<Self>>
+    where
+        Self: Sized;
     /// The TLS session of a TLS connection.
     fn tls(&self) -> Option<&rustls::ServerConnection>;
+    /// The TLS session of a connection to an `https` upstream.
+    fn upstream_tls(&self) -> Option<&rustls::ClientConnection>;
 }
 
 /// A listening socket of some runtime, bound with `SO_REUSEPORT` so every shard has its own.

@@ -1,9 +1,12 @@
-//! A runtime's byte stream, plain or TLS: one enum so the request path stays one code path over both, and a plain
-//! connection pays one match per read or write.
+//! A runtime's byte stream, plain or TLS (a client's session, or one to an `https` upstream): one enum so the
+//! request path and the upstream pool stay one code path over all, and a plain connection pays one match per read
+//! or write.
 
 use super::Conn;
 use futures_lite::{AsyncRead, AsyncWrite};
+use futures_rustls::client::TlsStream as ClientStream;
 use futures_rustls::server::TlsStream;
+use rustls::pki_types::ServerName;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,6 +19,8 @@ pub enum MaybeTls<S> {
     Plain(S),
     /// A server-side TLS session whose handshake is done (boxed: the session is large, plain streams are not).
     Tls(Box<TlsStream<S>>),
+    /// A client-side TLS session to an upstream whose handshake is done.
+    Upstream(Box<ClientStream<S>>),
 }
 
 /// What a plain stream can do beyond reads and writes: look at the next bytes without taking them.
@@ -28,25 +33,17 @@ pub trait Peek {
 // session's record layer) stays out of line, so that a plain connection's reads and writes cost one compare.
 
 #[inline(never)]
-fn tls_read<S: AsyncRead + AsyncWrite + Unpin>(
-    t: &mut TlsStream<S>,
-    cx: &mut Context<'_>,
-    buf: &mut [u8],
-) -> Poll<io::Result<usize>> {
+fn tls_read<T: AsyncRead + Unpin>(t: &mut T, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
     Pin::new(t).poll_read(cx, buf)
 }
 
 #[inline(never)]
-fn tls_write<S: AsyncRead + AsyncWrite + Unpin>(
-    t: &mut TlsStream<S>,
-    cx: &mut Context<'_>,
-    buf: &[u8],
-) -> Poll<io::Result<usize>> {
+fn tls_write<T: AsyncWrite + Unpin>(t: &mut T, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
     Pin::new(t).poll_write(cx, buf)
 }
 
 #[inline(never)]
-fn tls_flush<S: AsyncRead + AsyncWrite + Unpin>(t: &mut TlsStream<S>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+fn tls_flush<T: AsyncWrite + Unpin>(t: &mut T, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
     Pin::new(t).poll_flush(cx)
 }
 
@@ -55,7 +52,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for MaybeTls<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            MaybeTls::Tls(t) => tls_read(t, cx, buf),
+            MaybeTls::Tls(t) => tls_read(&mut **t, cx, buf),
+            MaybeTls::Upstream(t) => tls_read(&mut **t, cx, buf),
         }
     }
 }
@@ -65,7 +63,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            MaybeTls::Tls(t) => tls_write(t, cx, buf),
+            MaybeTls::Tls(t) => tls_write(&mut **t, cx, buf),
+            MaybeTls::Upstream(t) => tls_write(&mut **t, cx, buf),
         }
     }
 
@@ -73,7 +72,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
-            MaybeTls::Tls(t) => tls_flush(t, cx),
+            MaybeTls::Tls(t) => tls_flush(&mut **t, cx),
+            MaybeTls::Upstream(t) => tls_flush(&mut **t, cx),
         }
     }
 
@@ -82,6 +82,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_close(cx),
             MaybeTls::Tls(t) => Pin::new(&mut **t).poll_close(cx),
+            MaybeTls::Upstream(t) => Pin::new(&mut **t).poll_close(cx),
         }
     }
 }
@@ -105,7 +106,9 @@ impl<S: Tcp> Conn for MaybeTls<S> {
     async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             MaybeTls::Plain(s) => s.peek(buf).await,
-            MaybeTls::Tls(_) => Err(io::Error::new(io::ErrorKind::Unsupported, "peek on a TLS stream")),
+            MaybeTls::Tls(_) | MaybeTls::Upstream(_) => {
+                Err(io::Error::new(io::ErrorKind::Unsupported, "peek on a TLS stream"))
+            }
         }
     }
 
@@ -115,14 +118,31 @@ impl<S: Tcp> Conn for MaybeTls<S> {
                 let tls = futures_rustls::TlsAcceptor::from(config).accept(s).await?;
                 Ok(MaybeTls::Tls(Box::new(tls)))
             }
-            tls @ MaybeTls::Tls(_) => Ok(tls),
+            tls => Ok(tls),
+        }
+    }
+
+    async fn connect_tls(self, config: Arc<rustls::ClientConfig>, name: ServerName<'static>) -> io::Result<Self> {
+        match self {
+            MaybeTls::Plain(s) => {
+                let tls = futures_rustls::TlsConnector::from(config).connect(name, s).await?;
+                Ok(MaybeTls::Upstream(Box::new(tls)))
+            }
+            tls => Ok(tls),
         }
     }
 
     fn tls(&self) -> Option<&rustls::ServerConnection> {
         match self {
-            MaybeTls::Plain(_) => None,
             MaybeTls::Tls(t) => Some(t.get_ref().1),
+            _ => None,
+        }
+    }
+
+    fn upstream_tls(&self) -> Option<&rustls::ClientConnection> {
+        match self {
+            MaybeTls::Upstream(t) => Some(t.get_ref().1),
+            _ => None,
         }
     }
 }
@@ -133,6 +153,7 @@ impl<S> MaybeTls<S> {
         match self {
             MaybeTls::Plain(s) => s,
             MaybeTls::Tls(t) => t.get_ref().0,
+            MaybeTls::Upstream(t) => t.get_ref().0,
         }
     }
 

@@ -309,6 +309,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             access: None,
             gzip: Default::default(),
             error_pages: Default::default(),
+            proxy_tls: None,
             span: Span::default(),
         };
         let mut other = upstream(vec![line(9, "")]);

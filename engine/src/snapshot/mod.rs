@@ -124,6 +124,11 @@ pub struct ServerPlan {
     pub gzip: Option<gzip::GzipPlan>,
     /// `error_page` of answers outside any location.
     pub error_pages: Option<std::sync::Arc<error_pages::ErrorPagesPlan>>,
+    /// `ssl_verify_client` other than `off`: a TLS connection's client certificate is checked per request.
+    pub verify_client: Option<crate::config::tls::VerifyClient>,
+    /// With `verify_client`: nginx's 421, 495 and 496 answers (sent as 421, 400 and 400), with the server's
+    /// `add_header`.
+    pub cert_pages: Vec<FixedAnswer>,
 }
 
 impl ServerPlan {
@@ -400,6 +405,14 @@ fn server_plan(
         files: FilesPlan::new(&srv.files),
         cycle: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
         error_pages: error_pages::ErrorPagesPlan::new(&srv.error_pages, None, tokens, &headers),
+        verify_client: srv.tls.as_ref().and_then(|t| t.client.as_ref()).map(|c| c.mode),
+        cert_pages: match srv.tls.as_ref().is_some_and(|t| t.client.is_some()) {
+            true => [421, 495, 496]
+                .into_iter()
+                .map(|c| FixedAnswer::error(c, tokens).with_headers(headers.clone()))
+                .collect(),
+            false => Vec::new(),
+        },
         moved: FixedAnswer::error(301, tokens).with_headers(headers.clone()),
         headers,
         gzip: gzip::GzipPlan::of(&srv.gzip),
@@ -433,7 +446,17 @@ fn location_plan(
         (None, Some(ProxyPass { url: Some(_), .. })) => None,
         (None, Some(ProxyPass { upstream, uri, .. })) => {
             let plan = plans.get(*upstream).ok_or(SnapshotError::NoSuchUpstream(*upstream))?;
-            Some(ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref()).with_error_pages(pages.clone()))
+            let tls = match &loc.proxy_tls {
+                Some(conf) => Some(std::sync::Arc::new(crate::tls::client_config::upstream_tls(
+                    conf, &plan.name,
+                )?)),
+                None => None,
+            };
+            Some(
+                ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref())
+                    .with_error_pages(pages.clone())
+                    .with_tls(tls),
+            )
         }
         (None, None) => None,
     };

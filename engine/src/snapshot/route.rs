@@ -287,6 +287,8 @@ pub struct ProxyPlan {
     pub error_pages: Option<Arc<ErrorPagesPlan>>,
     /// An upstream's `X-Accel-Redirect` is followed (`proxy_ignore_headers X-Accel-Redirect` turns it off).
     pub accel_redirect: bool,
+    /// `proxy_pass https://`: the TLS session each upstream connection opens (`None`: plain).
+    pub tls: Option<Arc<crate::tls::client_config::UpstreamTls>>,
 }
 
 impl ProxyPlan {
@@ -349,6 +351,7 @@ impl ProxyPlan {
             sets_length,
             error_pages: None,
             accel_redirect: loc.error_pages.accel_redirect,
+            tls: None,
         }
     }
 
@@ -375,6 +378,12 @@ impl ProxyPlan {
     /// Whether requests of this plan go to the addresses of a URL's host rather than to an upstream.
     pub fn is_resolved(&self) -> bool {
         self.upstream == RESOLVED
+    }
+
+    /// The plan with the TLS side of its upstream connections.
+    pub fn with_tls(mut self, tls: Option<Arc<crate::tls::client_config::UpstreamTls>>) -> ProxyPlan {
+        self.tls = tls;
+        self
     }
 
     /// The plan with the location's error pages.
@@ -541,6 +550,7 @@ mod tests {
             access: None,
             gzip: Default::default(),
             error_pages: Default::default(),
+            proxy_tls: None,
             span: Span::default(),
         }
     }

@@ -60,10 +60,14 @@ pub async fn accept<R: Runtime>(
             Err(_) => return Accepted::Failed,
         }
     }
+    let tls_conf = tls;
     match io_timeout::<R, _>(left(), sock.accept_tls(Arc::clone(&tls.config))).await {
         Ok(tls) => {
             if let Some(session) = tls.tls() {
                 facts.take(session);
+                if let Some(certs) = &tls_conf.clients {
+                    facts.take_client(session, certs);
+                }
             }
             Accepted::Tls(tls)
         }

@@ -1,6 +1,8 @@
 //! What a TLS connection's variables read (`$ssl_protocol`, `$ssl_cipher`, `$ssl_server_name`,
 //! `$ssl_session_reused`), taken once when its handshake is done.
 
+use super::client_auth::Verdict;
+use super::resolve::SniCerts;
 use crate::config::tls::openssl_name;
 use crate::config::var::Var;
 
@@ -15,6 +17,10 @@ pub struct TlsFacts {
     pub server_name: String,
     /// The session was resumed (`r`, else `.`).
     pub reused: bool,
+    /// The client certificate's verdict (`$ssl_client_verify`), where the handshake's server verifies clients.
+    pub client: Verdict,
+    /// The client's certificate (DER; empty: none, or not verified here), for the `$ssl_client_*` variables.
+    pub client_cert: Vec<u8>,
 }
 
 impl TlsFacts {
@@ -31,6 +37,20 @@ impl TlsFacts {
         self.server_name.clear();
         self.server_name.push_str(session.server_name().unwrap_or_default());
         self.reused = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        self.client = Verdict::None;
+        self.client_cert.clear();
+    }
+
+    /// The client certificate of `session` checked for the server its SNI picked among `certs`.
+    pub fn take_client(&mut self, session: &rustls::ServerConnection, certs: &SniCerts) {
+        let peer = session.peer_certificates();
+        let now = rustls::pki_types::UnixTime::now();
+        self.client = super::client_auth::verdict(certs, session.server_name(), peer, now);
+        if self.client != Verdict::None {
+            if let Some(ee) = peer.and_then(|p| p.first()) {
+                self.client_cert.extend_from_slice(ee);
+            }
+        }
     }
 }
 

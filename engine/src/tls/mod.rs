@@ -1,12 +1,17 @@
 //! TLS termination: each TLS listen address's rustls `ServerConfig`, built at load into the snapshot
 //! ([`server_config`]: SNI picks the server's certificates, RSA or ECDSA by what the client offers), the accept
 //! step of a connection on such an address ([`accept`]: TLS, or plain HTTP sent to it), and what `$ssl_*`
-//! variables read ([`facts`]).
+//! variables read ([`facts`]); towards `https` upstreams, each location's rustls `ClientConfig`
+//! ([`client_config`]), and certificate checks as OpenSSL makes them ([`verify`]).
 
 pub mod accept;
+pub mod client_auth;
+pub mod client_config;
+pub mod client_vars;
 pub mod facts;
 pub mod resolve;
 pub mod server_config;
+pub mod verify;
 
 pub use accept::{accept, Accepted};
 pub use facts::TlsFacts;

@@ -16,6 +16,8 @@ pub type PickServer = Box<dyn Fn(&str) -> usize + Send + Sync>;
 pub struct ServerCerts {
     pub certs: Vec<Arc<CertifiedKey>>,
     pub reject: bool,
+    /// `ssl_verify_client` other than `off`.
+    pub client: Option<Arc<crate::config::tls::ClientVerify>>,
 }
 
 /// The certificate resolver of one TLS listen address.
@@ -48,6 +50,13 @@ impl SniCerts {
     pub fn rejects(&self, sni: Option<&str>) -> bool {
         let index = sni.map_or(self.default, |n| (self.pick)(n));
         self.servers.get(index).is_some_and(|s| s.reject)
+    }
+
+    /// The client certificate settings of the server a handshake naming `sni` reaches (`None`: it does not
+    /// verify clients).
+    pub fn client_of(&self, sni: Option<&str>) -> Option<&crate::config::tls::ClientVerify> {
+        let index = sni.map_or(self.default, |n| (self.pick)(n));
+        self.servers.get(index)?.client.as_deref()
     }
 
     /// Whether `key` suits the client: it accepts one of the key's schemes, and (TLS 1.2) offers a suite for it.

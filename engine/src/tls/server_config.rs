@@ -3,12 +3,13 @@
 //! certificates behind the SNI resolver, and session tickets from one rotating ticketer that every shard and
 //! every reload shares.
 
+use super::client_auth::AskForCerts;
 use super::resolve::{PickServer, ServerCerts, SniCerts};
 use crate::config::tls::{SessionCache, TlsConf};
 use rustls::crypto::ring;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache};
-use rustls::ServerConfig;
+use rustls::{DistinguishedName, ServerConfig};
 use std::sync::{Arc, OnceLock};
 
 /// The servers of one TLS listen address.
@@ -48,6 +49,9 @@ pub struct PortTls {
     /// The certificates by server, when a server there has `ssl_reject_handshake on` (its handshakes are read
     /// first, to be refused with nginx's `unrecognized_name` alert).
     pub rejecting: Option<Arc<SniCerts>>,
+    /// The certificates by server, when a server there has `ssl_verify_client` (a client's certificate is
+    /// checked against the trusted ones of the server its SNI picks).
+    pub clients: Option<Arc<SniCerts>>,
 }
 
 /// Builds the config of one TLS address.
@@ -85,6 +89,7 @@ pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
             Some(c) => ServerCerts {
                 certs: c.certs.iter().map(|p| Arc::clone(&p.loaded)).collect(),
                 reject: c.reject_handshake,
+                client: c.client.clone(),
             },
             None => ServerCerts::default(),
         })
@@ -97,11 +102,33 @@ pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
     };
     let resolver = Arc::new(resolver);
     let rejecting = resolver.servers.iter().any(|s| s.reject).then(|| Arc::clone(&resolver));
-    let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
+    let verifying = resolver.servers.iter().any(|s| s.client.is_some());
+    let clients = verifying.then(|| Arc::clone(&resolver));
+    // the CA names sent: every verifying server's, each once
+    let mut subjects: Vec<&Vec<u8>> = Vec::new();
+    for h in resolver
+        .servers
+        .iter()
+        .filter_map(|s| s.client.as_ref())
+        .flat_map(|c| c.hints.iter())
+    {
+        if !subjects.contains(&h) {
+            subjects.push(h);
+        }
+    }
+    let hints: Vec<DistinguishedName> = subjects
+        .into_iter()
+        .map(|h| DistinguishedName::from(h.clone()))
+        .collect();
+    let algs = provider.signature_verification_algorithms;
+    let builder = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
-        .map_err(|e| TlsError::Rustls(e.to_string()))?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .map_err(|e| TlsError::Rustls(e.to_string()))?;
+    let builder = match verifying {
+        true => builder.with_client_cert_verifier(Arc::new(AskForCerts { hints, algs })),
+        false => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.ignore_client_order = main.prefer_server_ciphers;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config.session_storage = match main.session_cache {
@@ -117,5 +144,6 @@ pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
     Ok(PortTls {
         config: Arc::new(config),
         rejecting,
+        clients,
     })
 }

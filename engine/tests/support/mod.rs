@@ -87,6 +87,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         access: None,
         gzip: Default::default(),
         error_pages: Default::default(),
+        proxy_tls: None,
         span: Span::default(),
     }
 }
@@ -110,6 +111,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         access: None,
         gzip: Default::default(),
         error_pages: Default::default(),
+        proxy_tls: None,
         span: Span::default(),
     }
 }

@@ -137,8 +137,12 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
     );
     let drafts: Vec<_> = h.servers.iter_mut().map(ServerDraft::take_checks).collect();
     let tls: Vec<_> = h.servers.iter().map(|s| s.layers.tls.over(&h.layers.tls)).collect();
-    let mut servers: Vec<HttpServer> = h.servers.into_iter().map(|s| s.merge(&h.layers, &b.prefix)).collect();
     let conf_dir = d.span.file.parent().unwrap_or(std::path::Path::new(""));
+    let mut servers: Vec<HttpServer> = h
+        .servers
+        .into_iter()
+        .map(|s| s.merge(&h.layers, &b.prefix, conf_dir))
+        .collect::<Result<_, _>>()?;
     super::tls::load_servers(&mut servers, &tls, conf_dir)?;
     crate::config::map::mark_answer_time(&mut h.maps.maps);
     for s in &mut servers {
@@ -362,16 +366,15 @@ impl HttpState {
             });
         }
         let has_prefix = |p: &str| url.get(..p.len()).is_some_and(|s| s.eq_ignore_ascii_case(p));
-        let rest = if has_prefix("http://") {
-            url.get(7..).unwrap_or_default()
+        let (rest, scheme, default_port) = if has_prefix("http://") {
+            (url.get(7..).unwrap_or_default(), "http", 80)
         } else if has_prefix("https://") {
-            let msg = "https upstreams are not supported by corelb (\"proxy_pass https://...\")";
-            return Err(ConfigError::invalid(msg, &d.span));
+            (url.get(8..).unwrap_or_default(), "https", 443)
         } else {
             return Err(ConfigError::invalid("invalid URL prefix", &d.span));
         };
         let opts = UrlOpts {
-            default_port: 80,
+            default_port,
             uri_part: true,
             no_resolve: true,
             listen: false,
@@ -379,7 +382,7 @@ impl HttpState {
         let u = url::parse_url(rest, opts)
             .map_err(|e| ConfigError::invalid(format!("{e} in upstream \"{rest}\""), &d.span))?;
         // nginx's `$proxy_host`: the port only when it is not the scheme's.
-        let proxy_host = if u.no_port || u.port == 80 {
+        let proxy_host = if u.no_port || u.port == default_port {
             u.host.clone()
         } else {
             format!("{}:{}", u.host, u.port_text)
@@ -390,7 +393,7 @@ impl HttpState {
         };
         let upstream = self.upstreams.reference(&u, text, &proxy_host, &d.span)?;
         Ok(ProxyPass {
-            scheme: "http".into(),
+            scheme: scheme.into(),
             upstream,
             uri: u.uri,
             url: None,
@@ -410,7 +413,12 @@ impl ServerDraft {
 
     /// The server with the http-level settings merged in, and each location with the server's (relative default
     /// paths resolve against `prefix`).
-    fn merge(self, http: &Layers, prefix: &std::path::Path) -> HttpServer {
+    fn merge(
+        self,
+        http: &Layers,
+        prefix: &std::path::Path,
+        conf_dir: &std::path::Path,
+    ) -> Result<HttpServer, ConfigError> {
         let layers = self.layers.over(http);
         // each location over the one it is nested in (listed before it), or over the server
         let mut merged: Vec<Layers> = Vec::with_capacity(self.locations.len());
@@ -418,6 +426,11 @@ impl ServerDraft {
         for l in self.locations {
             let parent = l.parent.and_then(|p| merged.get(p)).unwrap_or(&layers);
             let own = l.layers.over(parent);
+            let https = l.proxy_pass.as_ref().is_some_and(|p| p.scheme == "https");
+            let proxy_tls = match https {
+                true => Some(own.proxy_tls.conf(conf_dir, &l.span)?),
+                false => None,
+            };
             locations.push(Location {
                 matcher: l.matcher,
                 parent: l.parent,
@@ -433,11 +446,12 @@ impl ServerDraft {
                 access: own.access.conf(),
                 gzip: own.gzip.conf(),
                 error_pages: own.error_pages.conf(),
+                proxy_tls,
                 span: l.span,
             });
             merged.push(own);
         }
-        HttpServer {
+        Ok(HttpServer {
             listens: self.listens,
             server_names: self.names,
             locations,
@@ -452,7 +466,7 @@ impl ServerDraft {
             tls: None,
             error_pages: layers.error_pages.conf(),
             span: self.span,
-        }
+        })
     }
 }
 

@@ -96,6 +96,8 @@ pub struct Layers {
     pub gzip: GzipLayer,
     /// `ssl_*` (http and server levels).
     pub tls: super::tls::TlsLayer,
+    /// `proxy_ssl_*`.
+    pub proxy_tls: super::proxy_tls::ProxyTlsLayer,
     /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
     pub error_pages: ErrorPagesLayer,
 }
@@ -217,6 +219,7 @@ impl Layers {
             name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, d)?,
             name if gzip::NAMES.contains(&name) => self.gzip.directive(cx.build, d)?,
             name if super::tls::NAMES.contains(&name) => self.tls.directive(cx.build, d)?,
+            name if super::proxy_tls::NAMES.contains(&name) => self.proxy_tls.directive(cx.build, d)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -277,6 +280,7 @@ impl Layers {
             access: self.access.over(&parent.access),
             gzip: self.gzip.over(&parent.gzip),
             tls: self.tls.over(&parent.tls),
+            proxy_tls: self.proxy_tls.over(&parent.proxy_tls),
             error_pages: self.error_pages.over(&parent.error_pages),
         }
     }

@@ -22,6 +22,7 @@ mod locations;
 mod logs;
 mod main_ctx;
 mod map;
+mod proxy_tls;
 mod queue;
 mod random_two;
 mod realip;

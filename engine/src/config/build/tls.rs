@@ -6,9 +6,10 @@ use super::{arg, directive_err, flag_slot, set_once, value, Build};
 use crate::config::error::ConfigError;
 use crate::config::model::{HttpServer, Span};
 use crate::config::parser::Directive;
-use crate::config::tls::{self, CertPair, SessionCache, TlsConf, KX_GROUPS, TLS12_SUITES};
+use crate::config::tls::{self, CertPair, ClientVerify, SessionCache, TlsConf, VerifyClient, KX_GROUPS, TLS12_SUITES};
 use rustls::SupportedCipherSuite;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The directives read here.
@@ -27,6 +28,11 @@ pub const NAMES: &[&str] = &[
     "ssl_password_file",
     "ssl_stapling",
     "ssl_stapling_verify",
+    "ssl_verify_client",
+    "ssl_client_certificate",
+    "ssl_trusted_certificate",
+    "ssl_verify_depth",
+    "ssl_crl",
 ];
 
 /// What one level (http or server) sets.
@@ -46,6 +52,11 @@ pub struct TlsLayer {
     stapling_verify: Option<bool>,
     dhparam: Option<String>,
     password_file: Option<String>,
+    verify_client: Option<Option<VerifyClient>>,
+    client_certificate: Option<(String, Span)>,
+    trusted_certificate: Option<(String, Span)>,
+    verify_depth: Option<u64>,
+    crl: Option<(String, Span)>,
 }
 
 impl TlsLayer {
@@ -72,6 +83,31 @@ impl TlsLayer {
                 }
             }
             "ssl_stapling_verify" => flag_slot(&mut self.stapling_verify, d)?,
+            "ssl_verify_client" => {
+                let mode = match arg(d, 0) {
+                    "on" => Some(VerifyClient::On),
+                    "off" => None,
+                    "optional" => Some(VerifyClient::Optional),
+                    "optional_no_ca" => Some(VerifyClient::OptionalNoCa),
+                    v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
+                };
+                set_once(&mut self.verify_client, d, mode)?;
+            }
+            "ssl_client_certificate" => {
+                set_once(&mut self.client_certificate, d, (arg(d, 0).to_string(), d.span.clone()))?;
+            }
+            "ssl_trusted_certificate" => {
+                set_once(
+                    &mut self.trusted_certificate,
+                    d,
+                    (arg(d, 0).to_string(), d.span.clone()),
+                )?;
+            }
+            "ssl_crl" => set_once(&mut self.crl, d, (arg(d, 0).to_string(), d.span.clone()))?,
+            "ssl_verify_depth" => {
+                let n = arg(d, 0).parse().map_err(|_| directive_err(d, "invalid number"))?;
+                set_once(&mut self.verify_depth, d, n)?;
+            }
             // read and checked at load, unused: TLS 1.3 and ECDHE do not use DH parameters (docs/directives.md)
             "ssl_dhparam" => set_once(&mut self.dhparam, d, arg(d, 0).to_string())?,
             "ssl_password_file" => {
@@ -112,22 +148,43 @@ impl TlsLayer {
             stapling_verify: self.stapling_verify.or(parent.stapling_verify),
             dhparam: self.dhparam.clone().or_else(|| parent.dhparam.clone()),
             password_file: self.password_file.clone().or_else(|| parent.password_file.clone()),
+            verify_client: self.verify_client.or(parent.verify_client),
+            client_certificate: self
+                .client_certificate
+                .clone()
+                .or_else(|| parent.client_certificate.clone()),
+            trusted_certificate: self
+                .trusted_certificate
+                .clone()
+                .or_else(|| parent.trusted_certificate.clone()),
+            verify_depth: self.verify_depth.or(parent.verify_depth),
+            crl: self.crl.clone().or_else(|| parent.crl.clone()),
         }
     }
 
     /// The merged settings with nginx's defaults, certificates loaded relative to `conf_dir`; `None` for a server
-    /// that neither listens with `ssl` nor has a certificate or `ssl_reject_handshake on`.
-    pub fn conf(&self, conf_dir: &Path, listen_ssl: Option<&Span>) -> Result<Option<TlsConf>, ConfigError> {
+    /// that neither listens with `ssl` nor has a certificate or `ssl_reject_handshake on`. A server that is not
+    /// the default of a TLS address (`needs_certs` false) may have no certificate of its own (it serves the
+    /// default server's, as nginx).
+    fn conf(
+        &self,
+        conf_dir: &Path,
+        listen_ssl: Option<&Span>,
+        needs_certs: bool,
+    ) -> Result<Option<TlsConf>, ConfigError> {
         let reject = self.reject_handshake.unwrap_or(false);
         let certs = self.certificates.as_deref().unwrap_or_default();
         if certs.is_empty() && !reject {
-            return match listen_ssl {
-                Some(at) => Err(ConfigError::invalid(
-                    "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive",
-                    at,
-                )),
-                None => Ok(None),
-            };
+            match listen_ssl {
+                Some(at) if needs_certs => {
+                    return Err(ConfigError::invalid(
+                        "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive",
+                        at,
+                    ))
+                }
+                Some(_) => {}
+                None => return Ok(None),
+            }
         }
         let d = TlsConf::defaults();
         let keys = self.keys.as_deref().unwrap_or_default();
@@ -169,6 +226,8 @@ impl TlsLayer {
             }
         }
         let (tls12, tls13) = self.protocols.unwrap_or((d.tls12, d.tls13));
+        // nginx checks a server's `ssl_verify_client` only where it has certificates of its own
+        let client = self.client_verify(conf_dir, listen_ssl, !pairs.is_empty())?;
         Ok(Some(TlsConf {
             certs: pairs,
             tls12,
@@ -180,8 +239,86 @@ impl TlsLayer {
             session_timeout: self.session_timeout.unwrap_or(d.session_timeout),
             session_tickets: self.session_tickets.unwrap_or(d.session_tickets),
             reject_handshake: reject,
+            client,
         }))
     }
+
+    /// `ssl_verify_client` with its certificates loaded; nginx's `no ssl_client_certificate for
+    /// ssl_verify_client` when `on` or `optional` has nothing to verify against.
+    fn client_verify(
+        &self,
+        conf_dir: &Path,
+        at: Option<&Span>,
+        checked: bool,
+    ) -> Result<Option<Arc<ClientVerify>>, ConfigError> {
+        let Some(Some(mode)) = self.verify_client else {
+            return Ok(None);
+        };
+        let load = |f: &Option<(String, Span)>| match f {
+            Some((file, at)) => super::proxy_tls::load_trusted(&full(conf_dir, file), at),
+            None => Ok(Vec::new()),
+        };
+        let cas = load(&self.client_certificate)?;
+        let mut trusted = cas.clone();
+        trusted.extend(load(&self.trusted_certificate)?);
+        if checked && trusted.is_empty() && mode != VerifyClient::OptionalNoCa {
+            let at = at.cloned().unwrap_or_else(Span::command_line);
+            return Err(ConfigError::invalid(
+                "no ssl_client_certificate for ssl_verify_client",
+                &at,
+            ));
+        }
+        let mut hints: Vec<Vec<u8>> = Vec::new();
+        for c in &cas {
+            if let Some(subject) = subject_der(c) {
+                if !hints.contains(&subject) {
+                    hints.push(subject);
+                }
+            }
+        }
+        Ok(Some(Arc::new(ClientVerify {
+            mode,
+            trusted,
+            hints,
+            depth: self
+                .verify_depth
+                .map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            crls: match &self.crl {
+                Some((file, at)) => load_crls(&full(conf_dir, file), at)?,
+                None => Vec::new(),
+            },
+        })))
+    }
+}
+
+/// The CRLs of a PEM file (`ssl_crl`, nginx's `X509_LOOKUP_load_file`).
+pub(super) fn load_crls(path: &Path, at: &Span) -> Result<Vec<Vec<u8>>, ConfigError> {
+    use rustls_pki_types::pem::PemObject;
+    let p = path.display();
+    let pem = std::fs::read(path).map_err(|e| {
+        ConfigError::invalid(
+            format!("X509_LOOKUP_load_file(\"{p}\") failed (SSL: error:80000002:system library::{e})"),
+            at,
+        )
+    })?;
+    let crls: Vec<Vec<u8>> = rustls_pki_types::CertificateRevocationListDer::pem_slice_iter(&pem)
+        .filter_map(Result::ok)
+        .map(|c| c.as_ref().to_vec())
+        .collect();
+    if crls.is_empty() {
+        return Err(ConfigError::invalid(
+            format!("X509_LOOKUP_load_file(\"{p}\") failed (SSL: error:05800088:x509 certificate routines::no certificate or crl found)"),
+            at,
+        ));
+    }
+    Ok(crls)
+}
+
+/// The DER of a certificate's subject name (`None`: not a certificate).
+fn subject_der(cert: &rustls_pki_types::CertificateDer<'_>) -> Option<Vec<u8>> {
+    use x509_parser::prelude::FromDer;
+    let (_, c) = x509_parser::certificate::X509Certificate::from_der(cert).ok()?;
+    Some(c.subject().as_raw().to_vec())
 }
 
 /// A path as nginx's `ngx_conf_full_name(cycle, name, 1)`: relative to the conf prefix.
@@ -196,7 +333,7 @@ fn push(slot: &mut Option<Vec<(String, Span)>>, d: &Directive) {
 
 /// `ssl_protocols`: which of TLSv1.2 and TLSv1.3 are on. Older versions are accepted in the list (rustls has
 /// none of them, docs/directives.md); a list of only those cannot be honoured.
-fn protocols(d: &Directive) -> Result<(bool, bool), ConfigError> {
+pub(super) fn protocols(d: &Directive) -> Result<(bool, bool), ConfigError> {
     let (mut tls12, mut tls13) = (false, false);
     for v in &d.args {
         match v.as_str() {
@@ -208,7 +345,7 @@ fn protocols(d: &Directive) -> Result<(bool, bool), ConfigError> {
     }
     if !tls12 && !tls13 {
         return Err(ConfigError::invalid(
-            "\"ssl_protocols\" names no protocol corelb has (TLSv1.2, TLSv1.3)",
+            format!("\"{}\" names no protocol corelb has (TLSv1.2, TLSv1.3)", d.name),
             &d.span,
         ));
     }
@@ -260,7 +397,7 @@ const HARMLESS: &[&str] = &[
 
 /// `ssl_ciphers`: an OpenSSL cipher list, as the TLS 1.2 suites rustls has, in the list's order. A word naming
 /// suites rustls lacks and no others is an error by name: a list corelb cannot honour is never silently dropped.
-fn ciphers(d: &Directive) -> Result<Vec<SupportedCipherSuite>, ConfigError> {
+pub(super) fn ciphers(d: &Directive) -> Result<Vec<SupportedCipherSuite>, ConfigError> {
     let mut out: Vec<SupportedCipherSuite> = Vec::new();
     let mut removed: Vec<SupportedCipherSuite> = Vec::new();
     let list = arg(d, 0);
@@ -413,12 +550,31 @@ fn session_cache(d: &Directive) -> Result<SessionCache, ConfigError> {
 
 /// Loads the TLS settings of every server (`layers` merged over http for each), checking `listen ... ssl`.
 pub fn load_servers(servers: &mut [HttpServer], layers: &[TlsLayer], conf_dir: &Path) -> Result<(), ConfigError> {
-    for (s, layer) in servers.iter_mut().zip(layers) {
+    let defaults = default_servers(servers);
+    for (index, (s, layer)) in servers.iter_mut().zip(layers).enumerate() {
         // nginx names the server block's line in `no "ssl_certificate" is defined`, not the listen's
         let ssl_listen = s.listens.iter().any(|l| l.ssl).then_some(&s.span);
-        s.tls = layer.conf(conf_dir, ssl_listen)?;
+        let needs = defaults
+            .iter()
+            .any(|(addr, i)| *i == index && s.listens.iter().any(|l| l.ssl && l.addr == *addr));
+        s.tls = layer.conf(conf_dir, ssl_listen, needs)?;
     }
     Ok(())
+}
+
+/// Each listen address's default server (the one marked `default_server`, else the first listening there).
+fn default_servers(servers: &[HttpServer]) -> Vec<(std::net::SocketAddr, usize)> {
+    let mut out: Vec<(std::net::SocketAddr, usize)> = Vec::new();
+    for (i, s) in servers.iter().enumerate() {
+        for l in &s.listens {
+            match out.iter_mut().find(|(a, _)| *a == l.addr) {
+                Some(slot) if l.default_server => slot.1 = i,
+                Some(_) => {}
+                None => out.push((l.addr, i)),
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
