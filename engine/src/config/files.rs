@@ -1,9 +1,11 @@
 //! What a location serves from the file system, as nginx's core, static and index modules configure it: the
-//! `root`, the `index` files, the `types` table with its `default_type`, and `etag`.
+//! `root` or `alias`, the `index` files, the `types` table with its `default_type`, and `etag`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use super::key::KeyTemplate;
 
 /// nginx's `NGX_HTTP_DEFAULT_INDEX`.
 pub const DEFAULT_INDEX: &str = "index.html";
@@ -18,10 +20,17 @@ pub const BUILTIN_TYPES: [(&str, &str); 3] = [("html", "text/html"), ("gif", "im
 /// A location's file serving settings, inherited http -> server -> location and filled with nginx's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FilesConf {
-    /// `root`: resolved against the prefix, without a trailing `/` (nginx strips it); default `PREFIX/html`.
+    /// `root`: resolved against the prefix, without a trailing `/` (nginx strips it); default `PREFIX/html`. For
+    /// `alias`, its path as written (resolved against the prefix, a trailing `/` kept).
     pub root: PathBuf,
-    /// `index` names in order (default `index.html`); a name starting with `/` is a URI to redirect to.
-    pub index: Vec<String>,
+    /// `root` or `alias` with variables: the template evaluated per request (then `root` is the prefix it is
+    /// resolved against when relative, as nginx's `ngx_get_full_name`).
+    pub root_vars: Option<KeyTemplate>,
+    /// What of the request's path follows the root.
+    pub alias: Alias,
+    /// `index` names in order (default `index.html`), variables compiled; a name starting with `/` is a URI to
+    /// redirect to.
+    pub index: Vec<KeyTemplate>,
     /// `types`: file name extension -> content type.
     pub types: Arc<MimeTypes>,
     /// `default_type`: the content type of a file whose extension is not in `types`.
@@ -36,13 +45,26 @@ impl Default for FilesConf {
     fn default() -> Self {
         FilesConf {
             root: PathBuf::from("html"),
-            index: vec![DEFAULT_INDEX.to_string()],
+            root_vars: None,
+            alias: Alias::Root,
+            index: vec![KeyTemplate::literal(DEFAULT_INDEX)],
             types: Arc::new(MimeTypes::builtin()),
             default_type: DEFAULT_TYPE.to_string(),
             etag: true,
             log_not_found: true,
         }
     }
+}
+
+/// How the root and the request's path make the file's path (nginx's `clcf->alias`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alias {
+    /// `root`: the whole path follows it.
+    Root,
+    /// `alias` in a prefix or exact location: the path after the location's name (this many bytes) follows it.
+    Cut(usize),
+    /// `alias` in a regex location: it is the whole file path (its captures name the rest).
+    Whole,
 }
 
 /// A `types { TYPE EXT...; }` table: extensions are lower case (nginx lower-cases them as it reads them) and

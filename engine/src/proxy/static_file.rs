@@ -20,9 +20,10 @@ use crate::http::pages::{append_decimal, append_error_page, format_http_date, se
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::var_cache::VarCache;
-use crate::http::vars::ConnVars;
+use crate::http::vars::{ConnVars, RequestExt, RequestVars};
 use crate::log::Level;
 use crate::runtime::Runtime;
+use crate::snapshot::captures::WithCaptures;
 use crate::snapshot::files::{FilesPlan, IndexName};
 use crate::snapshot::gzip::{AnswerFacts, GzipAsk, GzipPlan};
 use crate::snapshot::headers::{HeadersPlan, Prepared, ResponseFacts};
@@ -97,7 +98,7 @@ impl FileMethod {
 }
 
 /// What file serving needs of the request head.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(super) struct FileRequest<'a> {
     pub(super) method: FileMethod,
     /// `$args` (kept on a redirect to the directory's slash).
@@ -108,6 +109,15 @@ pub(super) struct FileRequest<'a> {
     pub(super) local: SocketAddr,
     /// The head, for `gzip_static on` (`ngx_http_gzip_ok`).
     pub(super) head: Option<&'a RequestHead<'a, 'a>>,
+    /// The request's variables, for a `root` or `alias` with them (the location's captures are added).
+    pub(super) vars: &'a dyn VarSource,
+}
+
+/// No variables: for a [`FileRequest`] that names no file (the redirect to a location's slash).
+pub(super) struct NoVars;
+
+impl VarSource for NoVars {
+    fn append(&self, _: &crate::config::key::Var, _: &mut Vec<u8>) {}
 }
 
 /// The connection's buffers file serving writes into.
@@ -159,7 +169,11 @@ pub(super) fn resolve<'s>(
         };
         let path: &[u8] = if redirected { bufs.redirect } else { uri };
         let gzip = loc.map_or(&server.gzip, |l| &l.gzip).as_ref();
-        match step(plan, gzip, path, req, bufs.path) {
+        let vars = WithCaptures {
+            vars: req.vars,
+            caps: bufs.captures,
+        };
+        match step(plan, gzip, path, req, &vars, bufs.path) {
             Step::Answer(a) => {
                 return Resolved {
                     loc,
@@ -201,6 +215,7 @@ pub(super) fn resolve_head<'s>(
     uri: &[u8],
     head: &RequestHead<'_, '_>,
     conn: ConnVars,
+    ext: RequestExt<'_>,
     bufs: FileBufs<'_>,
 ) -> Resolved<'s> {
     if loc.is_some_and(|l| !l.serves_files()) {
@@ -211,12 +226,20 @@ pub(super) fn resolve_head<'s>(
             redirected: false,
         };
     }
+    let vars = RequestVars {
+        req: head,
+        conn,
+        uri,
+        proxy_host: "",
+        ext,
+    };
     let req = FileRequest {
         method: FileMethod::of(head.method),
         args: head.query().as_bytes(),
         host: head.host,
         local: conn.local,
         head: Some(head),
+        vars: &vars,
     };
     resolve(server, loc, uri, &req, bufs)
 }
@@ -228,6 +251,7 @@ fn step<'s>(
     gzip: Option<&GzipPlan>,
     uri: &[u8],
     req: &FileRequest<'_>,
+    vars: &dyn VarSource,
     path: &mut Vec<u8>,
 ) -> Step<'s> {
     if req.method == FileMethod::Other {
@@ -238,17 +262,17 @@ fn step<'s>(
         return Step::Answer(FileAnswer::Error(400));
     }
     if uri.ends_with(b"/") {
-        return index(plan, uri, path);
+        return index(plan, uri, vars, path);
     }
     // the gzip_static handler runs before the static one
     let mut vary = false;
     if let Some(gz) = gzip.filter(|g| g.static_files != GzipStatic::Off) {
-        match open_gz(plan, gz, uri, req, path) {
+        match open_gz(plan, gz, uri, req, vars, path) {
             GzStatic::Sent(answer) => return Step::Answer(answer),
             GzStatic::Declined { vary: v } => vary = v,
         }
     }
-    let mut answer = open(plan, uri, req, path);
+    let mut answer = open(plan, uri, req, vars, path);
     if let FileAnswer::File(f) = &mut answer {
         f.vary = vary;
     }
@@ -269,6 +293,7 @@ fn open_gz<'s>(
     gz: &GzipPlan,
     uri: &[u8],
     req: &FileRequest<'_>,
+    vars: &dyn VarSource,
     path: &mut Vec<u8>,
 ) -> GzStatic<'s> {
     let declined = GzStatic::Declined { vary: false };
@@ -292,7 +317,7 @@ fn open_gz<'s>(
     if !gz.vary && !ok {
         return declined;
     }
-    plan.path_of(uri, path);
+    plan.path_of(uri, vars, false, path);
     path.extend_from_slice(b".gz");
     let (file, meta) = match open_with_meta(path) {
         Ok(fm) => fm,
@@ -331,18 +356,29 @@ fn open_gz<'s>(
 
 /// `ngx_http_index_handler`: the first index name that exists is an internal redirect to it; none is a 403 when the
 /// directory exists (nginx's "directory index of ... is forbidden"), else a 404.
-fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
+fn index<'s>(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<u8>) -> Step<'s> {
     let mut dir_tested = false;
+    // a name with variables is evaluated here (a location whose names have none allocates nothing)
+    let mut evaluated = Vec::new();
     for name in plan.index.iter() {
-        let file = match name {
+        let file: &[u8] = match name {
             IndexName::Uri(u) => {
                 path.clear();
                 path.extend_from_slice(u);
                 return Step::Redirect;
             }
             IndexName::File(f) => f,
+            IndexName::Vars(t) => {
+                evaluated.clear();
+                t.eval_into(vars, &mut evaluated);
+                if evaluated.first() == Some(&b'/') {
+                    std::mem::swap(path, &mut evaluated);
+                    return Step::Redirect;
+                }
+                &evaluated
+            }
         };
-        plan.path_of(uri, path);
+        plan.path_of(uri, vars, false, path);
         path.extend_from_slice(file);
         let err = match std::fs::metadata(as_path(path)) {
             Ok(_) => {
@@ -375,10 +411,10 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
             return Step::Answer(FileAnswer::Error(status));
         }
         if !dir_tested {
-            if let Some(status) = test_dir(plan, uri, path) {
+            if let Some(status) = test_dir(plan, uri, vars, path) {
                 if status == 404 && plan.log_not_found {
                     // nginx names the index file it looked for
-                    plan.path_of(uri, path);
+                    plan.path_of(uri, vars, false, path);
                     path.extend_from_slice(file);
                     log_file(Level::Error, path, "is not found", libc::ENOENT);
                 }
@@ -388,7 +424,7 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
         }
     }
     if crate::log::enabled(Level::Error) {
-        plan.path_of(uri, path);
+        plan.path_of(uri, vars, false, path);
         crate::log_error!("directory index of \"{}\" is forbidden", String::from_utf8_lossy(path));
     }
     Step::Answer(FileAnswer::Error(403))
@@ -412,8 +448,8 @@ fn log_file(level: Level, path: &[u8], what: &str, errno: i32) {
 
 /// `ngx_http_index_test_dir`, after an index name was not found: the status to answer when the directory itself
 /// is missing (404), a loop (403), not a directory or unreadable otherwise (500); `None` to go on.
-fn test_dir(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Option<u16> {
-    plan.path_of(uri, path);
+fn test_dir(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<u8>) -> Option<u16> {
+    plan.path_of(uri, vars, false, path);
     path.pop();
     if path.is_empty() {
         path.push(b'/');
@@ -438,8 +474,14 @@ fn test_dir(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Option<u16> {
 }
 
 /// `ngx_http_static_handler` for a path not ending in `/`: the open file, a 301 for a directory, or the error.
-fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut Vec<u8>) -> FileAnswer<'s> {
-    plan.path_of(uri, path);
+fn open<'s>(
+    plan: &'s FilesPlan,
+    uri: &[u8],
+    req: &FileRequest<'_>,
+    vars: &dyn VarSource,
+    path: &mut Vec<u8>,
+) -> FileAnswer<'s> {
+    plan.path_of(uri, vars, false, path);
     let (file, meta) = match open_with_meta(path) {
         Ok(fm) => fm,
         Err(e) => {
@@ -847,6 +889,7 @@ pub(super) fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 mod tests {
     use super::*;
     use crate::config::files::FilesConf;
+    use crate::config::key::KeyTemplate;
 
     /// A root with `index.html`, `sub/` (no index), `file` and `dir/index.html`.
     fn root(tag: &str) -> std::path::PathBuf {
@@ -862,7 +905,12 @@ mod tests {
 
     fn outcome(plan: &FilesPlan, uri: &[u8], method: FileMethod, path: &mut Vec<u8>) -> Result<u16, Vec<u8>> {
         let req = request(method, Some(b"h"), b"");
-        match step(plan, None, uri, &req, path) {
+        let caps = crate::config::regex::Captures::default();
+        let vars = WithCaptures {
+            vars: &NoVars,
+            caps: &caps,
+        };
+        match step(plan, None, uri, &req, &vars, path) {
             Step::Redirect => Err(path.clone()),
             Step::Answer(FileAnswer::File(f)) => Ok(200 + u16::from(f.size != 1)),
             Step::Answer(FileAnswer::ToSlash) => Ok(301),
@@ -875,7 +923,7 @@ mod tests {
         let dir = root("steps");
         let conf = FilesConf {
             root: dir.clone(),
-            index: vec!["none.html".into(), "index.html".into()],
+            index: vec![KeyTemplate::literal("none.html"), KeyTemplate::literal("index.html")],
             ..FilesConf::default()
         };
         let plan = FilesPlan::new(&conf);
@@ -906,7 +954,7 @@ mod tests {
         assert_eq!(outcome(&plan, b"*", get, &mut path), Ok(400));
         let absolute = FilesPlan::new(&FilesConf {
             root: dir.clone(),
-            index: vec!["/first".into(), "index.html".into()],
+            index: vec![KeyTemplate::literal("/first"), KeyTemplate::literal("index.html")],
             ..FilesConf::default()
         });
         assert_eq!(
@@ -924,6 +972,7 @@ mod tests {
             host,
             local: "127.0.0.1:8080".parse().unwrap(),
             head: None,
+            vars: &NoVars,
         }
     }
 

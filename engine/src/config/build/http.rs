@@ -328,6 +328,7 @@ impl HttpState {
                 loc.admin = Some(endpoint);
                 Ok(())
             }
+            "alias" => loc.layers.files.alias(b, &mut self.vars, ld, &matcher),
             "health_check" => {
                 loc.health.push(health::health_check(ld, Module::Http)?);
                 Ok(())

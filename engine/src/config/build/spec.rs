@@ -241,6 +241,7 @@ pub const SPECS: &[Spec] = &[
     both("gzip_disable", HTTP_MSL, MORE1),
     both("gzip_static", HTTP_MSL, TAKE1),
     both("root", HTTP_MSL, TAKE1),
+    both("alias", Ctx::HTTP_LOC, TAKE1),
     both("index", HTTP_MSL, MORE1),
     spec("types", HTTP_MSL, HTTP_MSL, NOARGS, true),
     both("default_type", HTTP_MSL, TAKE1),
@@ -305,7 +306,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "worker_aio_requests",
     "mail",
     // http core
-    "alias",
     "autoindex",
     "try_files",
     "internal",
