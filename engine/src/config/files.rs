@@ -39,6 +39,10 @@ pub struct FilesConf {
     pub etag: bool,
     /// `log_not_found on|off` (default on): whether a missing file is an error log line.
     pub log_not_found: bool,
+    /// `if_modified_since`.
+    pub if_modified_since: IfModifiedSince,
+    /// `max_ranges N` (default: no limit, nginx's `NGX_MAX_INT32_VALUE`); `0` turns ranges off.
+    pub max_ranges: u32,
 }
 
 impl Default for FilesConf {
@@ -52,8 +56,19 @@ impl Default for FilesConf {
             default_type: DEFAULT_TYPE.to_string(),
             etag: true,
             log_not_found: true,
+            if_modified_since: IfModifiedSince::Exact,
+            max_ranges: i32::MAX as u32,
         }
     }
+}
+
+/// `if_modified_since off|exact|before` (nginx's default `exact`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IfModifiedSince {
+    Off,
+    #[default]
+    Exact,
+    Before,
 }
 
 /// How the root and the request's path make the file's path (nginx's `clcf->alias`).

@@ -16,7 +16,9 @@ use crate::config::error::errno_text;
 use crate::config::gzip::GzipStatic;
 use crate::config::key::VarSource;
 use crate::http::keepalive::Connection;
+use crate::http::not_modified::{self, Precondition, Validators};
 use crate::http::pages::{append_decimal, append_error_page, format_http_date, server_name, SERVER_FULL};
+use crate::http::ranges::{self, Ranges};
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::var_cache::VarCache;
@@ -74,6 +76,10 @@ pub(super) struct OpenFile<'s> {
     precompressed: bool,
     /// `gzip_static on` found `FILE.gz`: `Vary` under `gzip_vary on`, whatever is sent.
     vary: bool,
+    /// The preconditions made it a 304.
+    not_modified: bool,
+    /// What the `Range` header asks (applied unless the file is compressed on the way).
+    ranges: Ranges,
 }
 
 /// The request method as the static and index modules tell them apart.
@@ -268,7 +274,7 @@ fn step<'s>(
     let mut vary = false;
     if let Some(gz) = gzip.filter(|g| g.static_files != GzipStatic::Off) {
         match open_gz(plan, gz, uri, req, vars, path) {
-            GzStatic::Sent(answer) => return Step::Answer(answer),
+            GzStatic::Sent(answer) => return Step::Answer(conditions(plan, req, answer)),
             GzStatic::Declined { vary: v } => vary = v,
         }
     }
@@ -276,7 +282,53 @@ fn step<'s>(
     if let FileAnswer::File(f) = &mut answer {
         f.vary = vary;
     }
-    Step::Answer(answer)
+    Step::Answer(conditions(plan, req, answer))
+}
+
+/// nginx's not_modified filter (412 here, so that `error_page 412` applies; 304 kept for the head) and what the
+/// range filter will read (`Range`, `If-Range`, `max_ranges`), for a file about to be sent with status 200.
+fn conditions<'s>(plan: &FilesPlan, req: &FileRequest<'_>, answer: FileAnswer<'s>) -> FileAnswer<'s> {
+    let head = match (&answer, req.head) {
+        (FileAnswer::File(_), Some(h)) if h.has_conditions() => h,
+        _ => return answer,
+    };
+    let FileAnswer::File(mut f) = answer else {
+        return answer;
+    };
+    let mut tag = [0u8; ETAG_MAX];
+    let etag = f.etag.then(|| etag_value(f.mtime, f.size, &mut tag));
+    let validators = Validators {
+        mtime: Some(f.mtime),
+        etag,
+    };
+    match not_modified::check(head, validators, plan.if_modified_since) {
+        Precondition::Failed => return FileAnswer::Error(412),
+        Precondition::NotModified => f.not_modified = true,
+        Precondition::Send => {}
+    }
+    if plan.max_ranges > 0 && !f.not_modified {
+        if let Some(range) = head.header("range") {
+            let applies = head
+                .header("if-range")
+                .is_none_or(|ir| ranges::if_range_matches(ir, etag, Some(f.mtime)));
+            if applies {
+                f.ranges = ranges::parse(range, f.size, plan.max_ranges);
+            }
+        }
+    }
+    FileAnswer::File(f)
+}
+
+/// The longest `ETag` value a file has: `"` 16 hex digits `-` 16 hex digits `"`.
+const ETAG_MAX: usize = 36;
+
+/// A file's `ETag` value as nginx makes it (`"%xT-%xO"`: the modification time and the size in lower-case hex).
+fn etag_value(mtime: i64, size: u64, buf: &mut [u8; ETAG_MAX]) -> &[u8] {
+    use std::io::Write;
+    let mut cur = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cur, "\"{mtime:x}-{size:x}\"");
+    let n = usize::try_from(cur.position()).unwrap_or(0);
+    buf.get(..n).unwrap_or_default()
 }
 
 /// What `ngx_http_gzip_static_handler` did.
@@ -351,6 +403,8 @@ fn open_gz<'s>(
         etag: plan.etag,
         precompressed: true,
         vary,
+        not_modified: false,
+        ranges: Ranges::Whole,
     }))
 }
 
@@ -520,6 +574,8 @@ fn open<'s>(
         etag: plan.etag,
         precompressed: false,
         vary: false,
+        not_modified: false,
+        ranges: Ranges::Whole,
     })
 }
 
@@ -589,9 +645,34 @@ pub enum FileHead<'a> {
         etag: bool,
         /// What gzip does to it.
         encoding: FileEncoding,
+        /// The whole file, a 304, or a 206.
+        part: Part<'a>,
     },
     /// 301 to a directory's slash (an HTML body of `body_len` bytes follows).
     Moved { location: &'a [u8], body_len: usize },
+}
+
+/// What of a file's answer goes out, as the not_modified and range filters make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// 200: the whole file, `Accept-Ranges: bytes` (unless compressed).
+    Whole,
+    /// 304: no `Content-Type`, `Content-Length`, `Content-Encoding` or `Accept-Ranges`, no body.
+    NotModified,
+    /// 206 of the bytes `[start, end)`, with `Content-Range`.
+    Single { start: u64, end: u64 },
+    /// 206 `multipart/byteranges` with this boundary, `length` bytes of body.
+    Multi { boundary: &'a [u8], length: u64 },
+}
+
+impl Part<'_> {
+    fn status(&self) -> u16 {
+        match self {
+            Part::Whole => 200,
+            Part::NotModified => 304,
+            Part::Single { .. } | Part::Multi { .. } => 206,
+        }
+    }
 }
 
 /// The status of a redirect to a directory's slash.
@@ -629,33 +710,56 @@ pub fn write_file_head(
     edits: Option<FileEdits<'_>>,
     out: &mut Vec<u8>,
 ) {
-    out.extend_from_slice(match head {
-        FileHead::File { .. } => b"HTTP/1.1 200 OK\r\nServer: ".as_slice(),
-        FileHead::Moved { .. } => b"HTTP/1.1 301 Moved Permanently\r\nServer: ",
+    let part = match head {
+        FileHead::File { part, .. } => *part,
+        FileHead::Moved { .. } => Part::Whole,
+    };
+    out.extend_from_slice(match (head, part) {
+        (FileHead::Moved { .. }, _) => b"HTTP/1.1 301 Moved Permanently\r\nServer: ".as_slice(),
+        (_, Part::Whole) => b"HTTP/1.1 200 OK\r\nServer: ",
+        (_, Part::NotModified) => b"HTTP/1.1 304 Not Modified\r\nServer: ",
+        (_, Part::Single { .. } | Part::Multi { .. }) => b"HTTP/1.1 206 Partial Content\r\nServer: ",
     });
     let server = edits.map_or(SERVER_FULL, |e| server_name(e.prepared.tokens()));
     out.extend_from_slice(server.as_bytes());
     out.extend_from_slice(b"\r\nDate: ");
     out.extend_from_slice(date);
-    out.extend_from_slice(b"\r\nContent-Type: ");
+    out.extend_from_slice(b"\r\n");
     let (length, content_type) = match head {
         FileHead::File { content_type, size, .. } => (*size, content_type.as_bytes()),
         FileHead::Moved { body_len, .. } => (*body_len as u64, b"text/html".as_slice()),
     };
-    out.extend_from_slice(content_type);
     let encoding = match head {
         FileHead::File { encoding, .. } => *encoding,
         FileHead::Moved { .. } => FileEncoding::default(),
     };
-    if encoding.compressed {
-        out.extend_from_slice(b"\r\n");
-    } else {
-        out.extend_from_slice(b"\r\nContent-Length: ");
-        append_decimal(out, length);
+    let length = match part {
+        Part::Whole => Some(length).filter(|_| !encoding.compressed),
+        Part::NotModified => None,
+        Part::Single { start, end } => Some(end - start),
+        Part::Multi { length, .. } => Some(length),
+    };
+    match part {
+        Part::NotModified => {}
+        Part::Multi { boundary, .. } => {
+            out.extend_from_slice(b"Content-Type: multipart/byteranges; boundary=");
+            out.extend_from_slice(boundary);
+            out.extend_from_slice(b"\r\n");
+        }
+        _ => {
+            out.extend_from_slice(b"Content-Type: ");
+            out.extend_from_slice(content_type);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if let Some(n) = length {
+        out.extend_from_slice(b"Content-Length: ");
+        append_decimal(out, n);
         out.extend_from_slice(b"\r\n");
     }
     // an `add_header` of `ETag` or `Last-Modified` replaces the file's own (nginx's `ngx_http_set_response_header`)
-    let replaced = |name| edits.is_some_and(|e| e.prepared.replaces(200, name));
+    let status = part.status();
+    let replaced = |name| edits.is_some_and(|e| e.prepared.replaces(status, name));
     match head {
         FileHead::File { .. } if replaced("last-modified") => {}
         FileHead::File { mtime, .. } => {
@@ -686,15 +790,19 @@ pub fn write_file_head(
         false,
     ) = (head, replaced("etag"))
     {
-        // nginx's `"%xT-%xO"`: the modification time and the size in lower-case hex
-        use std::io::Write;
-        let weak = if encoding.compressed { "W/" } else { "" };
-        let _ = write!(out, "ETag: {weak}\"{mtime:x}-{size:x}\"\r\n");
+        let mut tag = [0u8; ETAG_MAX];
+        if encoding.compressed {
+            out.extend_from_slice(b"ETag: W/");
+        } else {
+            out.extend_from_slice(b"ETag: ");
+        }
+        out.extend_from_slice(etag_value(*mtime, *size, &mut tag));
+        out.extend_from_slice(b"\r\n");
     }
     // nginx's headers filter runs before the range filter
     if let Some(e) = edits {
         let (status, last_modified) = match head {
-            FileHead::File { mtime, .. } => (200, Some(*mtime)),
+            FileHead::File { mtime, .. } => (status, Some(*mtime)),
             FileHead::Moved { .. } => (301, None),
         };
         let facts = ResponseFacts {
@@ -703,15 +811,65 @@ pub fn write_file_head(
         };
         e.plan.append(status, e.prepared, e.response, facts, out);
     }
-    if encoding.compressed || encoding.precompressed {
+    if (encoding.compressed || encoding.precompressed) && part != Part::NotModified {
         out.extend_from_slice(b"Content-Encoding: gzip\r\n");
     }
-    if let FileHead::File { .. } = head {
-        if !encoding.compressed {
-            out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+    if let FileHead::File { size, .. } = head {
+        match part {
+            Part::Whole if !encoding.compressed => out.extend_from_slice(b"Accept-Ranges: bytes\r\n"),
+            Part::Single { start, end } => {
+                out.extend_from_slice(b"Content-Range: bytes ");
+                append_range(out, start, end, *size);
+                out.extend_from_slice(b"\r\n");
+            }
+            _ => {}
         }
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// `S-E/TOTAL` of the bytes `[start, end)` of `total`.
+fn append_range(out: &mut Vec<u8>, start: u64, end: u64, total: u64) {
+    append_decimal(out, start);
+    out.push(b'-');
+    append_decimal(out, end.saturating_sub(1));
+    out.push(b'/');
+    append_decimal(out, total);
+}
+
+/// The part header nginx writes before each range of a multipart answer: `CRLF --BOUNDARY CRLF Content-Type: T
+/// CRLF Content-Range: bytes S-E/TOTAL CRLF CRLF` (no `Content-Type` line for an empty type).
+fn append_part_header(out: &mut Vec<u8>, boundary: &[u8], content_type: &str, range: (u64, u64), total: u64) {
+    out.extend_from_slice(b"\r\n--");
+    out.extend_from_slice(boundary);
+    if !content_type.is_empty() {
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(content_type.as_bytes());
+    }
+    out.extend_from_slice(b"\r\nContent-Range: bytes ");
+    append_range(out, range.0, range.1, total);
+    out.extend_from_slice(b"\r\n\r\n");
+}
+
+/// The last line of a multipart answer: `CRLF --BOUNDARY-- CRLF`.
+fn append_last_boundary(out: &mut Vec<u8>, boundary: &[u8]) {
+    out.extend_from_slice(b"\r\n--");
+    out.extend_from_slice(boundary);
+    out.extend_from_slice(b"--\r\n");
+}
+
+/// The body length of a multipart answer of `ranges` of a file of `total` bytes.
+fn multipart_length(ranges: &[(u64, u64)], boundary: &[u8], content_type: &str, total: u64) -> u64 {
+    let mut scratch = Vec::with_capacity(128);
+    let mut n = 0u64;
+    for &r in ranges {
+        scratch.clear();
+        append_part_header(&mut scratch, boundary, content_type, r, total);
+        n += scratch.len() as u64 + (r.1 - r.0);
+    }
+    scratch.clear();
+    append_last_boundary(&mut scratch, boundary);
+    n + scratch.len() as u64
 }
 
 impl<R: Runtime> ClientConn<R> {
@@ -777,7 +935,8 @@ impl<R: Runtime> ClientConn<R> {
     }
 
     /// Sends `f`: the head with as much of the file as fits a chunk, then chunk after chunk through the same
-    /// buffer. A file that shrank while being sent closes the connection (nginx: "file was truncated").
+    /// buffer; or its 304, its 206 (one range, or `multipart/byteranges`), its 416. A file that shrank while being
+    /// sent closes the connection (nginx: "file was truncated").
     async fn send_file(
         &mut self,
         mut f: OpenFile<'_>,
@@ -786,31 +945,67 @@ impl<R: Runtime> ClientConn<R> {
         gzip: Option<&GzipPlan>,
         req: &Routed,
     ) -> io::Result<bool> {
-        let mut encoding = gzip.map_or(FileEncoding::default(), |g| {
-            let facts = FileFacts {
-                content_type: f.content_type,
-                size: f.size,
-                etag: f.etag,
-                precompressed: f.precompressed,
-                found_gz: f.vary,
-            };
-            gz::for_file(g, req.gzip, facts)
-        });
-        let body = !req.head_request;
+        // an error page's file goes out with the error's status: the not_modified and range filters pass it by
+        let as_error_page = self.bufs.pages.state.active();
+        let not_modified = f.not_modified && !as_error_page;
+        let mut encoding = match gzip {
+            // the gzip filter passes a 304 by; `gzip_static on`'s `Vary` stays
+            Some(g) if not_modified => FileEncoding {
+                vary: g.vary && f.vary,
+                ..FileEncoding::default()
+            },
+            Some(g) => {
+                let facts = FileFacts {
+                    content_type: f.content_type,
+                    size: f.size,
+                    etag: f.etag,
+                    precompressed: f.precompressed,
+                    found_gz: f.vary,
+                };
+                gz::for_file(g, req.gzip, facts)
+            }
+            None => FileEncoding::default(),
+        };
+        let ranges = match std::mem::replace(&mut f.ranges, Ranges::Whole) {
+            // a compressed answer has no length to take ranges of
+            _ if as_error_page || encoding.compressed || not_modified => Ranges::Whole,
+            r => r,
+        };
+        if ranges == Ranges::Unsatisfiable {
+            return self.send_unsatisfiable(f.size, keep, headers, req).await;
+        }
+        let body = !req.head_request && !not_modified;
         encoding.chunked = encoding.compressed && body && req.client_11;
         // a compressed body of unknown length to an HTTP/1.0 client ends with the connection
         let keep = keep.and(!(encoding.compressed && body && !req.client_11));
+        let boundary = match ranges {
+            Ranges::Multi(_) => ranges::next_boundary(),
+            _ => [0; 20],
+        };
+        let part = match &ranges {
+            _ if not_modified => Part::NotModified,
+            Ranges::Single(start, end) => Part::Single {
+                start: *start,
+                end: *end,
+            },
+            Ranges::Multi(list) => Part::Multi {
+                boundary: &boundary,
+                length: multipart_length(list, &boundary, f.content_type, f.size),
+            },
+            Ranges::Whole | Ranges::Unsatisfiable => Part::Whole,
+        };
         let head = FileHead::File {
             content_type: f.content_type,
             size: f.size,
             mtime: f.mtime,
             etag: f.etag,
             encoding,
+            part,
         };
         let (out, prepared) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
         let now = crate::clock::now_secs();
-        let response = file_vars(200, &self.bufs.log, &self.bufs.vars);
+        let response = file_vars(part.status(), &self.bufs.log, &self.bufs.vars);
         let edits = Some(FileEdits {
             plan: headers,
             prepared,
@@ -818,7 +1013,7 @@ impl<R: Runtime> ClientConn<R> {
             now,
         });
         self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
-        let status = self.bufs.pages.state.restatus(out, 0, 200);
+        let status = self.bufs.pages.state.restatus(out, 0, part.status());
         if self.bufs.pages.state.active() {
             self.bufs.pages.state.add_kept_to_head(out);
         }
@@ -841,10 +1036,52 @@ impl<R: Runtime> ClientConn<R> {
             self.bufs.log.answered(status, head_len, *sent.as_ref().unwrap_or(&0));
             return sent.map(|_| keep.keeps());
         }
-        if req.head_request || f.size == 0 {
+        if !body || f.size == 0 {
             send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
             return Ok(keep.keeps());
         }
+        let log = (status, head_len);
+        let complete = match &ranges {
+            Ranges::Single(start, end) => {
+                let mut sent = 0;
+                self.send_span(&f.file, (*start, *end), req, pacer.as_mut(), log, &mut sent)
+                    .await?
+            }
+            Ranges::Multi(list) => {
+                let mut sent = 0u64;
+                for &range in list {
+                    let before = self.bufs.out.len();
+                    append_part_header(&mut self.bufs.out, &boundary, f.content_type, range, f.size);
+                    sent += (self.bufs.out.len() - before) as u64;
+                    if !self
+                        .send_span(&f.file, range, req, pacer.as_mut(), log, &mut sent)
+                        .await?
+                    {
+                        return Ok(false);
+                    }
+                }
+                let before = self.bufs.out.len();
+                append_last_boundary(&mut self.bufs.out, &boundary);
+                sent += (self.bufs.out.len() - before) as u64;
+                send_paced::<R>(&mut self.sock, &self.bufs.out, req.timeouts.send, pacer.as_mut()).await?;
+                self.bufs.out.clear();
+                self.bufs.log.answered(status, head_len, sent);
+                true
+            }
+            Ranges::Whole | Ranges::Unsatisfiable => self.send_whole(&mut f, req, pacer.as_mut(), log).await?,
+        };
+        Ok(complete && keep.keeps())
+    }
+
+    /// The whole file after the head already in the output buffer, 32k at a time through it; whether it was
+    /// all sent (a file that shrank was not).
+    async fn send_whole(
+        &mut self,
+        f: &mut OpenFile<'_>,
+        req: &Routed,
+        mut pacer: Option<&mut Pacer>,
+        (status, head_len): (u16, usize),
+    ) -> io::Result<bool> {
         let mut left = f.size;
         let mut start = head_len;
         let mut sent = 0u64;
@@ -858,7 +1095,7 @@ impl<R: Runtime> ClientConn<R> {
             }
             let got = read_full(&mut f.file, out.get_mut(start..).unwrap_or_default())?;
             out.truncate(start + got);
-            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
+            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_deref_mut()).await?;
             sent += got as u64;
             self.bufs.log.answered(status, head_len, sent);
             if got < want {
@@ -867,8 +1104,98 @@ impl<R: Runtime> ClientConn<R> {
             left -= got as u64;
             start = 0;
         }
+        Ok(true)
+    }
+
+    /// The bytes `[start, end)` of `file` after what the output buffer holds (a head, a part header), read at
+    /// their offset 32k at a time; `sent` counts the body bytes. The buffer is left empty. Whether all were sent.
+    async fn send_span(
+        &mut self,
+        file: &File,
+        (mut pos, end): (u64, u64),
+        req: &Routed,
+        mut pacer: Option<&mut Pacer>,
+        (status, head_len): (u16, usize),
+        sent: &mut u64,
+    ) -> io::Result<bool> {
+        while pos < end {
+            let start = self.bufs.out.len();
+            let want = usize::try_from(end - pos).unwrap_or(CHUNK).min(CHUNK);
+            let out = &mut self.bufs.out;
+            out.resize(start + want, 0);
+            let got = read_full_at(file, out.get_mut(start..).unwrap_or_default(), pos)?;
+            out.truncate(start + got);
+            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_deref_mut()).await?;
+            out.clear();
+            *sent += got as u64;
+            self.bufs.log.answered(status, head_len, *sent);
+            if got < want {
+                return Ok(false);
+            }
+            pos += got as u64;
+        }
+        Ok(true)
+    }
+
+    /// nginx's 416 for ranges none of which is in the file: its error page with `Content-Range: bytes */SIZE`.
+    async fn send_unsatisfiable(
+        &mut self,
+        size: u64,
+        keep: Connection,
+        headers: &HeadersPlan,
+        req: &Routed,
+    ) -> io::Result<bool> {
+        const STATUS: u16 = 416;
+        self.shard.counters.count_answer(STATUS);
+        let tokens = self.bufs.headers.tokens();
+        let server = server_name(tokens);
+        let mut body = Vec::new();
+        append_error_page(STATUS, server, &mut body);
+        let out = &mut self.bufs.out;
+        out.clear();
+        let now = crate::clock::now_secs();
+        self.shard.date(now, |d| {
+            out.extend_from_slice(b"HTTP/1.1 416 Requested Range Not Satisfiable\r\nServer: ");
+            out.extend_from_slice(server.as_bytes());
+            out.extend_from_slice(b"\r\nDate: ");
+            out.extend_from_slice(d);
+            out.extend_from_slice(b"\r\nContent-Type: text/html\r\nContent-Length: ");
+            append_decimal(out, body.len() as u64);
+            out.extend_from_slice(b"\r\n");
+        });
+        keep.write(out);
+        out.extend_from_slice(b"Content-Range: bytes */");
+        append_decimal(out, size);
+        out.extend_from_slice(b"\r\n");
+        let response = file_vars(STATUS, &self.bufs.log, &self.bufs.vars);
+        let facts = ResponseFacts {
+            now,
+            last_modified: None,
+        };
+        headers.append(STATUS, &self.bufs.headers, &response, facts, out);
+        out.extend_from_slice(b"\r\n");
+        let head_len = out.len();
+        let sent = if req.head_request { 0 } else { body.len() };
+        out.extend_from_slice(body.get(..sent).unwrap_or_default());
+        self.bufs.log.answered(STATUS, head_len, sent as u64);
+        send::<R>(&mut self.sock, &self.bufs.out, req.timeouts.send).await?;
         Ok(keep.keeps())
     }
+}
+
+/// Reads into all of `buf` from `offset` of `file` unless the file ends first; the bytes read.
+fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(buf.get_mut(n..).unwrap_or_default(), offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// Reads into all of `buf` unless the file ends first; the bytes read.
@@ -1002,6 +1329,7 @@ mod tests {
             mtime: 1_800_000_000,
             etag: true,
             encoding: FileEncoding::default(),
+            part: Part::Whole,
         };
         write_file_head(&file, b"D", Connection::KEEP, None, &mut out);
         assert_eq!(

@@ -32,6 +32,10 @@ pub struct FilesPlan {
     pub etag: bool,
     /// `log_not_found on`.
     pub log_not_found: bool,
+    /// `if_modified_since`.
+    pub if_modified_since: crate::config::files::IfModifiedSince,
+    /// `max_ranges` (`0`: no ranges).
+    pub max_ranges: u32,
 }
 
 impl FilesPlan {
@@ -62,6 +66,8 @@ impl FilesPlan {
             default_type: conf.default_type.as_str().into(),
             etag: conf.etag,
             log_not_found: conf.log_not_found,
+            if_modified_since: conf.if_modified_since,
+            max_ranges: conf.max_ranges,
         }
     }
 
@@ -180,6 +186,7 @@ mod tests {
             default_type: "application/octet-stream".into(),
             etag: true,
             log_not_found: true,
+            ..FilesConf::default()
         };
         let plan = FilesPlan::new(&conf);
         let mut out = Vec::new();

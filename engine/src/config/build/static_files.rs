@@ -5,7 +5,7 @@
 
 use super::{arg, directive_err, flag_slot, num_slot, unset, value, Build};
 use crate::config::error::ConfigError;
-use crate::config::files::{Alias, FilesConf, MimeTypes, DEFAULT_INDEX, DEFAULT_TYPE};
+use crate::config::files::{Alias, FilesConf, IfModifiedSince, MimeTypes, DEFAULT_INDEX, DEFAULT_TYPE};
 use crate::config::key::KeyTemplate;
 use crate::config::model::LocationMatch;
 use crate::config::parser::Directive;
@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The directives this layer reads, by name.
-pub const NAMES: [&str; 16] = [
+pub const NAMES: [&str; 18] = [
     "root",
+    "if_modified_since",
+    "max_ranges",
     "log_not_found",
     "index",
     "types",
@@ -42,6 +44,8 @@ pub struct FilesLayer {
     default_type: Option<String>,
     etag: Option<bool>,
     log_not_found: Option<bool>,
+    if_modified_since: Option<IfModifiedSince>,
+    max_ranges: Option<u32>,
     /// Settings checked and kept only for nginx's `is duplicate` (see the module doc).
     tuning: Tuning,
 }
@@ -89,6 +93,23 @@ impl FilesLayer {
             }
             "etag" => flag_slot(&mut self.etag, d)?,
             "log_not_found" => flag_slot(&mut self.log_not_found, d)?,
+            "if_modified_since" => {
+                unset(&self.if_modified_since, d)?;
+                self.if_modified_since = Some(match arg(d, 0) {
+                    "off" => IfModifiedSince::Off,
+                    "exact" => IfModifiedSince::Exact,
+                    "before" => IfModifiedSince::Before,
+                    v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
+                });
+            }
+            "max_ranges" => {
+                unset(&self.max_ranges, d)?;
+                let n = value::atoi(arg(d, 0))
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|&n| n <= i32::MAX as u32)
+                    .ok_or_else(|| directive_err(d, "invalid number"))?;
+                self.max_ranges = Some(n);
+            }
             "sendfile" => flag_slot(&mut t.sendfile, d)?,
             "tcp_nopush" => flag_slot(&mut t.tcp_nopush, d)?,
             "tcp_nodelay" => {
@@ -176,6 +197,8 @@ impl FilesLayer {
             default_type: self.default_type.clone().or_else(|| parent.default_type.clone()),
             etag: self.etag.or(parent.etag),
             log_not_found: self.log_not_found.or(parent.log_not_found),
+            if_modified_since: self.if_modified_since.or(parent.if_modified_since),
+            max_ranges: self.max_ranges.or(parent.max_ranges),
             tuning: Tuning::default(),
         }
     }
@@ -198,6 +221,8 @@ impl FilesLayer {
             default_type: self.default_type.clone().unwrap_or_else(|| DEFAULT_TYPE.to_string()),
             etag: self.etag.unwrap_or(d.etag),
             log_not_found: self.log_not_found.unwrap_or(d.log_not_found),
+            if_modified_since: self.if_modified_since.unwrap_or(d.if_modified_since),
+            max_ranges: self.max_ranges.unwrap_or(d.max_ranges),
         }
     }
 }
