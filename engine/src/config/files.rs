@@ -41,6 +41,8 @@ pub struct FilesConf {
     pub log_not_found: bool,
     /// `if_modified_since`.
     pub if_modified_since: IfModifiedSince,
+    /// `try_files` of this level only (nginx does not inherit it).
+    pub try_files: Option<Arc<TryFiles>>,
     /// `max_ranges N` (default: no limit, nginx's `NGX_MAX_INT32_VALUE`); `0` turns ranges off.
     pub max_ranges: u32,
 }
@@ -58,6 +60,7 @@ impl Default for FilesConf {
             log_not_found: true,
             if_modified_since: IfModifiedSince::Exact,
             max_ranges: i32::MAX as u32,
+            try_files: None,
         }
     }
 }
@@ -69,6 +72,24 @@ pub enum IfModifiedSince {
     #[default]
     Exact,
     Before,
+}
+
+/// `try_files FILE... LAST` (nginx's try_files module).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TryFiles {
+    /// The names tried in order: a template, and whether it must be a directory (it was written with a trailing
+    /// `/`, dropped here).
+    pub tries: Vec<(KeyTemplate, bool)>,
+    pub last: TryLast,
+}
+
+/// What `try_files` does when no name is found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TryLast {
+    /// `=CODE`.
+    Code(u16),
+    /// A URI (internal redirect) or, starting with `@` once evaluated, a named location.
+    Uri(KeyTemplate),
 }
 
 /// How the root and the request's path make the file's path (nginx's `clcf->alias`).

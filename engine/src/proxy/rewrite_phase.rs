@@ -106,6 +106,7 @@ pub fn run_from<'s>(
                     local: conn.local,
                     head: None,
                     vars: &NoVars,
+                    add_uri_to_alias: false,
                 };
                 moved_to_slash(to.strip_suffix(b"/").unwrap_or(to), &dir, bufs.rewrite);
                 return answered(None, Answer::Redirect(&server.moved), changed);

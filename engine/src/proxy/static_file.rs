@@ -13,6 +13,7 @@ use super::limit_rate::{send_paced, Pacer};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::RequestRecord;
 use crate::config::error::errno_text;
+use crate::config::files::{Alias, TryFiles, TryLast};
 use crate::config::gzip::GzipStatic;
 use crate::config::key::VarSource;
 use crate::http::keepalive::Connection;
@@ -117,6 +118,8 @@ pub(super) struct FileRequest<'a> {
     pub(super) head: Option<&'a RequestHead<'a, 'a>>,
     /// The request's variables, for a `root` or `alias` with them (the location's captures are added).
     pub(super) vars: &'a dyn VarSource,
+    /// try_files found the path in a regex location: the alias is followed by the path.
+    pub(super) add_uri_to_alias: bool,
 }
 
 /// No variables: for a [`FileRequest`] that names no file (the redirect to a location's slash).
@@ -167,6 +170,8 @@ pub(super) fn resolve<'s>(
     let mut loc = loc;
     let mut redirected = false;
     let mut changes = 0;
+    // try_files runs once a location (nginx's precontent phase); a name it found in a regex location's alias
+    let (mut tried, mut add_uri) = (false, false);
     loop {
         let plan = match loc {
             Some(l) if !l.serves_files() => break,
@@ -174,12 +179,71 @@ pub(super) fn resolve<'s>(
             None => &server.files,
         };
         let path: &[u8] = if redirected { bufs.redirect } else { uri };
-        let gzip = loc.map_or(&server.gzip, |l| &l.gzip).as_ref();
-        let vars = WithCaptures {
+        let with_caps = WithCaptures {
             vars: req.vars,
             caps: bufs.captures,
         };
-        match step(plan, gzip, path, req, &vars, bufs.path) {
+        let vars = CurrentUri {
+            vars: &with_caps,
+            uri: path,
+        };
+        let try_files = plan.try_files.as_deref().filter(|_| !tried);
+        if let Some(tf) = try_files {
+            tried = true;
+            let mut name = Vec::new();
+            let outcome = try_files_step(server, plan, tf, path, &vars, &mut name, bufs.path);
+            let redirect = match outcome {
+                Tried::Found { uri_changed, whole } => {
+                    add_uri = whole;
+                    if uri_changed {
+                        *bufs.redirect = name;
+                        redirected = true;
+                    }
+                    continue;
+                }
+                Tried::Code(status) => {
+                    return Resolved {
+                        loc,
+                        answer: Some(FileAnswer::Error(status)),
+                        redirected,
+                    }
+                }
+                Tried::Named(_) | Tried::Redirect if changes == MAX_URI_CHANGES => Err(name),
+                Tried::Named(named) => {
+                    changes += 1;
+                    loc = Some(named);
+                    (tried, add_uri) = (false, false);
+                    continue;
+                }
+                Tried::Redirect => Ok(name),
+            };
+            let name = match redirect {
+                Ok(name) => name,
+                Err(name) => {
+                    crate::log_error!(
+                        "rewrite or internal redirection cycle while internally redirecting to \"{}\"",
+                        String::from_utf8_lossy(&name)
+                    );
+                    return Resolved {
+                        loc,
+                        answer: Some(FileAnswer::Error(500)),
+                        redirected,
+                    };
+                }
+            };
+            changes += 1;
+            *bufs.redirect = name;
+            redirected = true;
+            loc = server.location(&bufs.redirect[..], bufs.captures);
+            (tried, add_uri) = (false, false);
+            continue;
+        }
+        let file_req = FileRequest {
+            add_uri_to_alias: add_uri,
+            ..*req
+        };
+        let gzip = loc.map_or(&server.gzip, |l| &l.gzip).as_ref();
+        match step(plan, gzip, path, &file_req, &vars, bufs.path) {
             Step::Answer(a) => {
                 return Resolved {
                     loc,
@@ -203,6 +267,7 @@ pub(super) fn resolve<'s>(
                 std::mem::swap(bufs.path, bufs.redirect);
                 redirected = true;
                 loc = server.location(&bufs.redirect[..], bufs.captures);
+                (tried, add_uri) = (false, false);
             }
         }
     }
@@ -210,6 +275,114 @@ pub(super) fn resolve<'s>(
         loc,
         answer: None,
         redirected,
+    }
+}
+
+/// The request's variables with `$uri` as the path now being served (after internal redirects and try_files).
+struct CurrentUri<'a> {
+    vars: &'a dyn VarSource,
+    uri: &'a [u8],
+}
+
+impl VarSource for CurrentUri<'_> {
+    fn append(&self, var: &crate::config::key::Var, out: &mut Vec<u8>) {
+        match var {
+            crate::config::key::Var::Uri => out.extend_from_slice(self.uri),
+            v => self.vars.append(v, out),
+        }
+    }
+}
+
+/// What `try_files` made of a request.
+enum Tried<'s> {
+    /// A name exists: served from here, with the path in the name buffer when `uri_changed`; `whole`: the regex
+    /// location's alias is followed by that path (nginx's `add_uri_to_alias`).
+    Found { uri_changed: bool, whole: bool },
+    /// None: an internal redirect to the URI in the name buffer.
+    Redirect,
+    /// None: the named location.
+    Named(&'s LocationPlan),
+    /// None: this status.
+    Code(u16),
+}
+
+/// `ngx_http_try_files_handler`: the first name (evaluated into `name`) whose file exists (a directory for a
+/// name written with a trailing `/`, a non-directory otherwise), else the last argument.
+fn try_files_step<'s>(
+    server: &'s ServerPlan,
+    plan: &FilesPlan,
+    tf: &TryFiles,
+    uri: &[u8],
+    vars: &dyn VarSource,
+    name: &mut Vec<u8>,
+    path: &mut Vec<u8>,
+) -> Tried<'s> {
+    for (template, dir) in &tf.tries {
+        name.clear();
+        template.eval_into(vars, name);
+        plan.try_path_of(name, template.is_constant(), uri, vars, path);
+        let found = match std::fs::metadata(as_path(path)) {
+            Ok(m) => m.is_dir() == *dir,
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(0);
+                if !matches!(errno, libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) {
+                    log_failed(Level::Crit, "stat()", path, errno);
+                }
+                false
+            }
+        };
+        if !found {
+            continue;
+        }
+        return match plan.alias() {
+            Alias::Root => Tried::Found {
+                uri_changed: true,
+                whole: false,
+            },
+            Alias::Whole => Tried::Found {
+                uri_changed: !*dir,
+                whole: !*dir,
+            },
+            Alias::Cut(n) => {
+                // the location's part of the path, then the name as it followed the alias
+                let prefix = uri.get(..n).unwrap_or_default();
+                let cut = !template.is_constant() && name.starts_with(prefix);
+                let rest = if cut {
+                    name.get(n..).unwrap_or_default()
+                } else {
+                    &name[..]
+                };
+                let mut new = Vec::with_capacity(n + rest.len());
+                new.extend_from_slice(prefix);
+                new.extend_from_slice(rest);
+                *name = new;
+                Tried::Found {
+                    uri_changed: true,
+                    whole: false,
+                }
+            }
+        };
+    }
+    match &tf.last {
+        TryLast::Code(status) => Tried::Code(*status),
+        TryLast::Uri(t) => {
+            name.clear();
+            t.eval_into(vars, name);
+            if name.first() == Some(&b'@') {
+                let named = std::str::from_utf8(name)
+                    .ok()
+                    .and_then(|n| server.tree.named(n))
+                    .and_then(|i| server.locations.get(i));
+                return match named {
+                    Some(l) => Tried::Named(l),
+                    None => {
+                        crate::log_error!("could not find named location \"{}\"", String::from_utf8_lossy(name));
+                        Tried::Code(500)
+                    }
+                };
+            }
+            Tried::Redirect
+        }
     }
 }
 
@@ -246,6 +419,7 @@ pub(super) fn resolve_head<'s>(
         local: conn.local,
         head: Some(head),
         vars: &vars,
+        add_uri_to_alias: false,
     };
     resolve(server, loc, uri, &req, bufs)
 }
@@ -369,7 +543,7 @@ fn open_gz<'s>(
     if !gz.vary && !ok {
         return declined;
     }
-    plan.path_of(uri, vars, false, path);
+    plan.path_of(uri, vars, req.add_uri_to_alias, path);
     path.extend_from_slice(b".gz");
     let (file, meta) = match open_with_meta(path) {
         Ok(fm) => fm,
@@ -535,7 +709,7 @@ fn open<'s>(
     vars: &dyn VarSource,
     path: &mut Vec<u8>,
 ) -> FileAnswer<'s> {
-    plan.path_of(uri, vars, false, path);
+    plan.path_of(uri, vars, req.add_uri_to_alias, path);
     let (file, meta) = match open_with_meta(path) {
         Ok(fm) => fm,
         Err(e) => {
@@ -1300,6 +1474,7 @@ mod tests {
             local: "127.0.0.1:8080".parse().unwrap(),
             head: None,
             vars: &NoVars,
+            add_uri_to_alias: false,
         }
     }
 

@@ -36,6 +36,8 @@ pub struct FilesPlan {
     pub if_modified_since: crate::config::files::IfModifiedSince,
     /// `max_ranges` (`0`: no ranges).
     pub max_ranges: u32,
+    /// `try_files` of the location.
+    pub try_files: Option<Arc<crate::config::files::TryFiles>>,
 }
 
 impl FilesPlan {
@@ -68,6 +70,7 @@ impl FilesPlan {
             log_not_found: conf.log_not_found,
             if_modified_since: conf.if_modified_since,
             max_ranges: conf.max_ranges,
+            try_files: conf.try_files.clone(),
         }
     }
 
@@ -78,6 +81,32 @@ impl FilesPlan {
     /// against the prefix when relative. A normalized path has no `.` or `..` segment, so the result stays under
     /// the root (symbolic links are followed, as nginx's default `disable_symlinks off`).
     pub fn path_of(&self, uri: &[u8], vars: &dyn VarSource, whole_uri: bool, out: &mut Vec<u8>) {
+        self.root_into(vars, out);
+        match self.alias {
+            Alias::Root => out.extend_from_slice(uri),
+            Alias::Cut(n) => out.extend_from_slice(uri.get(n..).unwrap_or_default()),
+            Alias::Whole if whole_uri => out.extend_from_slice(uri),
+            Alias::Whole => {}
+        }
+    }
+
+    /// The file system path of the `try_files` name `name` (evaluated; `constant`: written without variables)
+    /// for the request's path `uri`, as nginx's try_files handler makes it: the root and the name, the name
+    /// without the location's name when it starts with it (an `alias` of a prefix location, a name with
+    /// variables only), or the regex location's alias and the name.
+    pub fn try_path_of(&self, name: &[u8], constant: bool, uri: &[u8], vars: &dyn VarSource, out: &mut Vec<u8>) {
+        self.root_into(vars, out);
+        let name = match self.alias {
+            Alias::Cut(n) if !constant && uri.get(..n).is_some_and(|p| name.starts_with(p)) => {
+                name.get(n..).unwrap_or_default()
+            }
+            _ => name,
+        };
+        out.extend_from_slice(name);
+    }
+
+    /// The root (or alias) itself into `out`, cleared first.
+    fn root_into(&self, vars: &dyn VarSource, out: &mut Vec<u8>) {
         out.clear();
         match &self.root_vars {
             None => out.extend_from_slice(&self.root),
@@ -94,12 +123,11 @@ impl FilesPlan {
                 }
             }
         }
-        match self.alias {
-            Alias::Root => out.extend_from_slice(uri),
-            Alias::Cut(n) => out.extend_from_slice(uri.get(n..).unwrap_or_default()),
-            Alias::Whole if whole_uri => out.extend_from_slice(uri),
-            Alias::Whole => {}
-        }
+    }
+
+    /// How the root and the request's path make a file's path.
+    pub fn alias(&self) -> Alias {
+        self.alias
     }
 
     /// Whether the location's files are named by `alias`.

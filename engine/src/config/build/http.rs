@@ -342,6 +342,12 @@ impl HttpState {
                 ld,
             ),
         })?;
+        if loc.layers.files.has_try_files() && (loc.proxy_pass.is_some() || loc.admin.is_some()) {
+            // nginx tries the files, then proxies with the path found: corelb serves files only where no handler is
+            let msg =
+                "\"try_files\" in a location with a handler (\"proxy_pass\", \"api\"...) is not supported by corelb";
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
         Ok(loc)
     }
 

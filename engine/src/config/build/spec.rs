@@ -242,6 +242,7 @@ pub const SPECS: &[Spec] = &[
     both("gzip_static", HTTP_MSL, TAKE1),
     both("root", HTTP_MSL, TAKE1),
     both("alias", Ctx::HTTP_LOC, TAKE1),
+    both("try_files", Ctx::HTTP_SRV.or(Ctx::HTTP_LOC), MORE2),
     both("if_modified_since", HTTP_MSL, TAKE1),
     both("max_ranges", HTTP_MSL, TAKE1),
     both("index", HTTP_MSL, MORE1),
@@ -309,7 +310,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "mail",
     // http core
     "autoindex",
-    "try_files",
     "internal",
     "limit_except",
     "client_body_buffer_size",

@@ -5,7 +5,9 @@
 
 use super::{arg, directive_err, flag_slot, num_slot, unset, value, Build};
 use crate::config::error::ConfigError;
-use crate::config::files::{Alias, FilesConf, IfModifiedSince, MimeTypes, DEFAULT_INDEX, DEFAULT_TYPE};
+use crate::config::files::{
+    Alias, FilesConf, IfModifiedSince, MimeTypes, TryFiles, TryLast, DEFAULT_INDEX, DEFAULT_TYPE,
+};
 use crate::config::key::KeyTemplate;
 use crate::config::model::LocationMatch;
 use crate::config::parser::Directive;
@@ -13,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The directives this layer reads, by name.
-pub const NAMES: [&str; 18] = [
+pub const NAMES: [&str; 19] = [
     "root",
+    "try_files",
     "if_modified_since",
     "max_ranges",
     "log_not_found",
@@ -46,6 +49,7 @@ pub struct FilesLayer {
     log_not_found: Option<bool>,
     if_modified_since: Option<IfModifiedSince>,
     max_ranges: Option<u32>,
+    try_files: Option<Arc<TryFiles>>,
     /// Settings checked and kept only for nginx's `is duplicate` (see the module doc).
     tuning: Tuning,
 }
@@ -101,6 +105,10 @@ impl FilesLayer {
                     "before" => IfModifiedSince::Before,
                     v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
                 });
+            }
+            "try_files" => {
+                unset(&self.try_files, d)?;
+                self.try_files = Some(Arc::new(try_files(vars, d)?));
             }
             "max_ranges" => {
                 unset(&self.max_ranges, d)?;
@@ -187,6 +195,11 @@ impl FilesLayer {
         Ok(())
     }
 
+    /// Whether this level has `try_files`.
+    pub fn has_try_files(&self) -> bool {
+        self.try_files.is_some()
+    }
+
     /// These settings over `parent`'s (nginx's merge: a level's own value wins, else the parent's; a level's
     /// `types` replace the whole inherited table).
     pub fn over(&self, parent: &FilesLayer) -> FilesLayer {
@@ -199,6 +212,8 @@ impl FilesLayer {
             log_not_found: self.log_not_found.or(parent.log_not_found),
             if_modified_since: self.if_modified_since.or(parent.if_modified_since),
             max_ranges: self.max_ranges.or(parent.max_ranges),
+            // nginx's try_files module has no merge: a level's own only
+            try_files: self.try_files.clone(),
             tuning: Tuning::default(),
         }
     }
@@ -223,6 +238,7 @@ impl FilesLayer {
             log_not_found: self.log_not_found.unwrap_or(d.log_not_found),
             if_modified_since: self.if_modified_since.unwrap_or(d.if_modified_since),
             max_ranges: self.max_ranges.unwrap_or(d.max_ranges),
+            try_files: self.try_files.clone(),
         }
     }
 }
@@ -265,6 +281,36 @@ fn root_spec(
             alias,
         }
     })
+}
+
+/// `try_files FILE... =CODE|@name|URI` (`ngx_http_try_files`): a name ending in `/` (not the last) tests for a
+/// directory; `=CODE` is checked as nginx does (`invalid code "=X"`). A last URI with arguments (`?`) is refused
+/// by name: corelb's internal redirects keep the request's own arguments.
+fn try_files(vars: &mut super::vars::Vars, d: &Directive) -> Result<TryFiles, ConfigError> {
+    let (last, names) = d
+        .args
+        .split_last()
+        .ok_or_else(|| directive_err(d, "invalid number of arguments"))?;
+    let mut tries = Vec::with_capacity(names.len());
+    for name in names {
+        let (name, dir) = match name.strip_suffix('/') {
+            Some(n) => (n, true),
+            None => (name.as_str(), false),
+        };
+        tries.push((vars.compile(name, super::vars::Module::Http, &d.span)?, dir));
+    }
+    let last = if let Some(code) = last.strip_prefix('=') {
+        let n = value::atoi(code).filter(|&n| n <= 999 && !code.is_empty());
+        let n = n.ok_or_else(|| ConfigError::invalid(format!("invalid code \"{last}\""), &d.span))?;
+        TryLast::Code(n as u16)
+    } else {
+        if last.contains('?') {
+            let msg = "\"try_files\" with arguments in its last URI is not supported by corelb";
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        TryLast::Uri(vars.compile(last, super::vars::Module::Http, &d.span)?)
+    };
+    Ok(TryFiles { tries, last })
 }
 
 /// nginx's refusal of `$document_root` and `$realpath_root` in `root` and `alias`.
