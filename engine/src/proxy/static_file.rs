@@ -441,6 +441,10 @@ fn step<'s>(
         // `OPTIONS *`: no file can be named by it (nginx refuses such a request line)
         return Step::Answer(FileAnswer::Error(400));
     }
+    if plan.escapes(uri) {
+        crate::log_error!("\"{}\" leaves the location's alias", String::from_utf8_lossy(uri));
+        return Step::Answer(FileAnswer::Error(404));
+    }
     if uri.ends_with(b"/") {
         return index(plan, uri, vars, path);
     }

@@ -125,6 +125,15 @@ impl FilesPlan {
         }
     }
 
+    /// Whether `uri` would leave an `alias` ending in `/` of a location whose name does not (`location /a { alias
+    /// /srv/x/; }` and `/a../f`: the path `/srv/x/../f`). nginx serves that file; corelb answers 404 instead.
+    pub fn escapes(&self, uri: &[u8]) -> bool {
+        let Alias::Cut(n) = self.alias else { return false };
+        let rest = uri.get(n..).unwrap_or_default();
+        let ends_slash = self.root_vars.is_some() || self.root.ends_with(b"/");
+        ends_slash && rest.starts_with(b"..") && matches!(rest.get(2), None | Some(b'/'))
+    }
+
     /// How the root and the request's path make a file's path.
     pub fn alias(&self) -> Alias {
         self.alias
@@ -199,6 +208,9 @@ mod tests {
         relative.path_of(b"/a/b", &One, false, &mut out);
         assert_eq!(out, b"/p/one/xb", "resolved against the prefix");
         assert!(relative.is_alias() && !FilesPlan::new(&FilesConf::default()).is_alias());
+        let short = FilesPlan::new(&conf("/srv/", None, Alias::Cut(2)));
+        assert!(short.escapes(b"/a../f") && short.escapes(b"/a.."));
+        assert!(!short.escapes(b"/a..b/f") && !short.escapes(b"/a/f") && !cut.escapes(b"/pre/../x"));
     }
 
     #[test]
