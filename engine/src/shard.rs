@@ -87,8 +87,8 @@ impl<C> GenerationState<C> {
 }
 
 /// The statuses corelb answers with its own error pages.
-const ERROR_PAGES: [u16; 15] = [
-    400, 403, 404, 405, 408, 413, 414, 494, 497, 500, 501, 502, 503, 504, 505,
+const ERROR_PAGES: [u16; 16] = [
+    400, 403, 404, 405, 408, 412, 413, 414, 494, 497, 500, 501, 502, 503, 504, 505,
 ];
 
 /// One shard: everything here belongs to one executor thread.

@@ -2293,14 +2293,14 @@ http { server {
             Same,
         ),
         case(
-            "root_variables",
+            "try_files_args",
             r#"events {}
 http { server {
- root /srv/$host;
+ try_files $uri /index.php?$args;
 } }
 "#
             .to_string(),
-            r#""root" with variables is not supported by corelb"#,
+            r#""try_files" with arguments in its last URI is not supported by corelb"#,
             3,
             Differs,
         ),
@@ -2317,14 +2317,17 @@ http {
             Same,
         ),
         case(
-            "index_variables",
+            "try_files_proxy",
             r#"events {}
-http {
- index $host.html;
-}
+http { server {
+ location / {
+  try_files $uri @up;
+  proxy_pass http://127.0.0.1:1;
+ }
+} }
 "#
             .to_string(),
-            r#"index "$host.html" with variables is not supported by corelb"#,
+            r#""try_files" in a location with a handler ("proxy_pass", "api"...) is not supported by corelb"#,
             3,
             Differs,
         ),

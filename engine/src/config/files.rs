@@ -1,9 +1,11 @@
 //! What a location serves from the file system, as nginx's core, static and index modules configure it: the
-//! `root`, the `index` files, the `types` table with its `default_type`, and `etag`.
+//! `root` or `alias`, the `index` files, the `types` table with its `default_type`, and `etag`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use super::key::KeyTemplate;
 
 /// nginx's `NGX_HTTP_DEFAULT_INDEX`.
 pub const DEFAULT_INDEX: &str = "index.html";
@@ -18,10 +20,17 @@ pub const BUILTIN_TYPES: [(&str, &str); 3] = [("html", "text/html"), ("gif", "im
 /// A location's file serving settings, inherited http -> server -> location and filled with nginx's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FilesConf {
-    /// `root`: resolved against the prefix, without a trailing `/` (nginx strips it); default `PREFIX/html`.
+    /// `root`: resolved against the prefix, without a trailing `/` (nginx strips it); default `PREFIX/html`. For
+    /// `alias`, its path as written (resolved against the prefix, a trailing `/` kept).
     pub root: PathBuf,
-    /// `index` names in order (default `index.html`); a name starting with `/` is a URI to redirect to.
-    pub index: Vec<String>,
+    /// `root` or `alias` with variables: the template evaluated per request (then `root` is the prefix it is
+    /// resolved against when relative, as nginx's `ngx_get_full_name`).
+    pub root_vars: Option<KeyTemplate>,
+    /// What of the request's path follows the root.
+    pub alias: Alias,
+    /// `index` names in order (default `index.html`), variables compiled; a name starting with `/` is a URI to
+    /// redirect to.
+    pub index: Vec<KeyTemplate>,
     /// `types`: file name extension -> content type.
     pub types: Arc<MimeTypes>,
     /// `default_type`: the content type of a file whose extension is not in `types`.
@@ -30,19 +39,68 @@ pub struct FilesConf {
     pub etag: bool,
     /// `log_not_found on|off` (default on): whether a missing file is an error log line.
     pub log_not_found: bool,
+    /// `if_modified_since`.
+    pub if_modified_since: IfModifiedSince,
+    /// `try_files` of this level only (nginx does not inherit it).
+    pub try_files: Option<Arc<TryFiles>>,
+    /// `max_ranges N` (default: no limit, nginx's `NGX_MAX_INT32_VALUE`); `0` turns ranges off.
+    pub max_ranges: u32,
 }
 
 impl Default for FilesConf {
     fn default() -> Self {
         FilesConf {
             root: PathBuf::from("html"),
-            index: vec![DEFAULT_INDEX.to_string()],
+            root_vars: None,
+            alias: Alias::Root,
+            index: vec![KeyTemplate::literal(DEFAULT_INDEX)],
             types: Arc::new(MimeTypes::builtin()),
             default_type: DEFAULT_TYPE.to_string(),
             etag: true,
             log_not_found: true,
+            if_modified_since: IfModifiedSince::Exact,
+            max_ranges: i32::MAX as u32,
+            try_files: None,
         }
     }
+}
+
+/// `if_modified_since off|exact|before` (nginx's default `exact`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IfModifiedSince {
+    Off,
+    #[default]
+    Exact,
+    Before,
+}
+
+/// `try_files FILE... LAST` (nginx's try_files module).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TryFiles {
+    /// The names tried in order: a template, and whether it must be a directory (it was written with a trailing
+    /// `/`, dropped here).
+    pub tries: Vec<(KeyTemplate, bool)>,
+    pub last: TryLast,
+}
+
+/// What `try_files` does when no name is found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TryLast {
+    /// `=CODE`.
+    Code(u16),
+    /// A URI (internal redirect) or, starting with `@` once evaluated, a named location.
+    Uri(KeyTemplate),
+}
+
+/// How the root and the request's path make the file's path (nginx's `clcf->alias`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alias {
+    /// `root`: the whole path follows it.
+    Root,
+    /// `alias` in a prefix or exact location: the path after the location's name (this many bytes) follows it.
+    Cut(usize),
+    /// `alias` in a regex location: it is the whole file path (its captures name the rest).
+    Whole,
 }
 
 /// A `types { TYPE EXT...; }` table: extensions are lower case (nginx lower-cases them as it reads them) and

@@ -43,6 +43,14 @@ impl RequestHead<'_, '_> {
             .map(|h| h.value)
     }
 
+    /// Whether the head has a header line a file's answer depends on beyond its path: `If-*` or `Range`.
+    pub fn has_conditions(&self) -> bool {
+        self.headers.iter().any(|h| {
+            let n = h.name.as_bytes();
+            n.get(..3).is_some_and(|p| p.eq_ignore_ascii_case(b"if-")) || n.eq_ignore_ascii_case(b"range")
+        })
+    }
+
     /// Whether the method is one nginx never retries once sent (POST, LOCK, PATCH).
     pub fn non_idempotent(&self) -> bool {
         matches!(self.method, "POST" | "LOCK" | "PATCH")

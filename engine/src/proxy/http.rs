@@ -499,7 +499,7 @@ fn route_pass<'s, const FIRST: bool>(
             redirect: &mut bufs.redirect,
             captures: &mut bufs.captures,
         };
-        static_file::resolve_head(server, loc, uri, &head, conn, bufs)
+        static_file::resolve_head(server, loc, uri, &head, conn, ext, bufs)
     });
     let (loc, uri, answer, redirected) = match files {
         Some(f) if f.redirected => (f.loc, &bufs.redirect[..], f.answer, true),

@@ -2,7 +2,7 @@
 //! `find_config`, `post_rewrite`): the server's script, the location search, the location's script, and a new
 //! search after a `rewrite ... last` (or one without a flag), at most 10 times, then a 500.
 
-use super::static_file::{moved_to_slash, FileMethod, FileRequest};
+use super::static_file::{moved_to_slash, FileMethod, FileRequest, NoVars};
 use crate::config::regex::Captures;
 use crate::http::request::RequestHead;
 use crate::http::vars::{ConnVars, RequestExt, RequestVars};
@@ -105,6 +105,8 @@ pub fn run_from<'s>(
                     host: head.host,
                     local: conn.local,
                     head: None,
+                    vars: &NoVars,
+                    add_uri_to_alias: false,
                 };
                 moved_to_slash(to.strip_suffix(b"/").unwrap_or(to), &dir, bufs.rewrite);
                 return answered(None, Answer::Redirect(&server.moved), changed);

@@ -13,16 +13,20 @@ use super::limit_rate::{send_paced, Pacer};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::RequestRecord;
 use crate::config::error::errno_text;
+use crate::config::files::{Alias, TryFiles, TryLast};
 use crate::config::gzip::GzipStatic;
 use crate::config::key::VarSource;
 use crate::http::keepalive::Connection;
+use crate::http::not_modified::{self, Precondition, Validators};
 use crate::http::pages::{append_decimal, append_error_page, format_http_date, server_name, SERVER_FULL};
+use crate::http::ranges::{self, Ranges};
 use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::var_cache::VarCache;
-use crate::http::vars::ConnVars;
+use crate::http::vars::{ConnVars, RequestExt, RequestVars};
 use crate::log::Level;
 use crate::runtime::Runtime;
+use crate::snapshot::captures::WithCaptures;
 use crate::snapshot::files::{FilesPlan, IndexName};
 use crate::snapshot::gzip::{AnswerFacts, GzipAsk, GzipPlan};
 use crate::snapshot::headers::{HeadersPlan, Prepared, ResponseFacts};
@@ -73,6 +77,10 @@ pub(super) struct OpenFile<'s> {
     precompressed: bool,
     /// `gzip_static on` found `FILE.gz`: `Vary` under `gzip_vary on`, whatever is sent.
     vary: bool,
+    /// The preconditions made it a 304.
+    not_modified: bool,
+    /// What the `Range` header asks (applied unless the file is compressed on the way).
+    ranges: Ranges,
 }
 
 /// The request method as the static and index modules tell them apart.
@@ -97,7 +105,7 @@ impl FileMethod {
 }
 
 /// What file serving needs of the request head.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(super) struct FileRequest<'a> {
     pub(super) method: FileMethod,
     /// `$args` (kept on a redirect to the directory's slash).
@@ -108,6 +116,17 @@ pub(super) struct FileRequest<'a> {
     pub(super) local: SocketAddr,
     /// The head, for `gzip_static on` (`ngx_http_gzip_ok`).
     pub(super) head: Option<&'a RequestHead<'a, 'a>>,
+    /// The request's variables, for a `root` or `alias` with them (the location's captures are added).
+    pub(super) vars: &'a dyn VarSource,
+    /// try_files found the path in a regex location: the alias is followed by the path.
+    pub(super) add_uri_to_alias: bool,
+}
+
+/// No variables: for a [`FileRequest`] that names no file (the redirect to a location's slash).
+pub(super) struct NoVars;
+
+impl VarSource for NoVars {
+    fn append(&self, _: &crate::config::key::Var, _: &mut Vec<u8>) {}
 }
 
 /// The connection's buffers file serving writes into.
@@ -151,6 +170,8 @@ pub(super) fn resolve<'s>(
     let mut loc = loc;
     let mut redirected = false;
     let mut changes = 0;
+    // try_files runs once a location (nginx's precontent phase); a name it found in a regex location's alias
+    let (mut tried, mut add_uri) = (false, false);
     loop {
         let plan = match loc {
             Some(l) if !l.serves_files() => break,
@@ -158,8 +179,71 @@ pub(super) fn resolve<'s>(
             None => &server.files,
         };
         let path: &[u8] = if redirected { bufs.redirect } else { uri };
+        let with_caps = WithCaptures {
+            vars: req.vars,
+            caps: bufs.captures,
+        };
+        let vars = CurrentUri {
+            vars: &with_caps,
+            uri: path,
+        };
+        let try_files = plan.try_files.as_deref().filter(|_| !tried);
+        if let Some(tf) = try_files {
+            tried = true;
+            let mut name = Vec::new();
+            let outcome = try_files_step(server, plan, tf, path, &vars, &mut name, bufs.path);
+            let redirect = match outcome {
+                Tried::Found { uri_changed, whole } => {
+                    add_uri = whole;
+                    if uri_changed {
+                        *bufs.redirect = name;
+                        redirected = true;
+                    }
+                    continue;
+                }
+                Tried::Code(status) => {
+                    return Resolved {
+                        loc,
+                        answer: Some(FileAnswer::Error(status)),
+                        redirected,
+                    }
+                }
+                Tried::Named(_) | Tried::Redirect if changes == MAX_URI_CHANGES => Err(name),
+                Tried::Named(named) => {
+                    changes += 1;
+                    loc = Some(named);
+                    (tried, add_uri) = (false, false);
+                    continue;
+                }
+                Tried::Redirect => Ok(name),
+            };
+            let name = match redirect {
+                Ok(name) => name,
+                Err(name) => {
+                    crate::log_error!(
+                        "rewrite or internal redirection cycle while internally redirecting to \"{}\"",
+                        String::from_utf8_lossy(&name)
+                    );
+                    return Resolved {
+                        loc,
+                        answer: Some(FileAnswer::Error(500)),
+                        redirected,
+                    };
+                }
+            };
+            changes += 1;
+            *bufs.redirect = name;
+            redirected = true;
+            loc = server.location(&bufs.redirect[..], bufs.captures);
+            (tried, add_uri) = (false, false);
+            continue;
+        }
+        let file_req = FileRequest {
+            add_uri_to_alias: add_uri,
+            ..*req
+        };
         let gzip = loc.map_or(&server.gzip, |l| &l.gzip).as_ref();
-        match step(plan, gzip, path, req, bufs.path) {
+        match step(plan, gzip, path, &file_req, &vars, bufs.path) {
             Step::Answer(a) => {
                 return Resolved {
                     loc,
@@ -183,6 +267,7 @@ pub(super) fn resolve<'s>(
                 std::mem::swap(bufs.path, bufs.redirect);
                 redirected = true;
                 loc = server.location(&bufs.redirect[..], bufs.captures);
+                (tried, add_uri) = (false, false);
             }
         }
     }
@@ -190,6 +275,114 @@ pub(super) fn resolve<'s>(
         loc,
         answer: None,
         redirected,
+    }
+}
+
+/// The request's variables with `$uri` as the path now being served (after internal redirects and try_files).
+struct CurrentUri<'a> {
+    vars: &'a dyn VarSource,
+    uri: &'a [u8],
+}
+
+impl VarSource for CurrentUri<'_> {
+    fn append(&self, var: &crate::config::key::Var, out: &mut Vec<u8>) {
+        match var {
+            crate::config::key::Var::Uri => out.extend_from_slice(self.uri),
+            v => self.vars.append(v, out),
+        }
+    }
+}
+
+/// What `try_files` made of a request.
+enum Tried<'s> {
+    /// A name exists: served from here, with the path in the name buffer when `uri_changed`; `whole`: the regex
+    /// location's alias is followed by that path (nginx's `add_uri_to_alias`).
+    Found { uri_changed: bool, whole: bool },
+    /// None: an internal redirect to the URI in the name buffer.
+    Redirect,
+    /// None: the named location.
+    Named(&'s LocationPlan),
+    /// None: this status.
+    Code(u16),
+}
+
+/// `ngx_http_try_files_handler`: the first name (evaluated into `name`) whose file exists (a directory for a
+/// name written with a trailing `/`, a non-directory otherwise), else the last argument.
+fn try_files_step<'s>(
+    server: &'s ServerPlan,
+    plan: &FilesPlan,
+    tf: &TryFiles,
+    uri: &[u8],
+    vars: &dyn VarSource,
+    name: &mut Vec<u8>,
+    path: &mut Vec<u8>,
+) -> Tried<'s> {
+    for (template, dir) in &tf.tries {
+        name.clear();
+        template.eval_into(vars, name);
+        plan.try_path_of(name, template.is_constant(), uri, vars, path);
+        let found = match std::fs::metadata(as_path(path)) {
+            Ok(m) => m.is_dir() == *dir,
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(0);
+                if !matches!(errno, libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) {
+                    log_failed(Level::Crit, "stat()", path, errno);
+                }
+                false
+            }
+        };
+        if !found {
+            continue;
+        }
+        return match plan.alias() {
+            Alias::Root => Tried::Found {
+                uri_changed: true,
+                whole: false,
+            },
+            Alias::Whole => Tried::Found {
+                uri_changed: !*dir,
+                whole: !*dir,
+            },
+            Alias::Cut(n) => {
+                // the location's part of the path, then the name as it followed the alias
+                let prefix = uri.get(..n).unwrap_or_default();
+                let cut = !template.is_constant() && name.starts_with(prefix);
+                let rest = if cut {
+                    name.get(n..).unwrap_or_default()
+                } else {
+                    &name[..]
+                };
+                let mut new = Vec::with_capacity(n + rest.len());
+                new.extend_from_slice(prefix);
+                new.extend_from_slice(rest);
+                *name = new;
+                Tried::Found {
+                    uri_changed: true,
+                    whole: false,
+                }
+            }
+        };
+    }
+    match &tf.last {
+        TryLast::Code(status) => Tried::Code(*status),
+        TryLast::Uri(t) => {
+            name.clear();
+            t.eval_into(vars, name);
+            if name.first() == Some(&b'@') {
+                let named = std::str::from_utf8(name)
+                    .ok()
+                    .and_then(|n| server.tree.named(n))
+                    .and_then(|i| server.locations.get(i));
+                return match named {
+                    Some(l) => Tried::Named(l),
+                    None => {
+                        crate::log_error!("could not find named location \"{}\"", String::from_utf8_lossy(name));
+                        Tried::Code(500)
+                    }
+                };
+            }
+            Tried::Redirect
+        }
     }
 }
 
@@ -201,6 +394,7 @@ pub(super) fn resolve_head<'s>(
     uri: &[u8],
     head: &RequestHead<'_, '_>,
     conn: ConnVars,
+    ext: RequestExt<'_>,
     bufs: FileBufs<'_>,
 ) -> Resolved<'s> {
     if loc.is_some_and(|l| !l.serves_files()) {
@@ -211,12 +405,21 @@ pub(super) fn resolve_head<'s>(
             redirected: false,
         };
     }
+    let vars = RequestVars {
+        req: head,
+        conn,
+        uri,
+        proxy_host: "",
+        ext,
+    };
     let req = FileRequest {
         method: FileMethod::of(head.method),
         args: head.query().as_bytes(),
         host: head.host,
         local: conn.local,
         head: Some(head),
+        vars: &vars,
+        add_uri_to_alias: false,
     };
     resolve(server, loc, uri, &req, bufs)
 }
@@ -228,6 +431,7 @@ fn step<'s>(
     gzip: Option<&GzipPlan>,
     uri: &[u8],
     req: &FileRequest<'_>,
+    vars: &dyn VarSource,
     path: &mut Vec<u8>,
 ) -> Step<'s> {
     if req.method == FileMethod::Other {
@@ -237,22 +441,72 @@ fn step<'s>(
         // `OPTIONS *`: no file can be named by it (nginx refuses such a request line)
         return Step::Answer(FileAnswer::Error(400));
     }
+    if plan.escapes(uri) {
+        crate::log_error!("\"{}\" leaves the location's alias", String::from_utf8_lossy(uri));
+        return Step::Answer(FileAnswer::Error(404));
+    }
     if uri.ends_with(b"/") {
-        return index(plan, uri, path);
+        return index(plan, uri, vars, path);
     }
     // the gzip_static handler runs before the static one
     let mut vary = false;
     if let Some(gz) = gzip.filter(|g| g.static_files != GzipStatic::Off) {
-        match open_gz(plan, gz, uri, req, path) {
-            GzStatic::Sent(answer) => return Step::Answer(answer),
+        match open_gz(plan, gz, uri, req, vars, path) {
+            GzStatic::Sent(answer) => return Step::Answer(conditions(plan, req, answer)),
             GzStatic::Declined { vary: v } => vary = v,
         }
     }
-    let mut answer = open(plan, uri, req, path);
+    let mut answer = open(plan, uri, req, vars, path);
     if let FileAnswer::File(f) = &mut answer {
         f.vary = vary;
     }
-    Step::Answer(answer)
+    Step::Answer(conditions(plan, req, answer))
+}
+
+/// nginx's not_modified filter (412 here, so that `error_page 412` applies; 304 kept for the head) and what the
+/// range filter will read (`Range`, `If-Range`, `max_ranges`), for a file about to be sent with status 200.
+fn conditions<'s>(plan: &FilesPlan, req: &FileRequest<'_>, answer: FileAnswer<'s>) -> FileAnswer<'s> {
+    let head = match (&answer, req.head) {
+        (FileAnswer::File(_), Some(h)) if h.has_conditions() => h,
+        _ => return answer,
+    };
+    let FileAnswer::File(mut f) = answer else {
+        return answer;
+    };
+    let mut tag = [0u8; ETAG_MAX];
+    let etag = f.etag.then(|| etag_value(f.mtime, f.size, &mut tag));
+    let validators = Validators {
+        mtime: Some(f.mtime),
+        etag,
+    };
+    match not_modified::check(head, validators, plan.if_modified_since) {
+        Precondition::Failed => return FileAnswer::Error(412),
+        Precondition::NotModified => f.not_modified = true,
+        Precondition::Send => {}
+    }
+    if plan.max_ranges > 0 && !f.not_modified {
+        if let Some(range) = head.header("range") {
+            let applies = head
+                .header("if-range")
+                .is_none_or(|ir| ranges::if_range_matches(ir, etag, Some(f.mtime)));
+            if applies {
+                f.ranges = ranges::parse(range, f.size, plan.max_ranges);
+            }
+        }
+    }
+    FileAnswer::File(f)
+}
+
+/// The longest `ETag` value a file has: `"` 16 hex digits `-` 16 hex digits `"`.
+const ETAG_MAX: usize = 36;
+
+/// A file's `ETag` value as nginx makes it (`"%xT-%xO"`: the modification time and the size in lower-case hex).
+fn etag_value(mtime: i64, size: u64, buf: &mut [u8; ETAG_MAX]) -> &[u8] {
+    use std::io::Write;
+    let mut cur = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cur, "\"{mtime:x}-{size:x}\"");
+    let n = usize::try_from(cur.position()).unwrap_or(0);
+    buf.get(..n).unwrap_or_default()
 }
 
 /// What `ngx_http_gzip_static_handler` did.
@@ -269,6 +523,7 @@ fn open_gz<'s>(
     gz: &GzipPlan,
     uri: &[u8],
     req: &FileRequest<'_>,
+    vars: &dyn VarSource,
     path: &mut Vec<u8>,
 ) -> GzStatic<'s> {
     let declined = GzStatic::Declined { vary: false };
@@ -292,7 +547,7 @@ fn open_gz<'s>(
     if !gz.vary && !ok {
         return declined;
     }
-    plan.path_of(uri, path);
+    plan.path_of(uri, vars, req.add_uri_to_alias, path);
     path.extend_from_slice(b".gz");
     let (file, meta) = match open_with_meta(path) {
         Ok(fm) => fm,
@@ -326,23 +581,36 @@ fn open_gz<'s>(
         etag: plan.etag,
         precompressed: true,
         vary,
+        not_modified: false,
+        ranges: Ranges::Whole,
     }))
 }
 
 /// `ngx_http_index_handler`: the first index name that exists is an internal redirect to it; none is a 403 when the
 /// directory exists (nginx's "directory index of ... is forbidden"), else a 404.
-fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
+fn index<'s>(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<u8>) -> Step<'s> {
     let mut dir_tested = false;
+    // a name with variables is evaluated here (a location whose names have none allocates nothing)
+    let mut evaluated = Vec::new();
     for name in plan.index.iter() {
-        let file = match name {
+        let file: &[u8] = match name {
             IndexName::Uri(u) => {
                 path.clear();
                 path.extend_from_slice(u);
                 return Step::Redirect;
             }
             IndexName::File(f) => f,
+            IndexName::Vars(t) => {
+                evaluated.clear();
+                t.eval_into(vars, &mut evaluated);
+                if evaluated.first() == Some(&b'/') {
+                    std::mem::swap(path, &mut evaluated);
+                    return Step::Redirect;
+                }
+                &evaluated
+            }
         };
-        plan.path_of(uri, path);
+        plan.path_of(uri, vars, false, path);
         path.extend_from_slice(file);
         let err = match std::fs::metadata(as_path(path)) {
             Ok(_) => {
@@ -375,10 +643,10 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
             return Step::Answer(FileAnswer::Error(status));
         }
         if !dir_tested {
-            if let Some(status) = test_dir(plan, uri, path) {
+            if let Some(status) = test_dir(plan, uri, vars, path) {
                 if status == 404 && plan.log_not_found {
                     // nginx names the index file it looked for
-                    plan.path_of(uri, path);
+                    plan.path_of(uri, vars, false, path);
                     path.extend_from_slice(file);
                     log_file(Level::Error, path, "is not found", libc::ENOENT);
                 }
@@ -388,7 +656,7 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Step<'s> {
         }
     }
     if crate::log::enabled(Level::Error) {
-        plan.path_of(uri, path);
+        plan.path_of(uri, vars, false, path);
         crate::log_error!("directory index of \"{}\" is forbidden", String::from_utf8_lossy(path));
     }
     Step::Answer(FileAnswer::Error(403))
@@ -412,8 +680,8 @@ fn log_file(level: Level, path: &[u8], what: &str, errno: i32) {
 
 /// `ngx_http_index_test_dir`, after an index name was not found: the status to answer when the directory itself
 /// is missing (404), a loop (403), not a directory or unreadable otherwise (500); `None` to go on.
-fn test_dir(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Option<u16> {
-    plan.path_of(uri, path);
+fn test_dir(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<u8>) -> Option<u16> {
+    plan.path_of(uri, vars, false, path);
     path.pop();
     if path.is_empty() {
         path.push(b'/');
@@ -438,8 +706,14 @@ fn test_dir(plan: &FilesPlan, uri: &[u8], path: &mut Vec<u8>) -> Option<u16> {
 }
 
 /// `ngx_http_static_handler` for a path not ending in `/`: the open file, a 301 for a directory, or the error.
-fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut Vec<u8>) -> FileAnswer<'s> {
-    plan.path_of(uri, path);
+fn open<'s>(
+    plan: &'s FilesPlan,
+    uri: &[u8],
+    req: &FileRequest<'_>,
+    vars: &dyn VarSource,
+    path: &mut Vec<u8>,
+) -> FileAnswer<'s> {
+    plan.path_of(uri, vars, req.add_uri_to_alias, path);
     let (file, meta) = match open_with_meta(path) {
         Ok(fm) => fm,
         Err(e) => {
@@ -478,6 +752,8 @@ fn open<'s>(plan: &'s FilesPlan, uri: &[u8], req: &FileRequest<'_>, path: &mut V
         etag: plan.etag,
         precompressed: false,
         vary: false,
+        not_modified: false,
+        ranges: Ranges::Whole,
     })
 }
 
@@ -547,9 +823,34 @@ pub enum FileHead<'a> {
         etag: bool,
         /// What gzip does to it.
         encoding: FileEncoding,
+        /// The whole file, a 304, or a 206.
+        part: Part<'a>,
     },
     /// 301 to a directory's slash (an HTML body of `body_len` bytes follows).
     Moved { location: &'a [u8], body_len: usize },
+}
+
+/// What of a file's answer goes out, as the not_modified and range filters make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// 200: the whole file, `Accept-Ranges: bytes` (unless compressed).
+    Whole,
+    /// 304: no `Content-Type`, `Content-Length`, `Content-Encoding` or `Accept-Ranges`, no body.
+    NotModified,
+    /// 206 of the bytes `[start, end)`, with `Content-Range`.
+    Single { start: u64, end: u64 },
+    /// 206 `multipart/byteranges` with this boundary, `length` bytes of body.
+    Multi { boundary: &'a [u8], length: u64 },
+}
+
+impl Part<'_> {
+    fn status(&self) -> u16 {
+        match self {
+            Part::Whole => 200,
+            Part::NotModified => 304,
+            Part::Single { .. } | Part::Multi { .. } => 206,
+        }
+    }
 }
 
 /// The status of a redirect to a directory's slash.
@@ -587,33 +888,56 @@ pub fn write_file_head(
     edits: Option<FileEdits<'_>>,
     out: &mut Vec<u8>,
 ) {
-    out.extend_from_slice(match head {
-        FileHead::File { .. } => b"HTTP/1.1 200 OK\r\nServer: ".as_slice(),
-        FileHead::Moved { .. } => b"HTTP/1.1 301 Moved Permanently\r\nServer: ",
+    let part = match head {
+        FileHead::File { part, .. } => *part,
+        FileHead::Moved { .. } => Part::Whole,
+    };
+    out.extend_from_slice(match (head, part) {
+        (FileHead::Moved { .. }, _) => b"HTTP/1.1 301 Moved Permanently\r\nServer: ".as_slice(),
+        (_, Part::Whole) => b"HTTP/1.1 200 OK\r\nServer: ",
+        (_, Part::NotModified) => b"HTTP/1.1 304 Not Modified\r\nServer: ",
+        (_, Part::Single { .. } | Part::Multi { .. }) => b"HTTP/1.1 206 Partial Content\r\nServer: ",
     });
     let server = edits.map_or(SERVER_FULL, |e| server_name(e.prepared.tokens()));
     out.extend_from_slice(server.as_bytes());
     out.extend_from_slice(b"\r\nDate: ");
     out.extend_from_slice(date);
-    out.extend_from_slice(b"\r\nContent-Type: ");
+    out.extend_from_slice(b"\r\n");
     let (length, content_type) = match head {
         FileHead::File { content_type, size, .. } => (*size, content_type.as_bytes()),
         FileHead::Moved { body_len, .. } => (*body_len as u64, b"text/html".as_slice()),
     };
-    out.extend_from_slice(content_type);
     let encoding = match head {
         FileHead::File { encoding, .. } => *encoding,
         FileHead::Moved { .. } => FileEncoding::default(),
     };
-    if encoding.compressed {
-        out.extend_from_slice(b"\r\n");
-    } else {
-        out.extend_from_slice(b"\r\nContent-Length: ");
-        append_decimal(out, length);
+    let length = match part {
+        Part::Whole => Some(length).filter(|_| !encoding.compressed),
+        Part::NotModified => None,
+        Part::Single { start, end } => Some(end - start),
+        Part::Multi { length, .. } => Some(length),
+    };
+    match part {
+        Part::NotModified => {}
+        Part::Multi { boundary, .. } => {
+            out.extend_from_slice(b"Content-Type: multipart/byteranges; boundary=");
+            out.extend_from_slice(boundary);
+            out.extend_from_slice(b"\r\n");
+        }
+        _ => {
+            out.extend_from_slice(b"Content-Type: ");
+            out.extend_from_slice(content_type);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if let Some(n) = length {
+        out.extend_from_slice(b"Content-Length: ");
+        append_decimal(out, n);
         out.extend_from_slice(b"\r\n");
     }
     // an `add_header` of `ETag` or `Last-Modified` replaces the file's own (nginx's `ngx_http_set_response_header`)
-    let replaced = |name| edits.is_some_and(|e| e.prepared.replaces(200, name));
+    let status = part.status();
+    let replaced = |name| edits.is_some_and(|e| e.prepared.replaces(status, name));
     match head {
         FileHead::File { .. } if replaced("last-modified") => {}
         FileHead::File { mtime, .. } => {
@@ -644,15 +968,19 @@ pub fn write_file_head(
         false,
     ) = (head, replaced("etag"))
     {
-        // nginx's `"%xT-%xO"`: the modification time and the size in lower-case hex
-        use std::io::Write;
-        let weak = if encoding.compressed { "W/" } else { "" };
-        let _ = write!(out, "ETag: {weak}\"{mtime:x}-{size:x}\"\r\n");
+        let mut tag = [0u8; ETAG_MAX];
+        if encoding.compressed {
+            out.extend_from_slice(b"ETag: W/");
+        } else {
+            out.extend_from_slice(b"ETag: ");
+        }
+        out.extend_from_slice(etag_value(*mtime, *size, &mut tag));
+        out.extend_from_slice(b"\r\n");
     }
     // nginx's headers filter runs before the range filter
     if let Some(e) = edits {
         let (status, last_modified) = match head {
-            FileHead::File { mtime, .. } => (200, Some(*mtime)),
+            FileHead::File { mtime, .. } => (status, Some(*mtime)),
             FileHead::Moved { .. } => (301, None),
         };
         let facts = ResponseFacts {
@@ -661,15 +989,65 @@ pub fn write_file_head(
         };
         e.plan.append(status, e.prepared, e.response, facts, out);
     }
-    if encoding.compressed || encoding.precompressed {
+    if (encoding.compressed || encoding.precompressed) && part != Part::NotModified {
         out.extend_from_slice(b"Content-Encoding: gzip\r\n");
     }
-    if let FileHead::File { .. } = head {
-        if !encoding.compressed {
-            out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+    if let FileHead::File { size, .. } = head {
+        match part {
+            Part::Whole if !encoding.compressed => out.extend_from_slice(b"Accept-Ranges: bytes\r\n"),
+            Part::Single { start, end } => {
+                out.extend_from_slice(b"Content-Range: bytes ");
+                append_range(out, start, end, *size);
+                out.extend_from_slice(b"\r\n");
+            }
+            _ => {}
         }
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// `S-E/TOTAL` of the bytes `[start, end)` of `total`.
+fn append_range(out: &mut Vec<u8>, start: u64, end: u64, total: u64) {
+    append_decimal(out, start);
+    out.push(b'-');
+    append_decimal(out, end.saturating_sub(1));
+    out.push(b'/');
+    append_decimal(out, total);
+}
+
+/// The part header nginx writes before each range of a multipart answer: `CRLF --BOUNDARY CRLF Content-Type: T
+/// CRLF Content-Range: bytes S-E/TOTAL CRLF CRLF` (no `Content-Type` line for an empty type).
+fn append_part_header(out: &mut Vec<u8>, boundary: &[u8], content_type: &str, range: (u64, u64), total: u64) {
+    out.extend_from_slice(b"\r\n--");
+    out.extend_from_slice(boundary);
+    if !content_type.is_empty() {
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(content_type.as_bytes());
+    }
+    out.extend_from_slice(b"\r\nContent-Range: bytes ");
+    append_range(out, range.0, range.1, total);
+    out.extend_from_slice(b"\r\n\r\n");
+}
+
+/// The last line of a multipart answer: `CRLF --BOUNDARY-- CRLF`.
+fn append_last_boundary(out: &mut Vec<u8>, boundary: &[u8]) {
+    out.extend_from_slice(b"\r\n--");
+    out.extend_from_slice(boundary);
+    out.extend_from_slice(b"--\r\n");
+}
+
+/// The body length of a multipart answer of `ranges` of a file of `total` bytes.
+fn multipart_length(ranges: &[(u64, u64)], boundary: &[u8], content_type: &str, total: u64) -> u64 {
+    let mut scratch = Vec::with_capacity(128);
+    let mut n = 0u64;
+    for &r in ranges {
+        scratch.clear();
+        append_part_header(&mut scratch, boundary, content_type, r, total);
+        n += scratch.len() as u64 + (r.1 - r.0);
+    }
+    scratch.clear();
+    append_last_boundary(&mut scratch, boundary);
+    n + scratch.len() as u64
 }
 
 impl<R: Runtime> ClientConn<R> {
@@ -735,7 +1113,8 @@ impl<R: Runtime> ClientConn<R> {
     }
 
     /// Sends `f`: the head with as much of the file as fits a chunk, then chunk after chunk through the same
-    /// buffer. A file that shrank while being sent closes the connection (nginx: "file was truncated").
+    /// buffer; or its 304, its 206 (one range, or `multipart/byteranges`), its 416. A file that shrank while being
+    /// sent closes the connection (nginx: "file was truncated").
     async fn send_file(
         &mut self,
         mut f: OpenFile<'_>,
@@ -744,31 +1123,67 @@ impl<R: Runtime> ClientConn<R> {
         gzip: Option<&GzipPlan>,
         req: &Routed,
     ) -> io::Result<bool> {
-        let mut encoding = gzip.map_or(FileEncoding::default(), |g| {
-            let facts = FileFacts {
-                content_type: f.content_type,
-                size: f.size,
-                etag: f.etag,
-                precompressed: f.precompressed,
-                found_gz: f.vary,
-            };
-            gz::for_file(g, req.gzip, facts)
-        });
-        let body = !req.head_request;
+        // an error page's file goes out with the error's status: the not_modified and range filters pass it by
+        let as_error_page = self.bufs.pages.state.active();
+        let not_modified = f.not_modified && !as_error_page;
+        let mut encoding = match gzip {
+            // the gzip filter passes a 304 by; `gzip_static on`'s `Vary` stays
+            Some(g) if not_modified => FileEncoding {
+                vary: g.vary && f.vary,
+                ..FileEncoding::default()
+            },
+            Some(g) => {
+                let facts = FileFacts {
+                    content_type: f.content_type,
+                    size: f.size,
+                    etag: f.etag,
+                    precompressed: f.precompressed,
+                    found_gz: f.vary,
+                };
+                gz::for_file(g, req.gzip, facts)
+            }
+            None => FileEncoding::default(),
+        };
+        let ranges = match std::mem::replace(&mut f.ranges, Ranges::Whole) {
+            // a compressed answer has no length to take ranges of
+            _ if as_error_page || encoding.compressed || not_modified => Ranges::Whole,
+            r => r,
+        };
+        if ranges == Ranges::Unsatisfiable {
+            return self.send_unsatisfiable(f.size, keep, headers, req).await;
+        }
+        let body = !req.head_request && !not_modified;
         encoding.chunked = encoding.compressed && body && req.client_11;
         // a compressed body of unknown length to an HTTP/1.0 client ends with the connection
         let keep = keep.and(!(encoding.compressed && body && !req.client_11));
+        let boundary = match ranges {
+            Ranges::Multi(_) => ranges::next_boundary(),
+            _ => [0; 20],
+        };
+        let part = match &ranges {
+            _ if not_modified => Part::NotModified,
+            Ranges::Single(start, end) => Part::Single {
+                start: *start,
+                end: *end,
+            },
+            Ranges::Multi(list) => Part::Multi {
+                boundary: &boundary,
+                length: multipart_length(list, &boundary, f.content_type, f.size),
+            },
+            Ranges::Whole | Ranges::Unsatisfiable => Part::Whole,
+        };
         let head = FileHead::File {
             content_type: f.content_type,
             size: f.size,
             mtime: f.mtime,
             etag: f.etag,
             encoding,
+            part,
         };
         let (out, prepared) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();
         let now = crate::clock::now_secs();
-        let response = file_vars(200, &self.bufs.log, &self.bufs.vars);
+        let response = file_vars(part.status(), &self.bufs.log, &self.bufs.vars);
         let edits = Some(FileEdits {
             plan: headers,
             prepared,
@@ -776,7 +1191,7 @@ impl<R: Runtime> ClientConn<R> {
             now,
         });
         self.shard.date(now, |d| write_file_head(&head, d, keep, edits, out));
-        let status = self.bufs.pages.state.restatus(out, 0, 200);
+        let status = self.bufs.pages.state.restatus(out, 0, part.status());
         if self.bufs.pages.state.active() {
             self.bufs.pages.state.add_kept_to_head(out);
         }
@@ -799,10 +1214,52 @@ impl<R: Runtime> ClientConn<R> {
             self.bufs.log.answered(status, head_len, *sent.as_ref().unwrap_or(&0));
             return sent.map(|_| keep.keeps());
         }
-        if req.head_request || f.size == 0 {
+        if !body || f.size == 0 {
             send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
             return Ok(keep.keeps());
         }
+        let log = (status, head_len);
+        let complete = match &ranges {
+            Ranges::Single(start, end) => {
+                let mut sent = 0;
+                self.send_span(&f.file, (*start, *end), req, pacer.as_mut(), log, &mut sent)
+                    .await?
+            }
+            Ranges::Multi(list) => {
+                let mut sent = 0u64;
+                for &range in list {
+                    let before = self.bufs.out.len();
+                    append_part_header(&mut self.bufs.out, &boundary, f.content_type, range, f.size);
+                    sent += (self.bufs.out.len() - before) as u64;
+                    if !self
+                        .send_span(&f.file, range, req, pacer.as_mut(), log, &mut sent)
+                        .await?
+                    {
+                        return Ok(false);
+                    }
+                }
+                let before = self.bufs.out.len();
+                append_last_boundary(&mut self.bufs.out, &boundary);
+                sent += (self.bufs.out.len() - before) as u64;
+                send_paced::<R>(&mut self.sock, &self.bufs.out, req.timeouts.send, pacer.as_mut()).await?;
+                self.bufs.out.clear();
+                self.bufs.log.answered(status, head_len, sent);
+                true
+            }
+            Ranges::Whole | Ranges::Unsatisfiable => self.send_whole(&mut f, req, pacer.as_mut(), log).await?,
+        };
+        Ok(complete && keep.keeps())
+    }
+
+    /// The whole file after the head already in the output buffer, 32k at a time through it; whether it was
+    /// all sent (a file that shrank was not).
+    async fn send_whole(
+        &mut self,
+        f: &mut OpenFile<'_>,
+        req: &Routed,
+        mut pacer: Option<&mut Pacer>,
+        (status, head_len): (u16, usize),
+    ) -> io::Result<bool> {
         let mut left = f.size;
         let mut start = head_len;
         let mut sent = 0u64;
@@ -816,7 +1273,7 @@ impl<R: Runtime> ClientConn<R> {
             }
             let got = read_full(&mut f.file, out.get_mut(start..).unwrap_or_default())?;
             out.truncate(start + got);
-            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
+            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_deref_mut()).await?;
             sent += got as u64;
             self.bufs.log.answered(status, head_len, sent);
             if got < want {
@@ -825,8 +1282,98 @@ impl<R: Runtime> ClientConn<R> {
             left -= got as u64;
             start = 0;
         }
+        Ok(true)
+    }
+
+    /// The bytes `[start, end)` of `file` after what the output buffer holds (a head, a part header), read at
+    /// their offset 32k at a time; `sent` counts the body bytes. The buffer is left empty. Whether all were sent.
+    async fn send_span(
+        &mut self,
+        file: &File,
+        (mut pos, end): (u64, u64),
+        req: &Routed,
+        mut pacer: Option<&mut Pacer>,
+        (status, head_len): (u16, usize),
+        sent: &mut u64,
+    ) -> io::Result<bool> {
+        while pos < end {
+            let start = self.bufs.out.len();
+            let want = usize::try_from(end - pos).unwrap_or(CHUNK).min(CHUNK);
+            let out = &mut self.bufs.out;
+            out.resize(start + want, 0);
+            let got = read_full_at(file, out.get_mut(start..).unwrap_or_default(), pos)?;
+            out.truncate(start + got);
+            send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_deref_mut()).await?;
+            out.clear();
+            *sent += got as u64;
+            self.bufs.log.answered(status, head_len, *sent);
+            if got < want {
+                return Ok(false);
+            }
+            pos += got as u64;
+        }
+        Ok(true)
+    }
+
+    /// nginx's 416 for ranges none of which is in the file: its error page with `Content-Range: bytes */SIZE`.
+    async fn send_unsatisfiable(
+        &mut self,
+        size: u64,
+        keep: Connection,
+        headers: &HeadersPlan,
+        req: &Routed,
+    ) -> io::Result<bool> {
+        const STATUS: u16 = 416;
+        self.shard.counters.count_answer(STATUS);
+        let tokens = self.bufs.headers.tokens();
+        let server = server_name(tokens);
+        let mut body = Vec::new();
+        append_error_page(STATUS, server, &mut body);
+        let out = &mut self.bufs.out;
+        out.clear();
+        let now = crate::clock::now_secs();
+        self.shard.date(now, |d| {
+            out.extend_from_slice(b"HTTP/1.1 416 Requested Range Not Satisfiable\r\nServer: ");
+            out.extend_from_slice(server.as_bytes());
+            out.extend_from_slice(b"\r\nDate: ");
+            out.extend_from_slice(d);
+            out.extend_from_slice(b"\r\nContent-Type: text/html\r\nContent-Length: ");
+            append_decimal(out, body.len() as u64);
+            out.extend_from_slice(b"\r\n");
+        });
+        keep.write(out);
+        out.extend_from_slice(b"Content-Range: bytes */");
+        append_decimal(out, size);
+        out.extend_from_slice(b"\r\n");
+        let response = file_vars(STATUS, &self.bufs.log, &self.bufs.vars);
+        let facts = ResponseFacts {
+            now,
+            last_modified: None,
+        };
+        headers.append(STATUS, &self.bufs.headers, &response, facts, out);
+        out.extend_from_slice(b"\r\n");
+        let head_len = out.len();
+        let sent = if req.head_request { 0 } else { body.len() };
+        out.extend_from_slice(body.get(..sent).unwrap_or_default());
+        self.bufs.log.answered(STATUS, head_len, sent as u64);
+        send::<R>(&mut self.sock, &self.bufs.out, req.timeouts.send).await?;
         Ok(keep.keeps())
     }
+}
+
+/// Reads into all of `buf` from `offset` of `file` unless the file ends first; the bytes read.
+fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(buf.get_mut(n..).unwrap_or_default(), offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// Reads into all of `buf` unless the file ends first; the bytes read.
@@ -847,6 +1394,7 @@ pub(super) fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 mod tests {
     use super::*;
     use crate::config::files::FilesConf;
+    use crate::config::key::KeyTemplate;
 
     /// A root with `index.html`, `sub/` (no index), `file` and `dir/index.html`.
     fn root(tag: &str) -> std::path::PathBuf {
@@ -862,7 +1410,12 @@ mod tests {
 
     fn outcome(plan: &FilesPlan, uri: &[u8], method: FileMethod, path: &mut Vec<u8>) -> Result<u16, Vec<u8>> {
         let req = request(method, Some(b"h"), b"");
-        match step(plan, None, uri, &req, path) {
+        let caps = crate::config::regex::Captures::default();
+        let vars = WithCaptures {
+            vars: &NoVars,
+            caps: &caps,
+        };
+        match step(plan, None, uri, &req, &vars, path) {
             Step::Redirect => Err(path.clone()),
             Step::Answer(FileAnswer::File(f)) => Ok(200 + u16::from(f.size != 1)),
             Step::Answer(FileAnswer::ToSlash) => Ok(301),
@@ -875,7 +1428,7 @@ mod tests {
         let dir = root("steps");
         let conf = FilesConf {
             root: dir.clone(),
-            index: vec!["none.html".into(), "index.html".into()],
+            index: vec![KeyTemplate::literal("none.html"), KeyTemplate::literal("index.html")],
             ..FilesConf::default()
         };
         let plan = FilesPlan::new(&conf);
@@ -906,7 +1459,7 @@ mod tests {
         assert_eq!(outcome(&plan, b"*", get, &mut path), Ok(400));
         let absolute = FilesPlan::new(&FilesConf {
             root: dir.clone(),
-            index: vec!["/first".into(), "index.html".into()],
+            index: vec![KeyTemplate::literal("/first"), KeyTemplate::literal("index.html")],
             ..FilesConf::default()
         });
         assert_eq!(
@@ -924,6 +1477,8 @@ mod tests {
             host,
             local: "127.0.0.1:8080".parse().unwrap(),
             head: None,
+            vars: &NoVars,
+            add_uri_to_alias: false,
         }
     }
 
@@ -953,6 +1508,7 @@ mod tests {
             mtime: 1_800_000_000,
             etag: true,
             encoding: FileEncoding::default(),
+            part: Part::Whole,
         };
         write_file_head(&file, b"D", Connection::KEEP, None, &mut out);
         assert_eq!(

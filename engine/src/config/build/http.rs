@@ -337,6 +337,7 @@ impl HttpState {
                 loc.admin = Some(endpoint);
                 Ok(())
             }
+            "alias" => loc.layers.files.alias(b, &mut self.vars, ld, &matcher),
             "health_check" => {
                 loc.health.push(health::health_check(ld, Module::Http)?);
                 Ok(())
@@ -350,6 +351,12 @@ impl HttpState {
                 ld,
             ),
         })?;
+        if loc.layers.files.has_try_files() && (loc.proxy_pass.is_some() || loc.admin.is_some()) {
+            // nginx tries the files, then proxies with the path found: corelb serves files only where no handler is
+            let msg =
+                "\"try_files\" in a location with a handler (\"proxy_pass\", \"api\"...) is not supported by corelb";
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
         Ok(loc)
     }
 

@@ -216,7 +216,7 @@ impl Layers {
                 super::main_ctx::error_log_args(d, &cx.build.prefix)?;
             }
             name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
-            name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, d)?,
+            name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, cx.vars, d)?,
             name if gzip::NAMES.contains(&name) => self.gzip.directive(cx.build, d)?,
             name if super::tls::NAMES.contains(&name) => self.tls.directive(cx.build, d)?,
             name if super::proxy_tls::NAMES.contains(&name) => self.proxy_tls.directive(cx.build, d)?,

@@ -1,18 +1,25 @@
-//! The file serving settings of one http, server or location level (`root`, `index`, `types`, `default_type`,
-//! `etag`), read with nginx's checks and messages, and the tuning directives of nginx's file path (`sendfile`,
+//! The file serving settings of one http, server or location level (`root` or `alias`, `index`, `types`,
+//! `default_type`, `etag`), read with nginx's checks and messages, and the tuning directives of nginx's file path (`sendfile`,
 //! `sendfile_max_chunk`, `tcp_nopush`, `tcp_nodelay`, `open_file_cache*`, `types_hash_*`): checked as nginx
 //! checks them; what each does in corelb is in `docs/directives.md`.
 
 use super::{arg, directive_err, flag_slot, num_slot, unset, value, Build};
 use crate::config::error::ConfigError;
-use crate::config::files::{FilesConf, MimeTypes, DEFAULT_INDEX, DEFAULT_TYPE};
+use crate::config::files::{
+    Alias, FilesConf, IfModifiedSince, MimeTypes, TryFiles, TryLast, DEFAULT_INDEX, DEFAULT_TYPE,
+};
+use crate::config::key::KeyTemplate;
+use crate::config::model::LocationMatch;
 use crate::config::parser::Directive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The directives this layer reads, by name.
-pub const NAMES: [&str; 16] = [
+pub const NAMES: [&str; 19] = [
     "root",
+    "try_files",
+    "if_modified_since",
+    "max_ranges",
     "log_not_found",
     "index",
     "types",
@@ -33,15 +40,26 @@ pub const NAMES: [&str; 16] = [
 /// The file serving settings one level sets.
 #[derive(Debug, Clone, Default)]
 pub struct FilesLayer {
-    /// Resolved against the prefix, trailing `/` stripped.
-    root: Option<PathBuf>,
-    index: Option<Vec<String>>,
+    /// `root` (resolved against the prefix, trailing `/` stripped) or `alias`: one slot, as in nginx.
+    root: Option<RootSpec>,
+    index: Option<Vec<KeyTemplate>>,
     types: Option<Arc<MimeTypes>>,
     default_type: Option<String>,
     etag: Option<bool>,
     log_not_found: Option<bool>,
+    if_modified_since: Option<IfModifiedSince>,
+    max_ranges: Option<u32>,
+    try_files: Option<Arc<TryFiles>>,
     /// Settings checked and kept only for nginx's `is duplicate` (see the module doc).
     tuning: Tuning,
+}
+
+/// A level's `root` or `alias`.
+#[derive(Debug, Clone)]
+struct RootSpec {
+    path: PathBuf,
+    vars: Option<KeyTemplate>,
+    alias: Alias,
 }
 
 /// The tuning directives of one level.
@@ -61,14 +79,14 @@ struct Tuning {
 
 impl FilesLayer {
     /// Reads `d`, one of [`NAMES`]; relative roots resolve against `b.prefix`.
-    pub fn directive(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+    pub fn directive(&mut self, b: &mut Build, vars: &mut super::vars::Vars, d: &Directive) -> Result<(), ConfigError> {
         let t = &mut self.tuning;
         match d.name.as_str() {
             "root" => {
-                unset(&self.root, d)?;
-                self.root = Some(root(&b.prefix, d)?);
+                self.root_unset(d)?;
+                self.root = Some(root_spec(&b.prefix, vars, d, Alias::Root)?);
             }
-            "index" => index(self.index.get_or_insert_with(Vec::new), b, d)?,
+            "index" => index(self.index.get_or_insert_with(Vec::new), b, vars, d)?,
             "types" => {
                 let table = self.types.get_or_insert_with(|| Arc::new(MimeTypes::default()));
                 types_block(Arc::make_mut(table), b, d)?;
@@ -79,6 +97,27 @@ impl FilesLayer {
             }
             "etag" => flag_slot(&mut self.etag, d)?,
             "log_not_found" => flag_slot(&mut self.log_not_found, d)?,
+            "if_modified_since" => {
+                unset(&self.if_modified_since, d)?;
+                self.if_modified_since = Some(match arg(d, 0) {
+                    "off" => IfModifiedSince::Off,
+                    "exact" => IfModifiedSince::Exact,
+                    "before" => IfModifiedSince::Before,
+                    v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
+                });
+            }
+            "try_files" => {
+                unset(&self.try_files, d)?;
+                self.try_files = Some(Arc::new(try_files(vars, d)?));
+            }
+            "max_ranges" => {
+                unset(&self.max_ranges, d)?;
+                let n = value::atoi(arg(d, 0))
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|&n| n <= i32::MAX as u32)
+                    .ok_or_else(|| directive_err(d, "invalid number"))?;
+                self.max_ranges = Some(n);
+            }
             "sendfile" => flag_slot(&mut t.sendfile, d)?,
             "tcp_nopush" => flag_slot(&mut t.tcp_nopush, d)?,
             "tcp_nodelay" => {
@@ -118,6 +157,49 @@ impl FilesLayer {
         Ok(())
     }
 
+    /// nginx's `is duplicate` for `root` and `alias`, which share one slot.
+    fn root_unset(&self, d: &Directive) -> Result<(), ConfigError> {
+        let Some(had) = &self.root else { return Ok(()) };
+        let had_alias = had.alias != Alias::Root;
+        if had_alias == (d.name == "alias") {
+            return unset(&Some(()), d);
+        }
+        let earlier = if had_alias { "alias" } else { "root" };
+        let msg = format!(
+            "\"{}\" directive is duplicate, \"{earlier}\" directive was specified earlier",
+            d.name
+        );
+        Err(ConfigError::invalid(msg, &d.span))
+    }
+
+    /// `alias PATH` in the location `matcher` (`ngx_http_core_root`): the path replaces the location's name in the
+    /// request's path (prefix and exact locations), or is the whole file path (regex locations, where `$1`.. name
+    /// the rest). Variables are compiled with `vars`.
+    pub fn alias(
+        &mut self,
+        b: &Build,
+        vars: &mut super::vars::Vars,
+        d: &Directive,
+        matcher: &LocationMatch,
+    ) -> Result<(), ConfigError> {
+        self.root_unset(d)?;
+        if let LocationMatch::Named(_) = matcher {
+            let msg = "the \"alias\" directive cannot be used inside the named location";
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        let alias = match matcher {
+            LocationMatch::Regex(_) => Alias::Whole,
+            m => Alias::Cut(m.name().len()),
+        };
+        self.root = Some(root_spec(&b.prefix, vars, d, alias)?);
+        Ok(())
+    }
+
+    /// Whether this level has `try_files`.
+    pub fn has_try_files(&self) -> bool {
+        self.try_files.is_some()
+    }
+
     /// These settings over `parent`'s (nginx's merge: a level's own value wins, else the parent's; a level's
     /// `types` replace the whole inherited table).
     pub fn over(&self, parent: &FilesLayer) -> FilesLayer {
@@ -128,6 +210,10 @@ impl FilesLayer {
             default_type: self.default_type.clone().or_else(|| parent.default_type.clone()),
             etag: self.etag.or(parent.etag),
             log_not_found: self.log_not_found.or(parent.log_not_found),
+            if_modified_since: self.if_modified_since.or(parent.if_modified_since),
+            max_ranges: self.max_ranges.or(parent.max_ranges),
+            // nginx's try_files module has no merge: a level's own only
+            try_files: self.try_files.clone(),
             tuning: Tuning::default(),
         }
     }
@@ -136,44 +222,116 @@ impl FilesLayer {
     pub fn conf(&self, prefix: &Path) -> FilesConf {
         let d = FilesConf::default();
         FilesConf {
-            root: self.root.clone().unwrap_or_else(|| prefix.join(d.root)),
-            index: self.index.clone().unwrap_or_else(|| vec![DEFAULT_INDEX.to_string()]),
+            root: self
+                .root
+                .as_ref()
+                .map_or_else(|| prefix.join(&d.root), |r| r.path.clone()),
+            root_vars: self.root.as_ref().and_then(|r| r.vars.clone()),
+            alias: self.root.as_ref().map_or(Alias::Root, |r| r.alias),
+            index: self
+                .index
+                .clone()
+                .unwrap_or_else(|| vec![KeyTemplate::literal(DEFAULT_INDEX)]),
             types: self.types.clone().unwrap_or(d.types),
             default_type: self.default_type.clone().unwrap_or_else(|| DEFAULT_TYPE.to_string()),
             etag: self.etag.unwrap_or(d.etag),
             log_not_found: self.log_not_found.unwrap_or(d.log_not_found),
+            if_modified_since: self.if_modified_since.unwrap_or(d.if_modified_since),
+            max_ranges: self.max_ranges.unwrap_or(d.max_ranges),
+            try_files: self.try_files.clone(),
         }
     }
 }
 
-/// `root PATH` (`ngx_http_core_root`): nginx's checks, then a literal path resolved against the prefix with a
-/// trailing `/` dropped; a path with variables is refused by name.
-fn root(prefix: &Path, d: &Directive) -> Result<PathBuf, ConfigError> {
+/// `root PATH` or `alias PATH` (`ngx_http_core_root`): nginx's checks; `root` drops one trailing `/` (`alias`
+/// keeps it); a path not starting with a variable is resolved against the prefix at load, one with variables is
+/// compiled with `vars` (and resolved per request when its value is relative).
+fn root_spec(
+    prefix: &Path,
+    vars: &mut super::vars::Vars,
+    d: &Directive,
+    alias: Alias,
+) -> Result<RootSpec, ConfigError> {
     let path = arg(d, 0);
+    forbidden_vars(path, d)?;
+    // nginx drops one trailing `/` first, then tests the first byte as written: `root /;` is the empty root (paths
+    // are then the request's path itself), not the prefix.
+    let trimmed = match alias {
+        Alias::Root => path.strip_suffix('/').unwrap_or(path),
+        _ => path,
+    };
+    let full = if path.starts_with('/') || path.starts_with('$') {
+        PathBuf::from(trimmed)
+    } else {
+        prefix.join(trimmed)
+    };
+    let text = full.to_string_lossy();
+    let template = vars.compile(&text, super::vars::Module::Http, &d.span)?;
+    // a regex location's alias is a template even without variables (nginx: its captures may come from `$1`)
+    Ok(if template.is_constant() {
+        RootSpec {
+            path: full,
+            vars: None,
+            alias,
+        }
+    } else {
+        RootSpec {
+            path: prefix.to_path_buf(),
+            vars: Some(template),
+            alias,
+        }
+    })
+}
+
+/// `try_files FILE... =CODE|@name|URI` (`ngx_http_try_files`): a name ending in `/` (not the last) tests for a
+/// directory; `=CODE` is checked as nginx does (`invalid code "=X"`). A last URI with arguments (`?`) is refused
+/// by name: corelb's internal redirects keep the request's own arguments.
+fn try_files(vars: &mut super::vars::Vars, d: &Directive) -> Result<TryFiles, ConfigError> {
+    let (last, names) = d
+        .args
+        .split_last()
+        .ok_or_else(|| directive_err(d, "invalid number of arguments"))?;
+    let mut tries = Vec::with_capacity(names.len());
+    for name in names {
+        let (name, dir) = match name.strip_suffix('/') {
+            Some(n) => (n, true),
+            None => (name.as_str(), false),
+        };
+        tries.push((vars.compile(name, super::vars::Module::Http, &d.span)?, dir));
+    }
+    let last = if let Some(code) = last.strip_prefix('=') {
+        let n = value::atoi(code).filter(|&n| n <= 999 && !code.is_empty());
+        let n = n.ok_or_else(|| ConfigError::invalid(format!("invalid code \"{last}\""), &d.span))?;
+        TryLast::Code(n as u16)
+    } else {
+        if last.contains('?') {
+            let msg = "\"try_files\" with arguments in its last URI is not supported by corelb";
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        TryLast::Uri(vars.compile(last, super::vars::Module::Http, &d.span)?)
+    };
+    Ok(TryFiles { tries, last })
+}
+
+/// nginx's refusal of `$document_root` and `$realpath_root` in `root` and `alias`.
+fn forbidden_vars(path: &str, d: &Directive) -> Result<(), ConfigError> {
     for var in ["document_root", "realpath_root"] {
         if path.contains(&format!("${var}")) || path.contains(&format!("${{{var}}}")) {
             let msg = format!("the ${var} variable cannot be used in the \"{}\" directive", d.name);
             return Err(ConfigError::invalid(msg, &d.span));
         }
     }
-    if path.contains('$') {
-        return Err(ConfigError::invalid(
-            "\"root\" with variables is not supported by corelb",
-            &d.span,
-        ));
-    }
-    // nginx drops one trailing `/` first, then tests the first byte as written: `root /;` is the empty root (paths
-    // are then the request's path itself), not the prefix.
-    let trimmed = path.strip_suffix('/').unwrap_or(path);
-    if path.starts_with('/') {
-        return Ok(PathBuf::from(trimmed));
-    }
-    Ok(prefix.join(trimmed))
+    Ok(())
 }
 
 /// `index FILE...` (`ngx_http_index_set_index`): names add up over the lines of a level; an empty one is an
-/// error, an absolute one before the last a warning; names with variables are refused by name.
-fn index(names: &mut Vec<String>, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+/// error, an absolute one before the last a warning; variables are compiled with `vars`.
+fn index(
+    names: &mut Vec<KeyTemplate>,
+    b: &mut Build,
+    vars: &mut super::vars::Vars,
+    d: &Directive,
+) -> Result<(), ConfigError> {
     let last = d.args.len().saturating_sub(1);
     for (i, name) in d.args.iter().enumerate() {
         if name.starts_with('/') && i != last {
@@ -183,11 +341,7 @@ fn index(names: &mut Vec<String>, b: &mut Build, d: &Directive) -> Result<(), Co
             let msg = format!("index \"{name}\" in \"index\" directive is invalid");
             return Err(ConfigError::invalid(msg, &d.span));
         }
-        if name.contains('$') {
-            let msg = format!("index \"{name}\" with variables is not supported by corelb");
-            return Err(ConfigError::invalid(msg, &d.span));
-        }
-        names.push(name.clone());
+        names.push(vars.compile(name, super::vars::Module::Http, &d.span)?);
     }
     Ok(())
 }
@@ -253,7 +407,10 @@ mod tests {
     }
 
     fn read(layer: &mut FilesLayer, b: &mut Build, name: &str, args: &[&str]) -> Result<(), String> {
-        layer.directive(b, &directive(name, args)).map_err(|e| e.to_string())
+        let mut vars = super::super::vars::Vars::default();
+        layer
+            .directive(b, &mut vars, &directive(name, args))
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -289,7 +446,6 @@ mod tests {
                 "${realpath_root}/x",
                 "the $realpath_root variable cannot be used in the \"root\" directive",
             ),
-            ("/srv/$host", "\"root\" with variables is not supported by corelb"),
         ] {
             let e = read(&mut FilesLayer::default(), &mut b, "root", &[arg]).unwrap_err();
             assert_eq!(e, format!("[emerg] {msg} in t.conf:3"));
@@ -306,18 +462,23 @@ mod tests {
             b.warnings,
             vec!["[warn] only the last index in \"index\" directive should be absolute in t.conf:3"]
         );
-        assert_eq!(l.conf(Path::new("")).index, ["/first.html", "a.html", "b.html"]);
+        let raw = |l: &FilesLayer| {
+            l.conf(Path::new(""))
+                .index
+                .iter()
+                .map(|t| t.raw().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(raw(&l), ["/first.html", "a.html", "b.html"]);
         let child = FilesLayer::default().over(&l);
         assert_eq!(child.conf(Path::new("")).index.len(), 3);
-        assert_eq!(FilesLayer::default().conf(Path::new("")).index, ["index.html"]);
+        assert_eq!(raw(&FilesLayer::default()), ["index.html"]);
         assert_eq!(
             read(&mut l, &mut b, "index", &[""]),
             Err("[emerg] index \"\" in \"index\" directive is invalid in t.conf:3".into())
         );
-        assert_eq!(
-            read(&mut l, &mut b, "index", &["$uri.html"]),
-            Err("[emerg] index \"$uri.html\" with variables is not supported by corelb in t.conf:3".into())
-        );
+        read(&mut l, &mut b, "index", &["$uri.html"]).unwrap();
+        assert!(!l.conf(Path::new("")).index[3].is_constant());
     }
 
     #[test]
@@ -333,7 +494,8 @@ mod tests {
             ],
             close: Ok(Span::default()),
         });
-        http.directive(&mut b, &d).unwrap();
+        http.directive(&mut b, &mut super::super::vars::Vars::default(), &d)
+            .unwrap();
         assert_eq!(
             b.warnings,
             vec![
