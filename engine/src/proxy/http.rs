@@ -6,6 +6,7 @@ use super::body::send;
 use super::client::{ClientConn, ClientTimeouts, Routed};
 use super::conn_snapshot::ConnSnapshot;
 use super::error_page::{Go, PageState, Pass, Resume};
+use super::idle::Woken;
 use super::phase::ConnPhase;
 use super::request_log::begin_request;
 use super::rewrite_phase::{self, Answer, PhaseBufs};
@@ -109,6 +110,20 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     // the routed request's facts, rewritten in place for each request
     let mut req = Routed::NONE;
     loop {
+        if progress.served > 0 && conn.bufs.client.readable().is_empty() {
+            // between requests with nothing buffered: wait holding no buffer (nginx frees them too)
+            let parked = conn.park(at.snap.client_buffer);
+            conn = match parked.wait(idle.unwrap_or(at.defaults.keepalive_timeout)).await {
+                Woken::Bytes(conn) => conn,
+                Woken::Closed(parked) => {
+                    let ticket = parked.facts.named_ticket();
+                    if ticket != 0 {
+                        parked.shard.logs_written(ticket).await;
+                    }
+                    return;
+                }
+            };
+        }
         at.refresh(&conn.shard);
         let step = loop {
             let waits = HeadWaits {
@@ -167,7 +182,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         }
     }
     if conn.bufs.log.named_ticket != 0 {
-        conn.shard.logs_written(&conn.bufs.log).await;
+        conn.shard.logs_written(conn.bufs.log.named_ticket).await;
     }
     conn.shard.give_buffers(conn.bufs);
 }

@@ -1,5 +1,6 @@
 //! A connection's buffers (client and upstream reads, the answer, the upstream request, keys, the normalized
-//! path, the access log record), recycled by its shard so a request allocates nothing once they have grown.
+//! path, the access log record), recycled by its shard so a request allocates nothing once they have grown, and
+//! the few facts of the connection they carry, kept apart while the connection waits idle without them.
 
 use crate::access_log::record::RequestRecord;
 use crate::config::regex::Captures;
@@ -49,7 +50,50 @@ pub struct Buffers {
     pub pages: crate::proxy::error_page::PageBufs,
 }
 
+/// What a connection keeps of its buffers while it waits for its next request holding none: the facts of the
+/// connection (its `$connection` number, PROXY protocol addresses, TLS handshake, last access-log ticket), not of
+/// one request.
+#[derive(Debug, Default)]
+pub struct ConnFacts {
+    connection: u64,
+    named_ticket: u64,
+    routed: u64,
+    proxy: Option<crate::http::proxy_protocol::ProxyAddrs>,
+    tlvs: Vec<u8>,
+    tls: Option<crate::tls::TlsFacts>,
+}
+
+impl ConnFacts {
+    /// The ticket of the connection's last line to a log path with variables (0: none).
+    pub fn named_ticket(&self) -> u64 {
+        self.named_ticket
+    }
+}
+
 impl Buffers {
+    /// Takes the connection's facts out, leaving the buffers fit for any connection.
+    pub fn take_facts(&mut self) -> ConnFacts {
+        ConnFacts {
+            connection: self.log.connection,
+            named_ticket: self.log.named_ticket,
+            routed: self.log.routed,
+            proxy: self.proxy.take(),
+            tlvs: std::mem::take(&mut self.tlvs),
+            tls: self.tls.take(),
+        }
+    }
+
+    /// Puts a connection's facts into these buffers (taken from the shard for its next request).
+    pub fn put_facts(&mut self, f: ConnFacts) {
+        self.log.new_connection(f.connection);
+        self.log.named_ticket = f.named_ticket;
+        self.log.routed = f.routed;
+        self.proxy = f.proxy;
+        // the spare buffers' own (empty) TLV vector is dropped; an empty one owns no memory
+        self.tlvs = f.tlvs;
+        self.tls = f.tls;
+    }
+
     pub(super) fn new(client_size: usize) -> Self {
         Buffers {
             client: IoBuf::new(client_size),
