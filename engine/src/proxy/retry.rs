@@ -114,6 +114,12 @@ impl<'a, R: Runtime> RetryState<'a, R> {
             FailureKind::Timeout(_) => FailCause::Timeout,
             FailureKind::InvalidHeader => FailCause::InvalidHeader,
             FailureKind::Error(_) => FailCause::Error,
+            FailureKind::NoSocket(_) => {
+                // nginx's `ngx_http_upstream_connect` finalizes with 500 and frees the peer as not failed
+                crate::log_alert!("upstream {addr} ({}): {}", self.plan_name(), f.kind);
+                self.report(Outcome::Next);
+                return NextStep::Answer(500);
+            }
         };
         crate::log_error!("upstream {addr} ({}): {}", self.plan_name(), f.kind);
         let end = TryEnd::Failed {

@@ -11,6 +11,9 @@ use std::time::Duration;
 
 /// Listen backlog (nginx's default 511).
 const BACKLOG: i32 = 511;
+/// How long a shard stops accepting when it has no descriptor left for a new connection (nginx's default
+/// `accept_mutex_delay`, its pause then): the clients wait in the backlog meanwhile.
+const NO_FD_PAUSE: Duration = Duration::from_millis(500);
 
 /// Tells one accept loop to close its listener (a reload removed the address).
 #[derive(Default)]
@@ -138,12 +141,55 @@ async fn accept_loop<R: Runtime>(
         match next {
             None => break,
             Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, addr, role),
-            Some(Err(e)) => {
-                crate::log_error!("shard {}: accept() failed ({e})", shard.index);
-                R::sleep(Duration::from_millis(10)).await;
-            }
+            Some(Err(e)) => R::sleep(accept_failed(&e)).await,
         }
     }
     drop(listener);
     shard.accepting.set(shard.accepting.get() - 1);
+}
+
+/// Logs a failed accept as nginx does (`accept4() failed (24: Too many open files)`: `crit` when the process or
+/// the system is out of descriptors, `err` for a connection aborted before it was taken, `alert` otherwise) and
+/// says how long to wait before the next one.
+fn accept_failed(e: &std::io::Error) -> Duration {
+    let text = crate::config::error::errno_text(e);
+    match e.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE) => {
+            crate::log!(crate::log::Level::Crit, "accept4() failed ({text})");
+            NO_FD_PAUSE
+        }
+        Some(libc::ECONNABORTED) => {
+            crate::log_error!("accept4() failed ({text})");
+            Duration::ZERO
+        }
+        _ => {
+            crate::log_alert!("accept4() failed ({text})");
+            Duration::from_millis(10)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_descriptors_pauses_accepting_and_an_aborted_connection_does_not() {
+        assert_eq!(
+            accept_failed(&std::io::Error::from_raw_os_error(libc::EMFILE)),
+            NO_FD_PAUSE
+        );
+        assert_eq!(
+            accept_failed(&std::io::Error::from_raw_os_error(libc::ENFILE)),
+            NO_FD_PAUSE
+        );
+        assert_eq!(
+            accept_failed(&std::io::Error::from_raw_os_error(libc::ECONNABORTED)),
+            Duration::ZERO
+        );
+        assert_eq!(
+            accept_failed(&std::io::Error::from_raw_os_error(libc::EINVAL)),
+            Duration::from_millis(10)
+        );
+    }
 }
