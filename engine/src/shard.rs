@@ -103,6 +103,8 @@ pub struct Shard<R: Runtime> {
     /// nginx's error pages under `server_tokens on`, then under `off`.
     errors: [Vec<FixedAnswer>; 2],
     spare: RefCell<Vec<Box<Buffers>>>,
+    /// Empty buffers for idle connections (as many as [`SPARE_BUFFERS`]).
+    husks: RefCell<Vec<Box<Buffers>>>,
     active: Cell<usize>,
     accepting: Cell<usize>,
     stop: tokio::sync::Notify,
@@ -131,6 +133,7 @@ impl<R: Runtime> Shard<R> {
             errors: [ServerTokens::On, ServerTokens::Off]
                 .map(|tokens| ERROR_PAGES.map(|code| FixedAnswer::error(code, tokens)).to_vec()),
             spare: RefCell::new(Vec::new()),
+            husks: RefCell::new(Vec::new()),
             active: Cell::new(0),
             accepting: Cell::new(0),
             stop: tokio::sync::Notify::new(),
@@ -303,8 +306,23 @@ impl<R: Runtime> Shard<R> {
         Box::new(Buffers::new(client_size))
     }
 
-    /// Gives a connection's buffers back.
+    /// An empty set of buffers (no heap of its own) for an idle connection to hold its facts in; recycled.
+    pub fn take_husk(&self) -> Box<Buffers> {
+        self.husks
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Box::new(Buffers::husk()))
+    }
+
+    /// Gives a connection's buffers (or a husk) back.
     pub fn give_buffers(&self, mut b: Box<Buffers>) {
+        if b.client.capacity() == 0 {
+            let mut husks = self.husks.borrow_mut();
+            if husks.len() < SPARE_BUFFERS {
+                husks.push(b);
+            }
+            return;
+        }
         let mut spare = self.spare.borrow_mut();
         if spare.len() < SPARE_BUFFERS {
             b.client.consume(usize::MAX);

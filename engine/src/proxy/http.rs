@@ -6,7 +6,6 @@ use super::body::send;
 use super::client::{ClientConn, ClientTimeouts, Routed};
 use super::conn_snapshot::ConnSnapshot;
 use super::error_page::{Go, PageState, Pass, Resume};
-use super::idle::Woken;
 use super::phase::ConnPhase;
 use super::request_log::begin_request;
 use super::rewrite_phase::{self, Answer, PhaseBufs};
@@ -110,19 +109,13 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     // the routed request's facts, rewritten in place for each request
     let mut req = Routed::NONE;
     loop {
-        if progress.served > 0 && conn.bufs.client.readable().is_empty() {
-            // between requests with nothing buffered: wait holding no buffer (nginx frees them too)
-            let parked = conn.park(at.snap.client_buffer);
-            conn = match parked.wait(idle.unwrap_or(at.defaults.keepalive_timeout)).await {
-                Woken::Bytes(conn) => conn,
-                Woken::Closed(parked) => {
-                    let ticket = parked.facts.named_ticket();
-                    if ticket != 0 {
-                        parked.shard.logs_written(ticket).await;
-                    }
-                    return;
-                }
-            };
+        // between requests with nothing buffered: wait holding no buffer (nginx frees them too)
+        let keepalive = idle.unwrap_or(at.defaults.keepalive_timeout);
+        if progress.served > 0
+            && conn.bufs.client.readable().is_empty()
+            && !conn.wait_idle(at.snap.client_buffer, keepalive).await
+        {
+            break;
         }
         at.refresh(&conn.shard);
         let step = loop {

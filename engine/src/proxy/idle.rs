@@ -1,71 +1,29 @@
-//! A keepalive connection's wait for its next request holding no buffer: each read borrows a set of the shard's
-//! spare buffers and gives it back when nothing came, so an idle connection keeps only its socket and facts.
+//! A keepalive connection's wait for its next request holding no buffer: its buffers go back to the shard for an
+//! empty husk that carries the connection's facts, and each read try borrows a spare set for one poll, given back
+//! when nothing came, so an idle connection keeps only its socket, its state and the husk.
 
 use super::client::ClientConn;
-use super::phase::ConnPhase;
-use crate::http::chunked::ChunkedDecoder;
-use crate::http::vars::ConnVars;
 use crate::runtime::{timeout, Runtime};
-use crate::shard::{Buffers, ConnFacts, Shard};
+use crate::shard::{Buffers, Shard};
 use futures_lite::AsyncRead;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-/// A client connection between two requests, without buffers: what stays of it while it waits.
-pub(super) struct IdleConn<R: Runtime> {
-    pub(super) shard: Rc<Shard<R>>,
-    pub(super) sock: R::Conn,
-    pub(super) facts: ConnFacts,
-    decoder: ChunkedDecoder,
-    vars: ConnVars,
-    phase: ConnPhase,
-    /// The size of the client buffer to read into (the snapshot's `client_buffer`).
-    client_size: usize,
-}
-
-/// How an idle wait ended.
-pub(super) enum Woken<R: Runtime> {
-    /// Bytes came: the connection again, with buffers holding them.
-    Bytes(ClientConn<R>),
-    /// The client closed or failed, the keepalive timeout passed, or the shard is stopping.
-    Closed(IdleConn<R>),
-}
-
 impl<R: Runtime> ClientConn<R> {
-    /// Gives the connection's buffers back to its shard (its client buffer is empty) for an idle wait.
-    pub(super) fn park(self, client_size: usize) -> IdleConn<R> {
-        let ClientConn {
-            shard,
-            sock,
-            mut bufs,
-            decoder,
-            vars,
-            mut phase,
-        } = self;
-        let facts = bufs.take_facts();
-        shard.give_buffers(bufs);
-        phase.between_reads(false);
-        IdleConn {
-            shard,
-            sock,
-            facts,
-            decoder,
-            vars,
-            phase,
-            client_size,
-        }
-    }
-}
-
-impl<R: Runtime> IdleConn<R> {
-    /// Waits up to `keepalive` (`keepalive_timeout`) for the next request's first bytes, or until a graceful stop.
-    pub(super) async fn wait(mut self, keepalive: Duration) -> Woken<R> {
+    /// Waits up to `keepalive` (`keepalive_timeout`) for the next request's first bytes, or until a graceful stop,
+    /// with the buffers given back meanwhile (the client buffer is empty); they come back, from the shard's spare
+    /// sets, with a client buffer of `client_size` holding the bytes. False when the connection is to close (the
+    /// buffers are then an empty husk with the connection's facts).
+    pub(super) async fn wait_idle(&mut self, client_size: usize, keepalive: Duration) -> bool {
+        let husk = self.shard.take_husk();
+        self.swap_buffers(husk);
+        self.phase.between_reads(false);
         let shard = &*self.shard;
+        let sock = &mut self.sock;
         let read = futures_lite::future::or(
             async {
-                timeout::<R, _>(keepalive, next_bytes(shard, &mut self.sock, self.client_size))
+                timeout::<R, _>(keepalive, next_bytes(shard, sock, client_size))
                     .await
                     .ok()
             },
@@ -76,19 +34,20 @@ impl<R: Runtime> IdleConn<R> {
         )
         .await;
         match read.flatten() {
-            Some(mut bufs) => {
-                bufs.put_facts(self.facts);
-                Woken::Bytes(ClientConn {
-                    shard: self.shard,
-                    sock: self.sock,
-                    bufs,
-                    decoder: self.decoder,
-                    vars: self.vars,
-                    phase: self.phase,
-                })
+            Some(full) => {
+                self.swap_buffers(full);
+                true
             }
-            None => Woken::Closed(self),
+            None => false,
         }
+    }
+
+    /// Puts `next` in place of the connection's buffers, with the connection's facts moved over, and gives the
+    /// old ones back to the shard.
+    fn swap_buffers(&mut self, mut next: Box<Buffers>) {
+        next.put_facts(self.bufs.take_facts());
+        let old = std::mem::replace(&mut self.bufs, next);
+        self.shard.give_buffers(old);
     }
 }
 
@@ -118,7 +77,7 @@ async fn next_bytes<R: Runtime>(shard: &Shard<R>, sock: &mut R::Conn, client_siz
 
 #[cfg(test)]
 mod tests {
-    use super::IdleConn;
+    use crate::proxy::client::ClientConn;
     use crate::runtime::glommio_rt::Glommio;
     use crate::runtime::tokio_rt::Tokio;
     use crate::shard::Buffers;
@@ -129,19 +88,21 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_connection_keeps_its_socket_and_facts_not_its_buffers() {
-        let idle = (
-            std::mem::size_of::<IdleConn<Tokio>>(),
-            std::mem::size_of::<IdleConn<Glommio>>(),
+    fn an_idle_connection_keeps_its_state_and_a_husk_not_its_buffers() {
+        let conn = (
+            std::mem::size_of::<ClientConn<Tokio>>(),
+            std::mem::size_of::<ClientConn<Glommio>>(),
         );
-        // the struct alone; its heap (the client buffer, 32 KiB upstream, 16 KiB answer, 4 KiB request) goes back too
-        let buffers = std::mem::size_of::<Buffers>();
+        // the husk is the struct alone; the heap of a full set (the client buffer, 32 KiB upstream, 16 KiB answer,
+        // 4 KiB request, the smaller ones) goes back to the shard
+        let husk = std::mem::size_of::<Buffers>();
         let serve = (
             output_size(&crate::proxy::http::serve::<Tokio>),
             output_size(&crate::proxy::http::serve::<Glommio>),
         );
-        println!("idle state: {idle:?} B (tokio, glommio); serve future {serve:?} B; buffers given back: {buffers} B and their heap");
-        assert!(idle.0 <= 512 && idle.1 <= 512, "{idle:?}");
+        println!("idle: connection {conn:?} B (tokio, glommio), husk {husk} B; serve future {serve:?} B");
+        assert!(conn.0 <= 512 && conn.1 <= 512, "{conn:?}");
+        assert!(husk <= 2048, "{husk}");
         // the connection task's future, which an idle connection still holds whole (bound: it must not grow)
         assert!(serve.0 <= 16 * 1024 && serve.1 <= 16 * 1024, "{serve:?}");
     }

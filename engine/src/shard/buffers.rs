@@ -83,7 +83,7 @@ impl Buffers {
         }
     }
 
-    /// Puts a connection's facts into these buffers (taken from the shard for its next request).
+    /// Puts a connection's facts into these buffers (a husk, or a set taken from the shard for its next request).
     pub fn put_facts(&mut self, f: ConnFacts) {
         self.log.new_connection(f.connection);
         self.log.named_ticket = f.named_ticket;
@@ -92,6 +92,35 @@ impl Buffers {
         // the spare buffers' own (empty) TLV vector is dropped; an empty one owns no memory
         self.tlvs = f.tlvs;
         self.tls = f.tls;
+    }
+
+    /// Buffers with no heap of their own (every buffer empty, a client buffer of 0 bytes), to carry an idle
+    /// connection's facts.
+    pub(super) fn husk() -> Self {
+        Buffers {
+            client: IoBuf::new(0),
+            upstream: IoBuf::new(0),
+            out: Vec::new(),
+            request: Vec::new(),
+            key: Vec::new(),
+            scratch: Vec::new(),
+            uri: Vec::new(),
+            path: Vec::new(),
+            redirect: Vec::new(),
+            log: RequestRecord::default(),
+            captures: Captures::default(),
+            server_captures: Captures::default(),
+            rewrite: Vec::new(),
+            vars: VarCache::default(),
+            answer: Vec::new(),
+            proxy_url: Vec::new(),
+            headers: Prepared::default(),
+            proxy: None,
+            tlvs: Vec::new(),
+            sticky: Default::default(),
+            tls: None,
+            pages: Default::default(),
+        }
     }
 
     pub(super) fn new(client_size: usize) -> Self {
