@@ -6,7 +6,7 @@ mod buffers;
 mod listen;
 mod pool;
 
-pub use buffers::{Buffers, ConnFacts};
+pub use buffers::Buffers;
 
 use crate::access_log::record::RequestRecord;
 use crate::access_log::stream::StreamRecord;
@@ -312,6 +312,14 @@ impl<R: Runtime> Shard<R> {
             .borrow_mut()
             .pop()
             .unwrap_or_else(|| Box::new(Buffers::husk()))
+    }
+
+    /// Puts back buffers taken with [`Shard::take_buffers`] and not used (nothing read into them).
+    pub fn put_back_unused(&self, b: Box<Buffers>) {
+        let mut spare = self.spare.borrow_mut();
+        if spare.len() < SPARE_BUFFERS {
+            spare.push(b);
+        }
     }
 
     /// Gives a connection's buffers (or a husk) back.

@@ -45,7 +45,7 @@ impl<R: Runtime> ClientConn<R> {
     /// Puts `next` in place of the connection's buffers, with the connection's facts moved over, and gives the
     /// old ones back to the shard.
     fn swap_buffers(&mut self, mut next: Box<Buffers>) {
-        next.put_facts(self.bufs.take_facts());
+        next.take_facts_of(&mut self.bufs);
         let old = std::mem::replace(&mut self.bufs, next);
         self.shard.give_buffers(old);
     }
@@ -67,7 +67,7 @@ async fn next_bytes<R: Runtime>(shard: &Shard<R>, sock: &mut R::Conn, client_siz
                 Poll::Ready(None)
             }
             Poll::Pending => {
-                shard.give_buffers(bufs);
+                shard.put_back_unused(bufs);
                 Poll::Pending
             }
         }
