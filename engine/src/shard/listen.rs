@@ -11,9 +11,6 @@ use std::time::Duration;
 
 /// Listen backlog (nginx's default 511).
 const BACKLOG: i32 = 511;
-/// How long a shard stops accepting when it has no descriptor left for a new connection (nginx's default
-/// `accept_mutex_delay`, its pause then): the clients wait in the backlog meanwhile.
-const NO_FD_PAUSE: Duration = Duration::from_millis(500);
 
 /// Tells one accept loop to close its listener (a reload removed the address).
 #[derive(Default)]
@@ -141,7 +138,11 @@ async fn accept_loop<R: Runtime>(
         match next {
             None => break,
             Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, addr, role),
-            Some(Err(e)) => R::sleep(accept_failed(&e)).await,
+            Some(Err(e)) => {
+                // out of descriptors: `accept_mutex_delay`, nginx's pause then (the clients wait in the backlog)
+                let no_fd_pause = shard.local.borrow().snap.config.main.accept_mutex_delay;
+                R::sleep(accept_failed(&e, no_fd_pause)).await
+            }
         }
     }
     drop(listener);
@@ -150,13 +151,13 @@ async fn accept_loop<R: Runtime>(
 
 /// Logs a failed accept as nginx does (`accept4() failed (24: Too many open files)`: `crit` when the process or
 /// the system is out of descriptors, `err` for a connection aborted before it was taken, `alert` otherwise) and
-/// says how long to wait before the next one.
-fn accept_failed(e: &std::io::Error) -> Duration {
+/// says how long to wait before the next one (`no_fd_pause` when out of descriptors).
+fn accept_failed(e: &std::io::Error, no_fd_pause: Duration) -> Duration {
     let text = crate::config::error::errno_text(e);
     match e.raw_os_error() {
         Some(libc::EMFILE | libc::ENFILE) => {
             crate::log!(crate::log::Level::Crit, "accept4() failed ({text})");
-            NO_FD_PAUSE
+            no_fd_pause
         }
         Some(libc::ECONNABORTED) => {
             crate::log_error!("accept4() failed ({text})");
@@ -175,21 +176,11 @@ mod tests {
 
     #[test]
     fn out_of_descriptors_pauses_accepting_and_an_aborted_connection_does_not() {
-        assert_eq!(
-            accept_failed(&std::io::Error::from_raw_os_error(libc::EMFILE)),
-            NO_FD_PAUSE
-        );
-        assert_eq!(
-            accept_failed(&std::io::Error::from_raw_os_error(libc::ENFILE)),
-            NO_FD_PAUSE
-        );
-        assert_eq!(
-            accept_failed(&std::io::Error::from_raw_os_error(libc::ECONNABORTED)),
-            Duration::ZERO
-        );
-        assert_eq!(
-            accept_failed(&std::io::Error::from_raw_os_error(libc::EINVAL)),
-            Duration::from_millis(10)
-        );
+        let pause = Duration::from_millis(500);
+        let after = |errno| accept_failed(&std::io::Error::from_raw_os_error(errno), pause);
+        assert_eq!(after(libc::EMFILE), pause);
+        assert_eq!(after(libc::ENFILE), pause);
+        assert_eq!(after(libc::ECONNABORTED), Duration::ZERO);
+        assert_eq!(after(libc::EINVAL), Duration::from_millis(10));
     }
 }
