@@ -314,11 +314,30 @@ impl<R: Runtime> Shard<R> {
             .unwrap_or_else(|| Box::new(Buffers::husk()))
     }
 
-    /// Puts back buffers taken with [`Shard::take_buffers`] and not used (nothing read into them).
-    pub fn put_back_unused(&self, b: Box<Buffers>) {
+    /// Runs `read` on the client buffer of the spare set on top of the list (made if there is none, or if that one
+    /// is sized for another generation), and takes the set only when bytes came into it: an idle connection's
+    /// read try, which leaves the list as it was when the socket has nothing.
+    pub fn read_into_spare(
+        &self,
+        client_size: usize,
+        read: impl FnOnce(&mut [u8]) -> std::task::Poll<std::io::Result<usize>>,
+    ) -> std::task::Poll<Option<Box<Buffers>>> {
+        use std::task::Poll;
         let mut spare = self.spare.borrow_mut();
-        if spare.len() < SPARE_BUFFERS {
-            spare.push(b);
+        if spare.last().is_none_or(|b| b.client.capacity() != client_size) {
+            spare.pop();
+            spare.push(Box::new(Buffers::new(client_size)));
+        }
+        let Some(top) = spare.last_mut() else {
+            return Poll::Ready(None);
+        };
+        match read(top.client.spare()) {
+            Poll::Ready(Ok(n)) if n > 0 => {
+                top.client.commit(n);
+                Poll::Ready(spare.pop())
+            }
+            Poll::Ready(_) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
         }
     }
 

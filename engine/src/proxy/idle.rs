@@ -1,13 +1,12 @@
 //! A keepalive connection's wait for its next request holding no buffer: its buffers go back to the shard for an
-//! empty husk that carries the connection's facts, and each read try borrows a spare set for one poll, given back
-//! when nothing came, so an idle connection keeps only its socket, its state and the husk.
+//! empty husk that carries the connection's facts, and each read try reads into the shard's top spare set, taken
+//! only when bytes came, so an idle connection keeps only its socket, its state and the husk.
 
 use super::client::ClientConn;
 use crate::runtime::{timeout, Runtime};
 use crate::shard::{Buffers, Shard};
 use futures_lite::AsyncRead;
 use std::pin::Pin;
-use std::task::Poll;
 use std::time::Duration;
 
 impl<R: Runtime> ClientConn<R> {
@@ -51,28 +50,10 @@ impl<R: Runtime> ClientConn<R> {
     }
 }
 
-/// Reads the first bytes that come into a client buffer of the shard's spare buffers, taken for each try and given
-/// back when the socket has nothing (the read registers the wake-up, as any read does); none at the end of the
-/// stream or on an error.
+/// Reads the first bytes that come into the client buffer of the shard's top spare set, taken only then (the
+/// read registers the wake-up, as any read does); none at the end of the stream or on an error.
 async fn next_bytes<R: Runtime>(shard: &Shard<R>, sock: &mut R::Conn, client_size: usize) -> Option<Box<Buffers>> {
-    std::future::poll_fn(|cx| {
-        let mut bufs = shard.take_buffers(client_size);
-        match Pin::new(&mut *sock).poll_read(cx, bufs.client.spare()) {
-            Poll::Ready(Ok(n)) if n > 0 => {
-                bufs.client.commit(n);
-                Poll::Ready(Some(bufs))
-            }
-            Poll::Ready(_) => {
-                shard.give_buffers(bufs);
-                Poll::Ready(None)
-            }
-            Poll::Pending => {
-                shard.put_back_unused(bufs);
-                Poll::Pending
-            }
-        }
-    })
-    .await
+    std::future::poll_fn(|cx| shard.read_into_spare(client_size, |buf| Pin::new(&mut *sock).poll_read(cx, buf))).await
 }
 
 #[cfg(test)]
