@@ -102,8 +102,12 @@ pub struct Shard<R: Runtime> {
     date: RefCell<DateCache>,
     /// nginx's error pages under `server_tokens on`, then under `off`.
     errors: [Vec<FixedAnswer>; 2],
+    /// Boxed: a connection holds its set as a `Box` and swaps it for a husk while idle, so a take or a give moves
+    /// a pointer, not the 1,960-byte struct.
+    #[allow(clippy::vec_box)]
     spare: RefCell<Vec<Box<Buffers>>>,
     /// Empty buffers for idle connections (as many as [`SPARE_BUFFERS`]).
+    #[allow(clippy::vec_box)]
     husks: RefCell<Vec<Box<Buffers>>>,
     active: Cell<usize>,
     accepting: Cell<usize>,
