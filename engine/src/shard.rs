@@ -36,7 +36,8 @@ use std::time::{Duration, Instant};
 
 /// How often a shard checks for a stop request and beats its heart.
 const TICK: Duration = Duration::from_millis(100);
-/// Connection buffers kept for reuse per shard.
+/// Connection buffers kept for reuse per shard (each set is about 60 KiB with the default `client_buffer`: at most
+/// about 15 MiB per shard held by no connection; a set given back beyond this bound is freed).
 const SPARE_BUFFERS: usize = 256;
 
 /// What a shard builds for one snapshot generation: its balancer states and upstream keepalive pools (rebuilt
@@ -101,7 +102,13 @@ pub struct Shard<R: Runtime> {
     date: RefCell<DateCache>,
     /// nginx's error pages under `server_tokens on`, then under `off`.
     errors: [Vec<FixedAnswer>; 2],
-    spare: RefCell<Vec<Buffers>>,
+    /// Boxed: a connection holds its set as a `Box` and swaps it for a husk while idle, so a take or a give moves
+    /// a pointer, not the 1,960-byte struct.
+    #[allow(clippy::vec_box)]
+    spare: RefCell<Vec<Box<Buffers>>>,
+    /// Empty buffers for idle connections (as many as [`SPARE_BUFFERS`]).
+    #[allow(clippy::vec_box)]
+    husks: RefCell<Vec<Box<Buffers>>>,
     active: Cell<usize>,
     accepting: Cell<usize>,
     stop: tokio::sync::Notify,
@@ -132,6 +139,7 @@ impl<R: Runtime> Shard<R> {
             errors: [ServerTokens::On, ServerTokens::Off]
                 .map(|tokens| ERROR_PAGES.map(|code| FixedAnswer::error(code, tokens)).to_vec()),
             spare: RefCell::new(Vec::new()),
+            husks: RefCell::new(Vec::new()),
             active: Cell::new(0),
             accepting: Cell::new(0),
             stop: tokio::sync::Notify::new(),
@@ -164,12 +172,12 @@ impl<R: Runtime> Shard<R> {
     /// Waits (at most a second, sleeping a millisecond at a time) until the connection's last line to a path with
     /// variables is written: nginx writes it before it closes the connection, and a client may act on the close.
     /// Nothing to wait for (no such line) returns at once.
-    pub async fn logs_written(&self, rec: &RequestRecord) {
+    pub async fn logs_written(&self, ticket: u64) {
         let Some(logs) = &self.shared.access_logs else {
             return;
         };
         for _ in 0..1000 {
-            if logs.writer.named_written(rec.named_ticket) {
+            if logs.writer.named_written(ticket) {
                 return;
             }
             R::sleep(std::time::Duration::from_millis(1)).await;
@@ -294,7 +302,7 @@ impl<R: Runtime> Shard<R> {
 
     /// Buffers for a new connection, with a client buffer of `client_size` bytes (the snapshot's
     /// `client_buffer`); recycled when possible.
-    pub fn take_buffers(&self, client_size: usize) -> Buffers {
+    pub fn take_buffers(&self, client_size: usize) -> Box<Buffers> {
         let mut spare = self.spare.borrow_mut();
         while let Some(b) = spare.pop() {
             // a buffer sized for another config generation is dropped
@@ -302,11 +310,53 @@ impl<R: Runtime> Shard<R> {
                 return b;
             }
         }
-        Buffers::new(client_size)
+        Box::new(Buffers::new(client_size))
     }
 
-    /// Gives a connection's buffers back.
-    pub fn give_buffers(&self, mut b: Buffers) {
+    /// An empty set of buffers (no heap of its own) for an idle connection to hold its facts in; recycled.
+    pub fn take_husk(&self) -> Box<Buffers> {
+        self.husks
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Box::new(Buffers::husk()))
+    }
+
+    /// Runs `read` on the client buffer of the spare set on top of the list (made if there is none, or if that one
+    /// is sized for another generation), and takes the set only when bytes came into it: an idle connection's
+    /// read try, which leaves the list as it was when the socket has nothing.
+    pub fn read_into_spare(
+        &self,
+        client_size: usize,
+        read: impl FnOnce(&mut [u8]) -> std::task::Poll<std::io::Result<usize>>,
+    ) -> std::task::Poll<Option<Box<Buffers>>> {
+        use std::task::Poll;
+        let mut spare = self.spare.borrow_mut();
+        if spare.last().is_none_or(|b| b.client.capacity() != client_size) {
+            spare.pop();
+            spare.push(Box::new(Buffers::new(client_size)));
+        }
+        let Some(top) = spare.last_mut() else {
+            return Poll::Ready(None);
+        };
+        match read(top.client.spare()) {
+            Poll::Ready(Ok(n)) if n > 0 => {
+                top.client.commit(n);
+                Poll::Ready(spare.pop())
+            }
+            Poll::Ready(_) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Gives a connection's buffers (or a husk) back.
+    pub fn give_buffers(&self, mut b: Box<Buffers>) {
+        if b.client.capacity() == 0 {
+            let mut husks = self.husks.borrow_mut();
+            if husks.len() < SPARE_BUFFERS {
+                husks.push(b);
+            }
+            return;
+        }
         let mut spare = self.spare.borrow_mut();
         if spare.len() < SPARE_BUFFERS {
             b.client.consume(usize::MAX);

@@ -101,6 +101,9 @@ pub struct MainConf {
     pub worker_processes: Workers,
     /// `events { worker_connections N; }`, default 512.
     pub worker_connections: usize,
+    /// `events { accept_mutex_delay T; }`, default 500ms: how long a shard stops accepting when it is out of
+    /// descriptors (nginx's pause then, accept mutex or not).
+    pub accept_mutex_delay: std::time::Duration,
     /// `error_log FILE [LEVEL]`; `None` means stderr.
     pub error_log: Option<(String, Option<String>)>,
     /// `pid FILE`.
@@ -139,6 +142,7 @@ impl Default for MainConf {
         MainConf {
             worker_processes: Workers::Count(1),
             worker_connections: 512,
+            accept_mutex_delay: std::time::Duration::from_millis(500),
             error_log: None,
             pid: None,
             daemon: true,

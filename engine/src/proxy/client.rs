@@ -92,7 +92,8 @@ impl Routed {
 pub(super) struct ClientConn<R: Runtime> {
     pub(super) shard: Rc<Shard<R>>,
     pub(super) sock: R::Conn,
-    pub(super) bufs: Buffers,
+    /// The shard's buffers while a request is read or served (given back while the connection waits idle).
+    pub(super) bufs: Box<Buffers>,
     pub(super) decoder: ChunkedDecoder,
     /// The connection's addresses (`$remote_addr`, `$server_port`...).
     pub(super) vars: ConnVars,

@@ -27,6 +27,10 @@ pub enum FailureKind {
     Timeout(&'static str),
     #[error("sent an invalid header")]
     InvalidHeader,
+    /// No socket could be made for the connect (nginx's `socket() failed`, with the errno: 24 at
+    /// `RLIMIT_NOFILE`): answer 500, the peer not blamed.
+    #[error("socket() failed ({}) while connecting to upstream", crate::config::error::errno_text(&io::Error::from_raw_os_error(*.0)))]
+    NoSocket(i32),
     /// The client went away while its body was streamed: nothing to answer.
     #[error("the client closed the connection")]
     ClientGone,
@@ -93,7 +97,10 @@ pub struct ResponseInfo {
 }
 
 fn io_kind(e: &io::Error, phase: &'static str) -> FailureKind {
-    if e.kind() == io::ErrorKind::TimedOut {
+    if let Some(errno @ (libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) = e.raw_os_error() {
+        // only `socket()` fails so (a connect's own errors are refusals, resets, unreachable networks)
+        FailureKind::NoSocket(errno)
+    } else if e.kind() == io::ErrorKind::TimedOut {
         FailureKind::Timeout(phase)
     } else {
         FailureKind::Error(phase)
@@ -369,5 +376,23 @@ async fn read_head<R: Runtime>(
                 return Err(sent_failure(kind, cached && !got_any && !kind.is_timeout()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{io_kind, FailureKind};
+    use std::io;
+
+    #[test]
+    fn a_socket_that_cannot_be_made_is_named_with_its_errno() {
+        let kind = io_kind(&io::Error::from_raw_os_error(libc::EMFILE), "connecting");
+        assert_eq!(kind, FailureKind::NoSocket(libc::EMFILE));
+        assert_eq!(
+            kind.to_string(),
+            "socket() failed (24: Too many open files) while connecting to upstream"
+        );
+        let refused = io_kind(&io::Error::from_raw_os_error(libc::ECONNREFUSED), "connecting");
+        assert_eq!(refused, FailureKind::Error("connecting"));
     }
 }

@@ -109,6 +109,14 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     // the routed request's facts, rewritten in place for each request
     let mut req = Routed::NONE;
     loop {
+        // between requests with nothing buffered: wait holding no buffer (nginx frees them too)
+        let keepalive = idle.unwrap_or(at.defaults.keepalive_timeout);
+        if progress.served > 0
+            && conn.bufs.client.readable().is_empty()
+            && !conn.wait_idle(at.snap.client_buffer, keepalive).await
+        {
+            break;
+        }
         at.refresh(&conn.shard);
         let step = loop {
             let waits = HeadWaits {
@@ -167,7 +175,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         }
     }
     if conn.bufs.log.named_ticket != 0 {
-        conn.shard.logs_written(&conn.bufs.log).await;
+        conn.shard.logs_written(conn.bufs.log.named_ticket).await;
     }
     conn.shard.give_buffers(conn.bufs);
 }

@@ -11,6 +11,7 @@ pub mod exchange;
 mod forward;
 pub mod gzip;
 pub mod http;
+mod idle;
 pub mod limit_rate;
 mod phase;
 mod proxy_header;

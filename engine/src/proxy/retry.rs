@@ -126,6 +126,12 @@ impl<'a, R: Runtime> RetryState<'a, R> {
             FailureKind::Timeout(_) => FailCause::Timeout,
             FailureKind::InvalidHeader => FailCause::InvalidHeader,
             FailureKind::Error(_) | FailureKind::Refused(_) => FailCause::Error,
+            FailureKind::NoSocket(_) => {
+                // nginx's `ngx_http_upstream_connect` finalizes with 500 and frees the peer as not failed
+                crate::log_alert!("upstream {addr} ({}): {}", self.plan_name(), f.kind);
+                self.report(Outcome::Next);
+                return NextStep::Answer(500);
+            }
         };
         match (f.kind, &self.plan.tls) {
             // nginx names the name the certificate did not match

@@ -172,7 +172,14 @@ impl<R: Runtime> Session<'_, R> {
             match R::connect(peer.addr, srv.connect_timeout).await {
                 Ok(c) => break (c, peer, started),
                 Err(e) => {
-                    crate::log_error!("connect() to {} failed ({e}) while connecting to upstream", peer.addr);
+                    match e.raw_os_error() {
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => crate::log_alert!(
+                            "socket() failed ({}) while connecting to upstream {}",
+                            crate::config::error::errno_text(&e),
+                            peer.addr
+                        ),
+                        _ => crate::log_error!("connect() to {} failed ({e}) while connecting to upstream", peer.addr),
+                    }
                     let cause = if e.kind() == std::io::ErrorKind::TimedOut {
                         FailCause::Timeout
                     } else {

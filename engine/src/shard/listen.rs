@@ -139,11 +139,48 @@ async fn accept_loop<R: Runtime>(
             None => break,
             Some(Ok((conn, remote))) => spawn_connection::<R>(&shard, conn, remote, addr, role),
             Some(Err(e)) => {
-                crate::log_error!("shard {}: accept() failed ({e})", shard.index);
-                R::sleep(Duration::from_millis(10)).await;
+                // out of descriptors: `accept_mutex_delay`, nginx's pause then (the clients wait in the backlog)
+                let no_fd_pause = shard.local.borrow().snap.config.main.accept_mutex_delay;
+                R::sleep(accept_failed(&e, no_fd_pause)).await
             }
         }
     }
     drop(listener);
     shard.accepting.set(shard.accepting.get() - 1);
+}
+
+/// Logs a failed accept as nginx does (`accept4() failed (24: Too many open files)`: `crit` when the process or
+/// the system is out of descriptors, `err` for a connection aborted before it was taken, `alert` otherwise) and
+/// says how long to wait before the next one (`no_fd_pause` when out of descriptors).
+fn accept_failed(e: &std::io::Error, no_fd_pause: Duration) -> Duration {
+    let text = crate::config::error::errno_text(e);
+    match e.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE) => {
+            crate::log!(crate::log::Level::Crit, "accept4() failed ({text})");
+            no_fd_pause
+        }
+        Some(libc::ECONNABORTED) => {
+            crate::log_error!("accept4() failed ({text})");
+            Duration::ZERO
+        }
+        _ => {
+            crate::log_alert!("accept4() failed ({text})");
+            Duration::from_millis(10)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_descriptors_pauses_accepting_and_an_aborted_connection_does_not() {
+        let pause = Duration::from_millis(500);
+        let after = |errno| accept_failed(&std::io::Error::from_raw_os_error(errno), pause);
+        assert_eq!(after(libc::EMFILE), pause);
+        assert_eq!(after(libc::ENFILE), pause);
+        assert_eq!(after(libc::ECONNABORTED), Duration::ZERO);
+        assert_eq!(after(libc::EINVAL), Duration::from_millis(10));
+    }
 }

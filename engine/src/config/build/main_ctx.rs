@@ -34,6 +34,7 @@ struct MainSlots {
     /// `pcre_jit` was read (checked, no effect).
     pcre_jit: Option<bool>,
     connections: Option<usize>,
+    accept_mutex_delay: Option<std::time::Duration>,
     /// The events directives corelb checks without effect (`use`, `multi_accept`, `accept_mutex`...), read once.
     events_seen: Vec<String>,
     events: bool,
@@ -89,6 +90,7 @@ pub fn build(root: &Block, prefix: &Path) -> Result<Config, ConfigError> {
     config.main = MainConf {
         worker_processes: slots.workers.unwrap_or(defaults.worker_processes),
         worker_connections: slots.connections.unwrap_or(defaults.worker_connections),
+        accept_mutex_delay: slots.accept_mutex_delay.unwrap_or(defaults.accept_mutex_delay),
         error_log: slots.error_log,
         pid: slots.pid,
         daemon: slots.daemon.unwrap_or(defaults.daemon),
@@ -160,7 +162,8 @@ fn main_directive(d: &Directive, slots: &mut MainSlots, prefix: &Path) -> Result
 
 /// The events directives that tune how nginx accepts and waits (`use`, `multi_accept`, `accept_mutex`,
 /// `accept_mutex_delay`): checked as nginx checks them, without effect in corelb (each shard accepts on its own
-/// `SO_REUSEPORT` socket; the runtime chooses epoll or io_uring).
+/// `SO_REUSEPORT` socket; the runtime chooses epoll or io_uring) but for `accept_mutex_delay`, the pause when a
+/// shard is out of descriptors.
 fn event_tuning(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigError> {
     if slots.events_seen.contains(&d.name) {
         return Err(directive_err(d, "is duplicate"));
@@ -172,9 +175,10 @@ fn event_tuning(d: &Directive, slots: &mut MainSlots) -> Result<(), ConfigError>
             Err(ConfigError::invalid(format!("invalid event type \"{v}\""), &d.span))
         }
         "multi_accept" | "accept_mutex" => flag_slot(&mut None, d),
-        "accept_mutex_delay" => value::parse_msec(v)
-            .map(|_| ())
-            .ok_or_else(|| directive_err(d, "invalid value")),
+        "accept_mutex_delay" => {
+            slots.accept_mutex_delay = Some(value::parse_msec(v).ok_or_else(|| directive_err(d, "invalid value"))?);
+            Ok(())
+        }
         _ => Ok(()),
     }
 }

@@ -1,0 +1,263 @@
+//! Lean connections, as a process: 2,000 idle keepalive clients (each served one proxied request) grow corelb's
+//! RSS by far less than the buffers of a busy connection, on both runtimes; and at `RLIMIT_NOFILE` corelb logs
+//! nginx's `accept4() failed (24: Too many open files)`, leaves the new clients waiting in the backlog, and serves
+//! them by itself once descriptors are free again.
+
+mod common;
+
+use common::{free_port, skip, wait_listening, KillOnDrop};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Idle clients opened by the memory test.
+const IDLE_CLIENTS: usize = 2_000;
+/// The bound on RSS growth per idle client: generous (the state an idle connection keeps is about 13 KiB on
+/// tokio: its task and socket; `serve_future_sizes` in the engine prints it), yet under the ~42 KiB each one held
+/// while it kept its buffers.
+const IDLE_BOUND: u64 = 24 * 1024;
+
+/// Raises this process's soft `RLIMIT_NOFILE` to its hard limit (the clients and corelb, its child, need more
+/// than the usual 1,024); the limit it has then.
+fn raise_nofile() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `lim`; setrlimit reads one.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = lim.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+    }
+    lim.rlim_cur
+}
+
+/// A config with a front on `front` proxying (upstream keepalive) to a `return` server on `back`.
+fn write_conf(dir: &Path, front: u16, back: u16, main: &str) -> PathBuf {
+    let conf = format!(
+        "{main}
+error_log {dir}/error.log info;
+pid {dir}/corelb.pid;
+events {{ worker_connections 10000; }}
+http {{
+  access_log off;
+  upstream u {{ server 127.0.0.1:{back}; keepalive 16; }}
+  server {{ listen 127.0.0.1:{back}; location / {{ return 200 \"b\"; }} }}
+  server {{
+    listen 127.0.0.1:{front};
+    keepalive_timeout 300s;
+    keepalive_requests 100000;
+    location / {{ proxy_pass http://u; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}
+  }}
+}}
+",
+        dir = dir.display()
+    );
+    let path = dir.join("corelb.conf");
+    std::fs::write(&path, conf).expect("write the config");
+    path
+}
+
+fn start(conf: &Path, runtime: &str, nofile: Option<u64>) -> KillOnDrop {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corelb"));
+    cmd.arg("-c")
+        .arg(conf)
+        .args(["--runtime", runtime])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(n) = nofile {
+        // SAFETY: the closure runs in the child between fork and exec and calls only setrlimit, which is
+        // async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    KillOnDrop(cmd.spawn().expect("start corelb"))
+}
+
+/// Starts corelb, or says why the runtime cannot run here (glommio without io_uring: exit code 4 or 5).
+fn started(conf: &Path, runtime: &str, front: u16, nofile: Option<u64>) -> Option<KillOnDrop> {
+    let mut child = start(conf, runtime, nofile);
+    let listening = wait_listening(front, &mut child);
+    if let Ok(Some(st)) = child.try_wait() {
+        assert!(runtime == "glommio" && matches!(st.code(), Some(4) | Some(5)), "{st:?}");
+        skip::skip(skip::Skip {
+            need: skip::Need::IoUring,
+            cases: 1,
+            what: "glommio lean connections",
+            why: &format!("corelb {st}"),
+        });
+        return None;
+    }
+    assert!(listening, "never listened on {front}");
+    Some(child)
+}
+
+/// The resident set of `pid` in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the child's status");
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("a VmRSS line");
+    kb * 1024
+}
+
+/// The exact answer of the `return` backend through the proxy (its `Date` aside).
+fn read_answer(s: &mut TcpStream) -> String {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !all.ends_with(b"\r\n\r\nb") {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("read: {e} after {:?}", String::from_utf8_lossy(&all)),
+        }
+    }
+    let text = String::from_utf8_lossy(&all).into_owned();
+    text.lines()
+        .filter(|l| !l.starts_with("Date: "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const ANSWER: &str = concat!(
+    "HTTP/1.1 200 OK\nServer: corelb/",
+    env!("CARGO_PKG_VERSION"),
+    "\nContent-Type: text/plain\nContent-Length: 1\nConnection: keep-alive\n\nb"
+);
+
+/// One request on a new keepalive connection, answered; the connection stays open.
+fn served_client(front: u16) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", front)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").expect("send");
+    assert_eq!(read_answer(&mut s), ANSWER);
+    s
+}
+
+fn idle_clients_grow_rss_by_little(runtime: &str) {
+    let nofile = raise_nofile();
+    assert!(
+        nofile > 3 * IDLE_CLIENTS as u64 + 200,
+        "RLIMIT_NOFILE hard limit {nofile}: too low for the test"
+    );
+    let dir = common::temp_dir("lean", &format!("idle-{runtime}"));
+    let (front, back) = (free_port(), free_port());
+    let conf = write_conf(&dir, front, back, "worker_processes 1;");
+    let Some(child) = started(&conf, runtime, front, None) else {
+        return;
+    };
+    // warm-up: the shard's spare buffers, the upstream pool and the allocator's arenas exist before the baseline
+    let warm: Vec<TcpStream> = (0..64).map(|_| served_client(front)).collect();
+    drop(warm);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = rss(child.id());
+    let clients: Vec<TcpStream> = (0..IDLE_CLIENTS).map(|_| served_client(front)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let after = rss(child.id());
+    let per_client = after.saturating_sub(before) / IDLE_CLIENTS as u64;
+    eprintln!("{runtime}: RSS {before} -> {after} bytes with {IDLE_CLIENTS} idle clients: {per_client} B each");
+    assert!(
+        per_client < IDLE_BOUND,
+        "{runtime}: {per_client} B of RSS per idle client (bound {IDLE_BOUND})"
+    );
+    // and every one of them is still served
+    for mut c in clients.into_iter().step_by(97) {
+        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").expect("send");
+        assert_eq!(read_answer(&mut c), ANSWER);
+    }
+}
+
+#[test]
+fn idle_clients_grow_rss_by_little_tokio() {
+    idle_clients_grow_rss_by_little("tokio");
+}
+
+#[test]
+fn idle_clients_grow_rss_by_little_glommio() {
+    idle_clients_grow_rss_by_little("glommio");
+}
+
+fn out_of_descriptors_waits_then_serves(runtime: &str) {
+    raise_nofile();
+    let dir = common::temp_dir("lean", &format!("nofile-{runtime}"));
+    let (front, back) = (free_port(), free_port());
+    let conf = write_conf(&dir, front, back, "worker_processes 1;");
+    const LIMIT: u64 = 96;
+    let Some(mut child) = started(&conf, runtime, front, Some(LIMIT)) else {
+        return;
+    };
+    let log = dir.join("error.log");
+    let out_of_fds = || {
+        std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.contains("[crit]") && t.contains("accept4() failed (24: Too many open files)"))
+    };
+    // keepalive clients, each served, until one is not: corelb has no descriptor left for it and says so
+    let mut held = Vec::new();
+    let mut waiting = loop {
+        assert!(
+            held.len() < LIMIT as usize,
+            "{} clients served under RLIMIT_NOFILE {LIMIT}",
+            held.len()
+        );
+        let mut s = TcpStream::connect(("127.0.0.1", front)).expect("connect (the backlog has room)");
+        s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").expect("send");
+        s.set_read_timeout(Some(Duration::from_millis(50))).expect("timeout");
+        let mut one = [0u8; 1];
+        let answered = common::wait_until(Duration::from_secs(20), || match s.peek(&mut one) {
+            Ok(_) => true,
+            Err(_) => out_of_fds(),
+        });
+        assert!(answered, "neither an answer nor errno 24 in the log");
+        if s.peek(&mut one).is_ok() {
+            s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+            assert_eq!(read_answer(&mut s), ANSWER);
+            held.push(s);
+        } else {
+            break s;
+        }
+    };
+    // nothing answers it while corelb is out of descriptors
+    waiting
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    let mut one = [0u8; 1];
+    assert!(waiting.read(&mut one).is_err(), "answered without a descriptor");
+    waiting
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    // free descriptors: corelb resumes accepting by itself and serves the clients that waited
+    held.truncate(held.len() - 16);
+    let started = Instant::now();
+    assert_eq!(read_answer(&mut waiting), ANSWER);
+    // and new clients are taken again
+    drop(served_client(front));
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(matches!(child.try_wait(), Ok(None)), "corelb exited");
+}
+
+#[test]
+fn out_of_descriptors_waits_then_serves_tokio() {
+    out_of_descriptors_waits_then_serves("tokio");
+}
+
+#[test]
+fn out_of_descriptors_waits_then_serves_glommio() {
+    out_of_descriptors_waits_then_serves("glommio");
+}
