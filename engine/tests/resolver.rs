@@ -1,8 +1,9 @@
 //! `resolver` end to end, on both runtimes, against a DNS server on loopback (`support::dns`): a `proxy_pass` with
 //! variables whose host is no upstream goes to the addresses the resolver finds (`Host` is the URL's host and
 //! port), answers are kept for their TTL (names in any case are one name), errors are kept and answer 502, a
-//! server that does not answer costs `resolver_timeout` and a 502, a cut UDP answer is asked again over TCP; an
-//! address needs no resolver, a name without one is nginx's 502.
+//! server that does not answer costs `resolver_timeout` and a 502, a cut UDP answer is asked again over TCP,
+//! requests that want a name being asked wait for that one query; an address needs no resolver, a name without
+//! one is nginx's 502.
 
 mod support;
 
@@ -23,7 +24,8 @@ fn run<R: Runtime>() {
     dns.set("app.test", Answer::Addrs(local.clone(), 1));
     dns.set("fail.test", Answer::Code(ResponseCode::ServFail));
     dns.set("slow.test", Answer::Silent);
-    dns.set("big.test", Answer::TcpOnly(local, 300));
+    dns.set("big.test", Answer::TcpOnly(local.clone(), 300));
+    dns.set("late.test", Answer::Late(local, 300, Duration::from_millis(300)));
     let front = free_addr();
     let port = a.addr.port();
     let text = format!(
@@ -102,6 +104,24 @@ http {{
     assert_eq!(
         (a_queries("big.test"), dns.queries("big.test", RecordType::A, "tcp")),
         (1, 1)
+    );
+
+    // three requests at once for a name whose answer is late: one query, three answers
+    let askers: Vec<_> = (0..3)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(front);
+                c.send(b"GET /r?h=late.test HTTP/1.1\r\nHost: front\r\n\r\n");
+                c.read_response().expect("response").status
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = askers.into_iter().map(|t| t.join().expect("asker")).collect();
+    assert_eq!(statuses, [200, 200, 200]);
+    assert_eq!(
+        a_queries("late.test"),
+        1,
+        "the waiting requests took the first one's answer"
     );
 
     // an address needs no resolver; a name without one is nginx's 502, asked nowhere

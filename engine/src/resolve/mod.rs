@@ -1,7 +1,8 @@
 //! The resolver of `resolver`: one per shard, as nginx has one per worker. A name is looked up (`A`, and `AAAA`
 //! unless `ipv6=off`, side by side) over UDP on the shard's own runtime, asking the next name server again every
 //! [`RESEND`] until `resolver_timeout`, over TCP when an answer is cut; answers are kept in the shard's
-//! [`cache::Cache`].
+//! [`cache::Cache`]. Requests that want a name already being asked wait for that query's answer, as nginx's
+//! resolver contexts wait on one node.
 
 pub mod cache;
 pub mod dns;
@@ -12,6 +13,7 @@ use cache::{Cache, Lookup, ERROR_VALID};
 use dns::{Answer, DnsError, Family};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -28,6 +30,33 @@ pub struct Resolver {
     cache: RefCell<Cache>,
     /// Which name server the next query goes to first.
     next_server: Cell<usize>,
+    /// The names being asked now, by resolver and name: their answer once it came.
+    asking: RefCell<AskingTable>,
+}
+
+/// The names being asked, by (resolver, name).
+type AskingTable = HashMap<(u64, Box<[u8]>), Rc<Asking>>;
+
+/// One name's query in flight: the requests waiting for it, and its answer.
+#[derive(Debug, Default)]
+struct Asking {
+    done: tokio::sync::Notify,
+    answer: RefCell<Option<Lookup>>,
+}
+
+/// Ends a query in flight however its request ends (an answer, or the request dropped): the entry goes and its
+/// waiters wake (without an answer, one of them asks again).
+struct AskingGuard<'r> {
+    asking: &'r RefCell<AskingTable>,
+    key: (u64, Box<[u8]>),
+    entry: Rc<Asking>,
+}
+
+impl Drop for AskingGuard<'_> {
+    fn drop(&mut self) {
+        self.asking.borrow_mut().remove(&self.key);
+        self.entry.done.notify_waiters();
+    }
 }
 
 impl Resolver {
@@ -45,6 +74,33 @@ impl Resolver {
         if let Some(kept) = self.cache.borrow().get(by, name, now) {
             return kept;
         }
+        let key = (by, Box::<[u8]>::from(name));
+        loop {
+            let waiting = self.asking.borrow().get(&key).cloned();
+            let Some(entry) = waiting else { break };
+            // registered at creation: the querier's wake-up cannot be missed
+            let notified = entry.done.notified();
+            notified.await;
+            let answer = entry.answer.borrow().clone();
+            if let Some(answer) = answer {
+                return answer;
+            }
+        }
+        let entry = Rc::new(Asking::default());
+        self.asking.borrow_mut().insert(key.clone(), entry.clone());
+        let guard = AskingGuard {
+            asking: &self.asking,
+            key,
+            entry,
+        };
+        let result = self.ask_both::<R>(conf, name, by).await;
+        *guard.entry.answer.borrow_mut() = Some(result.clone());
+        drop(guard);
+        result
+    }
+
+    /// Asks the name servers for `name` (both families as `conf` says) and keeps the answer.
+    async fn ask_both<R: Runtime>(&self, conf: &ResolverConf, name: &[u8], by: u64) -> Lookup {
         let text = std::str::from_utf8(name).map_err(|_| DnsError::BadName)?;
         let first = self.next_server.get();
         self.next_server.set(first.wrapping_add(1));

@@ -22,6 +22,8 @@ pub enum Answer {
     Silent,
     /// Over UDP a cut answer (TC set); over TCP these addresses.
     TcpOnly(Vec<IpAddr>, u32),
+    /// These addresses with this TTL, after a pause (the server answers nothing else meanwhile).
+    Late(Vec<IpAddr>, u32, Duration),
 }
 
 #[derive(Debug, Default)]
@@ -122,6 +124,10 @@ fn reply(state: &Mutex<State>, query: &[u8], transport: &'static str) -> Option<
         .set_recursion_available(true);
     let (addrs, ttl) = match answer {
         Answer::Silent => return None,
+        Answer::Late(a, ttl, pause) => {
+            std::thread::sleep(pause);
+            (a, ttl)
+        }
         Answer::Code(code) => {
             m.set_response_code(code);
             (Vec::new(), 0)
