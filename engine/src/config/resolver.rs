@@ -13,7 +13,7 @@ use std::time::Duration;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One level's `resolver`, with the `resolver_timeout` that applies there.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolverConf {
     /// The name servers, queried in turn.
     pub servers: Vec<SocketAddr>,
@@ -25,6 +25,17 @@ pub struct ResolverConf {
     pub ipv6: bool,
     /// `resolver_timeout` (default 30s): how long one name's lookup may take.
     pub timeout: Duration,
+    /// What the answers are kept under: a hash of what decides them (servers, `valid=`, `ipv4=`, `ipv6=`), so
+    /// that lines alike share their answers, also across a reload.
+    pub cache_key: u64,
+}
+
+/// The [`ResolverConf::cache_key`] of these settings.
+fn cache_key(servers: &[SocketAddr], valid: Option<Duration>, ipv4: bool, ipv6: bool) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (servers, valid, ipv4, ipv6).hash(&mut h);
+    h.finish()
 }
 
 /// Reads a `resolver` line (its timeout is set later, from the level's `resolver_timeout`).
@@ -35,6 +46,7 @@ pub fn parse(d: &Directive) -> Result<ResolverConf, ConfigError> {
         ipv4: true,
         ipv6: true,
         timeout: DEFAULT_TIMEOUT,
+        cache_key: 0,
     };
     let invalid = |a: &str| ConfigError::invalid(format!("invalid parameter: {a}"), &d.span);
     let flag = |a: &str, v: &str| match v {
@@ -45,7 +57,8 @@ pub fn parse(d: &Directive) -> Result<ResolverConf, ConfigError> {
     for a in &d.args {
         if let Some(v) = a.strip_prefix("valid=") {
             let secs = parse_time(v, true).ok_or_else(|| invalid(a))?;
-            conf.valid = Some(Duration::from_secs(secs));
+            // nginx: `valid=0` is no `valid=` (the answers' TTL)
+            conf.valid = (secs > 0).then(|| Duration::from_secs(secs));
         } else if let Some(v) = a.strip_prefix("ipv4=") {
             conf.ipv4 = flag(a, v)?;
         } else if let Some(v) = a.strip_prefix("ipv6=") {
@@ -69,6 +82,7 @@ pub fn parse(d: &Directive) -> Result<ResolverConf, ConfigError> {
     if conf.servers.is_empty() {
         return Err(ConfigError::invalid("no name servers defined", &d.span));
     }
+    conf.cache_key = cache_key(&conf.servers, conf.valid, conf.ipv4, conf.ipv6);
     Ok(conf)
 }
 
@@ -90,6 +104,14 @@ mod tests {
         assert_eq!(c.valid, Some(Duration::from_secs(30)));
         assert!(c.ipv4 && !c.ipv6);
         assert_eq!(c.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(
+            read("127.0.0.1 valid=0").unwrap().valid,
+            None,
+            "valid=0 is the TTL, as nginx"
+        );
+        let key = |a: &str| read(a).unwrap().cache_key;
+        assert_eq!(key("127.0.0.1 valid=5s"), key("127.0.0.1:53 valid=5s"));
+        assert_ne!(key("127.0.0.1"), key("127.0.0.1 ipv6=off"));
     }
 
     #[test]

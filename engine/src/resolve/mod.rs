@@ -62,15 +62,11 @@ impl Drop for AskingGuard<'_> {
 impl Resolver {
     /// `name`'s addresses (lower case, without a trailing dot) by `conf`: the kept answer while it is valid, else
     /// asked. IPv4 addresses come before IPv6 ones, as nginx exports them. Answers are kept per resolver: by its
-    /// settings, so that a reload keeps the answers of a `resolver` line it did not change.
+    /// settings ([`ResolverConf::cache_key`]), so that a reload keeps the answers of a `resolver` line it did not
+    /// change.
     pub async fn lookup<R: Runtime>(&self, conf: &ResolverConf, name: &[u8]) -> Lookup {
         let now = Instant::now();
-        let by = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            conf.hash(&mut h);
-            h.finish()
-        };
+        let by = conf.cache_key;
         if let Some(kept) = self.cache.borrow().get(by, name, now) {
             return kept;
         }
@@ -159,10 +155,10 @@ async fn ask<R: Runtime>(conf: &ResolverConf, name: &str, family: Family, first:
     let mut server_at = first;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || conf.servers.is_empty() {
+        let server = conf.servers.get(server_at % conf.servers.len().max(1));
+        let Some(&server) = server.filter(|_| !left.is_zero()) else {
             return Err(DnsError::TimedOut);
-        }
-        let server = conf.servers[server_at % conf.servers.len()];
+        };
         server_at = server_at.wrapping_add(1);
         let id: u16 = rand::random();
         let query = dns::query(id, name, family)?;

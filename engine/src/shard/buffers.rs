@@ -114,19 +114,8 @@ impl Buffers {
             uri: Vec::with_capacity(256),
             path: Vec::with_capacity(256),
             redirect: Vec::with_capacity(256),
-            log: RequestRecord::default(),
-            captures: Captures::default(),
-            server_captures: Captures::default(),
             rewrite: Vec::with_capacity(256),
-            vars: VarCache::default(),
-            answer: Vec::new(),
-            proxy_url: Vec::new(),
-            headers: Prepared::default(),
-            proxy: None,
-            tlvs: Vec::new(),
-            sticky: Default::default(),
-            tls: None,
-            pages: Default::default(),
+            ..Self::husk()
         }
     }
 }

@@ -82,7 +82,7 @@ impl Target {
 pub fn resolved_upstream(name: &str, addrs: &[std::net::IpAddr], port: u16, first: usize) -> Option<UpstreamPlan> {
     let n = addrs.len();
     let rotated = (0..n)
-        .filter_map(|i| addrs.get((first + i) % n.max(1)))
+        .filter_map(|i| addrs.get((first % n + i) % n))
         .map(|ip| std::net::SocketAddr::new(*ip, port))
         .collect();
     let line = crate::config::model::ServerLine::new(name, rotated);

@@ -126,8 +126,15 @@ pub const SPECS: &[Spec] = &[
         false,
     ),
     both("proxy_http_version", HTTP_MSL, TAKE1),
-    spec("resolver", HTTP_MSL.or(STREAM_MS), HTTP_MSL, MORE1, false),
-    spec("resolver_timeout", HTTP_MSL.or(STREAM_MS), HTTP_MSL, TAKE1, false),
+    // nginx 1.27.3+ has them in `upstream` too (re-resolved servers): refused there by name, as in stream
+    spec("resolver", HTTP_MSL.or(STREAM_MS).or(UPS), HTTP_MSL, MORE1, false),
+    spec(
+        "resolver_timeout",
+        HTTP_MSL.or(STREAM_MS).or(UPS),
+        HTTP_MSL,
+        TAKE1,
+        false,
+    ),
     both("proxy_set_header", HTTP_MSL, TAKE2),
     both("proxy_connect_timeout", HTTP_MSL.or(STREAM_MS), TAKE1),
     both("proxy_read_timeout", HTTP_MSL, TAKE1),
