@@ -119,6 +119,9 @@ def run(name):
     return bad, len(exp)
 tot = differ = 0
 for name in sorted(os.listdir(G)):
+    if os.path.exists(os.path.join(G, name, "sent")):
+        print("SKIP %-28s least_time (nginx 1.31): not in the model; engine/tests/golden.rs replays it" % name)
+        continue
     bad, n = run(name)
     tot += n
     differ += bool(bad)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Records golden traces from a real nginx 1.22 for corelb's simulator tests.
+"""Records golden traces from a real nginx (1.22; 1.31 for least_time) for corelb's simulator tests.
 
 For each scenario below it starts loopback backends, runs nginx (worker_processes 1) on the scenario's config,
 sends the scenario's requests one after another and writes, under OUT/<name>/ (default
@@ -12,8 +12,13 @@ engine/tests/golden/<name>/):
                  hold    send in the background and keep it open (the URI is /sleep/MS); the next request
                          starts 0.3 s later, the held one ends when its backend answers
                  host=H  the Host header (default 127.0.0.1:18090)
-  backends     one line per server address: `ADDR MODE`, MODE ok | dead | reset | timeout (reads the request,
-               never answers) | eNNN (answers status NNN)
+  backends     one line per server address: `ADDR MODE [head=MS] [body=MS]`, MODE ok | dead | reset | timeout
+               (reads the request, never answers) | eNNN (answers status NNN); head=MS: the answer's head (in
+               stream its first byte) comes MS ms after the request, body=MS: its body (stream: the close) MS ms
+               after the head
+  sent         for scenarios with a `timed` flag (least_time's, whose picks depend on milliseconds): one line per
+               request, `START END`, the ms from the scenario's start at which the client sent it and got the whole
+               answer, so that a replay runs each request at the time nginx saw it
   expected     one line per request, in request order: `STATUS UPSTREAM_ADDR` where UPSTREAM_ADDR is nginx's
                $upstream_addr as it printed it (`127.0.0.1:18089, 127.0.0.1:18082`, or the upstream's name for
                "no live upstreams"); for stream, STATUS is the session's $status
@@ -53,6 +58,8 @@ DEFAULT_OUT = os.path.join(HERE, "..", "engine", "tests", "golden")
 #   servers    (PORT_OFFSET, "server parameters", MODE): address 127.0.0.1:(18081+PORT_OFFSET)
 #   location   directives added to `location /` (http) or the server block (stream)
 #   requests   request lines (see above)
+#   timed      record the `sent` file (see above)
+#   servers' MODE may carry timings: "ok head=10 body=130"
 
 R = random.Random(20240517)
 
@@ -169,6 +176,48 @@ SCENARIOS = [
 ]
 
 
+def lt(name, method, servers, requests, context="http", location=None):
+    sc = {"name": name, "upstream": [method], "servers": servers, "requests": requests, "timed": True}
+    if context != "http":
+        sc["context"] = context
+    if location:
+        sc["location"] = location
+    return sc
+
+
+# least_time (nginx 1.31): head delays chosen inside nginx's 20 ms clusters (10 -> 20, 50 -> 60, 130 -> 140), so
+# that a few ms of loopback jitter never moves a peer to another cluster.
+LEAST_TIME = [
+    lt("lt-header", "least_time header;",
+       [(0, "", "ok head=10"), (1, "", "ok head=50"), (2, "", "ok head=130")], seq(["/"] * 16)),
+    lt("lt-header-weights", "least_time header;",
+       [(0, "", "ok head=10"), (1, "weight=3", "ok head=50"), (2, "weight=2", "ok head=130")], seq(["/"] * 20)),
+    lt("lt-header-slow-body", "least_time header;",
+       [(0, "", "ok head=10 body=130"), (1, "", "ok head=50"), (2, "", "ok head=90")], seq(["/"] * 12)),
+    lt("lt-last-byte", "least_time last_byte;",
+       [(0, "", "ok head=10 body=130"), (1, "", "ok head=50"), (2, "", "ok head=90")], seq(["/"] * 12)),
+    lt("lt-dead-peer", "least_time header;",
+       [(0, "", "ok head=50"), (8, "max_fails=1", "dead"), (2, "", "ok head=10")], seq(["/"] * 12)),
+    lt("lt-backup", "least_time header;",
+       [(7, "", "dead"), (8, "", "dead"), (2, "backup", "ok head=50"), (3, "backup", "ok head=10")],
+       seq(["/"] * 8)),
+    lt("lt-hold", "least_time header;", [(0, "", "ok head=10"), (1, "", "ok head=50")],
+       seq(["/"] * 4) + ["127.0.0.1 /sleep/1500 hold"] + seq(["/"] * 10)),
+    lt("lt-hold-inflight", "least_time header inflight;", [(0, "", "ok head=10"), (1, "", "ok head=50")],
+       seq(["/"] * 4) + ["127.0.0.1 /sleep/1500 hold"] + seq(["/"] * 10)),
+    lt("lt-decay", "least_time header;",
+       [(0, "fail_timeout=1s", "ok head=10"), (1, "fail_timeout=1s", "ok head=50")],
+       seq(["/"] * 4) + [f"127.0.0.1 / t={t}" for t in (4, 4, 4, 4, 8, 8, 8, 8)]),
+    lt("stream-lt-first-byte", "least_time first_byte;",
+       [(0, "", "ok head=10"), (1, "", "ok head=50"), (2, "", "ok head=130")], seq(["/"] * 10), "stream"),
+    lt("stream-lt-last-byte", "least_time last_byte;",
+       [(0, "", "ok head=10 body=130"), (1, "", "ok head=50")], seq(["/"] * 10), "stream"),
+    lt("stream-lt-connect", "least_time connect;",
+       [(0, "", "ok head=50"), (1, "", "ok"), (8, "max_fails=1", "dead")], seq(["/"] * 10), "stream"),
+]
+SCENARIOS += LEAST_TIME
+
+
 # --------------------------------------------------------------------------------------------------------------
 # configs
 # --------------------------------------------------------------------------------------------------------------
@@ -213,7 +262,20 @@ def render(sc, scratch=None):
 # --------------------------------------------------------------------------------------------------------------
 
 
+def timings(mode):
+    """"ok head=10 body=130" -> ("ok", 0.010, 0.130)."""
+    words = mode.split()
+    t = {"head": 0, "body": 0}
+    for w in words[1:]:
+        k, _, v = w.partition("=")
+        if k not in t:
+            raise ValueError(f"bad backend timing {w!r}")
+        t[k] = int(v)
+    return words[0], t["head"] / 1000, t["body"] / 1000
+
+
 async def serve_http(reader, writer, name, mode):
+    mode, head_s, body_s = timings(mode)
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -228,8 +290,14 @@ async def serve_http(reader, writer, name, mode):
                 await asyncio.sleep(int(path.split("/")[2].split("?")[0]) / 1000)
             status = int(mode[1:]) if mode.startswith("e") else 200
             body = name.encode()
+            if head_s:
+                await asyncio.sleep(head_s)
             writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
-                         f"X-Backend: {name}\r\n\r\n".encode() + body)
+                         f"X-Backend: {name}\r\n\r\n".encode())
+            if body_s:
+                await writer.drain()
+                await asyncio.sleep(body_s)
+            writer.write(body)
             await writer.drain()
             return
     except (asyncio.IncompleteReadError, ConnectionError, ValueError, IndexError):
@@ -239,12 +307,17 @@ async def serve_http(reader, writer, name, mode):
 
 
 async def serve_stream(reader, writer, name, mode):
+    mode, head_s, body_s = timings(mode)
     try:
         if mode == "reset":
             writer.transport.abort()
             return
+        if head_s:
+            await asyncio.sleep(head_s)
         writer.write(name.encode())
         await writer.drain()
+        if body_s:
+            await asyncio.sleep(body_s)
     except ConnectionError:
         pass
     finally:
@@ -262,7 +335,7 @@ class Backends:
 
         async def start():
             for off, _, mode in sc["servers"]:
-                if mode == "dead":
+                if mode.split()[0] == "dead":
                     continue
                 handler = serve_stream if stream else serve_http
                 name = addr(off)
@@ -380,9 +453,11 @@ def send_all(sc, requests, scratch):
     """Sends the requests; returns the expected lines in request order."""
     stream = sc.get("context", "http") == "stream"
     results = [None] * len(requests)
+    spans = [None] * len(requests)
     held = []
 
     def run(i, req):
+        start = time.time()
         try:
             if stream:
                 stream_request(req)
@@ -391,6 +466,7 @@ def send_all(sc, requests, scratch):
                 results[i] = http_request(req)
         except Exception as e:  # recorded as is: a scenario whose request fails this way is a bad scenario
             results[i] = f"error {type(e).__name__}: {e}"
+        spans[i] = (round((start - t0) * 1000), round((time.time() - t0) * 1000))
 
     # align the start just after a whole second, so `t=` offsets fall on the same whole seconds as nginx's clock
     time.sleep(1.15 - (time.time() % 1.0))
@@ -415,7 +491,19 @@ def send_all(sc, requests, scratch):
         for line in logged:
             up, _, status = line.rpartition("|")
             results.append(f"{status} {up}")
-    return results
+    return results, spans
+
+
+def nginx_version(nginx):
+    """(1, 31, 5) from `nginx -v`."""
+    v = subprocess.run([nginx, "-v"], capture_output=True, text=True).stderr
+    return tuple(int(x) for x in v.strip().rsplit("/", 1)[-1].split(".")[:3])
+
+
+def static_stream(nginx):
+    """Whether the binary has the stream module built in (`--with-stream`, as a source build), not loadable."""
+    v = subprocess.run([nginx, "-V"], capture_output=True, text=True).stderr
+    return "--with-stream " in v + " " and "--with-stream=dynamic" not in v
 
 
 def record(sc, out_dir, nginx):
@@ -428,12 +516,14 @@ def record(sc, out_dir, nginx):
         f.write(render(sc, scratch))
     wait_free(FRONT[1])
     be = Backends(sc)
-    cmd = [nginx, "-p", scratch, "-e", os.path.join(scratch, "error.log"), "-c", conf,
-           "-g", f"daemon off; pid {scratch}/nginx.pid; load_module {STREAM_MODULE};"]
+    globs = f"daemon off; pid {scratch}/nginx.pid;"
+    if sc.get("context") == "stream" and not static_stream(nginx):
+        globs += f" load_module {STREAM_MODULE};"
+    cmd = [nginx, "-p", scratch, "-e", os.path.join(scratch, "error.log"), "-c", conf, "-g", globs]
     front = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         wait_port(FRONT[1])
-        got = send_all(sc, requests, scratch)
+        got, spans = send_all(sc, requests, scratch)
     finally:
         os.killpg(front.pid, signal.SIGTERM)
         try:
@@ -455,6 +545,9 @@ def record(sc, out_dir, nginx):
         f.write("".join(f"{addr(o)} {m}\n" for o, _, m in sc["servers"]))
     with open(os.path.join(d, "expected"), "w") as f:
         f.write("\n".join(got) + "\n")
+    if sc.get("timed"):
+        with open(os.path.join(d, "sent"), "w") as f:
+            f.write("".join(f"{a} {b}\n" for a, b in spans))
     shutil.rmtree(scratch, ignore_errors=True)
     return got
 
@@ -466,11 +559,16 @@ def main():
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     a = ap.parse_args()
+    version = nginx_version(a.nginx)
     for sc in SCENARIOS:
         if a.only and a.only not in sc["name"]:
             continue
         if a.list:
             print(sc["name"])
+            continue
+        if sc.get("timed") and version < (1, 31):
+            print(f"{sc['name']}: skipped, least_time needs nginx 1.31 (--nginx; this one is "
+                  f"{'.'.join(map(str, version))})", flush=True)
             continue
         got = record(sc, os.path.abspath(a.out), a.nginx)
         print(f"{sc['name']}: {len(got)} requests recorded", flush=True)

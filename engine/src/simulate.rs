@@ -4,10 +4,10 @@
 pub mod trace;
 pub mod vars;
 
-pub use trace::{parse_trace, BackendMode, Backends, TraceError, TraceLine};
+pub use trace::{parse_trace, BackendMode, Backends, Timing, TraceError, TraceLine};
 pub use vars::Request;
 
-use crate::balance::least_time::TryTimes;
+use crate::balance::least_time::{Phase, TryTimes};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome, ShardState, UpstreamPlan};
 use crate::config::model::{Config, NextUpstream, UpstreamConf};
@@ -162,6 +162,26 @@ impl SimResult {
     }
 }
 
+/// Whether a request stays open after its peer answered (keeping the peer's `conns` and, with
+/// `least_time ... inflight`, counting as in flight).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// It ends when its peer answers.
+    No,
+    /// It stays open until [`Simulator::release_held`].
+    Open,
+    /// Its answer comes at this clock (ms): it ends with the first request run at or after it.
+    Until(u64),
+}
+
+/// A held request: its attempt, when it was picked and when it ends (ms).
+#[derive(Debug)]
+struct Held<'p> {
+    attempt: Attempt<'p>,
+    start_ms: u64,
+    end_ms: Option<u64>,
+}
+
 /// Runs requests one at a time through one shard's view of an upstream.
 #[derive(Debug)]
 pub struct Simulator<'p> {
@@ -171,8 +191,8 @@ pub struct Simulator<'p> {
     backends: Backends,
     /// The key bytes of the request being run (a reused buffer).
     key: Vec<u8>,
-    /// Held requests' attempts: their `conns` stay taken until [`Simulator::release_held`].
-    held: Vec<Attempt<'p>>,
+    /// Held requests: their `conns` stay taken until they end.
+    held: Vec<Held<'p>>,
 }
 
 impl<'p> Simulator<'p> {
@@ -195,6 +215,14 @@ impl<'p> Simulator<'p> {
 
     /// Runs one request at `now` (whole seconds), evaluating its key from the plan's [`KeySpec`].
     pub fn run(&mut self, req: &Request, hold: bool, now: u64) -> SimResult {
+        let hold = if hold { Hold::Open } else { Hold::No };
+        self.run_ms(req, hold, now.saturating_mul(1000))
+    }
+
+    /// Runs one request at `now_ms` (the clock in ms, whose whole seconds are nginx's `ngx_time()`), after ending
+    /// the held requests whose answer came before it.
+    pub fn run_ms(&mut self, req: &Request, hold: Hold, now_ms: u64) -> SimResult {
+        self.release_due(now_ms);
         if self.policy.context == Context::Http && req.normalized_path().is_err() {
             // nginx answers 400 before any upstream: a path above the root or a bad escape.
             return SimResult {
@@ -204,17 +232,23 @@ impl<'p> Simulator<'p> {
         }
         let mut key = std::mem::take(&mut self.key);
         self.plan.key.eval_into(req, req.remote, &mut key);
-        let out = self.run_with_key(&key, req.non_idempotent(), hold, now);
+        let out = self.run_key_ms(&key, req.non_idempotent(), hold, now_ms);
         self.key = key;
         out
     }
 
     /// Runs one request whose key bytes are given directly (`non_idempotent`: a POST, LOCK or PATCH).
     pub fn run_with_key(&mut self, key: &[u8], non_idempotent: bool, hold: bool, now: u64) -> SimResult {
+        let hold = if hold { Hold::Open } else { Hold::No };
+        self.run_key_ms(key, non_idempotent, hold, now.saturating_mul(1000))
+    }
+
+    fn run_key_ms(&mut self, key: &[u8], non_idempotent: bool, hold: Hold, start_ms: u64) -> SimResult {
         let mut attempt = Attempt::new(self.plan, self.policy.tries, key);
         let mut hops = Vec::new();
+        let mut now_ms = start_ms;
         loop {
-            let now_ms = now.saturating_mul(1000);
+            let now = now_ms / 1000;
             let Some(peer) = attempt.pick_at(&mut self.shard, key, now, now_ms) else {
                 hops.push(Hop::NoLive);
                 return SimResult { hops, status: 502 };
@@ -222,6 +256,9 @@ impl<'p> Simulator<'p> {
             let addr = peer.addr;
             let end = self.answer(self.backends.mode(addr));
             let (times, done_ms) = self.times(addr, end, now_ms);
+            if hold == Hold::No || !matches!(end, TryEnd::Status(_)) {
+                self.notify(&mut attempt, self.backends.timing(addr), end, now_ms);
+            }
             let cx = TryCx {
                 proto: match self.policy.context {
                     Context::Http => Proto::Http,
@@ -244,10 +281,16 @@ impl<'p> Simulator<'p> {
             match step {
                 Step::Deliver => {
                     hops.push(Hop::Peer { addr, failure: None });
-                    if hold {
-                        self.held.push(attempt);
-                    } else {
-                        attempt.report_timed(Outcome::Success, &mut self.shard, now, times, done_ms);
+                    match hold {
+                        Hold::No => attempt.report_timed(Outcome::Success, &mut self.shard, now, times, done_ms),
+                        Hold::Open | Hold::Until(_) => self.held.push(Held {
+                            attempt,
+                            start_ms: now_ms,
+                            end_ms: match hold {
+                                Hold::Until(end) => Some(end),
+                                _ => None,
+                            },
+                        }),
                     }
                     let status = match end {
                         TryEnd::Status(code) => code,
@@ -261,6 +304,7 @@ impl<'p> Simulator<'p> {
                         addr,
                         failure: Some(failure),
                     });
+                    now_ms = done_ms;
                 }
                 Step::GiveUp(status) => {
                     attempt.report_timed(Outcome::Failed, &mut self.shard, now, times, done_ms);
@@ -277,36 +321,91 @@ impl<'p> Simulator<'p> {
     /// Ends every held request as a success at `now` (their `conns` go back).
     pub fn release_held(&mut self, now: u64) {
         let now_ms = now.saturating_mul(1000);
-        for mut attempt in std::mem::take(&mut self.held) {
-            let times = match attempt.current() {
-                Some(peer) => self.times(peer.addr, TryEnd::Status(200), now_ms).0,
-                None => TryTimes::None,
-            };
-            attempt.report_timed(Outcome::Success, &mut self.shard, now, times, now_ms);
+        for held in std::mem::take(&mut self.held) {
+            let end_ms = held.end_ms.unwrap_or(now_ms);
+            self.end_held(held, end_ms);
         }
     }
 
-    /// What a try on `addr` that ended with `end` measured, and the clock (ms) at its end, for plans that
-    /// measure times ([`UpstreamPlan::timed`]): the backend's simulated latency as every phase's time, with no
-    /// header when it failed.
-    fn times(&self, addr: SocketAddr, end: TryEnd, now_ms: u64) -> (TryTimes, u64) {
-        if !self.plan.timed() {
-            return (TryTimes::None, now_ms);
+    /// Ends, in the order of their answers, the held requests answered at or before `now_ms`.
+    fn release_due(&mut self, now_ms: u64) {
+        while let Some(i) = self
+            .held
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.end_ms.is_some_and(|end| end <= now_ms))
+            .min_by_key(|(_, h)| h.end_ms)
+            .map(|(i, _)| i)
+        {
+            let held = self.held.remove(i);
+            let end_ms = held.end_ms.unwrap_or(now_ms);
+            self.end_held(held, end_ms);
         }
-        let ms = self.backends.latency(addr);
+    }
+
+    /// Ends a held request as a success at `end_ms`: its answer took the whole time it was held.
+    fn end_held(&mut self, held: Held<'p>, end_ms: u64) {
+        let Held {
+            mut attempt, start_ms, ..
+        } = held;
+        let took = end_ms.saturating_sub(start_ms);
+        let timing = Timing { head: took, body: 0 };
+        self.notify(&mut attempt, timing, TryEnd::Status(200), start_ms);
+        let times = match (attempt.current(), self.plan.timed()) {
+            (Some(_), true) => self.timed(timing, true),
+            _ => TryTimes::None,
+        };
+        attempt.report_timed(Outcome::Success, &mut self.shard, end_ms / 1000, times, end_ms);
+    }
+
+    /// What a try on `addr` that ended with `end` measured, and the clock (ms) at its end: for plans that
+    /// measure times ([`UpstreamPlan::timed`]), the backend's simulated [`Timing`] (a connect takes no time), with
+    /// no header when it failed.
+    fn times(&self, addr: SocketAddr, end: TryEnd, now_ms: u64) -> (TryTimes, u64) {
+        let timing = self.backends.timing(addr);
+        let done_ms = now_ms.saturating_add(timing.last_byte());
+        if !self.plan.timed() {
+            return (TryTimes::None, done_ms);
+        }
+        (self.timed(timing, matches!(end, TryEnd::Status(_))), done_ms)
+    }
+
+    /// `least_time ... inflight`'s `notify` of the phases a try on a backend answering after `timing` reached
+    /// (nginx's `NOTIFY_HEADER` in http; connect and first byte in stream), from `start_ms`.
+    fn notify(&self, attempt: &mut Attempt<'p>, timing: Timing, end: TryEnd, start_ms: u64) {
+        if !self.plan.timed() {
+            return;
+        }
         let answered = matches!(end, TryEnd::Status(_));
-        let times = match self.policy.context {
+        match self.policy.context {
+            Context::Http if answered => {
+                attempt.notify(Phase::Header, timing.head, start_ms.saturating_add(timing.head));
+            }
+            Context::Http => {}
+            Context::Stream => {
+                if !matches!(end, TryEnd::Failed { sent: false, .. }) {
+                    attempt.notify(Phase::Connect, 0, start_ms);
+                }
+                if answered {
+                    attempt.notify(Phase::FirstByte, timing.head, start_ms.saturating_add(timing.head));
+                }
+            }
+        }
+    }
+
+    /// The times of a try answered (`answered`) or not after `timing`.
+    fn timed(&self, timing: Timing, answered: bool) -> TryTimes {
+        match self.policy.context {
             Context::Http => TryTimes::Http {
-                response: ms,
-                header: answered.then_some(ms),
+                response: timing.last_byte(),
+                header: answered.then_some(timing.head),
             },
             Context::Stream => TryTimes::Stream {
-                response: ms,
-                connect: ms,
-                first_byte: answered.then_some(ms),
+                response: timing.last_byte(),
+                connect: 0,
+                first_byte: answered.then_some(timing.head),
             },
-        };
-        (times, now_ms.saturating_add(ms))
+        }
     }
 
     /// How a backend in `mode` ends an attempt in this context. In stream a connected session is a success,

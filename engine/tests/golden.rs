@@ -1,11 +1,13 @@
-//! Golden traces recorded from nginx 1.22.1 (`python3 tools/record_golden.py`): every scenario under
-//! `tests/golden/` is parsed, simulated and compared, request by request, with what nginx did. No nginx is needed.
+//! Golden traces recorded from nginx 1.22.1, and nginx 1.31.5 for `least_time` (`python3 tools/record_golden.py`):
+//! every scenario under `tests/golden/` is parsed, simulated and compared, request by request, with what nginx did.
+//! A scenario with a `sent` file (least_time's) runs each request at the millisecond the recording sent it, and
+//! ends a held one when the recording got its answer. No nginx is needed.
 
 mod support;
 
 use corelb_engine::balance::UpstreamPlan;
 use corelb_engine::config;
-use corelb_engine::simulate::{self, parse_trace, Backends, Simulator};
+use corelb_engine::simulate::{self, parse_trace, Backends, Hold, Simulator};
 use corelb_shared_state::Zone;
 use std::fs;
 use std::path::Path;
@@ -41,6 +43,7 @@ fn check(dir: &Path) -> Result<usize, String> {
             expected.len()
         ));
     }
+    let sent = support::goldens::read(dir)?.sent;
     let mut sim = Simulator::new(&plan, located.policy, backends);
     let mut now = BASE;
     let mut diffs = Vec::new();
@@ -48,7 +51,19 @@ fn check(dir: &Path) -> Result<usize, String> {
         if let Some(at) = t.at {
             now = BASE + at;
         }
-        let got = sim.run(&t.request, t.hold, now).golden_line(&plan.name);
+        let result = match sent.as_ref().map(|s| s[i]) {
+            Some((start, end)) => {
+                let hold = if t.hold {
+                    Hold::Until(BASE * 1000 + end)
+                } else {
+                    Hold::No
+                };
+                now = BASE + start / 1000;
+                sim.run_ms(&t.request, hold, BASE * 1000 + start)
+            }
+            None => sim.run(&t.request, t.hold, now),
+        };
+        let got = result.golden_line(&plan.name);
         if got != *want {
             let r = &t.request;
             diffs.push(format!(
@@ -80,6 +95,11 @@ fn golden_traces_match_nginx() {
         dirs.len() >= 30,
         "expected the recorded scenarios, found {}",
         dirs.len()
+    );
+    let timed = dirs.iter().filter(|d| d.join("sent").is_file()).count();
+    assert!(
+        timed >= 12,
+        "expected the least_time scenarios recorded from nginx 1.31, found {timed}"
     );
     let mut failed = Vec::new();
     let mut requests = 0;

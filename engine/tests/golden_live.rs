@@ -3,6 +3,11 @@
 //! hashed), real backends failing as recorded, each request sent from its recorded 127.x.y.z address. Every request
 //! must reach exactly the peers nginx used, in order, and end with nginx's status: as the proxy logs it
 //! (`$upstream_addr`, `$status`), as the backends saw it, and as the client got it.
+//!
+//! The least_time scenarios (recorded from nginx 1.31, with a `sent` file) have backends that answer after their
+//! recorded delays and send each request at the millisecond the recording sent it. Their picks depend on the
+//! times the proxy measures, which nginx rounds up to 20 ms clusters; a run in which a measured time fell in
+//! another cluster than the recorded delay's (a machine too busy) is run again, not compared.
 
 mod support;
 
@@ -59,9 +64,9 @@ fn prepare(g: &Golden, log: &TryLog) -> Result<Moved, String> {
             }
         }
     }
-    let modes: Vec<BackendMode> = addrs.iter().map(|a| g.mode(*a)).collect();
+    let modes: Vec<_> = addrs.iter().map(|a| (g.mode(*a), g.timing(*a))).collect();
     let proto = if g.stream { Proto::Stream } else { Proto::Http };
-    let farm = Farm::start(&modes, proto);
+    let farm = Farm::start_timed(&modes, proto);
     let live: HashMap<SocketAddr, SocketAddr> = addrs.iter().enumerate().map(|(i, a)| (*a, farm.addr(i))).collect();
     for line in ups.iter_mut().flat_map(|u| &mut u.servers) {
         for a in &mut line.addrs {
@@ -111,13 +116,31 @@ fn align_to_second() {
     std::thread::sleep(Duration::from_millis(u64::from(1150 - sub)));
 }
 
+/// nginx's least_time cluster of a time (ms): rounded up to the next multiple of 20 (`rt += 20 - rt % 20`).
+fn cluster(ms: u64) -> u64 {
+    ms + 20 - ms % 20
+}
+
+/// Whether a try on backend `b` measured `got` ms where the script says `scripted`: out of its cluster.
+fn off_cluster(got: Option<u64>, scripted: u64) -> bool {
+    got.is_some_and(|ms| cluster(ms) != cluster(scripted))
+}
+
+/// Sleeps until `ms` after `start`, when the scenario recorded when each request was sent.
+fn wait_sent(g: &Golden, i: usize, start: Instant) {
+    if let Some((at, _)) = g.sent.as_ref().and_then(|s| s.get(i)) {
+        std::thread::sleep((start + Duration::from_millis(*at)).saturating_duration_since(Instant::now()));
+    }
+}
+
 /// How many times a scenario runs again when the machine was too busy for a backend to answer in time.
 const BUSY_RUNS: usize = 3;
 
 /// How one run of a scenario ended, when nothing differed.
 enum Verdict {
     Alike,
-    /// A backend scripted to answer timed out: the run says nothing (see [`scripted::Logged::timed_out_unscripted`]).
+    /// A backend scripted to answer timed out (see [`scripted::Logged::timed_out_unscripted`]), or a least_time
+    /// scenario's time fell out of its cluster: the run says nothing.
     Busy,
 }
 
@@ -143,7 +166,7 @@ fn replay_once<R: Runtime>(g: &Golden, tag: &str) -> Result<Verdict, String> {
     let moved = prepare(g, &log)?;
     let proxy = Proxy::start::<R>(moved.config.clone(), 1);
     let result = if g.stream {
-        replay_stream(g, &moved, &proxy).map(|()| Verdict::Alike)
+        replay_stream(g, &moved, &proxy)
     } else {
         replay_http(g, &moved, &proxy, &log)
     };
@@ -155,7 +178,7 @@ fn replay_once<R: Runtime>(g: &Golden, tag: &str) -> Result<Verdict, String> {
 fn replay_http(g: &Golden, m: &Moved, proxy: &Proxy, log: &TryLog) -> Result<Verdict, String> {
     let snap = proxy.shared.snapshot.load_full();
     let plan = snap.http_plans.iter().find(|p| p.name == m.upstream).ok_or("no plan")?;
-    if g.trace.iter().any(|t| t.at.is_some()) {
+    if g.sent.is_some() || g.trace.iter().any(|t| t.at.is_some()) {
         align_to_second();
     }
     let start = Instant::now();
@@ -164,9 +187,10 @@ fn replay_http(g: &Golden, m: &Moved, proxy: &Proxy, log: &TryLog) -> Result<Ver
     let mut held = 0;
     for (i, t) in g.trace.iter().enumerate() {
         let id = i as u64 + 1;
-        if let Some(at) = t.at {
+        if let (Some(at), None) = (t.at, &g.sent) {
             std::thread::sleep((start + Duration::from_secs(at)).saturating_duration_since(Instant::now()));
         }
+        wait_sent(g, i, start);
         if !scripted::settle(plan, held) {
             return Err(format!("request {id}: the peers never went back to {held} connections"));
         }
@@ -205,8 +229,20 @@ fn replay_http(g: &Golden, m: &Moved, proxy: &Proxy, log: &TryLog) -> Result<Ver
         return Ok(Verdict::Busy);
     }
     let mut diffs = Vec::new();
+    let mut off = false;
     for (i, want) in g.expected.iter().enumerate() {
         let id = i as u64 + 1;
+        if let (Some(_), Some(l), false) = (&g.sent, logged.get(&id), g.trace[i].hold) {
+            let last = l
+                .upstream
+                .last()
+                .and_then(|h| h.parse().ok())
+                .and_then(|a| m.farm.index_of(a));
+            if let Some(b) = last {
+                let t = m.farm.timing(b);
+                off |= off_cluster(l.header_ms, t.head) || off_cluster(l.response_ms, t.last_byte());
+            }
+        }
         let got_log = logged.get(&id).map(|l| Outcome {
             status: l.status,
             upstream: l.upstream.iter().map(|h| m.recorded_hop(h)).collect(),
@@ -242,6 +278,8 @@ fn replay_http(g: &Golden, m: &Moved, proxy: &Proxy, log: &TryLog) -> Result<Ver
     }
     if diffs.is_empty() {
         Ok(Verdict::Alike)
+    } else if off {
+        Ok(Verdict::Busy)
     } else {
         Err(diffs.join("\n"))
     }
@@ -249,7 +287,7 @@ fn replay_http(g: &Golden, m: &Moved, proxy: &Proxy, log: &TryLog) -> Result<Ver
 
 /// Stream sessions: the peers are the refused ones, then the one that accepted (see [`scripted::Session`]); the
 /// `$status` is 200 when a backend accepted the session, 502 when none did.
-fn replay_stream(g: &Golden, m: &Moved, proxy: &Proxy) -> Result<(), String> {
+fn replay_stream(g: &Golden, m: &Moved, proxy: &Proxy) -> Result<Verdict, String> {
     let snap = proxy.shared.snapshot.load_full();
     let plan = snap
         .stream_plans
@@ -257,10 +295,20 @@ fn replay_stream(g: &Golden, m: &Moved, proxy: &Proxy) -> Result<(), String> {
         .find(|p| p.name == m.upstream)
         .ok_or("no plan")?;
     let mut diffs = Vec::new();
+    let mut off = false;
+    if g.sent.is_some() {
+        align_to_second();
+    }
+    let start = Instant::now();
     for (i, (t, want)) in g.trace.iter().zip(&g.expected).enumerate() {
         let what = format!("session {} ({})", i + 1, t.request.remote);
+        wait_sent(g, i, start);
         let s = scripted::stream_session(&m.farm, plan, m.front, t.request.remote)
             .ok_or_else(|| format!("{what}: the peers never went back to 0 connections"))?;
+        if let (Some(_), [b]) = (&g.sent, &s.accepted[..]) {
+            let timing = m.farm.timing(*b);
+            off |= off_cluster(s.first_ms, timing.head) || off_cluster(Some(s.total_ms), timing.last_byte());
+        }
         let mut hops: Vec<String> = s.failed.iter().map(|a| m.recorded_hop(&a.to_string())).collect();
         hops.extend(s.accepted.iter().map(|&b| m.recorded_backend(b)));
         let got = Outcome {
@@ -280,7 +328,9 @@ fn replay_stream(g: &Golden, m: &Moved, proxy: &Proxy) -> Result<(), String> {
         }
     }
     if diffs.is_empty() {
-        Ok(())
+        Ok(Verdict::Alike)
+    } else if off {
+        Ok(Verdict::Busy)
     } else {
         Err(diffs.join("\n"))
     }

@@ -801,6 +801,8 @@ fn a_timeout_on_an_answering_backend_is_told_apart() {
         upstream: hops.iter().map(|&i| farm.addr(i).to_string()).collect(),
         status: 200,
         upstream_status: statuses.iter().map(|s| s.to_string()).collect(),
+        header_ms: None,
+        response_ms: None,
     };
     assert!(logged(&[0], &["504"]).timed_out_unscripted(&farm));
     assert!(logged(&[1, 0], &["504", "504"]).timed_out_unscripted(&farm));

@@ -1,4 +1,5 @@
-//! Text formats of simulated traffic: request lines (`SRC_IP URI [t=S] [hold] [host=H]`) and backend modes.
+//! Text formats of simulated traffic: request lines (`SRC_IP URI [t=S] [hold] [host=H]`) and backend modes
+//! (`ADDR MODE [head=MS] [body=MS]`).
 
 use super::vars::Request;
 use std::collections::HashMap;
@@ -51,12 +52,28 @@ impl fmt::Display for BackendMode {
     }
 }
 
+/// When a simulated backend answers, from the request (ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Timing {
+    /// To the answer's head (in stream: its first byte).
+    pub head: u64,
+    /// From the head to the answer's last byte (in stream: the close).
+    pub body: u64,
+}
+
+impl Timing {
+    /// To the last byte.
+    pub fn last_byte(self) -> u64 {
+        self.head.saturating_add(self.body)
+    }
+}
+
 /// The modes of the backends by address; an address not listed answers [`BackendMode::Ok`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Backends {
     modes: HashMap<SocketAddr, BackendMode>,
-    /// Simulated answer times (ms) by address; unlisted backends answer in 0 ms.
-    latencies: HashMap<SocketAddr, u64>,
+    /// Simulated answer times by address; unlisted backends answer in 0 ms.
+    timings: HashMap<SocketAddr, Timing>,
 }
 
 impl Backends {
@@ -70,15 +87,20 @@ impl Backends {
         self.modes.insert(addr, mode);
     }
 
-    /// Sets the time (ms) `addr` takes to answer, which the time-measuring methods (`least_time`,
-    /// `random two ewma`, `random two least_time=`) see as its header, last-byte, connect and first-byte time.
+    /// Sets the time (ms) `addr` takes to answer whole, which the time-measuring methods (`least_time`,
+    /// `random two ewma`, `random two least_time=`) see as its header, last-byte and first-byte time.
     pub fn set_latency(&mut self, addr: SocketAddr, ms: u64) {
-        self.latencies.insert(addr, ms);
+        self.set_timing(addr, Timing { head: ms, body: 0 });
     }
 
-    /// The time (ms) `addr` takes to answer.
-    pub fn latency(&self, addr: SocketAddr) -> u64 {
-        self.latencies.get(&addr).copied().unwrap_or(0)
+    /// Sets when `addr` sends its answer's head and its last byte.
+    pub fn set_timing(&mut self, addr: SocketAddr, timing: Timing) {
+        self.timings.insert(addr, timing);
+    }
+
+    /// When `addr` answers.
+    pub fn timing(&self, addr: SocketAddr) -> Timing {
+        self.timings.get(&addr).copied().unwrap_or_default()
     }
 
     /// The mode of `addr`.
@@ -86,12 +108,12 @@ impl Backends {
         self.modes.get(&addr).copied().unwrap_or_default()
     }
 
-    /// Parses `ADDR MODE` lines (blank lines and `#` comments skipped).
+    /// Parses `ADDR MODE [head=MS] [body=MS]` lines (blank lines and `#` comments skipped).
     pub fn parse(text: &str) -> Result<Backends, TraceError> {
         let mut out = Backends::new();
         for (n, line) in numbered_lines(text) {
             let mut words = line.split_whitespace();
-            let (Some(addr), Some(mode), None) = (words.next(), words.next(), words.next()) else {
+            let (Some(addr), Some(mode)) = (words.next(), words.next()) else {
                 return Err(TraceError::Line(n, "expected \"ADDR MODE\"".into()));
             };
             let addr = addr
@@ -101,6 +123,23 @@ impl Backends {
                 .parse()
                 .map_err(|e: TraceError| TraceError::Line(n, e.to_string()))?;
             out.set(addr, mode);
+            let mut timing = Timing::default();
+            for word in words {
+                let ms = |v: &str| {
+                    v.parse::<u64>()
+                        .map_err(|_| TraceError::Line(n, format!("invalid time \"{word}\" (milliseconds)")))
+                };
+                if let Some(v) = word.strip_prefix("head=") {
+                    timing.head = ms(v)?;
+                } else if let Some(v) = word.strip_prefix("body=") {
+                    timing.body = ms(v)?;
+                } else {
+                    return Err(TraceError::Line(n, format!("unknown field \"{word}\"")));
+                }
+            }
+            if timing != Timing::default() {
+                out.set_timing(addr, timing);
+            }
         }
         Ok(out)
     }
@@ -223,7 +262,19 @@ mod tests {
             "line 1: unknown backend mode \"e99\" (expected ok, dead, reset, timeout or eNNN)"
         );
         assert!(Backends::parse("127.0.0.1 ok").is_err());
-        assert!(Backends::parse("127.0.0.1:1 ok extra").is_err());
+        assert_eq!(
+            Backends::parse("127.0.0.1:1 ok extra").unwrap_err().to_string(),
+            "line 1: unknown field \"extra\""
+        );
+        assert_eq!(
+            Backends::parse("127.0.0.1:1 ok head=x").unwrap_err().to_string(),
+            "line 1: invalid time \"head=x\" (milliseconds)"
+        );
+        let t = Backends::parse("127.0.0.1:1 ok head=10 body=130\n127.0.0.1:2 ok body=5\n").unwrap();
+        assert_eq!(t.timing("127.0.0.1:1".parse().unwrap()), Timing { head: 10, body: 130 });
+        assert_eq!(t.timing("127.0.0.1:1".parse().unwrap()).last_byte(), 140);
+        assert_eq!(t.timing("127.0.0.1:2".parse().unwrap()), Timing { head: 0, body: 5 });
+        assert_eq!(t.timing("127.0.0.1:3".parse().unwrap()), Timing::default());
         assert_eq!(BackendMode::Status(404).to_string(), "e404");
     }
 }

@@ -3,7 +3,7 @@
 //! chosen 127.x.y.z address; and the proxy's own account of each request read back from an access log.
 
 use corelb_engine::balance::UpstreamPlan;
-use corelb_engine::simulate::BackendMode;
+use corelb_engine::simulate::{BackendMode, Timing};
 use corelb_engine::state::Shared;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -73,6 +73,7 @@ impl Board {
 struct Scripted {
     addr: SocketAddr,
     mode: BackendMode,
+    timing: Timing,
     dead_socket: Option<socket2::Socket>,
 }
 
@@ -83,13 +84,20 @@ pub struct Farm {
 }
 
 impl Farm {
-    /// Starts one backend per mode, on free loopback ports, in order.
+    /// Starts one backend per mode, on free loopback ports, in order; each answers at once.
     pub fn start(modes: &[BackendMode], proto: Proto) -> Farm {
+        let timed: Vec<(BackendMode, Timing)> = modes.iter().map(|&m| (m, Timing::default())).collect();
+        Farm::start_timed(&timed, proto)
+    }
+
+    /// Starts one backend per mode, each sending its answer's head (stream: its first bytes) `head` ms after the
+    /// request and the rest `body` ms later.
+    pub fn start_timed(modes: &[(BackendMode, Timing)], proto: Proto) -> Farm {
         let board = Arc::new(Board::default());
         let backends = modes
             .iter()
             .enumerate()
-            .map(|(i, &mode)| start_one(i, mode, proto, &board))
+            .map(|(i, &(mode, timing))| start_one(i, Script { mode, timing }, proto, &board))
             .collect();
         Farm { backends, board }
     }
@@ -112,6 +120,11 @@ impl Farm {
     /// The mode of backend `i`.
     pub fn mode(&self, i: usize) -> BackendMode {
         self.backends[i].mode
+    }
+
+    /// When backend `i` answers.
+    pub fn timing(&self, i: usize) -> Timing {
+        self.backends[i].timing
     }
 
     /// How many arrivals there have been.
@@ -176,7 +189,15 @@ impl Drop for Farm {
     }
 }
 
-fn start_one(index: usize, mode: BackendMode, proto: Proto, board: &Arc<Board>) -> Scripted {
+/// How one backend answers.
+#[derive(Debug, Clone, Copy)]
+struct Script {
+    mode: BackendMode,
+    timing: Timing,
+}
+
+fn start_one(index: usize, script: Script, proto: Proto, board: &Arc<Board>) -> Scripted {
+    let mode = script.mode;
     if mode == BackendMode::Dead {
         let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
         sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
@@ -189,6 +210,7 @@ fn start_one(index: usize, mode: BackendMode, proto: Proto, board: &Arc<Board>) 
         return Scripted {
             addr,
             mode,
+            timing: script.timing,
             dead_socket: Some(sock),
         };
     }
@@ -203,14 +225,15 @@ fn start_one(index: usize, mode: BackendMode, proto: Proto, board: &Arc<Board>) 
             let Ok(conn) = conn else { continue };
             let board = board.clone();
             thread::spawn(move || match proto {
-                Proto::Http => serve_http(conn, index, addr, mode, &board),
-                Proto::Stream => serve_stream(conn, index, addr, mode, &board),
+                Proto::Http => serve_http(conn, index, addr, script, &board),
+                Proto::Stream => serve_stream(conn, index, addr, script, &board),
             });
         }
     });
     Scripted {
         addr,
         mode,
+        timing: script.timing,
         dead_socket: None,
     }
 }
@@ -255,7 +278,8 @@ fn read_head(conn: &mut TcpStream) -> Option<Head> {
     }
 }
 
-fn serve_http(mut conn: TcpStream, index: usize, addr: SocketAddr, mode: BackendMode, board: &Board) {
+fn serve_http(mut conn: TcpStream, index: usize, addr: SocketAddr, script: Script, board: &Board) {
+    let Script { mode, timing } = script;
     let _ = conn.set_read_timeout(Some(PATIENCE));
     let Some(head) = read_head(&mut conn) else { return };
     board.note(Arrival {
@@ -280,17 +304,25 @@ fn serve_http(mut conn: TcpStream, index: usize, addr: SocketAddr, mode: Backend
         board.hold();
     }
     let body = addr.to_string();
-    let out = format!(
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\nX-Backend: {body}\r\n\r\n{body}",
+    let head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\nX-Backend: {body}\r\n\r\n",
         body.len()
     );
-    let _ = conn.write_all(out.as_bytes());
+    pause(timing.head);
+    if timing.body > 0 {
+        let _ = conn.write_all(head.as_bytes());
+        pause(timing.body);
+        let _ = conn.write_all(body.as_bytes());
+    } else {
+        let _ = conn.write_all(format!("{head}{body}").as_bytes());
+    }
     let _ = conn.shutdown(Shutdown::Write);
     let mut tmp = [0u8; 1024];
     while matches!(super::read_retrying(&mut conn, &mut tmp), Ok(n) if n > 0) {}
 }
 
-fn serve_stream(mut conn: TcpStream, index: usize, addr: SocketAddr, mode: BackendMode, board: &Board) {
+fn serve_stream(mut conn: TcpStream, index: usize, addr: SocketAddr, script: Script, board: &Board) {
+    let Script { mode, timing } = script;
     board.note(Arrival {
         backend: index,
         request: None,
@@ -305,8 +337,17 @@ fn serve_stream(mut conn: TcpStream, index: usize, addr: SocketAddr, mode: Backe
         let _ = reset(&conn);
         return;
     }
+    pause(timing.head);
     let _ = conn.write_all(addr.to_string().as_bytes());
+    pause(timing.body);
     let _ = conn.shutdown(Shutdown::Both);
+}
+
+/// Sleeps `ms` milliseconds (none for 0).
+fn pause(ms: u64) {
+    if ms > 0 {
+        thread::sleep(Duration::from_millis(ms));
+    }
 }
 
 /// Closes `conn` with a reset (SO_LINGER 0).
@@ -370,6 +411,13 @@ pub fn http_from(front: SocketAddr, req: &HttpRequest) -> Answered {
 
 /// One stream session from `src` that sends one byte: everything the proxy sent until it closed.
 pub fn stream_from(front: SocketAddr, src: IpAddr) -> Vec<u8> {
+    stream_timed(front, src).0
+}
+
+/// [`stream_from`], with the ms from the connect to the first byte received (`None`: none came) and to the close.
+pub fn stream_timed(front: SocketAddr, src: IpAddr) -> (Vec<u8>, Option<u64>, u64) {
+    let start = Instant::now();
+    let mut first = None;
     let mut conn = connect_from(front, src);
     let _ = conn.set_read_timeout(Some(PATIENCE));
     let _ = conn.write_all(b"x");
@@ -378,12 +426,15 @@ pub fn stream_from(front: SocketAddr, src: IpAddr) -> Vec<u8> {
     loop {
         match conn.read(&mut tmp) {
             Ok(0) => break,
-            Ok(n) => got.extend_from_slice(&tmp[..n]),
+            Ok(n) => {
+                first.get_or_insert_with(|| start.elapsed().as_millis() as u64);
+                got.extend_from_slice(&tmp[..n]);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
     }
-    got
+    (got, first, start.elapsed().as_millis() as u64)
 }
 
 /// The access log the replays read: per request its number (`-` when the proxy refused it before reading its
@@ -400,6 +451,9 @@ pub struct Logged {
     pub status: u16,
     /// `$upstream_status` split at `, `: each try's status (502 for an error, 504 for a timeout).
     pub upstream_status: Vec<String>,
+    /// The last try's `$upstream_header_time` and `$upstream_response_time`, in ms (`None`: `-`).
+    pub header_ms: Option<u64>,
+    pub response_ms: Option<u64>,
 }
 
 impl Logged {
@@ -433,7 +487,7 @@ impl TryLog {
     /// The directives that write it, for an `http` block.
     pub fn directives(&self) -> String {
         format!(
-            "log_format tries '$http_x_req|$remote_port|$upstream_addr|$status|$upstream_status';\n    access_log {} tries;\n",
+            "log_format tries '$http_x_req|$remote_port|$upstream_addr|$status|$upstream_status|$upstream_header_time|$upstream_response_time';\n    access_log {} tries;\n",
             self.path.display()
         )
     }
@@ -471,6 +525,14 @@ fn parse_line(line: &str) -> Option<Line> {
     let upstream = parts.next()?.split(", ").map(str::to_string).collect();
     let status = parts.next()?.parse().ok()?;
     let upstream_status = parts.next()?.split(", ").map(str::to_string).collect();
+    // `0.011` (seconds with ms) -> 11, for the last try
+    let last_ms = |field: Option<&str>| -> Option<u64> {
+        let last = field?.rsplit(", ").next()?;
+        let (s, ms) = last.split_once('.')?;
+        Some(s.parse::<u64>().ok()? * 1000 + ms.parse::<u64>().ok()?)
+    };
+    let header_ms = last_ms(parts.next());
+    let response_ms = last_ms(parts.next());
     Some(Line {
         id,
         port,
@@ -478,6 +540,8 @@ fn parse_line(line: &str) -> Option<Line> {
             upstream,
             status,
             upstream_status,
+            header_ms,
+            response_ms,
         },
     })
 }
@@ -514,6 +578,9 @@ pub struct Session {
     pub accepted: Vec<usize>,
     /// What the client received.
     pub data: Vec<u8>,
+    /// The ms from the client's connect to the first byte received and to the close.
+    pub first_ms: Option<u64>,
+    pub total_ms: u64,
 }
 
 /// Runs one stream session from `src` through `front` once the peers of `plan` are idle (`None` if they never
@@ -524,7 +591,7 @@ pub fn stream_session(farm: &Farm, plan: &UpstreamPlan, front: SocketAddr, src: 
         return None;
     }
     let (before, seen) = (failures(), farm.arrival_count());
-    let data = stream_from(front, src);
+    let (data, first_ms, total_ms) = stream_timed(front, src);
     let failed = failures()
         .iter()
         .zip(&before)
@@ -532,5 +599,11 @@ pub fn stream_session(farm: &Farm, plan: &UpstreamPlan, front: SocketAddr, src: 
         .map(|((a, _), _)| *a)
         .collect();
     let accepted = farm.arrivals_since(seen).iter().map(|a| a.backend).collect();
-    Some(Session { failed, accepted, data })
+    Some(Session {
+        failed,
+        accepted,
+        data,
+        first_ms,
+        total_ms,
+    })
 }
