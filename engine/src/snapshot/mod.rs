@@ -164,6 +164,9 @@ pub struct Snapshot {
     pub client_buffer: usize,
     /// The access log files and the sets locations log to.
     pub access_logs: AccessLogPlan,
+    /// Set to the generation this one only reweighs (the agents' weights, the same config): shards carry their
+    /// balancer weights and keepalive pools over from it. 0 otherwise.
+    pub reweighs: u64,
 }
 
 /// The least client read buffer (request bodies stream through it too).
@@ -260,6 +263,7 @@ impl Snapshot {
             stream_ports,
             stream_servers,
             access_logs,
+            reweighs: 0,
         })
     }
 

@@ -102,11 +102,11 @@ pub fn upstream_map(snap: &Snapshot, block: Block, zone: &Zone, now: u64, fields
 /// nginx Plus's peer state.
 pub fn state(p: &Peer, now: u64) -> &'static str {
     let flags = p.slot.flags();
-    if p.down || flags.intersects(PeerFlags::ADMIN_DOWN) {
+    if p.down || flags.intersects(PeerFlags::ADMIN_DOWN) || flags.intersects(PeerFlags::AGENT_MAINT) {
         "down"
-    } else if flags.intersects(PeerFlags::DRAINING) {
+    } else if flags.intersects(PeerFlags::DRAIN_KINDS) {
         "draining"
-    } else if flags.intersects(PeerFlags::UNHEALTHY) {
+    } else if flags.intersects(PeerFlags::UNHEALTHY) || flags.intersects(PeerFlags::AGENT_DOWN) {
         "unhealthy"
     } else if flags.intersects(PeerFlags::CHECKING) {
         "checking"
@@ -126,6 +126,7 @@ pub fn peer(p: &Peer, backup: bool, block: Block, now: u64) -> Json {
         ("name", Json::str(p.server.to_string())),
         ("backup", Json::Bool(backup)),
         ("weight", Json::Num(u64::from(p.weight))),
+        ("weight_source", Json::str(p.weight_source.name())),
         ("state", Json::str(state(p, now))),
         ("active", Json::Num(u64::from(s.conns))),
     ];
@@ -208,6 +209,7 @@ pub fn server_conf(p: &Peer, backup: bool, block: Block) -> Json {
         ("id", Json::Num(u64::from(p.slot.id()))),
         ("server", Json::str(p.addr.to_string())),
         ("weight", Json::Num(u64::from(p.weight))),
+        ("weight_source", Json::str(p.weight_source.name())),
         ("max_conns", Json::Num(u64::from(p.max_conns))),
         ("max_fails", Json::Num(u64::from(p.max_fails))),
         ("fail_timeout", Json::str(format!("{}s", p.fail_timeout))),
