@@ -99,6 +99,14 @@ pub fn upstream_map(snap: &Snapshot, block: Block, zone: &Zone, now: u64, fields
     Json::Obj(items)
 }
 
+/// corelb's `weight_source` (`api` or `agent`) when the weight is not the config's: absent otherwise, so nginx
+/// Plus's schema is unchanged for a config's weights.
+fn push_weight_source(f: &mut Vec<(&'static str, Json)>, p: &Peer) {
+    if p.weight_source != crate::balance::WeightSource::Config {
+        f.push(("weight_source", Json::str(p.weight_source.name())));
+    }
+}
+
 /// nginx Plus's peer state.
 pub fn state(p: &Peer, now: u64) -> &'static str {
     let flags = p.slot.flags();
@@ -126,10 +134,10 @@ pub fn peer(p: &Peer, backup: bool, block: Block, now: u64) -> Json {
         ("name", Json::str(p.server.to_string())),
         ("backup", Json::Bool(backup)),
         ("weight", Json::Num(u64::from(p.weight))),
-        ("weight_source", Json::str(p.weight_source.name())),
         ("state", Json::str(state(p, now))),
         ("active", Json::Num(u64::from(s.conns))),
     ];
+    push_weight_source(&mut f, p);
     if p.max_conns != 0 {
         f.push(("max_conns", Json::Num(u64::from(p.max_conns))));
     }
@@ -209,12 +217,12 @@ pub fn server_conf(p: &Peer, backup: bool, block: Block) -> Json {
         ("id", Json::Num(u64::from(p.slot.id()))),
         ("server", Json::str(p.addr.to_string())),
         ("weight", Json::Num(u64::from(p.weight))),
-        ("weight_source", Json::str(p.weight_source.name())),
         ("max_conns", Json::Num(u64::from(p.max_conns))),
         ("max_fails", Json::Num(u64::from(p.max_fails))),
         ("fail_timeout", Json::str(format!("{}s", p.fail_timeout))),
         ("slow_start", Json::str(format!("{}s", p.slow_start))),
     ];
+    push_weight_source(&mut f, p);
     if block == Block::Http {
         f.push(("route", Json::str("")));
     }
