@@ -121,7 +121,7 @@ impl Control {
         let _serial = self.health.lock().unwrap_or_else(PoisonError::into_inner);
         let old = current.load_full();
         let mut snap = Snapshot::build(old.config.clone(), zone, old.generation + 1)?;
-        snap.reweighs = old.generation;
+        snap.config_generation = old.config_generation;
         let generation = snap.generation;
         current.store(Arc::new(snap));
         self.agent_changes.fetch_add(1, Ordering::Relaxed);
@@ -414,6 +414,37 @@ mod tests {
             2
         );
         assert_eq!(current.load().http_port_of(held_addr), Some(0));
+    }
+
+    #[test]
+    fn a_reweigh_is_a_new_generation_of_the_same_config() {
+        use corelb_shared_state::AgentWeight;
+        let zone = Zone::new();
+        let listen = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let text = format!(
+            "http {{ upstream u {{ server 127.0.0.1:1 weight=4 agent_port=9; }} \
+             server {{ listen {listen}; location / {{ proxy_pass http://u; }} }} }}"
+        );
+        let current = ArcSwap::from_pointee(Snapshot::build(config(&text), &zone, 1).unwrap());
+        let control = Control::default();
+        let peer = |s: &Snapshot| s.http_plans[0].primary.peers[0].clone();
+        peer(&current.load())
+            .slot
+            .agent()
+            .set_weight(Some(AgentWeight::Percent(50)));
+        assert_eq!(control.reweigh(&current, &zone).unwrap(), 2);
+        let snap = current.load_full();
+        assert_eq!((snap.generation, snap.config_generation), (2, 1));
+        assert_eq!(peer(&snap).weight, 2);
+        let stats = control.stats(&current);
+        assert_eq!((stats.agent_changes, stats.reloads, stats.api_changes), (1, 0, 0));
+        // a reload is a config generation of its own, and keeps the agent's word for the kept peer
+        let reload = |_: &Config| Ok(config(&text));
+        assert_eq!(control.apply(&current, &zone, ChangeKind::Reload, reload).unwrap(), 3);
+        let snap = current.load_full();
+        assert_eq!((snap.config_generation, peer(&snap).weight), (3, 2));
+        assert_eq!(control.reweigh(&current, &zone).unwrap(), 4);
+        assert_eq!(current.load().config_generation, 3);
     }
 
     #[test]

@@ -86,7 +86,7 @@ impl<C> GenerationState<C> {
         }
     }
 
-    /// Moves to `snap`, which only reweighs this state's snapshot (see [`Snapshot::reweighs`]): the balancer
+    /// Moves to `snap`, a reweigh of this state's config (see [`Snapshot::config_generation`]): the balancer
     /// weights carry over to the new plans and the keepalive pools stay.
     fn reweigh(&mut self, snap: Arc<Snapshot>) {
         for (state, plan) in self.http_states.iter_mut().zip(&snap.http_plans) {
@@ -233,7 +233,7 @@ impl<R: Runtime> Shard<R> {
         let current = self.shared.snapshot.load();
         let mut local = self.local.borrow_mut();
         if local.snap.generation != current.generation {
-            if current.reweighs == local.snap.generation {
+            if current.config_generation == local.snap.config_generation {
                 local.reweigh(Arc::clone(&current));
             } else {
                 *local = GenerationState::new(Arc::clone(&current), rand::random::<u64>() ^ self.index as u64);

@@ -77,6 +77,7 @@ impl Drop for Agent {
 /// requests.
 struct Web {
     addr: SocketAddr,
+    accepts: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
     header: Arc<Mutex<String>>,
 }
@@ -86,13 +87,15 @@ impl Web {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind a backend");
         let w = Web {
             addr: listener.local_addr().expect("address"),
+            accepts: Arc::default(),
             requests: Arc::default(),
             header: Arc::default(),
         };
-        let (requests, header) = (w.requests.clone(), w.header.clone());
+        let (accepts, requests, header) = (w.accepts.clone(), w.requests.clone(), w.header.clone());
         thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
+                accepts.fetch_add(1, Ordering::Relaxed);
                 let (requests, header) = (requests.clone(), header.clone());
                 thread::spawn(move || serve(conn, name, delay, &requests, &header));
             }
@@ -526,6 +529,42 @@ fn stream_upstreams_take_agents_too() {
             s1.accepts.load(Ordering::Relaxed),
             after.0,
             "runtime {rt}: nothing to the downed peer"
+        );
+    }
+}
+
+#[test]
+fn a_reweigh_keeps_the_keepalive_connections() {
+    for rt in 0..2 {
+        let a = Web::start("a", Duration::ZERO);
+        let agent = Agent::start("weight:2");
+        let listen = free_addr();
+        let servers = format!("server {} agent_port={} agent_inter=200ms;", a.addr, agent.addr.port());
+        let text = config(listen, &servers, "keepalive 4;").replace(
+            "location / { proxy_pass http://b; }",
+            "location / { proxy_pass http://b; proxy_http_version 1.1; proxy_set_header Connection \"\"; }",
+        );
+        let p = start(rt, &text);
+        wait_for(Duration::from_secs(5), "weight 2", || {
+            peer(listen, a.addr)["weight"] == 2
+        });
+        assert_eq!(requests(listen, 2).0, 2);
+        assert_eq!(
+            a.accepts.load(Ordering::Relaxed),
+            1,
+            "runtime {rt}: one kept connection"
+        );
+        let generation = p.shared.control_stats().generation;
+        agent.say("weight:5");
+        wait_for(Duration::from_secs(5), "weight 5", || {
+            peer(listen, a.addr)["weight"] == 5
+        });
+        assert!(p.shared.control_stats().generation > generation);
+        assert_eq!(requests(listen, 2).0, 2);
+        assert_eq!(
+            a.accepts.load(Ordering::Relaxed),
+            1,
+            "runtime {rt}: the pool survived the new generation"
         );
     }
 }

@@ -164,9 +164,10 @@ pub struct Snapshot {
     pub client_buffer: usize,
     /// The access log files and the sets locations log to.
     pub access_logs: AccessLogPlan,
-    /// Set to the generation this one only reweighs (the agents' weights, the same config): shards carry their
-    /// balancer weights and keepalive pools over from it. 0 otherwise.
-    pub reweighs: u64,
+    /// The generation whose config (and so whose peers) this snapshot has: its own for a start, a reload or an API
+    /// change; the reweighed snapshot's for an agents' reweigh ([`crate::control::Control::reweigh`]). Shards
+    /// carry their balancer weights and keepalive pools over between snapshots of one config generation.
+    pub config_generation: u64,
 }
 
 /// The least client read buffer (request bodies stream through it too).
@@ -263,7 +264,7 @@ impl Snapshot {
             stream_ports,
             stream_servers,
             access_logs,
-            reweighs: 0,
+            config_generation: generation,
         })
     }
 
