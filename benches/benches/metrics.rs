@@ -82,6 +82,8 @@ fn reading(peers: usize) -> Reading {
         server: format!("backend{i}.example:8080"),
         backup: false,
         state: PeerState::Up,
+        weight: 1,
+        weight_source: corelb_engine::balance::WeightSource::Config,
         stats: slot.stats(),
         latency: slot.latency().snapshot(),
     };
@@ -91,6 +93,7 @@ fn reading(peers: usize) -> Reading {
             reloads: 0,
             reload_failures: 0,
             api_changes: 0,
+            agent_changes: 0,
             started_at: 1_700_000_000,
             loaded_at_ms: 1_700_000_000_000,
         },

@@ -6,6 +6,7 @@
 
 use crate::config::error::errno_text;
 use crate::config::model::{Config, RuntimeKind, Workers};
+use crate::health::agent::Reweigh;
 use crate::health::HealthCheckers;
 use crate::snapshot::{Snapshot, SnapshotError};
 use arc_swap::ArcSwap;
@@ -53,6 +54,8 @@ pub struct ControlStats {
     pub reload_failures: u64,
     /// Changes made through the API.
     pub api_changes: u64,
+    /// New generations made for the agents' weights (`agent_port=`, `endpoint_load_metrics`).
+    pub agent_changes: u64,
     /// When the process started, seconds since the Unix epoch.
     pub started_at: u64,
     /// When the running snapshot was made (start, reload or API change), milliseconds since the Unix epoch.
@@ -74,8 +77,11 @@ pub struct Control {
     reloads: AtomicU64,
     reload_failures: AtomicU64,
     api_changes: AtomicU64,
+    agent_changes: AtomicU64,
     started_at: u64,
     loaded_at_ms: AtomicU64,
+    /// How the agent checkers apply weights (set once by the state layer, which owns what a reweigh needs).
+    reweigh: std::sync::OnceLock<Reweigh>,
 }
 
 impl Default for Control {
@@ -85,6 +91,8 @@ impl Default for Control {
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             api_changes: AtomicU64::new(0),
+            agent_changes: AtomicU64::new(0),
+            reweigh: std::sync::OnceLock::new(),
             started_at: crate::clock::now_ms() / 1000,
             loaded_at_ms: AtomicU64::new(crate::clock::now_ms()),
         }
@@ -96,8 +104,29 @@ impl Control {
     pub fn start_health(&self, snap: Arc<Snapshot>) -> io::Result<()> {
         let mut health = self.health.lock().unwrap_or_else(PoisonError::into_inner);
         std::mem::take(&mut *health).detach();
-        *health = HealthCheckers::start(snap)?;
+        *health = HealthCheckers::start_after(snap, None, self.reweigh.get())?;
         Ok(())
+    }
+
+    /// Sets how agent checkers apply the weights they read (once; later calls are ignored).
+    pub fn set_reweigh(&self, reweigh: Reweigh) {
+        let _ = self.reweigh.set(reweigh);
+    }
+
+    /// Makes a new generation of the running config, so the plans take the weights and `maxconn` the agents put
+    /// in the zone: serialized with every other change, the health and agent checkers left running (the peers are
+    /// the same), and marked so shards keep their balancer weights (SWRR's `effective_weight` then moves to the
+    /// new weight) and keepalive pools. Returns the new generation.
+    pub fn reweigh(&self, current: &ArcSwap<Snapshot>, zone: &Zone) -> Result<u64, ApplyError> {
+        let _serial = self.health.lock().unwrap_or_else(PoisonError::into_inner);
+        let old = current.load_full();
+        let mut snap = Snapshot::build(old.config.clone(), zone, old.generation + 1)?;
+        snap.config_generation = old.config_generation;
+        let generation = snap.generation;
+        current.store(Arc::new(snap));
+        self.agent_changes.fetch_add(1, Ordering::Relaxed);
+        self.loaded_at_ms.store(crate::clock::now_ms(), Ordering::Relaxed);
+        Ok(generation)
     }
 
     /// Stops the health checkers without waiting for probes in flight (graceful stop).
@@ -121,7 +150,9 @@ impl Control {
             ChangeKind::Reload => (&self.reloads, Some(&self.reload_failures)),
             ChangeKind::Api => (&self.api_changes, None),
         };
-        match Self::build(current, zone, change).and_then(|snap| Self::publish(snap, &mut health, current)) {
+        match Self::build(current, zone, change)
+            .and_then(|snap| Self::publish(snap, &mut health, current, self.reweigh.get()))
+        {
             Ok(generation) => {
                 done.fetch_add(1, Ordering::Relaxed);
                 self.loaded_at_ms.store(crate::clock::now_ms(), Ordering::Relaxed);
@@ -154,8 +185,9 @@ impl Control {
         (old, snap): (Arc<Snapshot>, Arc<Snapshot>),
         health: &mut HealthCheckers,
         current: &ArcSwap<Snapshot>,
+        reweigh: Option<&Reweigh>,
     ) -> Result<u64, ApplyError> {
-        let next = HealthCheckers::start_after(Arc::clone(&snap), Some(&old)).map_err(ApplyError::Health)?;
+        let next = HealthCheckers::start_after(Arc::clone(&snap), Some(&old), reweigh).map_err(ApplyError::Health)?;
         std::mem::replace(health, next).detach();
         let generation = snap.generation;
         current.store(snap);
@@ -169,6 +201,7 @@ impl Control {
             reloads: self.reloads.load(Ordering::Relaxed),
             reload_failures: self.reload_failures.load(Ordering::Relaxed),
             api_changes: self.api_changes.load(Ordering::Relaxed),
+            agent_changes: self.agent_changes.load(Ordering::Relaxed),
             started_at: self.started_at,
             loaded_at_ms: self.loaded_at_ms.load(Ordering::Relaxed),
         }
@@ -381,6 +414,37 @@ mod tests {
             2
         );
         assert_eq!(current.load().http_port_of(held_addr), Some(0));
+    }
+
+    #[test]
+    fn a_reweigh_is_a_new_generation_of_the_same_config() {
+        use corelb_shared_state::AgentWeight;
+        let zone = Zone::new();
+        let listen = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let text = format!(
+            "http {{ upstream u {{ server 127.0.0.1:1 weight=4 agent_port=9; }} \
+             server {{ listen {listen}; location / {{ proxy_pass http://u; }} }} }}"
+        );
+        let current = ArcSwap::from_pointee(Snapshot::build(config(&text), &zone, 1).unwrap());
+        let control = Control::default();
+        let peer = |s: &Snapshot| s.http_plans[0].primary.peers[0].clone();
+        peer(&current.load())
+            .slot
+            .agent()
+            .set_weight(Some(AgentWeight::Percent(50)));
+        assert_eq!(control.reweigh(&current, &zone).unwrap(), 2);
+        let snap = current.load_full();
+        assert_eq!((snap.generation, snap.config_generation), (2, 1));
+        assert_eq!(peer(&snap).weight, 2);
+        let stats = control.stats(&current);
+        assert_eq!((stats.agent_changes, stats.reloads, stats.api_changes), (1, 0, 0));
+        // a reload is a config generation of its own, and keeps the agent's word for the kept peer
+        let reload = |_: &Config| Ok(config(&text));
+        assert_eq!(control.apply(&current, &zone, ChangeKind::Reload, reload).unwrap(), 3);
+        let snap = current.load_full();
+        assert_eq!((snap.config_generation, peer(&snap).weight), (3, 2));
+        assert_eq!(control.reweigh(&current, &zone).unwrap(), 4);
+        assert_eq!(current.load().config_generation, 3);
     }
 
     #[test]

@@ -85,6 +85,18 @@ impl<C> GenerationState<C> {
             pools,
         }
     }
+
+    /// Moves to `snap`, a reweigh of this state's config (see [`Snapshot::config_generation`]): the balancer
+    /// weights carry over to the new plans and the keepalive pools stay.
+    fn reweigh(&mut self, snap: Arc<Snapshot>) {
+        for (state, plan) in self.http_states.iter_mut().zip(&snap.http_plans) {
+            state.reweigh(plan);
+        }
+        for (state, plan) in self.stream_states.iter_mut().zip(&snap.stream_plans) {
+            state.reweigh(plan);
+        }
+        self.snap = snap;
+    }
 }
 
 /// The statuses corelb answers with its own error pages.
@@ -221,7 +233,11 @@ impl<R: Runtime> Shard<R> {
         let current = self.shared.snapshot.load();
         let mut local = self.local.borrow_mut();
         if local.snap.generation != current.generation {
-            *local = GenerationState::new(Arc::clone(&current), rand::random::<u64>() ^ self.index as u64);
+            if current.config_generation == local.snap.config_generation {
+                local.reweigh(Arc::clone(&current));
+            } else {
+                *local = GenerationState::new(Arc::clone(&current), rand::random::<u64>() ^ self.index as u64);
+            }
         }
         Arc::clone(&local.snap)
     }

@@ -34,7 +34,7 @@ impl Shared {
     /// Shared state for `shards` shards starting from `snapshot`.
     pub fn new(snapshot: Snapshot, zone: Arc<Zone>, shards: usize) -> Arc<Shared> {
         let access_logs = ProcessLogs::start();
-        Arc::new(Shared {
+        let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             zone,
             control: Control::default(),
@@ -45,7 +45,20 @@ impl Shared {
             heartbeats: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             connections: AtomicUsize::new(0),
             access_logs,
-        })
+        });
+        // The agent checkers' weights, applied through the control plane; a weak handle, so that the checkers
+        // (owned by the control plane) do not keep the process state alive.
+        let weak = Arc::downgrade(&shared);
+        shared
+            .control
+            .set_reweigh(crate::health::agent::Reweigh(Arc::new(move || {
+                if let Some(shared) = weak.upgrade() {
+                    if let Err(e) = shared.control.reweigh(&shared.snapshot, &shared.zone) {
+                        crate::log_alert!("the agents' weights were not applied: {}", e.log_line());
+                    }
+                }
+            })));
+        shared
     }
 
     /// Makes the config `change` builds from the running one the running snapshot (see [`Control::apply`]).

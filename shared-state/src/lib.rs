@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 #![deny(rust_2018_idioms)]
 
+mod agent;
 mod guard;
 mod latency;
 mod least_time;
@@ -19,6 +20,7 @@ mod slot;
 mod sticky;
 mod zone;
 
+pub use agent::{AgentSlot, AgentWeight, LoadReport};
 pub use guard::ConnGuard;
 pub use latency::{bucket_index, LatencyHistogram, LatencySnapshot, LATENCY_BOUNDS_US, LATENCY_BUCKETS};
 pub use least_time::{time_avg, PeerTimes, TimeMetric};

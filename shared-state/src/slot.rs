@@ -1,6 +1,7 @@
 //! `PeerSlot`: one cache-line-aligned record of atomics per peer (conns, fails, checked, accessed, flags, counters,
 //! the slow-start origin `recovered_at`, the active health checks' record, and the response time histogram).
 
+use crate::agent::AgentSlot;
 use crate::guard::ConnGuard;
 use crate::latency::LatencyHistogram;
 use crate::least_time::PeerTimes;
@@ -20,9 +21,19 @@ impl PeerFlags {
     pub const DRAINING: PeerFlags = PeerFlags(1 << 2);
     /// Waiting for its first health check (`mandatory`).
     pub const CHECKING: PeerFlags = PeerFlags(1 << 3);
+    /// Its agent said `down` (or `fail`, `stopped`); only the agent's `up` clears it.
+    pub const AGENT_DOWN: PeerFlags = PeerFlags(1 << 4);
+    /// Its agent said `maint`; only the agent's `ready` (or `drain`) clears it.
+    pub const AGENT_MAINT: PeerFlags = PeerFlags(1 << 5);
+    /// Its agent said `drain`: no new requests, as `DRAINING`; the agent's `ready` (or `maint`) clears it.
+    pub const AGENT_DRAIN: PeerFlags = PeerFlags(1 << 6);
+    /// Its agent's weight is 0 (set by a config build from the agent's weight): no new requests, as `DRAINING`.
+    pub const AGENT_ZERO: PeerFlags = PeerFlags(1 << 7);
 
     /// Flags under which a peer takes no new requests.
-    pub const NOT_SELECTABLE: PeerFlags = PeerFlags(1 | (1 << 1) | (1 << 2) | (1 << 3));
+    pub const NOT_SELECTABLE: PeerFlags = PeerFlags(0xff);
+    /// The flags that still let a peer take requests bound to it (`sticky`): the draining kinds.
+    pub const DRAIN_KINDS: PeerFlags = PeerFlags((1 << 2) | (1 << 6) | (1 << 7));
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -158,6 +169,8 @@ pub struct PeerSlot {
     times: PeerTimes,
     /// The P2C balancer's peak-EWMA latency (written only by `random two ewma` upstreams).
     ewma: PeakEwma,
+    /// What the peer's agent set and the load its responses reported (written only with an agent or reports).
+    agent: AgentSlot,
 }
 
 impl PeerSlot {
@@ -384,6 +397,11 @@ impl PeerSlot {
     /// The peak-EWMA latency of this peer (`random two ewma`).
     pub fn ewma(&self) -> &PeakEwma {
         &self.ewma
+    }
+
+    /// The agent's record of this peer (`agent_port=`, `endpoint_load_metrics`).
+    pub fn agent(&self) -> &AgentSlot {
+        &self.agent
     }
 
     /// Records one upstream response time measured on shard `shard` (two relaxed adds, see [`LatencyHistogram`]).

@@ -30,7 +30,7 @@ mod testkit;
 pub mod two_choice;
 
 pub use attempt::{Attempt, AttemptState, Outcome};
-pub use plan::{KeySpec, ListKind, Peer, PeerList, PlanError, UpstreamPlan};
+pub use plan::{KeySpec, ListKind, Peer, PeerList, PlanError, UpstreamPlan, WeightSource};
 
 use crate::config::model::{Method, RandomTwo};
 use consistent_hash::ConsistentHash;
@@ -101,6 +101,17 @@ impl Weights {
             effective: list.peers.iter().map(|p| i64::from(p.weight)).collect(),
         }
     }
+
+    /// See [`ShardState::reweigh`].
+    fn reweigh(&mut self, list: &PeerList) {
+        if self.effective.len() != list.peers.len() || self.current.len() != list.peers.len() {
+            *self = Weights::new(list);
+            return;
+        }
+        for (ew, p) in self.effective.iter_mut().zip(&list.peers) {
+            *ew = (*ew).min(i64::from(p.weight));
+        }
+    }
 }
 
 /// What one shard keeps for one upstream, as nginx keeps it per worker: never shared, never locked.
@@ -130,6 +141,14 @@ impl ShardState {
     /// Fresh state with a fixed seed.
     pub fn seeded(plan: &UpstreamPlan, seed: u64) -> Self {
         Self::new(plan, SmallRng::seed_from_u64(seed))
+    }
+
+    /// Carries this state over to `plan`, the same peers with new weights: each peer keeps its `current_weight`,
+    /// and its `effective_weight` is kept up to the new weight (a lower weight applies at once, a higher one is
+    /// reached by one per pass, as after a failure). A list whose length changed starts afresh.
+    pub fn reweigh(&mut self, plan: &UpstreamPlan) {
+        self.primary.reweigh(&plan.primary);
+        self.backup.reweigh(&plan.backup);
     }
 
     /// The weights of one list.
@@ -186,6 +205,41 @@ pub fn build_balancer(method: &Method, primary: &PeerList) -> (Box<dyn Balancer>
 mod tests {
     use super::*;
     use crate::config::key::KeyTemplate;
+
+    #[test]
+    fn a_reweigh_keeps_current_weights_and_caps_effective_ones() {
+        use testkit::{plan, weighted};
+        let old = plan(
+            Method::RoundRobin,
+            vec![weighted("127.0.0.1:1", 5), weighted("127.0.0.1:2", 5)],
+        );
+        let mut st = ShardState::seeded(&old, 1);
+        st.primary.current = vec![3, -3];
+        st.primary.effective = vec![5, 2];
+        let new = plan(
+            Method::RoundRobin,
+            vec![weighted("127.0.0.1:1", 1), weighted("127.0.0.1:2", 9)],
+        );
+        st.reweigh(&new);
+        // a lower weight applies at once; a higher one is reached by one per pass
+        assert_eq!(
+            (st.primary.current.clone(), st.primary.effective.clone()),
+            (vec![3, -3], vec![1, 2])
+        );
+        let grown = plan(
+            Method::RoundRobin,
+            vec![
+                weighted("127.0.0.1:1", 1),
+                weighted("127.0.0.1:2", 9),
+                weighted("127.0.0.1:3", 1),
+            ],
+        );
+        st.reweigh(&grown);
+        assert_eq!(
+            (st.primary.current.clone(), st.primary.effective.clone()),
+            (vec![0; 3], vec![1, 9, 1])
+        );
+    }
 
     #[test]
     fn every_method_builds_its_balancer_and_key() {

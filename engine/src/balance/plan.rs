@@ -36,8 +36,71 @@ pub struct Peer {
     pub slow_start: u64,
     /// `down` in the config.
     pub down: bool,
+    /// Where `weight` came from (the API and metrics show it).
+    pub weight_source: WeightSource,
     /// The shared state in the zone.
     pub slot: Arc<PeerSlot>,
+}
+
+/// Who set a peer's weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightSource {
+    /// The `server` line's `weight=`.
+    #[default]
+    Config,
+    /// A `PATCH` or `POST` of the API.
+    Api,
+    /// The peer's agent (`agent_port=`) or its load reports (`endpoint_load_metrics`).
+    Agent,
+}
+
+impl WeightSource {
+    /// `config`, `api`, `agent`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightSource::Config => "config",
+            WeightSource::Api => "api",
+            WeightSource::Agent => "agent",
+        }
+    }
+}
+
+/// A peer's weight and `max_conns` after what its agent set in `slot` (the agent's weight over the line's; a weight
+/// of 0 drains the peer, keeping weight 1 for the methods that need one), and the weight's source.
+///
+/// A peer no agent or load report may set (no `agent_port=`, no `endpoint_load_metrics`, say after a reload took
+/// them away) has its agent record cleared here.
+fn effective(line: &crate::config::model::ServerLine, slot: &PeerSlot, agent_on: bool) -> (u32, u32, WeightSource) {
+    let agent = slot.agent();
+    if !agent_on {
+        agent.set_weight(None);
+        agent.set_maxconn(None);
+        slot.clear_flags(PeerFlags::AGENT_DOWN);
+        slot.clear_flags(PeerFlags::AGENT_MAINT);
+        slot.clear_flags(PeerFlags::AGENT_DRAIN);
+    }
+    let max_conns = agent.maxconn().unwrap_or(line.max_conns);
+    let configured = line.weight.max(1);
+    let source = if line.weight_by_api {
+        WeightSource::Api
+    } else {
+        WeightSource::Config
+    };
+    match agent.weight() {
+        None => {
+            slot.clear_flags(PeerFlags::AGENT_ZERO);
+            (configured, max_conns, source)
+        }
+        Some(w) => {
+            let weight = crate::config::agent::resolve(w, configured);
+            if weight == 0 {
+                slot.set_flags(PeerFlags::AGENT_ZERO);
+            } else {
+                slot.clear_flags(PeerFlags::AGENT_ZERO);
+            }
+            (weight.max(1), max_conns, WeightSource::Agent)
+        }
+    }
 }
 
 impl Peer {
@@ -191,6 +254,8 @@ pub struct UpstreamPlan {
     pub sticky: Option<Box<super::sticky::StickyPlan>>,
     /// `queue N [timeout=T]`: a request that finds no usable peer waits (see `proxy::queue`).
     pub queue: Option<crate::config::queue::QueueConf>,
+    /// `endpoint_load_metrics on`: each response's load report is read (see `proxy::load_report`).
+    pub load_metrics: bool,
 }
 
 impl UpstreamPlan {
@@ -242,15 +307,18 @@ impl UpstreamPlan {
                 } else {
                     slot.clear_flags(PeerFlags::DRAINING);
                 }
+                let agent_on = line.agent.is_some() || conf.load_metrics.is_some();
+                let (weight, max_conns, weight_source) = effective(line, &slot, agent_on);
                 let peer = Peer {
                     server: server.clone(),
                     addr: *addr,
-                    weight: line.weight.max(1),
+                    weight,
                     max_fails: line.max_fails,
                     fail_timeout: line.fail_timeout.as_secs(),
-                    max_conns: line.max_conns,
+                    max_conns,
                     slow_start: line.slow_start.as_secs(),
                     down: line.down,
+                    weight_source,
                     slot,
                 };
                 if line.backup {
@@ -284,6 +352,7 @@ impl UpstreamPlan {
             ),
             sticky: None,
             queue: conf.queue,
+            load_metrics: conf.load_metrics.is_some(),
         };
         plan.sticky = super::sticky::build(conf, &plan, None);
         Ok(plan)
@@ -323,6 +392,45 @@ mod tests {
     use super::*;
     use crate::balance::testkit::line;
     use crate::config::model::{Method, ServerLine};
+
+    #[test]
+    fn the_agent_s_record_sets_weight_max_conns_and_source() {
+        use corelb_shared_state::AgentWeight;
+        let slot = Arc::new(PeerSlot::new());
+        let agent = crate::config::agent::AgentConf {
+            port: 9,
+            inter: std::time::Duration::from_secs(2),
+            send: None,
+        };
+        let mut conf = UpstreamConf::new(
+            "u",
+            Method::RoundRobin,
+            vec![ServerLine {
+                weight: 10,
+                max_conns: 4,
+                agent: Some(agent),
+                ..line("127.0.0.1:1")
+            }],
+        );
+        let peer = |conf: &UpstreamConf| {
+            let plan = UpstreamPlan::build_with(conf, || slot.clone()).unwrap();
+            let p = &plan.primary.peers[0];
+            (p.weight, p.max_conns, p.weight_source, p.slot.is_blocked())
+        };
+        assert_eq!(peer(&conf), (10, 4, WeightSource::Config, false));
+        slot.agent().set_weight(Some(AgentWeight::Percent(250)));
+        slot.agent().set_maxconn(Some(1));
+        assert_eq!(peer(&conf), (25, 1, WeightSource::Agent, false));
+        // weight 0: no new requests, weight 1 kept for the methods
+        slot.agent().set_weight(Some(AgentWeight::Absolute(0)));
+        assert_eq!(peer(&conf), (1, 1, WeightSource::Agent, true));
+        // the API's weight, once the agent is gone from the line: its record is cleared
+        slot.set_flags(PeerFlags::AGENT_DOWN);
+        conf.servers[0].agent = None;
+        conf.servers[0].weight_by_api = true;
+        assert_eq!(peer(&conf), (10, 4, WeightSource::Api, false));
+        assert_eq!((slot.agent().weight(), slot.agent().maxconn()), (None, None));
+    }
 
     /// stream_upstream_max_conns.t's `u_many`: two equal lines are two peers, each with its own connections (and
     /// each keeps its slot across a reload).

@@ -66,6 +66,7 @@ pub fn peer_list(weights: &[u32]) -> PeerList {
             max_conns: 0,
             slow_start: 0,
             down: false,
+            weight_source: super::WeightSource::Config,
             slot: Arc::new(PeerSlot::new()),
         })
         .collect();

@@ -4,6 +4,7 @@
 //! memory. Errors are [`ConfigError`]s worded as nginx words them; `docs/directives.md` lists what corelb reads.
 
 pub mod access;
+pub mod agent;
 mod build;
 pub mod error;
 pub mod error_pages;

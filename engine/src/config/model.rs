@@ -246,6 +246,10 @@ pub struct ServerLine {
     pub drain: bool,
     /// `route=ID` (http): the server id `sticky` reads (else the MD5 of the address).
     pub route: Option<String>,
+    /// `agent_port=N [agent_inter=T] [agent_send=S]` (corelb's): the server's agent check.
+    pub agent: Option<super::agent::AgentConf>,
+    /// The API set `weight` (for the API's and metrics' weight source; the config's weight otherwise).
+    pub weight_by_api: bool,
     pub span: Span,
 }
 
@@ -265,6 +269,8 @@ impl ServerLine {
             down: false,
             drain: false,
             route: None,
+            agent: None,
+            weight_by_api: false,
             span: Span::default(),
         }
     }
@@ -303,6 +309,10 @@ pub struct UpstreamConf {
     pub sticky: Option<Box<super::sticky::StickyConf>>,
     /// `queue N [timeout=T]` (http, nginx Plus).
     pub queue: Option<super::queue::QueueConf>,
+    /// `load_weight ...` (corelb's): how a load report becomes a weight.
+    pub load_weight: super::agent::LoadFormula,
+    /// `endpoint_load_metrics on` (corelb's, http): responses' load reports set the weights.
+    pub load_metrics: Option<super::agent::LoadMetricsConf>,
     pub span: Span,
 }
 
@@ -322,6 +332,8 @@ impl UpstreamConf {
             implicit: false,
             sticky: None,
             queue: None,
+            load_weight: super::agent::LoadFormula::default(),
+            load_metrics: None,
             span: Span::default(),
         }
     }

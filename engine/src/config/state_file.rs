@@ -68,6 +68,7 @@ fn same_params(a: &ServerLine, b: &ServerLine) -> bool {
     (a.weight, a.max_fails, a.fail_timeout, a.max_conns, a.slow_start)
         == (b.weight, b.max_fails, b.fail_timeout, b.max_conns, b.slow_start)
         && (a.backup, a.down, a.drain) == (b.backup, b.down, b.drain)
+        && a.agent == b.agent
 }
 
 fn push_line(out: &mut String, text: &str, line: &ServerLine) {
@@ -92,6 +93,16 @@ fn push_line(out: &mut String, text: &str, line: &ServerLine) {
     for (on, word) in [(line.backup, " backup"), (line.down, " down"), (line.drain, " drain")] {
         if on {
             out.push_str(word);
+        }
+    }
+    if let Some(agent) = &line.agent {
+        let _ = write!(out, " agent_port={}", agent.port);
+        if agent.inter != crate::config::agent::DEFAULT_INTER {
+            let _ = write!(out, " agent_inter={}ms", agent.inter.as_millis());
+        }
+        if let Some(send) = &agent.send {
+            out.push(' ');
+            push_word(out, &format!("agent_send={send}"));
         }
     }
     out.push_str(";\n");
@@ -152,6 +163,25 @@ mod tests {
              slow_start=30s backup down drain;\n"
         );
         assert_eq!(render(&[]), "");
+        let agent = |inter: u64, send: Option<&str>| crate::config::agent::AgentConf {
+            port: 9,
+            inter: Duration::from_millis(inter),
+            send: send.map(str::to_string),
+        };
+        let agents = [
+            ServerLine {
+                agent: Some(agent(2000, None)),
+                ..line("127.0.0.1:1")
+            },
+            ServerLine {
+                agent: Some(agent(500, Some("ping me"))),
+                ..line("127.0.0.1:2")
+            },
+        ];
+        assert_eq!(
+            render(&agents),
+            "server 127.0.0.1:1 agent_port=9;\nserver 127.0.0.1:2 agent_port=9 agent_inter=500ms \"agent_send=ping me\";\n"
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! What a backend's agent says (HAProxy's agent-check protocol), and the weight it gives: the reply line's words
 //! parsed into one [`AgentReply`], and the load-report formula turning `cpu=`/`mem=` into a weight.
 //!
-//! Not wired to a directive yet: the agent check itself (the `server` parameters, the checker thread and the
-//! weight change through the control plane) is still to come, so nothing in a config reaches this.
+//! The agent check itself is [`super::agent`]; `endpoint_load_metrics` reads its header with
+//! [`LoadMetrics::parse`].
 //!
 //! A reply is one line of words separated by spaces, tabs or commas, in any order, up to a `#` (the rest is a
 //! description). Words of one kind override each other, the last one winning: a weight (`N%` of the configured
@@ -10,14 +10,9 @@
 //! state (`up`, or `down`, `fail`, `failed`, `stopped`), and the load report (`cpu=X`, `mem=X`, each a fraction
 //! `0..=1` or a percentage `N%`). Unknown words are ignored, as HAProxy ignores them.
 
-/// The weight an agent asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgentWeight {
-    /// `N%` of the configured weight.
-    Percent(u32),
-    /// `weight:N`.
-    Absolute(u32),
-}
+use crate::config::agent::{resolve, LoadFormula, MAX_WEIGHT};
+pub use corelb_shared_state::AgentWeight;
+use corelb_shared_state::LoadReport;
 
 /// `ready`, `drain`, `maint`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,29 +95,51 @@ impl AgentReply {
         r
     }
 
-    /// The weight this reply gives a peer configured with `configured`: the load report's when it has `cpu=` or
-    /// `mem=` (a missing one counts as 0), else `N%` of `configured` (rounded down) or `weight:N`, else `None`
-    /// (the weight stays as it is). A weight of 0 takes no new requests.
-    pub fn weight(&self, configured: u32) -> Option<u32> {
+    /// The weight this reply asks for: the load report's under `formula` when it has `cpu=` or `mem=` (a missing
+    /// one counts as 0), else `N%` or `weight:N` (at most [`MAX_WEIGHT`]), else `None` (the weight stays as it is).
+    /// A weight of 0 takes no new requests.
+    pub fn agent_weight(&self, formula: &LoadFormula) -> Option<AgentWeight> {
         if self.cpu.is_some() || self.mem.is_some() {
-            return Some(load_weight(self.cpu.unwrap_or(0.0), self.mem.unwrap_or(0.0)));
+            let w = formula.weight(self.cpu.unwrap_or(0.0), self.mem.unwrap_or(0.0));
+            return Some(AgentWeight::Absolute(w));
         }
-        match self.weight? {
-            AgentWeight::Percent(p) => {
-                let w = u64::from(configured) * u64::from(p) / 100;
-                Some(u32::try_from(w).unwrap_or(u32::MAX))
-            }
-            AgentWeight::Absolute(n) => Some(n),
-        }
+        Some(match self.weight? {
+            AgentWeight::Percent(p) => AgentWeight::Percent(p.min(MAX_WEIGHT)),
+            AgentWeight::Absolute(n) => AgentWeight::Absolute(n.min(MAX_WEIGHT)),
+        })
+    }
+
+    /// The weight this reply gives a peer configured with `configured` under the default formula (see
+    /// [`AgentReply::agent_weight`] and [`resolve`](crate::config::agent::resolve)).
+    pub fn weight(&self, configured: u32) -> Option<u32> {
+        self.agent_weight(&LoadFormula::default())
+            .map(|w| resolve(w, configured))
     }
 }
 
-/// Issue 13's default load-report formula: `score = 1 / (cpu × 0.6 + mem × 0.4 + 0.1)`,
-/// `weight = max(1, int(score × 10))`, cpu and mem as fractions (so 1 to 100).
-pub fn load_weight(cpu: f64, mem: f64) -> u32 {
-    let score = 1.0 / (cpu.clamp(0.0, 1.0) * 0.6 + mem.clamp(0.0, 1.0) * 0.4 + 0.1);
-    // score is in [1/1.1, 10], so the product fits
-    ((score * 10.0) as u32).max(1)
+/// The ORCA `endpoint-load-metrics` header's text form: `TEXT cpu_utilization=0.3, mem_utilization=0.5` (named
+/// metrics and other fields ignored; the `BIN` and `JSON` forms are not read).
+pub struct LoadMetrics;
+
+impl LoadMetrics {
+    /// The report in a header value; `None` when it is not the text form or has neither figure.
+    pub fn parse(value: &[u8]) -> Option<LoadReport> {
+        let text = std::str::from_utf8(value).ok()?.trim();
+        let rest = text.strip_prefix("TEXT").filter(|r| r.starts_with([' ', '\t']))?;
+        let mut r = LoadReport::default();
+        for field in rest.split(',') {
+            let Some((name, v)) = field.trim().split_once('=') else {
+                continue;
+            };
+            let x = v.trim().parse::<f64>().ok().filter(|x| x.is_finite());
+            match name.trim() {
+                "cpu_utilization" => r.cpu = x.map(|x| x.clamp(0.0, 1.0)).or(r.cpu),
+                "mem_utilization" => r.mem = x.map(|x| x.clamp(0.0, 1.0)).or(r.mem),
+                _ => {}
+            }
+        }
+        (r.cpu.is_some() || r.mem.is_some()).then_some(r)
+    }
 }
 
 #[cfg(test)]
@@ -166,9 +183,17 @@ mod tests {
     #[test]
     fn the_load_report_formula() {
         // idle: 1 / 0.1 = 10 -> 100; saturated: 1 / 1.1 -> 9; half: 1 / 0.6 = 1.67 -> 16
-        assert_eq!(load_weight(0.0, 0.0), 100);
-        assert_eq!(load_weight(1.0, 1.0), 9);
-        assert_eq!(load_weight(0.5, 0.5), 16);
+        assert_eq!(AgentReply::parse("cpu=0 mem=0").weight(1), Some(100));
+        assert_eq!(AgentReply::parse("cpu=1 mem=1").weight(1), Some(9));
+        assert_eq!(AgentReply::parse("cpu=0.5 mem=0.5").weight(1), Some(16));
+        let f = LoadFormula {
+            scale: 100.0,
+            ..LoadFormula::default()
+        };
+        assert_eq!(
+            AgentReply::parse("cpu=0.5 mem=0.5").agent_weight(&f),
+            Some(AgentWeight::Absolute(166))
+        );
         // cpu 0.9, mem 0.2: 1 / (0.54 + 0.08 + 0.1) = 1.388 -> 13
         assert_eq!(AgentReply::parse("cpu=0.9 mem=0.2").weight(1), Some(13));
         assert_eq!(AgentReply::parse("cpu=90% mem=20%").weight(1), Some(13));
@@ -177,5 +202,35 @@ mod tests {
         assert_eq!(AgentReply::parse("cpu=0.5").weight(1), Some(25));
         assert_eq!(AgentReply::parse("cpu=7 mem=-1").weight(1), Some(14));
         assert_eq!(AgentReply::parse("cpu=NaN").cpu, None);
+        assert_eq!(AgentReply::parse("weight:999999999").weight(1), Some(MAX_WEIGHT));
+    }
+
+    #[test]
+    fn the_endpoint_load_metrics_header() {
+        let r = LoadMetrics::parse(b"TEXT cpu_utilization=0.3, mem_utilization=0.5");
+        assert_eq!(
+            r,
+            Some(LoadReport {
+                cpu: Some(0.3),
+                mem: Some(0.5)
+            })
+        );
+        let r = LoadMetrics::parse(b"TEXT rps_fractional=10, named_metrics.foo=1,cpu_utilization=2");
+        assert_eq!(
+            r,
+            Some(LoadReport {
+                cpu: Some(1.0),
+                mem: None
+            })
+        );
+        for bad in [
+            &b"JSON {\"cpu_utilization\": 0.3}"[..],
+            b"TEXT",
+            b"TEXTcpu_utilization=0.3",
+            b"TEXT cpu_utilization=x, mem_utilization=NaN",
+            b"\xff",
+        ] {
+            assert_eq!(LoadMetrics::parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 }

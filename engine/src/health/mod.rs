@@ -1,4 +1,5 @@
 //! Active health checks (nginx Plus `health_check`): one checker thread per checked upstream, outside the shards.
+//! The agent checks of [`agent`] run beside them, one thread per upstream with agents.
 //!
 //! Probes run once per upstream, not once per shard: each upstream with `health_check` lines gets one thread that
 //! runs every check of that upstream at its interval, probing the peers of a round in parallel (one short-lived
@@ -14,6 +15,7 @@
 //! Probe timeouts: connect within `min(interval, proxy_connect_timeout)`, whole response within
 //! `min(interval, proxy_read_timeout)` of the location (the stream server's `proxy_connect_timeout` for TCP).
 
+pub mod agent;
 pub mod agent_reply;
 pub mod matcher;
 pub mod probe;
@@ -107,12 +109,17 @@ impl HealthCheckers {
     /// Marks the peers under `mandatory` checks as `CHECKING` (before this returns, so no request reaches them
     /// first) and starts one thread per checked upstream of `snap`. No thread when nothing is checked.
     pub fn start(snap: Arc<Snapshot>) -> io::Result<HealthCheckers> {
-        Self::start_after(snap, None)
+        Self::start_after(snap, None, None)
     }
 
     /// As [`HealthCheckers::start`] for a reload from `previous`: peers kept from it start from their zone flags
-    /// (see the module doc); peers of upstreams no longer checked are healthy again.
-    pub fn start_after(snap: Arc<Snapshot>, previous: Option<&Snapshot>) -> io::Result<HealthCheckers> {
+    /// (see the module doc); peers of upstreams no longer checked are healthy again. The agent checkers
+    /// ([`agent`]) start here too, applying changed weights with `reweigh`.
+    pub fn start_after(
+        snap: Arc<Snapshot>,
+        previous: Option<&Snapshot>,
+        reweigh: Option<&agent::Reweigh>,
+    ) -> io::Result<HealthCheckers> {
         let kept = KeptPeers::of(previous);
         let mut checkers = Vec::new();
         if let Some(http) = &snap.config.http {
@@ -126,6 +133,20 @@ impl HealthCheckers {
             let stop = running.stop.clone();
             let handle = thread::Builder::new()
                 .name(format!("corelb-health-{name}"))
+                .spawn(move || checker.run(&stop))?;
+            running.threads.push(handle);
+        }
+        let mut agents = Vec::new();
+        if let Some(http) = &snap.config.http {
+            agents.extend(agent::build(&http.upstreams, &snap.http_plans, reweigh));
+        }
+        if let Some(stream) = &snap.config.stream {
+            agents.extend(agent::build(&stream.upstreams, &snap.stream_plans, reweigh));
+        }
+        for (name, checker) in agents {
+            let stop = running.stop.clone();
+            let handle = thread::Builder::new()
+                .name(format!("corelb-agent-{name}"))
                 .spawn(move || checker.run(&stop))?;
             running.threads.push(handle);
         }
@@ -160,7 +181,9 @@ impl HealthCheckers {
     /// Stops every checker and waits for it (a probe in flight ends within its timeouts).
     pub fn stop(&mut self) {
         self.signal_stop();
-        for t in self.threads.drain(..) {
+        let me = thread::current().id();
+        // an agent checker's reweigh may end up dropping the process state on its own thread: never join oneself
+        for t in self.threads.drain(..).filter(|t| t.thread().id() != me) {
             if t.join().is_err() {
                 crate::log_alert!("a health check thread panicked");
             }

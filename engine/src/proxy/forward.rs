@@ -199,6 +199,10 @@ impl<R: Runtime> ClientConn<R> {
             Ok((conn, info)) if !retry.retry_on_status(info.status, req.kind()) => {
                 retry.header_read();
                 peer.slot.count_response(info.status);
+                if retry.attempt.plan().load_metrics {
+                    let head = self.bufs.upstream.readable().get(..info.head_len).unwrap_or_default();
+                    crate::proxy::load_report::record(&peer.slot, head);
+                }
                 if (to.plan.error_pages.is_some() || info.accel_redirect) && self.diverts(to, &info) {
                     self.divert(to, conn, &info, req);
                     retry.report(Outcome::Success);

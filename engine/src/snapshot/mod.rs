@@ -164,6 +164,10 @@ pub struct Snapshot {
     pub client_buffer: usize,
     /// The access log files and the sets locations log to.
     pub access_logs: AccessLogPlan,
+    /// The generation whose config (and so whose peers) this snapshot has: its own for a start, a reload or an API
+    /// change; the reweighed snapshot's for an agents' reweigh ([`crate::control::Control::reweigh`]). Shards
+    /// carry their balancer weights and keepalive pools over between snapshots of one config generation.
+    pub config_generation: u64,
 }
 
 /// The least client read buffer (request bodies stream through it too).
@@ -260,6 +264,7 @@ impl Snapshot {
             stream_ports,
             stream_servers,
             access_logs,
+            config_generation: generation,
         })
     }
 

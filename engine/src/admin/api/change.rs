@@ -259,6 +259,7 @@ fn modified(
         line.text = text.clone();
     }
     line.weight = body.weight.unwrap_or(line.weight);
+    line.weight_by_api |= body.weight.is_some();
     line.max_conns = body.max_conns.unwrap_or(line.max_conns);
     line.max_fails = body.max_fails.unwrap_or(line.max_fails);
     line.fail_timeout = body.fail_timeout.unwrap_or(line.fail_timeout);

@@ -99,14 +99,22 @@ pub fn upstream_map(snap: &Snapshot, block: Block, zone: &Zone, now: u64, fields
     Json::Obj(items)
 }
 
+/// corelb's `weight_source` (`api` or `agent`) when the weight is not the config's: absent otherwise, so nginx
+/// Plus's schema is unchanged for a config's weights.
+fn push_weight_source(f: &mut Vec<(&'static str, Json)>, p: &Peer) {
+    if p.weight_source != crate::balance::WeightSource::Config {
+        f.push(("weight_source", Json::str(p.weight_source.name())));
+    }
+}
+
 /// nginx Plus's peer state.
 pub fn state(p: &Peer, now: u64) -> &'static str {
     let flags = p.slot.flags();
-    if p.down || flags.intersects(PeerFlags::ADMIN_DOWN) {
+    if p.down || flags.intersects(PeerFlags::ADMIN_DOWN) || flags.intersects(PeerFlags::AGENT_MAINT) {
         "down"
-    } else if flags.intersects(PeerFlags::DRAINING) {
+    } else if flags.intersects(PeerFlags::DRAIN_KINDS) {
         "draining"
-    } else if flags.intersects(PeerFlags::UNHEALTHY) {
+    } else if flags.intersects(PeerFlags::UNHEALTHY) || flags.intersects(PeerFlags::AGENT_DOWN) {
         "unhealthy"
     } else if flags.intersects(PeerFlags::CHECKING) {
         "checking"
@@ -129,6 +137,7 @@ pub fn peer(p: &Peer, backup: bool, block: Block, now: u64) -> Json {
         ("state", Json::str(state(p, now))),
         ("active", Json::Num(u64::from(s.conns))),
     ];
+    push_weight_source(&mut f, p);
     if p.max_conns != 0 {
         f.push(("max_conns", Json::Num(u64::from(p.max_conns))));
     }
@@ -213,6 +222,7 @@ pub fn server_conf(p: &Peer, backup: bool, block: Block) -> Json {
         ("fail_timeout", Json::str(format!("{}s", p.fail_timeout))),
         ("slow_start", Json::str(format!("{}s", p.slow_start))),
     ];
+    push_weight_source(&mut f, p);
     if block == Block::Http {
         f.push(("route", Json::str("")));
     }

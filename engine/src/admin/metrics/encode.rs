@@ -106,6 +106,12 @@ impl Reading {
         family(enc, "api_changes", "Changes made through the API.", one(c.api_changes))?;
         family(
             enc,
+            "agent_changes",
+            "New generations made for the weights agents and load reports set.",
+            one(c.agent_changes),
+        )?;
+        family(
+            enc,
             "start_time_seconds",
             "When the process started, seconds since the Unix epoch.",
             [(none, gauge(c.started_at))],
@@ -198,6 +204,15 @@ fn encode_peers(
         &name("state"),
         "1 for the peer's state (up, down, unavail, unhealthy, draining, checking).",
         states,
+    )?;
+    let weights = peers
+        .iter()
+        .map(|p| ((peer_labels(p), [("source", p.weight_source.name())]), gauge(p.weight)));
+    family(
+        enc,
+        &name("weight"),
+        "The peer's effective weight, by who set it (config, api, agent).",
+        weights,
     )?;
     let each = |f: fn(&PeerReading) -> u64| peers.iter().map(move |p| (peer_labels(p), counter(f(p))));
     let active = peers.iter().map(|p| (peer_labels(p), gauge(p.stats.conns)));

@@ -45,13 +45,13 @@ impl PeerState {
     /// and `unhealthy`, then `draining`, then `unavail` (out by `max_fails` within `fail_timeout`), else `up`.
     pub fn of(peer: &Peer, now: u64) -> PeerState {
         let flags = peer.slot.flags();
-        if peer.down || flags.intersects(PeerFlags::ADMIN_DOWN) {
+        if peer.down || flags.intersects(PeerFlags::ADMIN_DOWN) || flags.intersects(PeerFlags::AGENT_MAINT) {
             PeerState::Down
         } else if flags.intersects(PeerFlags::CHECKING) {
             PeerState::Checking
-        } else if flags.intersects(PeerFlags::UNHEALTHY) {
+        } else if flags.intersects(PeerFlags::UNHEALTHY) || flags.intersects(PeerFlags::AGENT_DOWN) {
             PeerState::Unhealthy
-        } else if flags.intersects(PeerFlags::DRAINING) {
+        } else if flags.intersects(PeerFlags::DRAIN_KINDS) {
             PeerState::Draining
         } else if peer.slot.is_failed(now, peer.max_fails, peer.fail_timeout) {
             PeerState::Unavail
@@ -71,6 +71,9 @@ pub struct PeerReading {
     pub server: String,
     pub backup: bool,
     pub state: PeerState,
+    /// The effective weight and who set it.
+    pub weight: u32,
+    pub weight_source: crate::balance::WeightSource,
     pub stats: PeerStats,
     pub latency: LatencySnapshot,
 }
@@ -116,6 +119,8 @@ fn peers(plans: &[UpstreamPlan], now: u64) -> Vec<PeerReading> {
                     server: p.server.to_string(),
                     backup,
                     state: PeerState::of(p, now),
+                    weight: p.weight,
+                    weight_source: p.weight_source,
                     stats: p.slot.stats(),
                     latency: p.slot.latency().snapshot(),
                 });

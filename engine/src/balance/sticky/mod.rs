@@ -16,8 +16,9 @@ use crate::config::sticky::StickyConf;
 use corelb_shared_state::{LearnTable, PeerFlags, Sid};
 use std::sync::Arc;
 
-/// The flags that keep a bound peer out: every [`PeerFlags::NOT_SELECTABLE`] bit but `DRAINING`.
-const BOUND_BLOCKED: u32 = PeerFlags::NOT_SELECTABLE.bits() & !PeerFlags::DRAINING.bits();
+/// The flags that keep a bound peer out: every [`PeerFlags::NOT_SELECTABLE`] bit but the draining kinds
+/// (`DRAINING`, and the agent's `drain` and weight 0).
+const BOUND_BLOCKED: u32 = PeerFlags::NOT_SELECTABLE.bits() & !PeerFlags::DRAIN_KINDS.bits();
 
 /// An upstream's `sticky`, compiled at load.
 #[derive(Debug)]

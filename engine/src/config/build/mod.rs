@@ -6,6 +6,7 @@
 //! errors the one reported is, as far as corelb models it, the one nginx reports.
 
 mod access;
+mod agent;
 mod error_pages;
 mod fair;
 mod geo;

@@ -15,7 +15,8 @@ pub(super) fn unsupported_by_method(param: &str, at: &Span) -> ConfigError {
 }
 
 /// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [slow_start=T] [backup] [down] [drain]
-/// [route=ID]` in an upstream block or a state file (`drain` and `route`, http only).
+/// [route=ID] [agent_port=N [agent_inter=T] [agent_send=S]]` in an upstream block or a state file (`drain` and
+/// `route`, http only; the agent parameters are corelb's).
 pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<ServerLine, ConfigError> {
     let text = arg(d, 0);
     let mut line = ServerLine {
@@ -23,7 +24,12 @@ pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> 
         ..ServerLine::new(text, Vec::new())
     };
     let invalid = |p: &str| ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span);
+    let mut agent = super::agent::AgentParams::default();
     for p in d.args.iter().skip(1) {
+        if let Some(read) = agent.read(p, &d.span) {
+            read?;
+            continue;
+        }
         let number = |v: &str| {
             value::atoi(v)
                 .and_then(|n| u32::try_from(n).ok())
@@ -76,6 +82,7 @@ pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> 
         return Err(ConfigError::invalid(format!("no port in upstream \"{text}\""), &d.span));
     }
     line.addrs = url.addrs;
+    line.agent = agent.finish(&d.span)?;
     Ok(line)
 }
 

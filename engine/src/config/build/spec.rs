@@ -334,6 +334,9 @@ pub const SPECS: &[Spec] = &[
     both("sticky", Ctx::HTTP_UPS, MORE2),
     both("queue", Ctx::HTTP_UPS, TAKE12),
     both("state", UPS, TAKE1),
+    // corelb's agent weights (config/build/agent.rs)
+    both("load_weight", UPS, MORE1),
+    both("endpoint_load_metrics", Ctx::HTTP_UPS, TAKE12),
     // nginx Plus active health checks
     both("health_check", Ctx::HTTP_LOC.or(Ctx::STREAM_SRV), ANY),
     spec("match", Ctx::HTTP, Ctx::HTTP, TAKE1, true),

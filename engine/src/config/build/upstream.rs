@@ -93,6 +93,10 @@ struct BlockConf {
     sticky_set: bool,
     /// `queue N [timeout=T]`; a method directive after it drops it (nginx Plus: it must follow the method).
     queue: Option<crate::config::queue::QueueConf>,
+    /// `load_weight ...` (corelb's).
+    load_weight: Option<crate::config::agent::LoadFormula>,
+    /// `endpoint_load_metrics` was read, and its setting.
+    load_metrics: Option<Option<crate::config::agent::LoadMetricsConf>>,
 }
 
 impl Upstreams {
@@ -260,6 +264,8 @@ impl Entry {
             implicit: false,
             sticky: conf.sticky.map(|(s, _)| Box::new(s)),
             queue: conf.queue,
+            load_weight: conf.load_weight.unwrap_or_default(),
+            load_metrics: conf.load_metrics.flatten(),
             span: block_span,
         })
     }
@@ -303,6 +309,8 @@ impl BlockConf {
             sticky: None,
             sticky_set: false,
             queue: None,
+            load_weight: None,
+            load_metrics: None,
         }
     }
 
@@ -357,6 +365,16 @@ impl BlockConf {
             "queue" => {
                 unset(&self.queue, d)?;
                 self.queue = Some(super::queue::directive(d)?);
+                Ok(())
+            }
+            "load_weight" => {
+                unset(&self.load_weight, d)?;
+                self.load_weight = Some(super::agent::load_weight(d)?);
+                Ok(())
+            }
+            "endpoint_load_metrics" => {
+                unset(&self.load_metrics, d)?;
+                self.load_metrics = Some(super::agent::load_metrics(d)?);
                 Ok(())
             }
             "sticky" => {
