@@ -48,6 +48,8 @@ pub struct Buffers {
     pub tls: Option<crate::tls::TlsFacts>,
     /// The head an error page routes again, and what the current request's error pages did.
     pub pages: crate::proxy::error_page::PageBufs,
+    /// The current request's `limit_conn` units (given back when it ends).
+    pub limits: Vec<corelb_shared_state::ConnUnit>,
 }
 
 impl Buffers {
@@ -100,6 +102,7 @@ impl Buffers {
             sticky: Default::default(),
             tls: None,
             pages: Default::default(),
+            limits: Vec::new(),
         }
     }
 

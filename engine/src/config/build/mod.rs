@@ -17,6 +17,7 @@ mod http;
 mod layers;
 mod least_time;
 mod limit_rate;
+mod limits;
 mod listen;
 mod locations;
 mod logs;
