@@ -350,7 +350,9 @@ impl<R: Runtime> Shard<R> {
 
     /// Gives a connection's buffers (or a husk) back.
     pub fn give_buffers(&self, mut b: Box<Buffers>) {
-        b.limits.clear();
+        if b.limited {
+            b.end_limits();
+        }
         if b.client.capacity() == 0 {
             let mut husks = self.husks.borrow_mut();
             if husks.len() < SPARE_BUFFERS {

@@ -173,9 +173,8 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             keep = Box::pin(conn.serve_pending(snap, at.port, progress, &req)).await;
         }
         conn.shard.log_request(snap, &mut conn.bufs.log);
-        // the request's `limit_conn` units back (nginx's request pool cleanup)
-        if !conn.bufs.limits.is_empty() {
-            conn.bufs.limits.clear();
+        if conn.bufs.limited {
+            conn.bufs.end_limits();
         }
         idle = Some(req.timeouts.keepalive);
         if !keep || conn.shard.draining() {
@@ -335,7 +334,6 @@ fn route_head<'s>(
     req: &mut Routed,
 ) -> Result<Option<Next<'s>>, Rejection> {
     bufs.pages.begin();
-    bufs.vars.limits.begin();
     route_pass::<true>(snap, port, conn, progress, bufs, Pass::First, req)
 }
 
@@ -566,6 +564,7 @@ fn route_pass<'s, const FIRST: bool>(
     let (fixed_server, redirect, delay) = match limits {
         None => (fixed_server, redirect, Duration::ZERO),
         Some(plan) => {
+            bufs.limited = true;
             let units = &mut bufs.limits;
             match super::limits::preaccess(plan, &vars, &mut bufs.scratch, units) {
                 super::limits::Preaccess::Go(delay) => (fixed_server, redirect, delay),
