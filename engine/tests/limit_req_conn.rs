@@ -13,11 +13,13 @@ use corelb_engine::control::ChangeKind;
 use corelb_engine::runtime::glommio_rt::Glommio;
 use corelb_engine::runtime::tokio_rt::Tokio;
 use corelb_engine::runtime::Runtime;
+use serde_json::json;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::api_client::{api, error_code};
 use support::backend::{tcp_echo, Backend, Gate, Mode};
 use support::{free_addr, glommio_usable, wait_until, Client, Proxy, Response};
 
@@ -80,6 +82,7 @@ fn exact_across_shards(start: Start<'_>) {
             server {{
                 listen {listen};
                 location / {{ limit_req zone=one burst=7 nodelay; proxy_pass http://ok; }}
+                location /api/ {{ api; }}
             }}
         }}"
     ));
@@ -109,6 +112,15 @@ fn exact_across_shards(start: Start<'_>) {
         )
     );
     assert_eq!(r.text(), body);
+    // nginx Plus's counters of the zone, summed over the shards
+    let zone = json!({"passed": 8, "delayed": 0, "rejected": 73, "delayed_dry_run": 0, "rejected_dry_run": 0});
+    assert_eq!(
+        api(listen, "GET", "/api/9/http/limit_reqs", ""),
+        (200, json!({ "one": zone.clone() }))
+    );
+    assert_eq!(api(listen, "GET", "/api/9/http/limit_reqs/one", ""), (200, zone));
+    let (status, err) = api(listen, "GET", "/api/9/http/limit_reqs/two", "");
+    assert_eq!((status, error_code(&err)), (404, "LimitReqNotFound"));
 }
 
 #[test]
@@ -201,6 +213,7 @@ fn conn_limit(start: Start<'_>) {
                 limit_conn c 2;
                 location / {{ proxy_pass http://held; }}
                 location /reset {{ proxy_pass http://reset; }}
+                location /api/ {{ limit_conn c 1000; api; }}
             }}
         }}"
     ));
@@ -233,6 +246,14 @@ fn conn_limit(start: Start<'_>) {
         assert_eq!(ask(&mut c, "/").status, 200);
     }
     assert_eq!(held.max_active(), 2);
+    // 2 + 3 + 3 passed, 4 + 1 rejected; the API's own request counts too (its location's limit)
+    let (status, c) = api(listen, "GET", "/api/9/http/limit_conns", "");
+    assert_eq!(
+        (status, c),
+        (200, json!({"c": {"passed": 9, "rejected": 5, "rejected_dry_run": 0}}))
+    );
+    let (status, none) = api(listen, "GET", "/api/9/stream/limit_conns", "");
+    assert_eq!((status, none), (200, json!({})));
 }
 
 #[test]

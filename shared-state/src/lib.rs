@@ -25,7 +25,8 @@ pub use guard::ConnGuard;
 pub use latency::{bucket_index, LatencyHistogram, LatencySnapshot, LATENCY_BOUNDS_US, LATENCY_BUCKETS};
 pub use least_time::{time_avg, PeerTimes, TimeMetric};
 pub use limit::{
-    Bucket, ConnTable, ConnUnit, ReqTable, ReqVerdict, CONN_BYTES_PER_ENTRY, MAX_EXCESS, REQ_BYTES_PER_ENTRY,
+    Bucket, ConnTable, ConnUnit, Decided, Decisions, ReqTable, ReqVerdict, CONN_BYTES_PER_ENTRY, MAX_EXCESS,
+    REQ_BYTES_PER_ENTRY,
 };
 pub use peak_ewma::{PeakEwma, DECAY_MS};
 pub use shard_slot::{HttpPhase, ShardSlot, ShardStats};

@@ -12,7 +12,7 @@
 //! full window answers as limited, as nginx's "could not allocate node".
 
 use portable_atomic::AtomicU128;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Entries probed from a key's home position.
@@ -112,6 +112,43 @@ pub enum ReqVerdict {
     NoEntry,
 }
 
+/// What a zone decided, as nginx Plus's API counts it (`limit_reqs`: all five; `limit_conns`: `Passed`,
+/// `Rejected`, `RejectedDryRun`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    /// Went on at once.
+    Passed = 0,
+    /// Went on after a delay.
+    Delayed = 1,
+    /// Answered with the limit's status (or closed, in stream).
+    Rejected = 2,
+    /// Would have been delayed (dry run).
+    DelayedDryRun = 3,
+    /// Would have been rejected (dry run).
+    RejectedDryRun = 4,
+}
+
+/// A zone's counters of [`Decided`], on a cache line of their own.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct Decisions([AtomicU64; 5]);
+
+impl Decisions {
+    /// Counts one decision.
+    pub fn count(&self, d: Decided) {
+        self.0[d as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts, by [`Decided`] order.
+    pub fn get(&self) -> [u64; 5] {
+        let mut out = [0; 5];
+        for (o, c) in out.iter_mut().zip(&self.0) {
+            *o = c.load(Ordering::Relaxed);
+        }
+        out
+    }
+}
+
 /// One `limit_req_zone`: its key text, size and entries.
 #[derive(Debug)]
 pub struct ReqTable {
@@ -119,6 +156,8 @@ pub struct ReqTable {
     size: u64,
     epoch: Instant,
     entries: Box<[AtomicU128]>,
+    /// What requests were told, for the API.
+    pub decisions: Decisions,
 }
 
 impl ReqTable {
@@ -129,6 +168,7 @@ impl ReqTable {
             size,
             epoch: Instant::now(),
             entries: entries(size / REQ_BYTES_PER_ENTRY),
+            decisions: Decisions::default(),
         }
     }
 
@@ -271,6 +311,8 @@ pub struct ConnTable {
     key: String,
     size: u64,
     entries: Box<[AtomicU128]>,
+    /// What requests (sessions) were told, for the API.
+    pub decisions: Decisions,
 }
 
 impl ConnTable {
@@ -280,6 +322,7 @@ impl ConnTable {
             key: key.to_string(),
             size,
             entries: entries(size / CONN_BYTES_PER_ENTRY),
+            decisions: Decisions::default(),
         }
     }
 

@@ -9,7 +9,7 @@ use crate::config::headers::ServerTokens;
 use crate::config::key::{KeyTemplate, VarSource};
 use crate::config::limit::{LimitAnswer, LimitsConf, Zones};
 use crate::http::limit_status::{ConnStatus, LimitStatus, ReqStatus};
-use corelb_shared_state::{ConnTable, ConnUnit, ReqTable, ReqVerdict, Zone};
+use corelb_shared_state::{ConnTable, ConnUnit, Decided, ReqTable, ReqVerdict, Zone};
 use std::hash::Hasher;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -176,11 +176,11 @@ impl ReqPlan {
                     excess % 1000,
                     zone_name(n)
                 );
-                return self.rejected(status);
+                return self.rejected(status, n);
             }
             ReqVerdict::NoEntry => {
                 crate::log_alert!("could not allocate node in limit_req zone \"{}\"", zone_name(n));
-                return self.rejected(status);
+                return self.rejected(status, n);
             }
             ReqVerdict::Passed(excess) => excess,
             // the last zone's key was empty: every zone before it is accounted, none decided yet
@@ -190,7 +190,18 @@ impl ReqPlan {
             }
         };
         let (delay, excess, by) = self.account(n, excess, &pending);
+        let count = |d: Decided| {
+            if let Some(l) = self.lines.get(by) {
+                l.zone.table.decisions.count(d);
+            }
+        };
         if delay == 0 {
+            // every zone the request was looked up in passed it
+            for (i, line) in self.lines.iter().enumerate() {
+                if i == n || pending.get(i).is_some_and(Option::is_some) {
+                    line.zone.table.decisions.count(Decided::Passed);
+                }
+            }
             status.set_req(ReqStatus::Passed);
             return ReqOutcome::Pass;
         }
@@ -202,9 +213,11 @@ impl ReqPlan {
             zone_name(by)
         );
         if self.answer.dry_run {
+            count(Decided::DelayedDryRun);
             status.set_req(ReqStatus::DelayedDryRun);
             return ReqOutcome::Pass;
         }
+        count(Decided::Delayed);
         status.set_req(ReqStatus::Delayed);
         ReqOutcome::Delay(Duration::from_millis(delay))
     }
@@ -231,7 +244,16 @@ impl ReqPlan {
         best
     }
 
-    fn rejected(&self, status: &LimitStatus) -> ReqOutcome<'_> {
+    /// The answer of a request zone `n` rejected.
+    fn rejected(&self, status: &LimitStatus, n: usize) -> ReqOutcome<'_> {
+        if let Some(l) = self.lines.get(n) {
+            let d = if self.answer.dry_run {
+                Decided::RejectedDryRun
+            } else {
+                Decided::Rejected
+            };
+            l.zone.table.decisions.count(d);
+        }
         if self.answer.dry_run {
             status.set_req(ReqStatus::RejectedDryRun);
             return ReqOutcome::Pass;
@@ -281,7 +303,10 @@ impl ConnPlan {
             }
             status.set_conn(ConnStatus::Passed);
             match ConnUnit::take(&zone.table, hash_key(key), *limit) {
-                Ok(unit) => units.push(unit),
+                Ok(unit) => {
+                    zone.table.decisions.count(Decided::Passed);
+                    units.push(unit);
+                }
                 Err(at_limit) => {
                     if at_limit {
                         let dry = if self.answer.dry_run { ", dry run," } else { "" };
@@ -299,9 +324,11 @@ impl ConnPlan {
                     }
                     units.clear();
                     if self.answer.dry_run {
+                        zone.table.decisions.count(Decided::RejectedDryRun);
                         status.set_conn(ConnStatus::RejectedDryRun);
                         return None;
                     }
+                    zone.table.decisions.count(Decided::Rejected);
                     status.set_conn(ConnStatus::Rejected);
                     return Some(&self.reject);
                 }

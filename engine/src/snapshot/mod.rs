@@ -171,6 +171,9 @@ pub struct Snapshot {
     pub client_buffer: usize,
     /// The access log files and the sets locations log to.
     pub access_logs: AccessLogPlan,
+    /// The http and stream blocks' `limit_*_zone`s with their tables (the API reads their counters).
+    pub http_limits: LimitZones,
+    pub stream_limits: LimitZones,
 }
 
 /// The least client read buffer (request bodies stream through it too).
@@ -278,6 +281,8 @@ impl Snapshot {
             stream_ports,
             stream_servers,
             access_logs,
+            http_limits,
+            stream_limits,
         })
     }
 
