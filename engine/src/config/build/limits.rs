@@ -43,11 +43,29 @@ pub fn zone(zones: &mut Zones, vars: &mut Vars, module: Module, d: &Directive) -
             &d.span,
         ));
     };
-    let bound = match req {
-        true => zones.req.iter().find(|z| z.name == name).map(|z| z.key.raw()),
-        false => zones.conn.iter().find(|z| z.name == name).map(|z| z.key.raw()),
+    let (bound, other) = match req {
+        true => (
+            zones.req.iter().find(|z| z.name == name).map(|z| (z.key.raw(), z.size)),
+            zones.conn.iter().any(|z| z.name == name),
+        ),
+        false => (
+            zones
+                .conn
+                .iter()
+                .find(|z| z.name == name)
+                .map(|z| (z.key.raw(), z.size)),
+            zones.req.iter().any(|z| z.name == name),
+        ),
     };
-    if let Some(old) = bound {
+    if other {
+        return Err(different_use(&name, &d.span));
+    }
+    if let Some((_, old)) = bound.filter(|b| b.1 != size) {
+        let msg =
+            format!("the size {size} of shared memory zone \"{name}\" conflicts with already declared size {old}");
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    if let Some((old, _)) = bound {
         let msg = format!("{} \"{name}\" is already bound to key \"{old}\"", d.name);
         return Err(ConfigError::invalid(msg, &d.span));
     }
@@ -59,6 +77,14 @@ pub fn zone(zones: &mut Zones, vars: &mut Vars, module: Module, d: &Directive) -
         zones.conn.push(ConnZone { name, key, size });
     }
     Ok(true)
+}
+
+/// nginx's words for a zone name of the other kind (`ngx_shared_memory_add`).
+fn different_use(name: &str, at: &Span) -> ConfigError {
+    ConfigError::invalid(
+        format!("the shared memory zone \"{name}\" is already declared for a different use"),
+        at,
+    )
 }
 
 /// `NAME:SIZE` of `zone=` (nginx's words for a bad size and one under 8 pages).
@@ -269,6 +295,9 @@ impl LimitsLayer {
                 let limits = lines
                     .iter()
                     .map(|l| {
+                        if zones.conn.iter().any(|z| z.name == l.zone) {
+                            return Err(different_use(&l.zone, &l.span));
+                        }
                         let zone = zones.req.iter().position(|z| z.name == l.zone);
                         let zone = zone.ok_or_else(|| unknown(&l.zone, &l.span))?;
                         Ok(ReqLimit {
@@ -290,6 +319,9 @@ impl LimitsLayer {
                 let limits = lines
                     .iter()
                     .map(|l| {
+                        if zones.req.iter().any(|z| z.name == l.zone) {
+                            return Err(different_use(&l.zone, &l.span));
+                        }
                         let zone = zones.conn.iter().position(|z| z.name == l.zone);
                         let zone = zone.ok_or_else(|| unknown(&l.zone, &l.span))?;
                         Ok(ConnLimit { zone, conn: l.conn })
@@ -356,6 +388,22 @@ mod tests {
             "[emerg] \"limit_req_zone\" must have \"zone\" parameter in t.conf:3"
         );
         assert!(e(&["$uri", "zone=a:1m", "rate=1r/s", "sync"]).contains("is not supported by corelb"));
+        let other = zones(&[
+            ("limit_req_zone", &["$uri", "zone=a:1m"]),
+            ("limit_conn_zone", &["$uri", "zone=a:1m"]),
+        ]);
+        assert_eq!(
+            err(other.unwrap_err()),
+            "[emerg] the shared memory zone \"a\" is already declared for a different use in t.conf:3"
+        );
+        let resized = zones(&[
+            ("limit_req_zone", &["$uri", "zone=a:1m"]),
+            ("limit_req_zone", &["$uri", "zone=a:2m"]),
+        ]);
+        assert_eq!(
+            err(resized.unwrap_err()),
+            "[emerg] the size 2097152 of shared memory zone \"a\" conflicts with already declared size 1048576 in t.conf:3"
+        );
         let twice = zones(&[
             ("limit_req_zone", &["$uri", "zone=a:1m"]),
             ("limit_req_zone", &["$host", "zone=a:1m"]),
