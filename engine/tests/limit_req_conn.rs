@@ -193,6 +193,43 @@ fn limit_req_delays_on_the_shard_timer() {
     on_both(delays_and_statuses);
 }
 
+/// A client that closes during its delay is noticed then (nginx's `ngx_http_test_reading`): its request never
+/// reaches the backend; one that stays is proxied after the delay.
+fn gone_during_delay(start: Start<'_>) {
+    let ok = Backend::start("ok", Mode::Ok);
+    let ok_at = ok.addr;
+    let listen = free_addr();
+    let _p = start(&format!(
+        "events {{}}
+        http {{
+            limit_req_zone $server_port zone=r:1m rate=1r/s;
+            upstream ok {{ server {ok_at}; }}
+            server {{ listen {listen}; location / {{ limit_req zone=r burst=5; proxy_pass http://ok; }} }}
+        }}"
+    ));
+    assert_eq!(get(listen, "/").status, 200);
+    // the second would wait 1 s; its client leaves at once
+    let mut gone = TcpStream::connect(listen).expect("connect");
+    gone.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").expect("send");
+    drop(gone);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(ok.requests(), 1, "the gone client's request was not proxied");
+    // the third waits its turn (the gone one's request was counted, as nginx counts it: about 500 ms left)
+    let started = Instant::now();
+    assert_eq!(get(listen, "/").status, 200);
+    assert_eq!(ok.requests(), 2);
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_client_gone_during_its_delay_is_not_proxied() {
+    on_both(gone_during_delay);
+}
+
 /// `limit_conn c 2` over 6 concurrent requests on 2 shards: exactly 2 reach the held backend, 4 get 503; once
 /// they end (answered, or failed upstream) their units are back.
 fn conn_limit(start: Start<'_>) {

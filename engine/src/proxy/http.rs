@@ -153,9 +153,12 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         req.keepalive = req.keepalive.and(!at.gone);
         conn.shard.counters.count_request();
         progress.served += 1;
-        if !req.delay.is_zero() {
-            // limit_req's delay, on the shard's timer
-            R::sleep(req.delay).await;
+        if !req.delay.is_zero() && !conn.limit_delay(req.delay).await {
+            // the client left during limit_req's delay
+            conn.shard.counters.count_client_abort();
+            conn.bufs.log.answered(499, 0, 0);
+            conn.shard.log_request(snap, &mut conn.bufs.log);
+            break;
         }
         if !conn.continue_if_expected(&req).await {
             break;

@@ -1,11 +1,13 @@
 //! nginx's preaccess phase of a request: `limit_req` (go on, after a delay, or answer), then `limit_conn` (count
 //! the request in each zone until it ends, or answer).
 
+use super::client::ClientConn;
 use crate::http::vars::RequestVars;
+use crate::runtime::Runtime;
 use crate::snapshot::limits::{LimitPlan, ReqOutcome};
 use crate::snapshot::route::FixedAnswer;
 use corelb_shared_state::ConnUnit;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What the limits decided.
 pub(super) enum Preaccess<'a> {
@@ -37,4 +39,38 @@ pub(super) fn preaccess<'a>(
         return Preaccess::Answer(answer);
     }
     Preaccess::Go(delay)
+}
+
+impl<R: Runtime> ClientConn<R> {
+    /// `limit_req`'s delay on the shard's timer, watching the client as nginx's `ngx_http_test_reading` does:
+    /// bytes it sends are kept in its buffer for later (a body, a pipelined request); false when it closed or
+    /// its connection failed (the request ends, logged as nginx's 499).
+    pub(super) async fn limit_delay(&mut self, delay: Duration) -> bool {
+        let end = Instant::now() + delay;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            let client = async {
+                let spare = self.bufs.client.spare();
+                if spare.is_empty() {
+                    // a full buffer is no longer watched: the delay is waited out
+                    std::future::pending::<()>().await;
+                }
+                match futures_lite::AsyncReadExt::read(&mut self.sock, spare).await {
+                    Ok(0) | Err(_) => false,
+                    Ok(n) => {
+                        self.bufs.client.commit(n);
+                        true
+                    }
+                }
+            };
+            match crate::runtime::timeout::<R, _>(left, client).await {
+                Err(_) => return true,
+                Ok(false) => return false,
+                Ok(true) => {}
+            }
+        }
+    }
 }
