@@ -421,8 +421,6 @@ fn probe(module: &str) -> Option<&'static str> {
         "http_scgi_module" => "http { server { location / { scgi_pass 127.0.0.1:9; } } }",
         "http_grpc_module" => "http { server { location / { grpc_pass 127.0.0.1:9; } } }",
         "http_memcached_module" => "http { server { location / { memcached_pass 127.0.0.1:9; } } }",
-        "http_limit_conn_module" => "http { limit_conn_zone $uri zone=c:1m; }",
-        "http_limit_req_module" => "http { limit_req_zone $uri zone=r:1m rate=1r/s; }",
         "http_empty_gif_module" => "http { server { location / { empty_gif; } } }",
         "http_browser_module" => "http { modern_browser unlisted; }",
         "http_tunnel_module" => "http { server { location / { tunnel_pass; } } }",
@@ -430,7 +428,6 @@ fn probe(module: &str) -> Option<&'static str> {
         "pcre" => "http { server { location ~ /x { return 200; } } }",
         "stream_access_module" => "stream { server { listen 127.0.0.1:9; allow all; proxy_pass 127.0.0.1:8; } }",
         "stream_geo_module" => "stream { geo $g { default 1; } }",
-        "stream_limit_conn_module" => "stream { limit_conn_zone $remote_addr zone=c:1m; }",
         "stream_pass_module" => "stream { server { listen 127.0.0.1:9; pass 127.0.0.1:8; } }",
         "stream_set_module" => "stream { server { listen 127.0.0.1:9; set $a 1; proxy_pass 127.0.0.1:8; } }",
         "stream_split_clients_module" => "stream { split_clients $remote_addr $s { * a; } }",
@@ -455,6 +452,9 @@ fn probe(module: &str) -> Option<&'static str> {
         "stream_upstream_random_module" => "stream { upstream u { random; server 127.0.0.1:9; } }",
         "stream_upstream_zone_module" => "stream { upstream u { zone z 64k; server 127.0.0.1:9; } }",
         "stream_return_module" => "stream { server { listen 127.0.0.1:9; return x; } }",
+        "http_limit_conn_module" => "http { limit_conn_zone $uri zone=c:1m; }",
+        "http_limit_req_module" => "http { limit_req_zone $uri zone=r:1m rate=1r/s; }",
+        "stream_limit_conn_module" => "stream { limit_conn_zone $remote_addr zone=c:1m; }",
         _ => return None,
     })
 }
@@ -490,6 +490,9 @@ fn configure_arguments_tell_the_truth_about_modules() {
         "http_realip_module",
         "stream_realip_module",
         "http_upstream_sticky_module",
+        "http_limit_conn_module",
+        "http_limit_req_module",
+        "stream_limit_conn_module",
     ];
     let prefix = common::temp_dir("nginx-cli", "modules");
     let mut checked = 0;

@@ -366,6 +366,9 @@ impl<R: Runtime> Shard<R> {
 
     /// Gives a connection's buffers (or a husk) back.
     pub fn give_buffers(&self, mut b: Box<Buffers>) {
+        if b.limited {
+            b.end_limits();
+        }
         if b.client.capacity() == 0 {
             let mut husks = self.husks.borrow_mut();
             if husks.len() < SPARE_BUFFERS {

@@ -1,7 +1,8 @@
 //! The nginx Plus API's versions and the endpoints the Prometheus exporter's client reads, end to end: `GET /api`
 //! (the location's own path) and `/api/` list versions 1 to 9, each version answers its own paths and shapes
 //! (what a version lacks is `PathNotFound` there), the connection and request counts are the shards' real
-//! ones, and what corelb has none of (caches, server zones, limits...) is nginx Plus's empty `{}`.
+//! ones, and what corelb has none of (caches, server zones, limit zones in a config without them...) is nginx
+//! Plus's empty `{}`.
 
 mod support;
 

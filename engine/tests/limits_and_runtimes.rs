@@ -107,6 +107,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
             upstreams: vec![upstream("tcp", servers)],
             health: Default::default(),
             maps: Vec::new(),
+            limit_zones: Default::default(),
             servers: vec![StreamServer {
                 listens: vec![Listen {
                     addr: listen,
@@ -126,6 +127,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                 half_close: true,
                 realip: None,
                 access: None,
+                limits: Default::default(),
                 proxy_protocol: false,
                 proxy_protocol_timeout: std::time::Duration::from_secs(30),
                 span: Span::default(),

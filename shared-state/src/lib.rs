@@ -3,7 +3,8 @@
 //! A [`Zone`] maps a peer's identity ([`PeerKey`]) to its [`PeerSlot`]. Slots are looked up only when a config is
 //! loaded; the per-request path holds `&PeerSlot` through the config snapshot and touches nothing but atomics.
 //! Each shard also has a [`ShardSlot`] of connection and request counters here, handed to it at start-up.
-//! `sticky learn`'s session tables ([`LearnTable`]) live here too, by zone name. Nothing here depends on an async
+//! `sticky learn`'s session tables ([`LearnTable`]) and the `limit_req`/`limit_conn` tables ([`ReqTable`],
+//! [`ConnTable`]) live here too, by zone name. Nothing here depends on an async
 //! runtime.
 
 #![forbid(unsafe_code)]
@@ -14,6 +15,7 @@ mod agent;
 mod guard;
 mod latency;
 mod least_time;
+mod limit;
 mod peak_ewma;
 mod shard_slot;
 mod slot;
@@ -24,6 +26,10 @@ pub use agent::{AgentSlot, AgentWeight, LoadReport};
 pub use guard::ConnGuard;
 pub use latency::{bucket_index, LatencyHistogram, LatencySnapshot, LATENCY_BOUNDS_US, LATENCY_BUCKETS};
 pub use least_time::{time_avg, PeerTimes, TimeMetric};
+pub use limit::{
+    Bucket, ConnTable, ConnUnit, Decided, Decisions, ReqTable, ReqVerdict, CONN_BYTES_PER_ENTRY, MAX_EXCESS,
+    REQ_BYTES_PER_ENTRY,
+};
 pub use peak_ewma::{PeakEwma, DECAY_MS};
 pub use shard_slot::{HttpPhase, ShardSlot, ShardStats};
 pub use slot::{HealthStats, PeerFlags, PeerSlot, PeerStats, StatusClass};

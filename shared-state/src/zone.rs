@@ -1,5 +1,6 @@
 //! `Zone`: the registry of peer slots by identity, consulted at config load so a reload keeps unchanged peers' state.
 
+use crate::limit::{ConnTable, ReqTable};
 use crate::shard_slot::{ShardSlot, ShardStats};
 use crate::slot::PeerSlot;
 use crate::sticky::LearnTable;
@@ -32,6 +33,10 @@ pub struct Zone {
     shards: Mutex<Vec<Arc<ShardSlot>>>,
     /// `sticky learn` session tables by zone name; a reload keeps a table of the same size and upstream.
     sticky: Mutex<HashMap<String, Arc<LearnTable>>>,
+    /// `limit_req_zone` tables by zone name; a reload keeps a table of the same key and size.
+    limit_req: Mutex<HashMap<String, Arc<ReqTable>>>,
+    /// `limit_conn_zone` tables by block (`http`, `stream`) and zone name, kept as `limit_req`'s.
+    limit_conn: Mutex<HashMap<(bool, String), Arc<ConnTable>>>,
 }
 
 /// The slots by identity, and what gives each new peer its id.
@@ -196,6 +201,51 @@ impl Zone {
         tables.retain(|name, _| names.contains(&name.as_str()));
     }
 
+    /// The `limit_req_zone` table `name`: the one kept from the last load when its key and size are the same,
+    /// else a fresh one (nginx makes a new zone when its size changes). `Err` gives the key the zone used before
+    /// (nginx refuses a reload that changes it).
+    pub fn limit_req_table(&self, name: &str, key: &str, size: u64) -> Result<Arc<ReqTable>, String> {
+        let mut tables = self.limit_req.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(t) = tables.get(name) {
+            if t.key() != key {
+                return Err(t.key().to_string());
+            }
+            if t.size() == size {
+                return Ok(Arc::clone(t));
+            }
+        }
+        let t = Arc::new(ReqTable::new(key, size));
+        tables.insert(name.to_string(), Arc::clone(&t));
+        Ok(t)
+    }
+
+    /// The `limit_conn_zone` table `name` of the stream (`stream`) or http block, kept as
+    /// [`Zone::limit_req_table`]'s.
+    pub fn limit_conn_table(&self, stream: bool, name: &str, key: &str, size: u64) -> Result<Arc<ConnTable>, String> {
+        let mut tables = self.limit_conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let id = (stream, name.to_string());
+        if let Some(t) = tables.get(&id) {
+            if t.key() != key {
+                return Err(t.key().to_string());
+            }
+            if t.size() == size {
+                return Ok(Arc::clone(t));
+            }
+        }
+        let t = Arc::new(ConnTable::new(key, size));
+        tables.insert(id, Arc::clone(&t));
+        Ok(t)
+    }
+
+    /// Forgets the limit tables a config no longer names (`req`: `limit_req_zone` names; `conn`: block and name).
+    pub fn retain_limits(&self, req: &[&str], conn: &[(bool, &str)]) {
+        let mut tables = self.limit_req.lock().unwrap_or_else(PoisonError::into_inner);
+        tables.retain(|name, _| req.contains(&name.as_str()));
+        drop(tables);
+        let mut tables = self.limit_conn.lock().unwrap_or_else(PoisonError::into_inner);
+        tables.retain(|(stream, name), _| conn.contains(&(*stream, name.as_str())));
+    }
+
     /// How many times a config has been attached.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -303,6 +353,49 @@ mod tests {
         let a = key("u", "x", 1);
         let s = z.attach(&[a.clone(), a]);
         assert!(Arc::ptr_eq(&s[0], &s[1]));
+    }
+
+    #[test]
+    fn limit_tables_are_kept_by_name_key_and_size() {
+        let zone = Zone::new();
+        let t = zone
+            .limit_req_table("one", "$binary_remote_addr", 1 << 20)
+            .expect("new");
+        assert!(Arc::ptr_eq(
+            &t,
+            &zone
+                .limit_req_table("one", "$binary_remote_addr", 1 << 20)
+                .expect("kept")
+        ));
+        assert!(!Arc::ptr_eq(
+            &t,
+            &zone
+                .limit_req_table("one", "$binary_remote_addr", 1 << 21)
+                .expect("resized")
+        ));
+        assert_eq!(
+            zone.limit_req_table("one", "$uri", 1 << 21).err().as_deref(),
+            Some("$binary_remote_addr")
+        );
+        let c = zone.limit_conn_table(false, "c", "$uri", 1 << 15).expect("new");
+        let s = zone
+            .limit_conn_table(true, "c", "$remote_addr", 1 << 15)
+            .expect("stream's own");
+        assert!(!Arc::ptr_eq(&c, &s));
+        assert!(Arc::ptr_eq(
+            &c,
+            &zone.limit_conn_table(false, "c", "$uri", 1 << 15).expect("kept")
+        ));
+        zone.retain_limits(&[], &[(true, "c")]);
+        assert!(zone.limit_req_table("one", "$uri", 1 << 21).is_ok());
+        assert!(!Arc::ptr_eq(
+            &c,
+            &zone.limit_conn_table(false, "c", "$uri", 1 << 15).expect("forgotten")
+        ));
+        assert!(Arc::ptr_eq(
+            &s,
+            &zone.limit_conn_table(true, "c", "$remote_addr", 1 << 15).expect("kept")
+        ));
     }
 
     #[test]

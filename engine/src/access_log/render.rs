@@ -59,7 +59,11 @@ fn request_value(v: &Var, view: &RequestView<'_, '_, '_, '_>, out: &mut Vec<u8>)
             if present {
                 vars.append(var, out);
             }
-            present && !(matches!(var, Var::Arg(_) | Var::Cookie(_) | Var::RemoteUser) && out.is_empty())
+            present
+                && !(matches!(
+                    var,
+                    Var::Arg(_) | Var::Cookie(_) | Var::RemoteUser | Var::LimitReqStatus | Var::LimitConnStatus
+                ) && out.is_empty())
         }
     }
 }

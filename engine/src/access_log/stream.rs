@@ -26,6 +26,7 @@ pub const OK: u16 = 200;
 pub const BAD_GATEWAY: u16 = 502;
 pub const BAD_REQUEST: u16 = 400;
 pub const FORBIDDEN: u16 = 403;
+pub const SERVICE_UNAVAILABLE: u16 = 503;
 
 /// One upstream try of a session.
 #[derive(Debug, Clone, Copy)]
@@ -63,6 +64,8 @@ pub struct StreamRecord {
     pub tries: Vec<StreamTry>,
     /// A `return` value being put together.
     pub text: Vec<u8>,
+    /// What `limit_conn` decided (`$limit_conn_status`).
+    pub limit_conn: crate::http::limit_status::LimitStatus,
 }
 
 impl Default for StreamRecord {
@@ -82,6 +85,7 @@ impl Default for StreamRecord {
             bytes_received: 0,
             tries: Vec::with_capacity(4),
             text: Vec::new(),
+            limit_conn: Default::default(),
         }
     }
 }
@@ -102,6 +106,7 @@ impl StreamRecord {
         self.bytes_received = 0;
         self.tries.clear();
         self.text.clear();
+        self.limit_conn.begin();
     }
 
     /// A try against `peer` starts (the previous one's session time ends here, as in nginx).
@@ -209,6 +214,8 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
         StreamVar::TimeLocal => out.extend_from_slice(&cx.clock.local),
         StreamVar::TimeIso8601 => out.extend_from_slice(&cx.clock.iso8601),
         StreamVar::Status => three_digits(out, u32::from(rec.status)),
+        StreamVar::LimitConnStatus if !rec.limit_conn.conn_checked() => out.push(b'-'),
+        StreamVar::LimitConnStatus => rec.limit_conn.append_conn(out),
         StreamVar::BytesSent => append_decimal(out, rec.bytes_sent),
         StreamVar::BytesReceived => append_decimal(out, rec.bytes_received),
         StreamVar::SessionTime => seconds(out, cx.now.saturating_duration_since(rec.started)),

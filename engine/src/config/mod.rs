@@ -14,6 +14,7 @@ pub mod gzip;
 pub mod headers;
 pub mod key;
 pub mod lexer;
+pub mod limit;
 pub mod log_format;
 pub mod log_path;
 pub mod map;

@@ -632,6 +632,8 @@ pub struct Location {
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
     /// `allow`/`deny`, where some level has rules (nginx's access phase).
     pub access: Option<std::sync::Arc<super::access::AccessRules>>,
+    /// `limit_req` and `limit_conn` (nginx's preaccess phase).
+    pub limits: super::limit::LimitsConf,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
     /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
@@ -683,6 +685,8 @@ pub struct HttpServer {
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
     /// `allow`/`deny` of requests no location matches.
     pub access: Option<std::sync::Arc<super::access::AccessRules>>,
+    /// `limit_req`/`limit_conn` of requests no location matches.
+    pub limits: super::limit::LimitsConf,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
     /// `ssl_*`: for a server that listens with `ssl` or has a certificate.
@@ -701,6 +705,8 @@ pub struct HttpConf {
     pub health: HealthConf,
     /// `map` blocks; [`crate::config::key::Var::Map`] indexes them.
     pub maps: Vec<super::map::Map>,
+    /// `limit_req_zone` and `limit_conn_zone` lines.
+    pub limit_zones: super::limit::Zones,
     /// The names `set` declares (lower-case); [`crate::config::key::Var::User`] indexes them.
     pub user_vars: Vec<String>,
 }
@@ -804,6 +810,8 @@ pub struct StreamServer {
     pub realip: Option<std::sync::Arc<super::realip::RealIpConf>>,
     /// `allow`/`deny`: a forbidden client's connection is closed.
     pub access: Option<std::sync::Arc<super::access::AccessRules>>,
+    /// `limit_conn` (its `req` is `None`): a limited client's connection is closed.
+    pub limits: super::limit::LimitsConf,
     /// `proxy_protocol on`: send nginx's v1 header to the upstream first.
     pub proxy_protocol: bool,
     /// `proxy_protocol_timeout`: how long a `listen ... proxy_protocol` waits for the client's header.
@@ -820,6 +828,8 @@ pub struct StreamConf {
     pub health: HealthConf,
     /// `map` blocks; [`crate::config::key::Var::Map`] indexes them.
     pub maps: Vec<super::map::Map>,
+    /// `limit_conn_zone` lines.
+    pub limit_zones: super::limit::Zones,
 }
 
 impl HttpConf {

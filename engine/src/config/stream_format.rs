@@ -45,6 +45,8 @@ pub enum StreamVar {
     UpstreamSessionTime,
     /// A stream `map` variable: index into the stream block's maps (their sources are known at the start).
     Map(usize),
+    /// `$limit_conn_status` (`-` where no `limit_conn` key was counted).
+    LimitConnStatus,
 }
 
 const NAMES: &[(&str, StreamVar)] = &[
@@ -68,6 +70,7 @@ const NAMES: &[(&str, StreamVar)] = &[
     ("time_local", StreamVar::TimeLocal),
     ("time_iso8601", StreamVar::TimeIso8601),
     ("status", StreamVar::Status),
+    ("limit_conn_status", StreamVar::LimitConnStatus),
     ("bytes_sent", StreamVar::BytesSent),
     ("bytes_received", StreamVar::BytesReceived),
     ("session_time", StreamVar::SessionTime),

@@ -79,6 +79,9 @@ pub enum Var {
     User(usize),
     /// `$limit_rate`: the request's response rate in bytes per second (`set $limit_rate` changes it).
     LimitRate,
+    /// `$limit_req_status`, `$limit_conn_status`: what the request's limits decided (not found before).
+    LimitReqStatus,
+    LimitConnStatus,
     /// A `map` whose value needs the answer (its source or values name `$status`, `$upstream_*`...), as an access
     /// log reads it: evaluated when the line is written.
     AnswerMap(usize),
@@ -177,6 +180,8 @@ const NAMES: &[(&str, Var)] = &[
     ("time_iso8601", Var::TimeIso8601),
     ("request_body", Var::RequestBody),
     ("limit_rate", Var::LimitRate),
+    ("limit_req_status", Var::LimitReqStatus),
+    ("limit_conn_status", Var::LimitConnStatus),
     ("status", Var::Status),
     ("body_bytes_sent", Var::BodyBytesSent),
     ("bytes_sent", Var::BytesSent),

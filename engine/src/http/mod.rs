@@ -6,6 +6,7 @@ pub mod gzip;
 pub mod head_buffers;
 pub mod host;
 pub mod keepalive;
+pub mod limit_status;
 pub mod names;
 pub mod not_modified;
 pub mod pages;

@@ -48,6 +48,8 @@ pub struct VarCache {
     maps: Vec<Slot>,
     /// The values `set` gave this request's variables.
     pub users: crate::http::user_vars::UserVars,
+    /// `$limit_req_status`, `$limit_conn_status` (reset by the request's first pass only).
+    pub limits: crate::http::limit_status::LimitStatus,
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";

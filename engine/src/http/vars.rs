@@ -342,6 +342,8 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::User(i) => self.ext.cache.users.append(*i, out),
             Var::RequestBody => out.extend_from_slice(self.ext.body),
             Var::LimitRate => self.ext.cache.users.append_limit_rate(out),
+            Var::LimitReqStatus => self.ext.cache.limits.append_req(out),
+            Var::LimitConnStatus => self.ext.cache.limits.append_conn(out),
             Var::UpstreamHttp(_) | Var::UpstreamCookie(_) => {
                 if let Some(u) = self.ext.upstream {
                     u.append(var, out);

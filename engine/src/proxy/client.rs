@@ -58,6 +58,8 @@ pub(super) struct Routed {
     pub(super) gzip: crate::snapshot::gzip::GzipAsk,
     /// `limit_rate` (or `set $limit_rate`) of the answer.
     pub(super) rate: Option<super::limit_rate::RateLimit>,
+    /// `limit_req`'s delay before the request goes on (zero: none).
+    pub(super) delay: Duration,
 }
 
 impl Routed {
@@ -79,6 +81,7 @@ impl Routed {
         },
         gzip: crate::snapshot::gzip::GzipAsk::No,
         rate: None,
+        delay: Duration::ZERO,
     };
 
     pub(super) fn kind(&self) -> RequestKind {

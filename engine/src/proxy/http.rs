@@ -153,6 +153,13 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         req.keepalive = req.keepalive.and(!at.gone);
         conn.shard.counters.count_request();
         progress.served += 1;
+        if !req.delay.is_zero() && !conn.limit_delay(req.delay).await {
+            // the client left during limit_req's delay
+            conn.shard.counters.count_client_abort();
+            conn.bufs.log.answered(499, 0, 0);
+            conn.shard.log_request(snap, &mut conn.bufs.log);
+            break;
+        }
         if !conn.continue_if_expected(&req).await {
             break;
         }
@@ -169,6 +176,9 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             keep = Box::pin(conn.serve_pending(snap, at.port, progress, &req)).await;
         }
         conn.shard.log_request(snap, &mut conn.bufs.log);
+        if conn.bufs.limited {
+            conn.bufs.end_limits();
+        }
         idle = Some(req.timeouts.keepalive);
         if !keep || conn.shard.draining() {
             break;
@@ -485,6 +495,13 @@ fn route_pass<'s, const FIRST: bool>(
             crate::snapshot::realip::apply(Some(plan), &head, &mut conn, bufs.proxy.as_ref());
         }
     }
+    // nginx's preaccess phase runs the limits of the location the rewrites found (or of the server without one)
+    let limits = match (phases.answer.is_some(), loc) {
+        (true, _) => None,
+        (false, Some(l)) if l.fixed.is_none() => l.limits.as_deref(),
+        (false, Some(_)) => None,
+        (false, None) => server.limits.as_deref(),
+    };
     let (fixed_server, redirect) = match phases.answer {
         Some(Answer::Fixed(a)) => (Some(a), None),
         Some(Answer::Redirect(a)) => (None, Some(a)),
@@ -546,6 +563,18 @@ fn route_pass<'s, const FIRST: bool>(
         // routed again once the body is here (the location reads `$request_body`)
         return Ok(None);
     }
+    // the limits once the request is sure to run now (not routed again when its body is here)
+    let (fixed_server, redirect, delay) = match limits {
+        None => (fixed_server, redirect, Duration::ZERO),
+        Some(plan) => {
+            bufs.limited = true;
+            let units = &mut bufs.limits;
+            match super::limits::preaccess(plan, &vars, &mut bufs.scratch, units) {
+                super::limits::Preaccess::Go(delay) => (fixed_server, redirect, delay),
+                super::limits::Preaccess::Answer(a) => (Some(a), None, Duration::ZERO),
+            }
+        }
+    };
     if first_pass {
         begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
     }
@@ -569,6 +598,7 @@ fn route_pass<'s, const FIRST: bool>(
         |a| a.saturating_duration_since(progress.started),
     );
     *req = routed(&head, client_conf, progress.served, open_for);
+    req.delay = delay;
     if cert_refusal.is_some() {
         // nginx closes after these answers
         req.keepalive = crate::http::keepalive::Connection::CLOSE;
@@ -771,6 +801,7 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for
         },
         gzip: GzipAsk::No,
         rate: None,
+        delay: Duration::ZERO,
     }
 }
 

@@ -13,6 +13,7 @@ pub mod gzip;
 pub mod http;
 mod idle;
 pub mod limit_rate;
+mod limits;
 pub mod load_report;
 mod phase;
 mod proxy_header;

@@ -7,7 +7,7 @@ use super::pump::{pump, Ends, Half, PumpEnd};
 use super::stream_pass::{self, PassTarget};
 use super::try_clock;
 use crate::access_log::record::TryPeer;
-use crate::access_log::stream::{StreamRecord, BAD_GATEWAY, BAD_REQUEST, FORBIDDEN, OK};
+use crate::access_log::stream::{StreamRecord, BAD_GATEWAY, BAD_REQUEST, FORBIDDEN, OK, SERVICE_UNAVAILABLE};
 use crate::balance::least_time::{Phase, TryTimes};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
@@ -70,6 +70,32 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         }
         (rec.remote, rec.proxy) = (conn.remote, proxy);
         early = Some(buf);
+    }
+    // nginx's stream preaccess phase: a client over a `limit_conn` has its session end (status 503); the units
+    // are given back when the session ends, whatever ends it
+    let mut units = Vec::new();
+    if let Some(limits) = plan.and_then(|p| p.limits.as_deref()).and_then(|l| l.conn.as_ref()) {
+        let maps = snap.config.stream.as_ref().map_or(&[][..], |s| s.maps.as_slice());
+        let mut cache = VarCache::default();
+        cache.begin(maps.len());
+        let vars = StreamVars {
+            conn,
+            proxy: ProxyVars {
+                addrs: proxy.as_ref(),
+                tlvs: &rec.tlvs,
+            },
+            maps,
+            cache: &cache,
+        };
+        let mut key = Vec::new();
+        if limits
+            .check(&vars, &mut key, &rec.limit_conn, &mut units, conn.remote.ip())
+            .is_some()
+        {
+            rec.status = SERVICE_UNAVAILABLE;
+            shard.log_session(&snap, rec);
+            return;
+        }
     }
     // nginx's stream access phase: a forbidden client's session ends (status 403)
     if srv.access.as_ref().is_some_and(|a| a.denies(conn.remote)) {

@@ -48,6 +48,10 @@ pub struct Buffers {
     pub tls: Option<crate::tls::TlsFacts>,
     /// The head an error page routes again, and what the current request's error pages did.
     pub pages: crate::proxy::error_page::PageBufs,
+    /// The current request's `limit_conn` units (given back when it ends).
+    pub limits: Vec<corelb_shared_state::ConnUnit>,
+    /// The current request went through a level with limits: [`Buffers::end_limits`] has something to undo.
+    pub limited: bool,
 }
 
 impl Buffers {
@@ -72,6 +76,14 @@ impl Buffers {
             std::mem::swap(&mut self.tls, &mut from.tls);
             from.tls = None;
         }
+    }
+
+    /// The end of a request that went through limits: its `limit_conn` units back (nginx's request pool
+    /// cleanup), its `$limit_*_status` unset for the next.
+    pub fn end_limits(&mut self) {
+        self.limits.clear();
+        self.vars.limits.begin();
+        self.limited = false;
     }
 
     /// Buffers with no heap of their own (every buffer empty, a client buffer of 0 bytes), to carry an idle
@@ -100,6 +112,8 @@ impl Buffers {
             sticky: Default::default(),
             tls: None,
             pages: Default::default(),
+            limits: Vec::new(),
+            limited: false,
         }
     }
 

@@ -183,6 +183,7 @@ mod tests {
             headers: Default::default(),
             realip: None,
             access: None,
+            limits: Default::default(),
             gzip: Default::default(),
             error_pages: Default::default(),
             proxy_tls: None,

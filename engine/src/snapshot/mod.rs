@@ -8,6 +8,7 @@ use crate::http::request::host_without_port;
 use corelb_shared_state::Zone;
 use files::FilesPlan;
 use headers::HeadersPlan;
+use limits::LimitZones;
 use locations::{LocationTree, Pick};
 use logs::AccessLogPlan;
 use route::{FixedAnswer, LocationPlan, ProxyPlan};
@@ -22,6 +23,7 @@ pub mod error_pages;
 pub mod files;
 pub mod gzip;
 pub mod headers;
+pub mod limits;
 pub mod locations;
 pub mod logs;
 pub mod proxied;
@@ -60,6 +62,9 @@ pub enum SnapshotError {
     ServerName(String),
     #[error("{0}")]
     Tls(#[from] crate::tls::server_config::TlsError),
+    /// A reload that changes a limit zone's key (nginx's words).
+    #[error("{0}")]
+    LimitKey(String),
 }
 
 /// One http listen address and the servers on it.
@@ -120,6 +125,8 @@ pub struct ServerPlan {
     pub realip: Option<realip::RealIpPlan>,
     /// `allow`/`deny` of answers outside any location (`None`: no rules).
     pub access: Option<Box<access::AccessPlan>>,
+    /// `limit_req`/`limit_conn` of requests outside any location (`None`: none, nothing to check).
+    pub limits: Option<Box<limits::LimitPlan>>,
     /// `gzip`/`gzip_static` of answers outside any location (`None`: off).
     pub gzip: Option<gzip::GzipPlan>,
     /// `error_page` of answers outside any location.
@@ -168,6 +175,9 @@ pub struct Snapshot {
     /// change; the reweighed snapshot's for an agents' reweigh ([`crate::control::Control::reweigh`]). Shards
     /// carry their balancer weights and keepalive pools over between snapshots of one config generation.
     pub config_generation: u64,
+    /// The http and stream blocks' `limit_*_zone`s with their tables (the API reads their counters).
+    pub http_limits: LimitZones,
+    pub stream_limits: LimitZones,
 }
 
 /// The least client read buffer (request bodies stream through it too).
@@ -180,6 +190,10 @@ impl Snapshot {
         let mut http_ports: Vec<HttpPort> = Vec::new();
         let mut servers = Vec::new();
         let mut access_logs = AccessLogPlan::default();
+        let no_zones = crate::config::limit::Zones::default();
+        let http_limits = LimitZones::build(config.http.as_ref().map_or(&no_zones, |h| &h.limit_zones), false, zone)?;
+        let stream_limits =
+            LimitZones::build(config.stream.as_ref().map_or(&no_zones, |s| &s.limit_zones), true, zone)?;
         if let Some(http) = &config.http {
             for u in &http.upstreams {
                 http_plans.push(UpstreamPlan::build(u, zone)?);
@@ -196,7 +210,12 @@ impl Snapshot {
                     upstreams: &http.upstreams,
                     server_groups: &groups,
                 };
-                servers.push(server_plan(srv, &http_plans, &mut access_logs, names)?);
+                let at = PlanAt {
+                    plans: &http_plans,
+                    names,
+                    limits: &http_limits,
+                };
+                servers.push(server_plan(srv, at, &mut access_logs)?);
                 add_http_listens(&mut http_ports, &srv.listens, si);
             }
             for p in &mut http_ports {
@@ -219,7 +238,7 @@ impl Snapshot {
                 if let Some(up) = srv.upstream.filter(|&u| u >= stream_plans.len()) {
                     return Err(SnapshotError::NoSuchUpstream(up));
                 }
-                stream_servers.push(StreamServerPlan::build(srv, &mut access_logs)?);
+                stream_servers.push(StreamServerPlan::build(srv, &mut access_logs, &stream_limits)?);
                 for l in &srv.listens {
                     if stream_ports.iter().any(|p: &StreamPort| p.addr == l.addr)
                         || http_ports.iter().any(|p| p.addr == l.addr)
@@ -253,6 +272,8 @@ impl Snapshot {
             .map(|l| l.zone.as_str())
             .collect();
         zone.retain_sticky(&learn_zones);
+        let (req_zones, conn_zones) = limits::zone_names(&http_limits, &stream_limits);
+        zone.retain_limits(&req_zones, &conn_zones);
         Ok(Snapshot {
             client_buffer,
             generation,
@@ -265,6 +286,8 @@ impl Snapshot {
             stream_servers,
             access_logs,
             config_generation: generation,
+            http_limits,
+            stream_limits,
         })
     }
 
@@ -372,12 +395,16 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
     }
 }
 
-fn server_plan(
-    srv: &HttpServer,
-    plans: &[UpstreamPlan],
-    logs: &mut AccessLogPlan,
-    names: user_vars::Names<'_>,
-) -> Result<ServerPlan, SnapshotError> {
+/// What a server's and its locations' plans are built over: the block's upstreams, names and limit zones.
+#[derive(Clone, Copy)]
+struct PlanAt<'a> {
+    plans: &'a [UpstreamPlan],
+    names: user_vars::Names<'a>,
+    limits: &'a LimitZones,
+}
+
+fn server_plan(srv: &HttpServer, at: PlanAt<'_>, logs: &mut AccessLogPlan) -> Result<ServerPlan, SnapshotError> {
+    let names = at.names;
     let mut exact = Vec::new();
     let mut prefixes = Vec::new();
     let mut locations = Vec::new();
@@ -387,7 +414,7 @@ fn server_plan(
             LocationMatch::Prefix(p) | LocationMatch::PrefixNoRegex(p) => prefixes.push((p.clone(), i)),
             LocationMatch::Regex(_) | LocationMatch::Named(_) => {}
         }
-        locations.push(location_plan(loc, i, plans, logs, names)?);
+        locations.push(location_plan(loc, i, at, logs)?);
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let tokens = srv.headers.server_tokens;
@@ -396,6 +423,7 @@ fn server_plan(
         .access
         .as_ref()
         .map(|r| access::AccessPlan::new(r, tokens, &headers));
+    let limits = limits::LimitPlan::new(&srv.limits, at.limits, tokens, &headers);
     Ok(ServerPlan {
         server_name: crate::config::server_names::first_name(&srv.server_names).to_string(),
         ret: srv
@@ -425,16 +453,17 @@ fn server_plan(
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
         realip: srv.realip.as_deref().map(realip::RealIpPlan::new),
         access,
+        limits,
     })
 }
 
 fn location_plan(
     loc: &Location,
     index: usize,
-    plans: &[UpstreamPlan],
+    at: PlanAt<'_>,
     logs: &mut AccessLogPlan,
-    names: user_vars::Names<'_>,
 ) -> Result<LocationPlan, SnapshotError> {
+    let PlanAt { plans, names, .. } = at;
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
     let headers = HeadersPlan::new(&loc.headers);
@@ -474,6 +503,7 @@ fn location_plan(
         .access
         .as_ref()
         .map(|r| access::AccessPlan::new(r, tokens, &headers));
+    let limits = limits::LimitPlan::new(&loc.limits, at.limits, tokens, &headers);
     Ok(LocationPlan {
         fixed,
         admin,
@@ -487,6 +517,7 @@ fn location_plan(
         headers,
         realip: loc.realip.as_deref().map(realip::RealIpPlan::new),
         access,
+        limits,
         gzip: gzip::GzipPlan::of(&loc.gzip),
         error_pages: pages,
     })

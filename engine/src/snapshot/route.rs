@@ -40,6 +40,8 @@ pub struct LocationPlan {
     pub realip: Option<super::realip::RealIpPlan>,
     /// `allow`/`deny` (`None`: no rules, nothing to check per request).
     pub access: Option<Box<super::access::AccessPlan>>,
+    /// `limit_req`/`limit_conn` (`None`: none, nothing to check per request).
+    pub limits: Option<Box<super::limits::LimitPlan>>,
     /// `gzip`/`gzip_static` (`None`: off, nothing to check per request).
     pub gzip: Option<super::gzip::GzipPlan>,
     /// `error_page` lines (`None`: the location has none).
@@ -548,6 +550,7 @@ mod tests {
             headers: Default::default(),
             realip: None,
             access: None,
+            limits: Default::default(),
             gzip: Default::default(),
             error_pages: Default::default(),
             proxy_tls: None,

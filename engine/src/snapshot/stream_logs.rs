@@ -5,18 +5,27 @@ use super::SnapshotError;
 use crate::config::model::StreamServer;
 
 /// What a stream server needs at session time beyond its config.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct StreamServerPlan {
     /// Index into [`AccessLogPlan::stream_sets`]; 0 = sessions are not logged.
     pub log_set: usize,
     /// `set_real_ip_from`: whose PROXY protocol header names the client.
     pub realip: Option<super::realip::RealIpPlan>,
+    /// `limit_conn` (`None`: none, nothing to check per session).
+    pub limits: Option<std::sync::Arc<super::limits::LimitPlan>>,
 }
 
 impl StreamServerPlan {
     /// The plan of `srv`, its log files opened into `logs`.
-    pub fn build(srv: &StreamServer, logs: &mut AccessLogPlan) -> Result<StreamServerPlan, SnapshotError> {
+    pub fn build(
+        srv: &StreamServer,
+        logs: &mut AccessLogPlan,
+        zones: &super::limits::LimitZones,
+    ) -> Result<StreamServerPlan, SnapshotError> {
+        let no_headers = super::headers::HeadersPlan::default();
+        let tokens = crate::config::headers::ServerTokens::default();
         Ok(StreamServerPlan {
+            limits: super::limits::LimitPlan::new(&srv.limits, zones, tokens, &no_headers).map(std::sync::Arc::from),
             log_set: logs.stream_set_of(srv).map_err(SnapshotError::AccessLog)?,
             realip: srv.realip.as_deref().map(super::realip::RealIpPlan::new),
         })
@@ -74,6 +83,7 @@ mod tests {
             half_close: false,
             realip: None,
             access: None,
+            limits: Default::default(),
             proxy_protocol: false,
             proxy_protocol_timeout: std::time::Duration::from_secs(30),
             span: Span::default(),
@@ -113,17 +123,22 @@ mod tests {
             span: Span::default(),
         };
         assert_eq!(plan.set_of(&[http_line]).unwrap(), 1);
-        let quiet = StreamServerPlan::build(&server(Vec::new()), &mut plan).unwrap();
+        let quiet = StreamServerPlan::build(&server(Vec::new()), &mut plan, &Default::default()).unwrap();
         assert_eq!(quiet.log_set, 0);
-        let one = StreamServerPlan::build(&server(vec![line(&a, &status)]), &mut plan).unwrap();
-        let same = StreamServerPlan::build(&server(vec![line(&a, &status)]), &mut plan).unwrap();
-        let other = StreamServerPlan::build(&server(vec![line(&a, &status), line(&b, &addr)]), &mut plan).unwrap();
+        let one = StreamServerPlan::build(&server(vec![line(&a, &status)]), &mut plan, &Default::default()).unwrap();
+        let same = StreamServerPlan::build(&server(vec![line(&a, &status)]), &mut plan, &Default::default()).unwrap();
+        let other = StreamServerPlan::build(
+            &server(vec![line(&a, &status), line(&b, &addr)]),
+            &mut plan,
+            &Default::default(),
+        )
+        .unwrap();
         assert_eq!((one.log_set, same.log_set, other.log_set), (1, 1, 2));
         assert_eq!(plan.files.len(), 2, "a.log is opened once for http and stream");
         assert_eq!(plan.stream_sets[2][1].file, 1);
         let missing = server(vec![line(&dir.join("no/such/x.log"), &status)]);
         assert!(matches!(
-            StreamServerPlan::build(&missing, &mut plan),
+            StreamServerPlan::build(&missing, &mut plan, &Default::default()),
             Err(SnapshotError::AccessLog(m)) if m.starts_with("open() \"")
         ));
         let _ = std::fs::remove_dir_all(&dir);

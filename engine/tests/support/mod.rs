@@ -85,6 +85,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         headers: Default::default(),
         realip: None,
         access: None,
+        limits: Default::default(),
         gzip: Default::default(),
         error_pages: Default::default(),
         proxy_tls: None,
@@ -109,6 +110,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         headers: Default::default(),
         realip: None,
         access: None,
+        limits: Default::default(),
         gzip: Default::default(),
         error_pages: Default::default(),
         proxy_tls: None,
@@ -131,6 +133,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
             upstreams,
             health: Default::default(),
             maps: Vec::new(),
+            limit_zones: Default::default(),
             user_vars: Vec::new(),
             servers: vec![HttpServer {
                 listens: vec![Listen {
@@ -149,6 +152,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 headers: Default::default(),
                 realip: None,
                 access: None,
+                limits: Default::default(),
                 gzip: Default::default(),
                 tls: None,
                 error_pages: Default::default(),

@@ -141,6 +141,16 @@ fn read(
             return Err(ApiError::new(404, code, text.into()));
         }
         Target::BlockRoot(b) => Json::strings(&route::block_endpoints(b, version)),
+        Target::LimitReqs(name) => views::limit_reqs(&snap.http_limits, name)
+            .ok_or_else(|| ApiError::new(404, "LimitReqNotFound", "limit_req not found".into()))?,
+        Target::LimitConns(b, name) => {
+            let zones = match b {
+                Block::Http => &snap.http_limits,
+                Block::Stream => &snap.stream_limits,
+            };
+            views::limit_conns(zones, name)
+                .ok_or_else(|| ApiError::new(404, "LimitConnNotFound", "limit_conn not found".into()))?
+        }
         Target::Upstreams(b) => return Ok((200, views::upstream_map(snap, b, &shared.zone, now, fields.as_deref()))),
         Target::Upstream(b, name) => views::upstream(dynamic_upstream(snap, b, name)?, b, &shared.zone, now),
         Target::Servers(b, name) => views::server_confs(dynamic_upstream(snap, b, name)?, b),

@@ -25,8 +25,6 @@ pub enum NoZones {
     ServerZones(Block),
     LocationZones,
     Caches,
-    LimitReqs,
-    LimitConns(Block),
     Keyvals(Block),
 }
 
@@ -39,8 +37,6 @@ impl NoZones {
             NoZones::ServerZones(_) => ("ServerZoneNotFound", "server zone not found"),
             NoZones::LocationZones => ("LocationZoneNotFound", "location zone not found"),
             NoZones::Caches => ("CacheNotFound", "cache not found"),
-            NoZones::LimitReqs => ("LimitReqNotFound", "limit_req not found"),
-            NoZones::LimitConns(_) => ("LimitConnNotFound", "limit_conn not found"),
             NoZones::Keyvals(_) => ("KeyvalZoneNotFound", "keyval zone not found"),
         }
     }
@@ -71,6 +67,10 @@ pub enum Target<'a> {
     EmptyNamed(NoZones),
     /// `/api/N/http`, `/api/N/stream`.
     BlockRoot(Block),
+    /// `/api/N/http/limit_reqs` (`None`), `/api/N/http/limit_reqs/NAME`.
+    LimitReqs(Option<&'a str>),
+    /// `/api/N/http/limit_conns`, `/api/N/stream/limit_conns` (`None`), and one zone of them.
+    LimitConns(Block, Option<&'a str>),
     /// `/api/N/http/upstreams`.
     Upstreams(Block),
     /// `/api/N/http/upstreams/NAME`.
@@ -240,8 +240,8 @@ fn block_target<'a>(block: Block, segments: &[&'a str], version: u32) -> Option<
                 "server_zones" => empty(1, NoZones::ServerZones(block), named),
                 "location_zones" if http => empty(5, NoZones::LocationZones, named),
                 "caches" if http => empty(1, NoZones::Caches, named),
-                "limit_reqs" if http => empty(6, NoZones::LimitReqs, named),
-                "limit_conns" => empty(6, NoZones::LimitConns(block), named),
+                "limit_reqs" if http && version >= 6 => Some(Target::LimitReqs(rest.first().copied())),
+                "limit_conns" if version >= 6 => Some(Target::LimitConns(block, rest.first().copied())),
                 "keyvals" => empty(if http { 1 } else { 2 }, NoZones::Keyvals(block), named),
                 _ => None,
             }
@@ -281,10 +281,10 @@ mod tests {
         );
         assert_eq!(t("8/slabs"), Ok((8, Target::Empty(NoZones::Slabs))));
         assert_eq!(t("8/http/caches/one"), Ok((8, Target::EmptyNamed(NoZones::Caches))));
-        assert_eq!(
-            t("6/stream/limit_conns"),
-            Ok((6, Target::Empty(NoZones::LimitConns(Stream))))
-        );
+        assert_eq!(t("6/stream/limit_conns"), Ok((6, Target::LimitConns(Stream, None))));
+        assert_eq!(t("9/http/limit_conns/c"), Ok((9, Target::LimitConns(Http, Some("c")))));
+        assert_eq!(t("6/http/limit_reqs/r"), Ok((6, Target::LimitReqs(Some("r")))));
+        assert_eq!(t("9/stream/limit_reqs"), Err(RouteError::PathNotFound));
         assert_eq!(
             t("3/stream/server_zones/z"),
             Ok((3, Target::EmptyNamed(NoZones::ServerZones(Stream))))

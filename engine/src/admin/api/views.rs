@@ -5,6 +5,7 @@ use super::json::{timestamp_ms, Json};
 use super::route::Block;
 use crate::balance::{Peer, UpstreamPlan};
 use crate::config::model::UpstreamConf;
+use crate::snapshot::limits::LimitZones;
 use crate::snapshot::Snapshot;
 use crate::state::Shared;
 use corelb_shared_state::{PeerFlags, PeerStats, TimeMetric, Zone};
@@ -56,6 +57,48 @@ pub fn upstreams(snap: &Snapshot, block: Block) -> Vec<UpstreamRef<'_>> {
 /// The upstream of `block` called `name`.
 pub fn find_upstream<'s>(snap: &'s Snapshot, block: Block, name: &str) -> Option<UpstreamRef<'s>> {
     upstreams(snap, block).into_iter().find(|u| u.conf.name == name)
+}
+
+/// `limit_reqs` (every zone, by name) or one zone of it (`None` when there is no such zone): nginx Plus's
+/// `passed`, `delayed`, `rejected`, `delayed_dry_run`, `rejected_dry_run`. A request counts once in each zone it
+/// passed, or in the zone that delayed or rejected it.
+pub fn limit_reqs(zones: &LimitZones, name: Option<&str>) -> Option<Json> {
+    let one = |d: [u64; 5]| {
+        Json::obj([
+            ("passed", Json::Num(d[0])),
+            ("delayed", Json::Num(d[1])),
+            ("rejected", Json::Num(d[2])),
+            ("delayed_dry_run", Json::Num(d[3])),
+            ("rejected_dry_run", Json::Num(d[4])),
+        ])
+    };
+    let all = zones.req.iter().map(|z| (z.name.as_str(), z.table.decisions.get()));
+    by_name(all, name, one)
+}
+
+/// `limit_conns` of a block, or one zone of it: nginx Plus's `passed`, `rejected`, `rejected_dry_run`.
+pub fn limit_conns(zones: &LimitZones, name: Option<&str>) -> Option<Json> {
+    let one = |d: [u64; 5]| {
+        Json::obj([
+            ("passed", Json::Num(d[0])),
+            ("rejected", Json::Num(d[2])),
+            ("rejected_dry_run", Json::Num(d[4])),
+        ])
+    };
+    let all = zones.conn.iter().map(|z| (z.name.as_str(), z.table.decisions.get()));
+    by_name(all, name, one)
+}
+
+/// The object of every `(name, counts)` by name, or the one of `name`.
+fn by_name<'a>(
+    mut all: impl Iterator<Item = (&'a str, [u64; 5])>,
+    name: Option<&str>,
+    one: impl Fn([u64; 5]) -> Json,
+) -> Option<Json> {
+    match name {
+        Some(n) => all.find(|(z, _)| *z == n).map(|(_, d)| one(d)),
+        None => Some(Json::Obj(all.map(|(z, d)| (z.to_string().into(), one(d))).collect())),
+    }
 }
 
 /// `/api/9/nginx`.

@@ -74,6 +74,8 @@ struct HttpState {
     matches: Vec<MatchConf>,
     logs: LogState,
     maps: Maps,
+    /// `limit_req_zone`, `limit_conn_zone`.
+    zones: crate::config::limit::Zones,
 }
 
 /// Builds the http block `d`.
@@ -92,6 +94,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         matches: Vec::new(),
         logs: LogState::with_prefix(b.prefix.clone()),
         maps: Maps::default(),
+        zones: crate::config::limit::Zones::default(),
     };
     let close = walk(block_of(d)?, Ctx::HTTP, |hd| match hd.name.as_str() {
         "upstream" => h.upstreams.block(b, &mut h.vars, hd),
@@ -113,6 +116,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             Ok(())
         }
         _ if h.maps.directive(hd, Module::Http, &mut h.vars)? => Ok(()),
+        _ if super::limits::zone(&mut h.zones, &mut h.vars, Module::Http, hd)? => Ok(()),
         _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, &mut h.logs, hd),
     })?;
     // nginx's checks when the block ends, in its order: upstreams, header values, locations, variables.
@@ -141,7 +145,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
     let mut servers: Vec<HttpServer> = h
         .servers
         .into_iter()
-        .map(|s| s.merge(&h.layers, &b.prefix, conf_dir))
+        .map(|s| s.merge(&h.layers, &b.prefix, conf_dir, &h.zones))
         .collect::<Result<_, _>>()?;
     super::tls::load_servers(&mut servers, &tls, conf_dir)?;
     crate::config::map::mark_answer_time(&mut h.maps.maps);
@@ -163,6 +167,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         servers,
         health,
         maps: h.maps.maps,
+        limit_zones: h.zones,
         user_vars,
     })
 }
@@ -425,6 +430,7 @@ impl ServerDraft {
         http: &Layers,
         prefix: &std::path::Path,
         conf_dir: &std::path::Path,
+        zones: &crate::config::limit::Zones,
     ) -> Result<HttpServer, ConfigError> {
         let layers = self.layers.over(http);
         // each location over the one it is nested in (listed before it), or over the server
@@ -451,6 +457,7 @@ impl ServerDraft {
                 headers: own.headers.conf(),
                 realip: own.realip.conf(),
                 access: own.access.conf(),
+                limits: own.limits.conf(zones)?,
                 gzip: own.gzip.conf(),
                 error_pages: own.error_pages.conf(),
                 proxy_tls,
@@ -469,6 +476,7 @@ impl ServerDraft {
             headers: layers.headers.conf(),
             realip: layers.realip.conf(),
             access: layers.access.conf(),
+            limits: layers.limits.conf(zones)?,
             gzip: layers.gzip.conf(),
             tls: None,
             error_pages: layers.error_pages.conf(),

@@ -92,6 +92,8 @@ pub struct Layers {
     pub realip: super::realip::RealIpLayer,
     /// `allow`, `deny`.
     pub access: super::access::AccessLayer,
+    /// `limit_req`, `limit_conn` and their settings.
+    pub limits: super::limits::LimitsLayer,
     /// `gzip*` and `gzip_static`.
     pub gzip: GzipLayer,
     /// `ssl_*` (http and server levels).
@@ -118,6 +120,7 @@ impl Layers {
         if self.headers.directive(cx.vars, d)?
             || self.realip.directive(cx.build, d)?
             || self.access.directive(cx.build, d)?
+            || self.limits.directive(d)?
             || self.error_pages.directive(cx.vars, d)?
         {
             return Ok(true);
@@ -278,6 +281,7 @@ impl Layers {
             headers: self.headers.over(&parent.headers),
             realip: self.realip.over(&parent.realip),
             access: self.access.over(&parent.access),
+            limits: self.limits.over(&parent.limits),
             gzip: self.gzip.over(&parent.gzip),
             tls: self.tls.over(&parent.tls),
             proxy_tls: self.proxy_tls.over(&parent.proxy_tls),

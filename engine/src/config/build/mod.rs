@@ -18,6 +18,7 @@ mod http;
 mod layers;
 mod least_time;
 mod limit_rate;
+mod limits;
 mod listen;
 mod locations;
 mod logs;

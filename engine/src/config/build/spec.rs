@@ -19,6 +19,7 @@ const TAKE2: Args = Args { min: 2, max: 2 };
 const TAKE12: Args = Args { min: 1, max: 2 };
 const TAKE123: Args = Args { min: 1, max: 3 };
 const TAKE23: Args = Args { min: 2, max: 3 };
+const TAKE34: Args = Args { min: 3, max: 4 };
 const NOARGS_TAKE1: Args = Args { min: 0, max: 1 };
 const NOARGS_TAKE12: Args = Args { min: 0, max: 2 };
 const TAKE1234: Args = Args { min: 1, max: 4 };
@@ -323,6 +324,17 @@ pub const SPECS: &[Spec] = &[
     both("allow", HTTP_MSL.or(STREAM_MS), TAKE1),
     both("deny", HTTP_MSL.or(STREAM_MS), TAKE1),
     both("proxy_protocol_timeout", STREAM_MS, TAKE1),
+    // limits (http and stream: config/build/limits.rs); `sync` (nginx Plus) is refused by name
+    both("limit_req_zone", Ctx::HTTP, TAKE34),
+    both("limit_req", HTTP_MSL, TAKE123),
+    both("limit_req_status", HTTP_MSL, TAKE1),
+    both("limit_req_log_level", HTTP_MSL, TAKE1),
+    both("limit_req_dry_run", HTTP_MSL, TAKE1),
+    both("limit_conn_zone", Ctx::HTTP.or(Ctx::STREAM), TAKE2),
+    both("limit_conn", HTTP_MSL.or(STREAM_MS), TAKE2),
+    both("limit_conn_status", HTTP_MSL, TAKE1),
+    both("limit_conn_log_level", HTTP_MSL.or(STREAM_MS), TAKE1),
+    both("limit_conn_dry_run", HTTP_MSL.or(STREAM_MS), TAKE1),
     both("least_conn", UPS, NOARGS),
     both("ip_hash", Ctx::HTTP_UPS, NOARGS),
     both("fair", Ctx::HTTP_UPS, ANY),
@@ -397,12 +409,6 @@ pub const UNSUPPORTED: &[&str] = &[
     // rewrite, map, geo, limits, realip
     "rewrite_log",
     "split_clients",
-    "limit_req",
-    "limit_req_zone",
-    "limit_req_status",
-    "limit_conn",
-    "limit_conn_zone",
-    "limit_conn_status",
     // gzip
     "gzip_window",
     "gzip_hash",

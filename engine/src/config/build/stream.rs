@@ -31,6 +31,8 @@ struct StreamLayer {
     realip: Option<TrustedList>,
     /// `allow`/`deny`.
     access: super::access::AccessLayer,
+    /// `limit_conn` and its settings.
+    limits: super::limits::LimitsLayer,
     proxy_protocol: Option<bool>,
     proxy_protocol_timeout: Option<Duration>,
 }
@@ -62,6 +64,8 @@ struct StreamState {
     logs: StreamLogState,
     block_logs: Option<StreamLevelLogs>,
     maps: Maps,
+    /// `limit_conn_zone`.
+    zones: crate::config::limit::Zones,
 }
 
 /// Builds the stream block `d`.
@@ -75,6 +79,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         logs: StreamLogState::with_prefix(b.prefix.clone()),
         block_logs: None,
         maps: Maps::default(),
+        zones: crate::config::limit::Zones::default(),
     };
     walk(block_of(d)?, Ctx::STREAM, |sd| match sd.name.as_str() {
         "upstream" => st.upstreams.block(b, &mut st.vars, sd),
@@ -87,6 +92,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             Ok(())
         }
         _ if st.maps.directive(sd, Module::Stream, &mut st.vars)? => Ok(()),
+        _ if super::limits::zone(&mut st.zones, &mut st.vars, Module::Stream, sd)? => Ok(()),
         _ => st.layer.directive(b, sd),
     })?;
     // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
@@ -142,6 +148,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
                 })
             }),
             access: layer.access.conf(),
+            limits: layer.limits.conf(&st.zones)?,
             proxy_protocol: layer.proxy_protocol.unwrap_or(false),
             proxy_protocol_timeout: layer.proxy_protocol_timeout.unwrap_or(Duration::from_secs(30)),
             span: s.span,
@@ -162,6 +169,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         servers,
         health,
         maps: st.maps.maps,
+        limit_zones: st.zones,
     })
 }
 
@@ -229,7 +237,7 @@ impl StreamState {
 
 impl StreamLayer {
     fn directive(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
-        if self.access.directive(b, d)? {
+        if self.access.directive(b, d)? || self.limits.directive(d)? {
             return Ok(());
         }
         match d.name.as_str() {
@@ -272,6 +280,7 @@ impl StreamLayer {
             half_close: self.half_close.or(parent.half_close),
             realip: self.realip.clone().or_else(|| parent.realip.clone()),
             access: self.access.over(&parent.access),
+            limits: self.limits.over(&parent.limits),
             proxy_protocol: self.proxy_protocol.or(parent.proxy_protocol),
             proxy_protocol_timeout: self.proxy_protocol_timeout.or(parent.proxy_protocol_timeout),
         }
