@@ -22,7 +22,6 @@ pub const WITH: &[&str] = &[
 /// module of which corelb has a part, such as the rewrite module's `return`, counts as present; what corelb
 /// lacks of it is in `docs/directives.md`.)
 pub const WITHOUT: &[&str] = &[
-    "--without-http_charset_module",
     "--without-http_ssi_module",
     "--without-http_userid_module",
     "--without-http_auth_basic_module",

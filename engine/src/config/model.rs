@@ -622,6 +622,8 @@ pub struct Location {
     pub access: Option<std::sync::Arc<super::access::AccessRules>>,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
+    /// `charset`, `source_charset`, `override_charset`, `charset_types`.
+    pub charset: super::charset::CharsetConf,
     /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
     pub error_pages: super::error_pages::ErrorPagesConf,
     /// `proxy_ssl_*`, for a location that proxies to `https`.
@@ -673,6 +675,8 @@ pub struct HttpServer {
     pub access: Option<std::sync::Arc<super::access::AccessRules>>,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
+    /// `charset` and the rest of the server level.
+    pub charset: super::charset::CharsetConf,
     /// `ssl_*`: for a server that listens with `ssl` or has a certificate.
     pub tls: Option<super::tls::TlsConf>,
     /// The error pages of answers outside any location.
@@ -691,6 +695,8 @@ pub struct HttpConf {
     pub maps: Vec<super::map::Map>,
     /// The names `set` declares (lower-case); [`crate::config::key::Var::User`] indexes them.
     pub user_vars: Vec<String>,
+    /// The charsets the block names and its `charset_map` tables.
+    pub charsets: std::sync::Arc<super::charset::Charsets>,
 }
 
 /// The active health checks of an `http` or `stream` block (nginx Plus), gathered from its locations or servers.

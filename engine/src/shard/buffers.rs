@@ -48,6 +48,8 @@ pub struct Buffers {
     pub tls: Option<crate::tls::TlsFacts>,
     /// The head an error page routes again, and what the current request's error pages did.
     pub pages: crate::proxy::error_page::PageBufs,
+    /// The charset filter's variable values and recoding buffers (empty unless a location recodes).
+    pub charset: Option<Box<crate::snapshot::charset::CharsetScratch>>,
 }
 
 impl Buffers {
@@ -100,6 +102,7 @@ impl Buffers {
             sticky: Default::default(),
             tls: None,
             pages: Default::default(),
+            charset: None,
         }
     }
 

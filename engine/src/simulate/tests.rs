@@ -308,6 +308,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             realip: None,
             access: None,
             gzip: Default::default(),
+            charset: Default::default(),
             error_pages: Default::default(),
             proxy_tls: None,
             span: Span::default(),
@@ -321,6 +322,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             health: Default::default(),
             maps: Vec::new(),
             user_vars: Vec::new(),
+            charsets: Default::default(),
             servers: vec![HttpServer {
                 listens: vec![],
                 server_names: vec![],
@@ -333,6 +335,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 realip: None,
                 access: None,
                 gzip: Default::default(),
+                charset: Default::default(),
                 tls: None,
                 error_pages: Default::default(),
                 span: Span::default(),

@@ -184,6 +184,7 @@ mod tests {
             realip: None,
             access: None,
             gzip: Default::default(),
+            charset: Default::default(),
             error_pages: Default::default(),
             proxy_tls: None,
             span: Span::default(),

@@ -18,6 +18,7 @@ use stream_logs::StreamServerPlan;
 pub mod absolute_location;
 pub mod access;
 pub mod captures;
+pub mod charset;
 pub mod error_pages;
 pub mod files;
 pub mod gzip;
@@ -122,6 +123,8 @@ pub struct ServerPlan {
     pub access: Option<Box<access::AccessPlan>>,
     /// `gzip`/`gzip_static` of answers outside any location (`None`: off).
     pub gzip: Option<gzip::GzipPlan>,
+    /// The charset filter of answers outside any location (`None`: nothing to change).
+    pub charset: Option<std::sync::Arc<charset::CharsetPlan>>,
     /// `error_page` of answers outside any location.
     pub error_pages: Option<std::sync::Arc<error_pages::ErrorPagesPlan>>,
     /// `ssl_verify_client` other than `off`: a TLS connection's client certificate is checked per request.
@@ -191,6 +194,7 @@ impl Snapshot {
                     users: &http.user_vars,
                     upstreams: &http.upstreams,
                     server_groups: &groups,
+                    charsets: Some(&http.charsets),
                 };
                 servers.push(server_plan(srv, &http_plans, &mut access_logs, names)?);
                 add_http_listens(&mut http_ports, &srv.listens, si);
@@ -416,6 +420,7 @@ fn server_plan(
         moved: FixedAnswer::error(301, tokens).with_headers(headers.clone()),
         headers,
         gzip: gzip::GzipPlan::of(&srv.gzip),
+        charset: names.charsets.and_then(|c| charset::CharsetPlan::of(&srv.charset, c)),
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
         realip: srv.realip.as_deref().map(realip::RealIpPlan::new),
@@ -434,9 +439,12 @@ fn location_plan(
     let tokens = loc.headers.server_tokens;
     let headers = HeadersPlan::new(&loc.headers);
     let pages = error_pages::ErrorPagesPlan::new(&loc.error_pages, Some(index), tokens, &headers);
+    let charset = names.charsets.and_then(|c| charset::CharsetPlan::of(&loc.charset, c));
     let var_proxy = match (&loc.ret, &loc.proxy_pass) {
         (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
-            var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers).with_error_pages(&pages),
+            var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers)
+                .with_error_pages(&pages)
+                .with_charset(&charset),
         )),
         _ => None,
     };
@@ -455,6 +463,7 @@ fn location_plan(
             Some(
                 ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref())
                     .with_error_pages(pages.clone())
+                    .with_charset(charset.clone())
                     .with_tls(tls),
             )
         }
@@ -483,6 +492,7 @@ fn location_plan(
         realip: loc.realip.as_deref().map(realip::RealIpPlan::new),
         access,
         gzip: gzip::GzipPlan::of(&loc.gzip),
+        charset,
         error_pages: pages,
     })
 }

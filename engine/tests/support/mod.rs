@@ -86,6 +86,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         realip: None,
         access: None,
         gzip: Default::default(),
+        charset: Default::default(),
         error_pages: Default::default(),
         proxy_tls: None,
         span: Span::default(),
@@ -110,6 +111,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         realip: None,
         access: None,
         gzip: Default::default(),
+        charset: Default::default(),
         error_pages: Default::default(),
         proxy_tls: None,
         span: Span::default(),
@@ -132,6 +134,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
             health: Default::default(),
             maps: Vec::new(),
             user_vars: Vec::new(),
+            charsets: Default::default(),
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,
@@ -150,6 +153,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 realip: None,
                 access: None,
                 gzip: Default::default(),
+                charset: Default::default(),
                 tls: None,
                 error_pages: Default::default(),
                 span: Span::default(),

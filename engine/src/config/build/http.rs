@@ -74,6 +74,8 @@ struct HttpState {
     matches: Vec<MatchConf>,
     logs: LogState,
     maps: Maps,
+    /// Every charset the block names, and the `charset_map` tables.
+    charsets: crate::config::charset::Charsets,
 }
 
 /// Builds the http block `d`.
@@ -92,6 +94,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         matches: Vec::new(),
         logs: LogState::with_prefix(b.prefix.clone()),
         maps: Maps::default(),
+        charsets: super::charset::names(block_of(d)?),
     };
     let close = walk(block_of(d)?, Ctx::HTTP, |hd| match hd.name.as_str() {
         "upstream" => h.upstreams.block(b, &mut h.vars, hd),
@@ -102,6 +105,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             Ok(())
         }
         "log_format" => h.logs.log_format(hd, &mut h.vars),
+        "charset_map" => super::charset::charset_map(&mut h.charsets, hd),
         // the sizes of nginx's server-name hash: corelb matches names without one (checked, docs/directives.md)
         "server_names_hash_max_size" | "server_names_hash_bucket_size" => super::value::atoi(super::arg(hd, 0))
             .map(|_| ())
@@ -153,6 +157,12 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             map::answer_time_logs(&mut l.client.access_log, &h.maps.maps)?;
         }
     }
+    for s in &servers {
+        super::charset::check_recode(&h.charsets, &s.charset)?;
+        for l in &s.locations {
+            super::charset::check_recode(&h.charsets, &l.charset)?;
+        }
+    }
     let checks = finish_checks(&servers, drafts, &upstreams, &h.matches)?;
     let health = HealthConf {
         checks,
@@ -164,6 +174,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         health,
         maps: h.maps.maps,
         user_vars,
+        charsets: std::sync::Arc::new(h.charsets),
     })
 }
 
@@ -452,6 +463,7 @@ impl ServerDraft {
                 realip: own.realip.conf(),
                 access: own.access.conf(),
                 gzip: own.gzip.conf(),
+                charset: own.charset.conf(),
                 error_pages: own.error_pages.conf(),
                 proxy_tls,
                 span: l.span,
@@ -470,6 +482,7 @@ impl ServerDraft {
             realip: layers.realip.conf(),
             access: layers.access.conf(),
             gzip: layers.gzip.conf(),
+            charset: layers.charset.conf(),
             tls: None,
             error_pages: layers.error_pages.conf(),
             span: self.span,

@@ -94,6 +94,8 @@ pub struct Layers {
     pub access: super::access::AccessLayer,
     /// `gzip*` and `gzip_static`.
     pub gzip: GzipLayer,
+    /// `charset`, `source_charset`, `override_charset`, `charset_types`.
+    pub charset: super::charset::CharsetLayer,
     /// `ssl_*` (http and server levels).
     pub tls: super::tls::TlsLayer,
     /// `proxy_ssl_*`.
@@ -218,6 +220,7 @@ impl Layers {
             name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
             name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, cx.vars, d)?,
             name if gzip::NAMES.contains(&name) => self.gzip.directive(cx.build, d)?,
+            name if super::charset::NAMES.contains(&name) => self.charset.directive(cx.vars, d)?,
             name if super::tls::NAMES.contains(&name) => self.tls.directive(cx.build, d)?,
             name if super::proxy_tls::NAMES.contains(&name) => self.proxy_tls.directive(cx.build, d)?,
             _ => return Ok(false),
@@ -279,6 +282,7 @@ impl Layers {
             realip: self.realip.over(&parent.realip),
             access: self.access.over(&parent.access),
             gzip: self.gzip.over(&parent.gzip),
+            charset: self.charset.over(&parent.charset),
             tls: self.tls.over(&parent.tls),
             proxy_tls: self.proxy_tls.over(&parent.proxy_tls),
             error_pages: self.error_pages.over(&parent.error_pages),
