@@ -526,6 +526,9 @@ pub struct ClientConf {
     /// The `access_log` lines in effect (those of the nearest level that has any); empty when the level says
     /// `access_log off` or no level has one.
     pub access_log: Vec<AccessLogConf>,
+    /// `error_log FILE [LEVEL]` lines of the level answering (empty: the main log); FILE resolved against the
+    /// prefix, or `stderr`.
+    pub error_log: Vec<(String, Option<String>)>,
 }
 
 /// One `access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] [if=COND]` line (`F`: an http or a stream format).
@@ -564,6 +567,7 @@ impl Default for ClientConf {
             client_header_buffer_size: CLIENT_HEADER_BUFFER,
             connection_pool_size: 512,
             access_log: Vec::new(),
+            error_log: Vec::new(),
         }
     }
 }

@@ -111,7 +111,12 @@ impl<R: Runtime> ClientConn<R> {
             };
             first = false;
             let Some(peer) = picked else {
-                crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
+                crate::log_in!(
+                    plan.errors.as_deref(),
+                    crate::log::Level::Error,
+                    "no live upstreams while connecting to upstream \"{}\"",
+                    up.name
+                );
                 self.bufs.log.no_live(plan.upstream);
                 if self.page_for_error(plan, 502, req, replayable) {
                     return true;
@@ -155,7 +160,11 @@ impl<R: Runtime> ClientConn<R> {
                 Ok(addrs) => addrs,
                 Err(e) => {
                     let name = String::from_utf8_lossy(target.host(url));
-                    crate::log_error!("{name} could not be resolved ({e})");
+                    crate::log_in!(
+                        plan.errors.as_deref(),
+                        crate::log::Level::Error,
+                        "{name} could not be resolved ({e})"
+                    );
                     return Err(());
                 }
             },
@@ -387,7 +396,7 @@ impl<R: Runtime> ClientConn<R> {
             }
             Err(BodyError::Write(_)) => false,
             Err(e) => {
-                log_response_error(from.addr, &e);
+                log_response_error(from.plan.errors.as_deref(), from.addr, &e);
                 false
             }
         };
@@ -395,8 +404,12 @@ impl<R: Runtime> ClientConn<R> {
     }
 }
 
-fn log_response_error(addr: SocketAddr, e: &BodyError) {
-    crate::log_error!("upstream {addr}: {e} while sending the response to the client");
+fn log_response_error(logs: Option<&crate::log::ErrorLogs>, addr: SocketAddr, e: &BodyError) {
+    crate::log_in!(
+        logs,
+        crate::log::Level::Error,
+        "upstream {addr}: {e} while sending the response to the client"
+    );
 }
 
 /// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can

@@ -27,6 +27,7 @@ use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::var_cache::VarCache;
 use crate::http::vars::{ConnVars, RequestExt, RequestVars};
+use crate::log::ErrorLogs;
 use crate::log::Level;
 use crate::runtime::Runtime;
 use crate::snapshot::captures::WithCaptures;
@@ -330,7 +331,7 @@ fn try_files_step<'s>(
             Err(e) => {
                 let errno = e.raw_os_error().unwrap_or(0);
                 if !matches!(errno, libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) {
-                    log_failed(Level::Crit, "stat()", path, errno);
+                    log_failed(plan.errors(), Level::Crit, "stat()", path, errno);
                 }
                 false
             }
@@ -446,7 +447,12 @@ fn step<'s>(
         return Step::Answer(FileAnswer::Error(400));
     }
     if plan.escapes(uri) {
-        crate::log_error!("\"{}\" leaves the location's alias", String::from_utf8_lossy(uri));
+        crate::log_in!(
+            plan.errors(),
+            Level::Error,
+            "\"{}\" leaves the location's alias",
+            String::from_utf8_lossy(uri)
+        );
         return Step::Answer(FileAnswer::Error(404));
     }
     if uri.ends_with(b"/") {
@@ -559,8 +565,10 @@ fn open_gz<'s>(
             let errno = e.raw_os_error().unwrap_or(0);
             match errno {
                 libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG => {}
-                libc::EACCES | libc::EMLINK | libc::ELOOP => log_failed(Level::Error, "open()", path, errno),
-                _ => log_failed(Level::Crit, "open()", path, errno),
+                libc::EACCES | libc::EMLINK | libc::ELOOP => {
+                    log_failed(plan.errors(), Level::Error, "open()", path, errno)
+                }
+                _ => log_failed(plan.errors(), Level::Crit, "open()", path, errno),
             }
             return declined;
         }
@@ -570,7 +578,8 @@ fn open_gz<'s>(
         return GzStatic::Declined { vary };
     }
     if !meta.is_file() {
-        crate::log!(
+        crate::log_in!(
+            plan.errors(),
             Level::Crit,
             "\"{}\" is not a regular file",
             String::from_utf8_lossy(path)
@@ -628,18 +637,18 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<
         let status = match err {
             libc::ELOOP | libc::EMLINK => 403,
             libc::EACCES => {
-                log_file(Level::Error, path, "is forbidden", err);
+                log_file(plan.errors(), Level::Error, path, "is forbidden", err);
                 403
             }
             libc::ENOTDIR | libc::ENAMETOOLONG => {
                 if plan.log_not_found {
-                    log_file(Level::Error, path, "is not found", err);
+                    log_file(plan.errors(), Level::Error, path, "is not found", err);
                 }
                 404
             }
             libc::ENOENT => 0,
             _ => {
-                log_failed(Level::Crit, "stat()", path, err);
+                log_failed(plan.errors(), Level::Crit, "stat()", path, err);
                 500
             }
         };
@@ -652,33 +661,43 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<
                     // nginx names the index file it looked for
                     plan.path_of(uri, vars, false, path);
                     path.extend_from_slice(file);
-                    log_file(Level::Error, path, "is not found", libc::ENOENT);
+                    log_file(plan.errors(), Level::Error, path, "is not found", libc::ENOENT);
                 }
                 return Step::Answer(FileAnswer::Error(status));
             }
             dir_tested = true;
         }
     }
-    if crate::log::enabled(Level::Error) {
+    if crate::log::enabled_in(plan.errors(), Level::Error) {
         plan.path_of(uri, vars, false, path);
-        crate::log_error!("directory index of \"{}\" is forbidden", String::from_utf8_lossy(path));
+        crate::log_in!(
+            plan.errors(),
+            Level::Error,
+            "directory index of \"{}\" is forbidden",
+            String::from_utf8_lossy(path)
+        );
     }
     Step::Answer(FileAnswer::Error(403))
 }
 
 /// nginx's line for a failed call on `path`: `open() "PATH" failed (2: No such file or directory)`.
-fn log_failed(level: Level, call: &str, path: &[u8], errno: i32) {
-    if crate::log::enabled(level) {
+fn log_failed(logs: Option<&ErrorLogs>, level: Level, call: &str, path: &[u8], errno: i32) {
+    if crate::log::enabled_in(logs, level) {
         let err = errno_text(&io::Error::from_raw_os_error(errno));
-        crate::log!(level, "{call} \"{}\" failed ({err})", String::from_utf8_lossy(path));
+        crate::log_in!(
+            logs,
+            level,
+            "{call} \"{}\" failed ({err})",
+            String::from_utf8_lossy(path)
+        );
     }
 }
 
 /// nginx's line for an index file: `"PATH" is forbidden (13: Permission denied)`.
-fn log_file(level: Level, path: &[u8], what: &str, errno: i32) {
-    if crate::log::enabled(level) {
+fn log_file(logs: Option<&ErrorLogs>, level: Level, path: &[u8], what: &str, errno: i32) {
+    if crate::log::enabled_in(logs, level) {
         let err = errno_text(&io::Error::from_raw_os_error(errno));
-        crate::log!(level, "\"{}\" {what} ({err})", String::from_utf8_lossy(path));
+        crate::log_in!(logs, level, "\"{}\" {what} ({err})", String::from_utf8_lossy(path));
     }
 }
 
@@ -702,7 +721,7 @@ fn test_dir(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<u
             libc::EACCES => None,
             libc::ELOOP | libc::EMLINK => Some(403),
             errno => {
-                log_failed(Level::Crit, "stat()", path, errno);
+                log_failed(plan.errors(), Level::Crit, "stat()", path, errno);
                 Some(500)
             }
         },
@@ -728,7 +747,7 @@ fn open<'s>(
                 _ => (Level::Crit, 500),
             };
             if status != 404 || plan.log_not_found {
-                log_failed(level, "open()", path, errno);
+                log_failed(plan.errors(), level, "open()", path, errno);
             }
             return FileAnswer::Error(status);
         }
@@ -738,7 +757,8 @@ fn open<'s>(
         return FileAnswer::ToSlash;
     }
     if !meta.is_file() {
-        crate::log!(
+        crate::log_in!(
+            plan.errors(),
             Level::Crit,
             "\"{}\" is not a regular file",
             String::from_utf8_lossy(path)

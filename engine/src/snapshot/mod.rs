@@ -56,6 +56,9 @@ pub enum SnapshotError {
     /// An access log file could not be opened (nginx's `open() "PATH" failed (...)`).
     #[error("{0}")]
     AccessLog(String),
+    /// An `error_log` file of a server or location could not be opened (nginx's `open() "PATH" failed (...)`).
+    #[error("{0}")]
+    ErrorLog(String),
     /// A regex server name that does not compile (the config build refuses it first).
     #[error("{0}")]
     ServerName(String),
@@ -406,7 +409,7 @@ fn server_plan(
         prefixes,
         tree: LocationTree::build(&srv.locations),
         locations,
-        files: FilesPlan::new(&srv.files),
+        files: FilesPlan::new(&srv.files).with_errors(errors_of(&srv.client)?),
         cycle: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
         error_pages: error_pages::ErrorPagesPlan::new(&srv.error_pages, None, tokens, &headers),
         verify_client: srv.tls.as_ref().and_then(|t| t.client.as_ref()).map(|c| c.mode),
@@ -428,6 +431,13 @@ fn server_plan(
     })
 }
 
+/// The `error_log` lines of a server or location, opened (`None`: the main log).
+fn errors_of(
+    client: &crate::config::model::ClientConf,
+) -> Result<Option<std::sync::Arc<crate::log::ErrorLogs>>, SnapshotError> {
+    crate::log::ErrorLogs::open(&client.error_log).map_err(SnapshotError::ErrorLog)
+}
+
 fn location_plan(
     loc: &Location,
     index: usize,
@@ -440,11 +450,13 @@ fn location_plan(
     let headers = HeadersPlan::new(&loc.headers);
     let pages = error_pages::ErrorPagesPlan::new(&loc.error_pages, Some(index), tokens, &headers);
     let charset = names.charsets.and_then(|c| charset::CharsetPlan::of(&loc.charset, c));
+    let errors = errors_of(&loc.client)?;
     let var_proxy = match (&loc.ret, &loc.proxy_pass) {
         (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
             var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers)
                 .with_error_pages(&pages)
-                .with_charset(&charset),
+                .with_charset(&charset)
+                .with_errors(&errors),
         )),
         _ => None,
     };
@@ -464,6 +476,7 @@ fn location_plan(
                 ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref())
                     .with_error_pages(pages.clone())
                     .with_charset(charset.clone())
+                    .with_errors(errors.clone())
                     .with_tls(tls),
             )
         }
@@ -485,7 +498,7 @@ fn location_plan(
         var_proxy,
         body_var: request_body::uses(loc),
         script: rewrite::Script::compile(&loc.script, names, tokens, &headers).filter(|_| loc.ret.is_none()),
-        files: FilesPlan::new(&loc.files),
+        files: FilesPlan::new(&loc.files).with_errors(errors),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
         headers,

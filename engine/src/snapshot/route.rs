@@ -287,6 +287,8 @@ pub struct ProxyPlan {
     pub gzip: Option<super::gzip::GzipPlan>,
     /// The location's charset filter (`None`: nothing to change).
     pub charset: Option<Arc<super::charset::CharsetPlan>>,
+    /// The location's `error_log` lines (`None`: the main log).
+    pub errors: Option<Arc<crate::log::ErrorLogs>>,
     /// The location's `error_page` lines, for the upstream's errors and intercepted answers.
     pub error_pages: Option<Arc<ErrorPagesPlan>>,
     /// An upstream's `X-Accel-Redirect` is followed (`proxy_ignore_headers X-Accel-Redirect` turns it off).
@@ -357,6 +359,7 @@ impl ProxyPlan {
             sets_length,
             error_pages: None,
             charset: None,
+            errors: None,
             accel_redirect: loc.error_pages.accel_redirect,
             accel_charset: loc.error_pages.accel_charset,
             tls: None,
@@ -391,6 +394,12 @@ impl ProxyPlan {
     /// The plan with the TLS side of its upstream connections.
     pub fn with_tls(mut self, tls: Option<Arc<crate::tls::client_config::UpstreamTls>>) -> ProxyPlan {
         self.tls = tls;
+        self
+    }
+
+    /// The plan with the location's `error_log` lines.
+    pub fn with_errors(mut self, errors: Option<Arc<crate::log::ErrorLogs>>) -> ProxyPlan {
+        self.errors = errors;
         self
     }
 
