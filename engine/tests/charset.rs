@@ -84,6 +84,8 @@ http {{
     location /u/ {{ charset utf-8; proxy_pass http://{back}/; }}
     location /x/ {{ proxy_pass http://{back}/; }}
     location /xi/ {{ proxy_ignore_headers X-Accel-Charset; proxy_pass http://{back}/; }}
+    location /r {{ charset utf-8; return 200 "x"; }}
+    location /m {{ charset utf-8; return 302 /x; }}
   }}
 }}
 "#,
@@ -240,6 +242,22 @@ fn answers<R: Runtime>(tag: &str) {
     assert_eq!(
         get(front, "/p/gz", ""),
         proxied("text/html; charset=B", "Content-Encoding: gzip\r\n", "XY")
+    );
+
+    // corelb's own answers: the charset after their type, not on a redirect (as nginx 1.22.1)
+    assert_eq!(
+        String::from_utf8_lossy(&get(front, "/r", "")),
+        "HTTP/1.1 200 OK\r\nServer: corelb/0.1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 1\r\n\
+         Connection: close\r\n\r\nx"
+    );
+    let moved = String::from_utf8_lossy(&get(front, "/m", "")).into_owned();
+    assert!(moved.contains("\r\nContent-Type: text/html\r\n"), "{moved}");
+    let page = String::from_utf8_lossy(&get(front, "/nothing", "")).into_owned();
+    assert!(
+        page.starts_with(
+            "HTTP/1.1 404 Not Found\r\nServer: corelb/0.1.0\r\nContent-Type: text/html; charset=utf-8\r\n"
+        ),
+        "{page}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -74,6 +74,41 @@ impl HeadEdits for CharsetEdits<'_> {
     }
 }
 
+/// The charset filter on one of corelb's own answers (a `return`, an error page), whose head `out` holds up to
+/// its `Connection` line: the charset appended to its `Content-Type` as nginx's header filter writes it (the
+/// body is not recoded: see docs/directives.md); `scratch` lends a buffer.
+pub fn own_answer(plan: &CharsetPlan, status: u16, out: &mut Vec<u8>, scratch: &mut CharsetScratch) {
+    const NAME: &[u8] = b"\r\nContent-Type: ";
+    let Some(start) = out.windows(NAME.len()).position(|w| w == NAME).map(|i| i + NAME.len()) else {
+        return;
+    };
+    let Some(len) = out
+        .get(start..)
+        .and_then(|rest| rest.windows(2).position(|w| w == b"\r\n"))
+    else {
+        return;
+    };
+    let mut tmp = std::mem::take(&mut scratch.out);
+    tmp.clear();
+    let value = out.get(start..start + len).unwrap_or_default();
+    let answer = AnswerCharset {
+        status,
+        content_type: ContentType::bare(value),
+        accel_charset: None,
+        encoded: false,
+    };
+    if let Some(edit) = plan.decide(&answer, scratch) {
+        plan.write_content_type(
+            &answer.content_type,
+            Some(&edit),
+            plan.name(&edit, None, scratch),
+            &mut tmp,
+        );
+        out.splice(start..start + len, tmp.iter().copied());
+    }
+    scratch.out = tmp;
+}
+
 /// One answer's body recoder, in front of gzip when the answer is compressed too (nginx's charset filter runs
 /// before the gzip filter). Its buffers are the connection's, lent for the answer.
 pub struct RecodeStream<'t, 'g> {

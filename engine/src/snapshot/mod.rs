@@ -393,7 +393,8 @@ fn server_plan(
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let tokens = srv.headers.server_tokens;
-    let headers = HeadersPlan::new(&srv.headers);
+    let charset = names.charsets.and_then(|c| charset::CharsetPlan::of(&srv.charset, c));
+    let headers = HeadersPlan::new(&srv.headers).with_charset(charset.clone());
     let access = srv
         .access
         .as_ref()
@@ -423,7 +424,7 @@ fn server_plan(
         moved: FixedAnswer::error(301, tokens).with_headers(headers.clone()),
         headers,
         gzip: gzip::GzipPlan::of(&srv.gzip),
-        charset: names.charsets.and_then(|c| charset::CharsetPlan::of(&srv.charset, c)),
+        charset,
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
         realip: srv.realip.as_deref().map(realip::RealIpPlan::new),
@@ -447,9 +448,9 @@ fn location_plan(
 ) -> Result<LocationPlan, SnapshotError> {
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
-    let headers = HeadersPlan::new(&loc.headers);
-    let pages = error_pages::ErrorPagesPlan::new(&loc.error_pages, Some(index), tokens, &headers);
     let charset = names.charsets.and_then(|c| charset::CharsetPlan::of(&loc.charset, c));
+    let headers = HeadersPlan::new(&loc.headers).with_charset(charset.clone());
+    let pages = error_pages::ErrorPagesPlan::new(&loc.error_pages, Some(index), tokens, &headers);
     let errors = errors_of(&loc.client)?;
     let var_proxy = match (&loc.ret, &loc.proxy_pass) {
         (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
