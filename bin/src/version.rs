@@ -113,10 +113,11 @@ mod tests {
         assert!(configure.starts_with(
             "configure arguments: --with-stream --with-http_stub_status_module --with-http_realip_module \
              --with-stream_realip_module --with-http_gzip_static_module --with-http_ssl_module \
-             --without-http_charset_module"
+             --without-http_ssi_module"
         ));
-        // nginx-tests' has('gzip') looks for --without-http_gzip_module
+        // nginx-tests' has('gzip') looks for --without-http_gzip_module, has('charset') for the charset module's
         assert!(!configure.contains("--without-http_gzip_module"));
+        assert!(!configure.contains("--without-http_charset_module"));
         assert_eq!(lines.next(), None);
         assert!(text(true, false).contains("\n  -g directives : set global directives out of configuration file\n"));
     }

@@ -114,7 +114,8 @@ fn register(block: &Block, charsets: &mut Charsets) {
             }
             _ => {}
         }
-        if let Some(b) = &d.block {
+        // the levels that take these directives (not a `map`'s or `types`' lines that happen to be named so)
+        if let (Some(b), "server" | "location" | "if") = (&d.block, d.name.as_str()) {
             register(b, charsets);
         }
     }
@@ -258,7 +259,7 @@ mod tests {
     fn names_in_reading_order_first_spelling_kept() {
         let b = parse(
             "charset_map koi8-r UTF-8 { C0 D18E; } server { charset Koi8-R; location / { source_charset $x; \
-             charset windows-1251; } } ",
+             charset windows-1251; } } map $a $b { charset nope; } types { charset x; }",
         );
         let c = names(&b);
         let list: Vec<_> = c.list.iter().map(|c| (c.name.as_str(), c.utf8)).collect();
