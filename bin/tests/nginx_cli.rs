@@ -490,6 +490,7 @@ fn configure_arguments_tell_the_truth_about_modules() {
         "http_realip_module",
         "stream_realip_module",
         "http_upstream_sticky_module",
+        "http_charset_module",
     ];
     let prefix = common::temp_dir("nginx-cli", "modules");
     let mut checked = 0;
