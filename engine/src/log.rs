@@ -101,6 +101,15 @@ pub struct ErrorLogs {
     sinks: Vec<(Level, Sink)>,
 }
 
+/// Two sets are the same when they are one (a plan compared with itself across a reload).
+impl PartialEq for ErrorLogs {
+    fn eq(&self, other: &ErrorLogs) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for ErrorLogs {}
+
 impl ErrorLogs {
     /// The lines `(FILE or "stderr", LEVEL)` (a relative FILE already resolved; no level: `error`), each file
     /// opened for appending (created 0644); `None` when there are none (the main log serves). The error is

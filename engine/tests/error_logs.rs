@@ -1,4 +1,4 @@
-//! `error_log` in http servers and locations end to end, on both runtimes: a request's messages go to the lines
+//! `error_log` in http servers and locations, stream and stream servers end to end, on both runtimes: a request's messages go to the lines
 //! of its location (or server) whose level takes them, each line written once per message (a file named twice
 //! gets it twice, as nginx's list of logs writes it), and nowhere else.
 
@@ -20,8 +20,14 @@ fn prefix(tag: &str) -> PathBuf {
 }
 
 fn config(dir: &Path, front: SocketAddr, dead: SocketAddr) -> String {
+    let (stream_front, stream_other) = (free_addr(), free_addr());
     format!(
         r#"events {{}}
+stream {{
+  error_log {dir}/stream.log;
+  server {{ listen {stream_front}; error_log {dir}/tcp.log; error_log {dir}/tcp_crit.log crit; proxy_pass {dead}; }}
+  server {{ listen {stream_other}; proxy_pass {dead}; }}
+}}
 http {{
   root html;
   error_log {dir}/http.log;

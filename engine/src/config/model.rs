@@ -787,6 +787,8 @@ pub struct StreamServer {
     pub ret: Option<std::sync::Arc<crate::config::stream_format::StreamFormat>>,
     /// The `access_log` lines in effect (the server's, else the stream block's); empty for `off` or none.
     pub access_log: Vec<AccessLogConf<crate::config::stream_format::StreamFormat>>,
+    /// `error_log` lines in effect (the server's, else the stream block's; empty: the main log).
+    pub error_log: Vec<(String, Option<String>)>,
     /// Default 60s.
     pub connect_timeout: Duration,
     /// Idle timeout between two successive reads or writes, default 10m.

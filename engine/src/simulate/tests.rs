@@ -355,6 +355,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 pass: None,
                 ret: None,
                 access_log: Vec::new(),
+                error_log: Vec::new(),
                 connect_timeout: Duration::from_secs(1),
                 timeout: Duration::from_secs(1),
                 next_upstream: false,

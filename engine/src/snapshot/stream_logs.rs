@@ -11,6 +11,8 @@ pub struct StreamServerPlan {
     pub log_set: usize,
     /// `set_real_ip_from`: whose PROXY protocol header names the client.
     pub realip: Option<super::realip::RealIpPlan>,
+    /// The server's `error_log` lines (`None`: the main log).
+    pub errors: Option<std::sync::Arc<crate::log::ErrorLogs>>,
 }
 
 impl StreamServerPlan {
@@ -19,6 +21,7 @@ impl StreamServerPlan {
         Ok(StreamServerPlan {
             log_set: logs.stream_set_of(srv).map_err(SnapshotError::AccessLog)?,
             realip: srv.realip.as_deref().map(super::realip::RealIpPlan::new),
+            errors: crate::log::ErrorLogs::open(&srv.error_log).map_err(SnapshotError::ErrorLog)?,
         })
     }
 }
@@ -67,6 +70,7 @@ mod tests {
             pass: None,
             ret: None,
             access_log: logs,
+            error_log: Vec::new(),
             connect_timeout: Duration::from_secs(1),
             timeout: Duration::from_secs(1),
             next_upstream: true,

@@ -74,7 +74,7 @@ pub const SPECS: &[Spec] = &[
     spec(
         "error_log",
         Ctx::MAIN.or(HTTP_MSL).or(STREAM_MS),
-        Ctx::MAIN.or(HTTP_MSL),
+        Ctx::MAIN.or(HTTP_MSL).or(STREAM_MS),
         MORE1,
         false,
     ),

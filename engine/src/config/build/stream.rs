@@ -47,6 +47,8 @@ struct ServerDraft {
     ret: Option<Arc<StreamFormat>>,
     ret_last: bool,
     logs: Option<StreamLevelLogs>,
+    /// `error_log` lines of the server.
+    errors: Option<Vec<(String, Option<String>)>>,
     layer: StreamLayer,
     health: Vec<CheckDraft>,
 }
@@ -61,6 +63,8 @@ struct StreamState {
     listens: StreamListens,
     logs: StreamLogState,
     block_logs: Option<StreamLevelLogs>,
+    /// `error_log` lines of the stream block.
+    block_errors: Option<Vec<(String, Option<String>)>>,
     maps: Maps,
 }
 
@@ -74,6 +78,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         listens: StreamListens::default(),
         logs: StreamLogState::with_prefix(b.prefix.clone()),
         block_logs: None,
+        block_errors: None,
         maps: Maps::default(),
     };
     walk(block_of(d)?, Ctx::STREAM, |sd| match sd.name.as_str() {
@@ -81,6 +86,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         "server" => st.server(b, sd),
         "log_format" => st.logs.log_format(sd, &mut st.vars),
         "access_log" => st.logs.access_log(&mut st.block_logs, sd, &mut st.vars),
+        "error_log" => error_log(&mut st.block_errors, b, sd),
         "geo" => {
             let m = super::geo::build(b, sd, Module::Stream, &mut st.vars)?;
             st.maps.maps.push(m);
@@ -126,6 +132,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             pass,
             ret,
             access_log,
+            error_log: s.errors.or_else(|| st.block_errors.clone()).unwrap_or_default(),
             connect_timeout: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
             timeout: layer.timeout.unwrap_or(Duration::from_secs(600)),
             next_upstream: layer.next_upstream.unwrap_or(true),
@@ -165,6 +172,13 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
     })
 }
 
+/// `error_log FILE [LEVEL]` in stream or a stream server (checked as in main; several add up).
+fn error_log(slot: &mut Option<Vec<(String, Option<String>)>>, b: &Build, d: &Directive) -> Result<(), ConfigError> {
+    let line = super::main_ctx::error_log_args(d, &b.prefix)?;
+    slot.get_or_insert_with(Vec::new).push(line);
+    Ok(())
+}
+
 impl StreamState {
     fn server(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
         let mut s = ServerDraft {
@@ -175,6 +189,7 @@ impl StreamState {
             ret: None,
             ret_last: false,
             logs: None,
+            errors: None,
             layer: StreamLayer::default(),
             health: Vec::new(),
         };
@@ -201,6 +216,7 @@ impl StreamState {
                 Ok(())
             }
             "access_log" => self.logs.access_log(&mut s.logs, sd, &mut self.vars),
+            "error_log" => error_log(&mut s.errors, b, sd),
             "health_check" => {
                 s.health.push(health::health_check(sd, Module::Stream)?);
                 Ok(())
