@@ -493,6 +493,7 @@ fn configure_arguments_tell_the_truth_about_modules() {
         "http_limit_conn_module",
         "http_limit_req_module",
         "stream_limit_conn_module",
+        "http_charset_module",
     ];
     let prefix = common::temp_dir("nginx-cli", "modules");
     let mut checked = 0;

@@ -1,9 +1,12 @@
 //! The error log: nginx's levels (`emerg` .. `debug`) with a process-wide threshold set from `error_log FILE
 //! [LEVEL]` (default `error`); messages below it are not formatted or written. Lines go to stderr (which
-//! `error_log FILE` points at the file) as `corelb: [level] message`.
+//! `error_log FILE` points at the file) as `corelb: [level] message`. The `error_log` lines of an http server or
+//! location, opened at load, are an [`ErrorLogs`]: a request's messages go to those of its level, and only there.
 
+use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 
 /// nginx's log levels, most severe first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -82,6 +85,113 @@ pub fn write(level: Level, args: std::fmt::Arguments<'_>) {
     let _ = std::io::stderr().lock().write_all(line(level, args).as_bytes());
 }
 
+/// Where one `error_log` line writes.
+#[derive(Debug, Clone)]
+pub enum Sink {
+    Stderr,
+    /// A file opened for appending at load.
+    File(Arc<File>),
+}
+
+/// The `error_log` lines of one http server or location (nginx's list of logs, `ngx_log_insert`): each with its
+/// level, the most verbose first, so that a message is written to every line whose level takes it and the walk
+/// stops at the first that does not.
+#[derive(Debug, Clone)]
+pub struct ErrorLogs {
+    sinks: Vec<(Level, Sink)>,
+}
+
+/// Two sets are the same when they are one (a plan compared with itself across a reload).
+impl PartialEq for ErrorLogs {
+    fn eq(&self, other: &ErrorLogs) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for ErrorLogs {}
+
+impl ErrorLogs {
+    /// The lines `(FILE or "stderr", LEVEL)` (a relative FILE already resolved; no level: `error`), each file
+    /// opened for appending (created 0644); `None` when there are none (the main log serves). The error is
+    /// nginx's `open() "FILE" failed (...)`.
+    pub fn open(lines: &[(String, Option<String>)]) -> Result<Option<Arc<ErrorLogs>>, String> {
+        if lines.is_empty() {
+            return Ok(None);
+        }
+        let mut sinks: Vec<(Level, Sink)> = Vec::with_capacity(lines.len());
+        for (path, level) in lines {
+            let level = level.as_deref().and_then(Level::from_name).unwrap_or(Level::Error);
+            let sink = if path == "stderr" {
+                Sink::Stderr
+            } else {
+                use std::os::unix::fs::OpenOptionsExt;
+                let file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .mode(0o644)
+                    .open(path)
+                    .map_err(|e| {
+                        let err = crate::config::error::errno_text(&e);
+                        format!("open() \"{path}\" failed ({err})")
+                    })?;
+                Sink::File(Arc::new(file))
+            };
+            // `ngx_log_insert`: before the first line that is less verbose
+            let at = sinks.iter().position(|(l, _)| *l < level).unwrap_or(sinks.len());
+            sinks.insert(at, (level, sink));
+        }
+        Ok(Some(Arc::new(ErrorLogs { sinks })))
+    }
+
+    /// Whether any line takes a message of `level`.
+    #[inline]
+    pub fn takes(&self, level: Level) -> bool {
+        self.sinks.first().is_some_and(|(l, _)| level <= *l)
+    }
+
+    /// Writes one message to every line that takes it, each in a single `write`.
+    pub fn write(&self, level: Level, args: std::fmt::Arguments<'_>) {
+        let text = line(level, args);
+        for (l, sink) in &self.sinks {
+            if *l < level {
+                break;
+            }
+            let _ = match sink {
+                Sink::Stderr => std::io::stderr().lock().write_all(text.as_bytes()),
+                Sink::File(f) => (&**f).write_all(text.as_bytes()),
+            };
+        }
+    }
+}
+
+/// Whether a message of `level` is written to `logs` (a request's location's), or to the main log without them.
+#[inline]
+pub fn enabled_in(logs: Option<&ErrorLogs>, level: Level) -> bool {
+    match logs {
+        Some(l) => l.takes(level),
+        None => enabled(level),
+    }
+}
+
+/// Writes one message to `logs`, or to the main log without them.
+pub fn write_in(logs: Option<&ErrorLogs>, level: Level, args: std::fmt::Arguments<'_>) {
+    match logs {
+        Some(l) => l.write(level, args),
+        None => write(level, args),
+    }
+}
+
+/// Logs a request's message at `level` to its location's `error_log` lines (`Option<&ErrorLogs>`; the main log
+/// without them): `log_in!(plan.errors(), Level::Error, "open() \"{path}\" failed")`.
+#[macro_export]
+macro_rules! log_in {
+    ($logs:expr, $level:expr, $($arg:tt)+) => {
+        if $crate::log::enabled_in($logs, $level) {
+            $crate::log::write_in($logs, $level, format_args!($($arg)+));
+        }
+    };
+}
+
 /// Logs at `level` when the threshold allows it: `log!(Level::Error, "upstream {addr} failed")`.
 #[macro_export]
 macro_rules! log {
@@ -137,6 +247,40 @@ mod tests {
             line(Level::Notice, format_args!("{} shard(s)", 2)),
             "corelb: [notice] 2 shard(s)\n"
         );
+    }
+
+    #[test]
+    fn per_location_logs_by_level_as_nginx_lists_them() {
+        let dir = std::env::temp_dir().join(format!("corelb-errlogs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = |n: &str| dir.join(n).to_string_lossy().into_owned();
+        let lines = vec![
+            (p("warn.log"), Some("warn".into())),
+            (p("error.log"), None),
+            (p("alert.log"), Some("alert".into())),
+            (p("warn.log"), Some("error".into())),
+        ];
+        let logs = ErrorLogs::open(&lines).unwrap().unwrap();
+        let order: Vec<_> = logs.sinks.iter().map(|(l, _)| *l).collect();
+        assert_eq!(order, [Level::Warn, Level::Error, Level::Error, Level::Alert]);
+        assert!(logs.takes(Level::Warn) && !logs.takes(Level::Notice));
+        logs.write(Level::Error, format_args!("e"));
+        logs.write(Level::Warn, format_args!("w"));
+        logs.write(Level::Info, format_args!("i"));
+        let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap_or_default();
+        assert_eq!(
+            read("warn.log"),
+            "corelb: [error] e\ncorelb: [error] e\ncorelb: [warn] w\n"
+        );
+        assert_eq!(read("error.log"), "corelb: [error] e\n");
+        assert_eq!(read("alert.log"), "");
+        assert!(ErrorLogs::open(&[]).unwrap().is_none());
+        let bad = ErrorLogs::open(&[("/nonexistent-dir/x.log".into(), None)]).unwrap_err();
+        assert_eq!(
+            bad,
+            "open() \"/nonexistent-dir/x.log\" failed (2: No such file or directory)"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

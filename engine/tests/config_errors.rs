@@ -1941,11 +1941,11 @@ events {}
             "error_log_stream",
             r#"events {}
 stream {
- error_log /tmp/x.log;
+ error_log syslog:server=127.0.0.1;
 }
 "#
             .to_string(),
-            r#""error_log" directive is not supported by corelb"#,
+            r#"error log "syslog:server=127.0.0.1" is not supported by corelb (a file or stderr)"#,
             3,
             Differs,
         ),

@@ -120,6 +120,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                 pass: None,
                 ret: None,
                 access_log: Vec::new(),
+                error_log: Vec::new(),
                 connect_timeout: Duration::from_secs(2),
                 timeout: Duration::from_secs(5),
                 next_upstream: true,

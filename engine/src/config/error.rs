@@ -23,6 +23,10 @@ pub enum ConfigError {
     /// A directive or one of its arguments is wrong; `msg` is nginx's message for it.
     #[error("[emerg] {msg} in {at}")]
     Invalid { msg: String, at: Span },
+    /// A check nginx makes after the whole configuration is read (a module's postconfiguration), which names no
+    /// place.
+    #[error("[emerg] {msg}")]
+    Emerg { msg: String },
     /// A file could not be opened or read: the main config (`at` is `None`) or an included one (`at` is the
     /// `include` directive).
     #[error("[emerg] {call}() \"{path}\" failed ({reason}){at}", path = .path.display())]
@@ -80,6 +84,7 @@ impl ConfigError {
             | ConfigError::Unsupported { at, .. }
             | ConfigError::Invalid { at, .. } => Some(at),
             ConfigError::Io { at, .. } => at.0.as_ref(),
+            ConfigError::Emerg { .. } => None,
         }
     }
 

@@ -39,6 +39,9 @@ pub struct ErrorPagesConf {
     /// An upstream's `X-Accel-Redirect` is followed (an internal redirect); off with `proxy_ignore_headers
     /// X-Accel-Redirect`.
     pub accel_redirect: bool,
+    /// An upstream's `X-Accel-Charset` names the answer's charset; off with `proxy_ignore_headers
+    /// X-Accel-Charset`.
+    pub accel_charset: bool,
 }
 
 impl Default for ErrorPagesConf {
@@ -48,6 +51,7 @@ impl Default for ErrorPagesConf {
             recursive: false,
             intercept: false,
             accel_redirect: true,
+            accel_charset: true,
         }
     }
 }

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod agent;
 mod build;
+pub mod charset;
 pub mod error;
 pub mod error_pages;
 pub mod files;
@@ -79,4 +80,10 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, ConfigErr
 pub fn parse_str(text: &str, path: &Path) -> Result<model::Config, ConfigError> {
     let tree = parser::parse_text(text.as_bytes(), path);
     build::build(&tree, Path::new(""))
+}
+
+/// The charsets and `charset_map` tables of `block` (an http block's inside), for other modules' unit tests.
+#[cfg(test)]
+pub fn load_charsets_for_tests(block: &parser::Block) -> charset::Charsets {
+    build::charset_tables_for_tests(block)
 }

@@ -538,6 +538,9 @@ pub struct ClientConf {
     /// The `access_log` lines in effect (those of the nearest level that has any); empty when the level says
     /// `access_log off` or no level has one.
     pub access_log: Vec<AccessLogConf>,
+    /// `error_log FILE [LEVEL]` lines of the level answering (empty: the main log); FILE resolved against the
+    /// prefix, or `stderr`.
+    pub error_log: Vec<(String, Option<String>)>,
 }
 
 /// One `access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] [if=COND]` line (`F`: an http or a stream format).
@@ -576,6 +579,7 @@ impl Default for ClientConf {
             client_header_buffer_size: CLIENT_HEADER_BUFFER,
             connection_pool_size: 512,
             access_log: Vec::new(),
+            error_log: Vec::new(),
         }
     }
 }
@@ -636,6 +640,8 @@ pub struct Location {
     pub limits: super::limit::LimitsConf,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
+    /// `charset`, `source_charset`, `override_charset`, `charset_types`.
+    pub charset: super::charset::CharsetConf,
     /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
     pub error_pages: super::error_pages::ErrorPagesConf,
     /// `proxy_ssl_*`, for a location that proxies to `https`.
@@ -689,6 +695,8 @@ pub struct HttpServer {
     pub limits: super::limit::LimitsConf,
     /// `gzip*` and `gzip_static`.
     pub gzip: super::gzip::GzipConf,
+    /// `charset` and the rest of the server level.
+    pub charset: super::charset::CharsetConf,
     /// `ssl_*`: for a server that listens with `ssl` or has a certificate.
     pub tls: Option<super::tls::TlsConf>,
     /// The error pages of answers outside any location.
@@ -709,6 +717,8 @@ pub struct HttpConf {
     pub limit_zones: super::limit::Zones,
     /// The names `set` declares (lower-case); [`crate::config::key::Var::User`] indexes them.
     pub user_vars: Vec<String>,
+    /// The charsets the block names and its `charset_map` tables.
+    pub charsets: std::sync::Arc<super::charset::Charsets>,
 }
 
 /// The active health checks of an `http` or `stream` block (nginx Plus), gathered from its locations or servers.
@@ -795,6 +805,8 @@ pub struct StreamServer {
     pub ret: Option<std::sync::Arc<crate::config::stream_format::StreamFormat>>,
     /// The `access_log` lines in effect (the server's, else the stream block's); empty for `off` or none.
     pub access_log: Vec<AccessLogConf<crate::config::stream_format::StreamFormat>>,
+    /// `error_log` lines in effect (the server's, else the stream block's; empty: the main log).
+    pub error_log: Vec<(String, Option<String>)>,
     /// Default 60s.
     pub connect_timeout: Duration,
     /// Idle timeout between two successive reads or writes, default 10m.

@@ -1,6 +1,7 @@
 //! HTTP/1.x framing, free of sockets: request and response heads, chunked bodies, hop-by-hop rules, fixed answers.
 
 pub mod basic_auth;
+pub mod charset;
 pub mod chunked;
 pub mod gzip;
 pub mod head_buffers;

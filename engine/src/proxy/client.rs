@@ -223,6 +223,10 @@ impl<R: Runtime> ClientConn<R> {
         let now = crate::clock::now_secs();
         let server = server_name(added.tokens());
         self.shard.date(now, |d| answer.write_head(server, d, keep, out));
+        if let Some(plan) = headers.charset() {
+            let scratch = crate::snapshot::charset::CharsetScratch::lent(&mut self.bufs.charset);
+            super::charset::own_answer(plan, answer.status(), out, scratch);
+        }
         let facts = ResponseFacts {
             now,
             last_modified: None,

@@ -3,6 +3,7 @@
 //! to the client and keep both connections when they can serve again.
 
 use super::body::{forward_body, BodyCopy, BodyError, Limits, Relay};
+use super::charset::{CharsetEdits, RecodeStream};
 use super::client::{ClientConn, Routed};
 use super::exchange::{exchange, ResponseInfo, StreamedBody, TryIo, TryTarget};
 use super::gzip::{self, CopyIo, GzipAnswer, GzipEdits, GzipOut};
@@ -15,6 +16,7 @@ use crate::http::response::{parse_response, write_client_head_with, ClientHead, 
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::Runtime;
 use crate::shard::Buffers;
+use crate::snapshot::charset::CharsetScratch;
 use crate::snapshot::proxied::ProxiedEdits;
 use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
@@ -109,7 +111,12 @@ impl<R: Runtime> ClientConn<R> {
             };
             first = false;
             let Some(peer) = picked else {
-                crate::log_error!("no live upstreams while connecting to upstream \"{}\"", up.name);
+                crate::log_in!(
+                    plan.errors.as_deref(),
+                    crate::log::Level::Error,
+                    "no live upstreams while connecting to upstream \"{}\"",
+                    up.name
+                );
                 self.bufs.log.no_live(plan.upstream);
                 if self.page_for_error(plan, 502, req, replayable) {
                     return true;
@@ -153,7 +160,11 @@ impl<R: Runtime> ClientConn<R> {
                 Ok(addrs) => addrs,
                 Err(e) => {
                     let name = String::from_utf8_lossy(target.host(url));
-                    crate::log_error!("{name} could not be resolved ({e})");
+                    crate::log_in!(
+                        plan.errors.as_deref(),
+                        crate::log::Level::Error,
+                        "{name} could not be resolved ({e})"
+                    );
                     return Err(());
                 }
             },
@@ -254,13 +265,21 @@ impl<R: Runtime> ClientConn<R> {
             .as_ref()
             .map_or(GzipAnswer::default(), |g| gzip::for_upstream(g, req.gzip, &resp, now));
         let compress = gzip.compress && !req.head_request;
-        let keep_client = req.keepalive.and(if compress {
-            // a compressed body has no length: chunked to HTTP/1.1, ended by the close for HTTP/1.0
+        // nginx's charset filter runs before gzip's: its edit, and the table that recodes the body
+        let cs = from.plan.charset.as_deref().and_then(|plan| {
+            let answer = super::charset::upstream_answer(&resp, from.plan.accel_charset);
+            plan.decide(&answer, CharsetScratch::of(&bufs.charset))
+                .map(|edit| (plan, edit, answer.accel_charset))
+        });
+        let recode = cs.and_then(|c| c.1.recode).filter(|_| !req.head_request);
+        // a body gzip or UTF-8 recoding changes has no length: chunked to HTTP/1.1, ended by the close for 1.0
+        let resized = compress || recode.is_some_and(|r| !matches!(r, crate::config::charset::Recode::Byte(_)));
+        let keep_client = req.keepalive.and(if resized {
             req.client_11
         } else {
             info.body != BodyFraming::UntilClose && relay == Relay::Verbatim
         });
-        let chunked_out = if compress {
+        let chunked_out = if resized {
             req.client_11
         } else {
             chunked && relay == Relay::Verbatim
@@ -279,11 +298,21 @@ impl<R: Runtime> ClientConn<R> {
             response: &response,
             now,
         };
-        let gzip_edits = GzipEdits {
+        let cs_edits = cs.map(|(plan, edit, accel)| CharsetEdits {
             inner: &edits,
+            plan,
+            edit,
+            name: plan.name(&edit, accel, CharsetScratch::of(&bufs.charset)),
+        });
+        let edits: &dyn HeadEdits = match &cs_edits {
+            Some(c) => c,
+            None => &edits,
+        };
+        let gzip_edits = GzipEdits {
+            inner: edits,
             answer: gzip,
         };
-        let edits: &dyn HeadEdits = if gzip.any() { &gzip_edits } else { &edits };
+        let edits: &dyn HeadEdits = if gzip.any() { &gzip_edits } else { edits };
         self.shard.date(now, |date| {
             let head = ClientHead {
                 date,
@@ -320,27 +349,42 @@ impl<R: Runtime> ClientConn<R> {
         };
         let head_bytes = bufs.out.len();
         let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
-        let sent = match from.plan.gzip.as_ref().filter(|_| compress) {
-            Some(g) => {
-                let mut stream = self.shard.gzip.take(g.level);
-                let how = GzipOut {
-                    chunked: chunked_out,
-                    limits: copy.limits,
-                };
-                let io = CopyIo {
-                    src: &mut conn,
-                    buf: ubuf,
-                    decoder: &mut self.decoder,
-                    dst: &mut self.sock,
-                    out,
-                };
-                let moved = gzip::compress_body::<R>(io, &mut stream, info.body, how).await;
-                self.shard.gzip.give(stream);
-                moved.map(|m| (m.read, m.sent))
+        let sent = if compress || recode.is_some() {
+            let mut stream = from
+                .plan
+                .gzip
+                .as_ref()
+                .filter(|_| compress)
+                .map(|g| self.shard.gzip.take(g.level));
+            let how = GzipOut {
+                chunked: chunked_out,
+                limits: copy.limits,
+            };
+            let io = CopyIo {
+                src: &mut conn,
+                buf: ubuf,
+                decoder: &mut self.decoder,
+                dst: &mut self.sock,
+                out,
+            };
+            let moved = match (recode, stream.as_mut()) {
+                (Some(table), g) => {
+                    let mut rs = RecodeStream::new(table, g, CharsetScratch::lent(&mut bufs.charset));
+                    let moved = gzip::compress_body::<R>(io, &mut rs, info.body, how).await;
+                    rs.give_back(CharsetScratch::lent(&mut bufs.charset));
+                    moved
+                }
+                (None, Some(g)) => gzip::compress_body::<R>(io, g, info.body, how).await,
+                (None, None) => Ok(Default::default()),
+            };
+            if let Some(s) = stream {
+                self.shard.gzip.give(s);
             }
-            None => forward_body::<R>(&mut conn, ubuf, &mut self.decoder, &mut self.sock, out, copy)
+            moved.map(|m| (m.read, m.sent))
+        } else {
+            forward_body::<R>(&mut conn, ubuf, &mut self.decoder, &mut self.sock, out, copy)
                 .await
-                .map(|n| (n, n)),
+                .map(|n| (n, n))
         };
         let (read, body) = *sent.as_ref().unwrap_or(&(0, 0));
         bufs.log.answered(status, head_bytes, body);
@@ -356,7 +400,7 @@ impl<R: Runtime> ClientConn<R> {
             }
             Err(BodyError::Write(_)) => false,
             Err(e) => {
-                log_response_error(from.addr, &e);
+                log_response_error(from.plan.errors.as_deref(), from.addr, &e);
                 false
             }
         };
@@ -364,8 +408,12 @@ impl<R: Runtime> ClientConn<R> {
     }
 }
 
-fn log_response_error(addr: SocketAddr, e: &BodyError) {
-    crate::log_error!("upstream {addr}: {e} while sending the response to the client");
+fn log_response_error(logs: Option<&crate::log::ErrorLogs>, addr: SocketAddr, e: &BodyError) {
+    crate::log_in!(
+        logs,
+        crate::log::Level::Error,
+        "upstream {addr}: {e} while sending the response to the client"
+    );
 }
 
 /// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can

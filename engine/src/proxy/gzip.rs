@@ -32,6 +32,40 @@ pub struct GzipStream {
     input: Vec<u8>,
 }
 
+/// What codes a body as it streams: gzip ([`GzipStream`]), a charset recoder, or both
+/// (`super::charset::RecodeStream`).
+pub trait Coder {
+    /// Codes `data` into the pending output.
+    fn write(&mut self, data: &[u8]);
+    /// Ends the stream (gzip's trailer).
+    fn finish(&mut self);
+    /// The coded output not sent yet (framed and cleared by the copy).
+    fn pending(&mut self) -> &mut Vec<u8>;
+    /// The buffer a file's bytes are read into before [`Coder::write_input`] codes them.
+    fn input(&mut self) -> &mut Vec<u8>;
+    /// Codes the first `n` bytes of [`Coder::input`].
+    fn write_input(&mut self, n: usize);
+}
+
+impl Coder for GzipStream {
+    fn write(&mut self, data: &[u8]) {
+        self.enc.write(data, &mut self.z);
+    }
+    fn finish(&mut self) {
+        self.enc.finish(&mut self.z);
+    }
+    fn pending(&mut self) -> &mut Vec<u8> {
+        &mut self.z
+    }
+    fn input(&mut self) -> &mut Vec<u8> {
+        &mut self.input
+    }
+    fn write_input(&mut self, n: usize) {
+        let GzipStream { enc, z, input } = self;
+        enc.write(input.get(..n).unwrap_or_default(), z);
+    }
+}
+
 /// A shard's idle compressors (at most [`POOL_IDLE`]), taken by an answer that compresses and given back when it
 /// ends.
 #[derive(Debug, Default)]
@@ -191,6 +225,15 @@ pub struct FileEncoding {
     pub chunked: bool,
     /// A `gzip_static` file sent as it is: `Content-Encoding: gzip` with its own length and `ETag`.
     pub precompressed: bool,
+    /// Recoded from or to UTF-8 by the charset filter: no `Content-Length`, ranges or `Accept-Ranges`.
+    pub resized: bool,
+}
+
+impl FileEncoding {
+    /// Whether the body sent differs in length from the file (no `Content-Length`, no ranges).
+    pub fn length_unknown(&self) -> bool {
+        self.compressed || self.resized
+    }
 }
 
 /// The encoding of a file answer of `size` bytes and `content_type` (`precompressed` and `found_gz`: what
@@ -218,6 +261,7 @@ pub fn for_file(plan: &GzipPlan, ask: GzipAsk, file: FileFacts<'_>) -> FileEncod
         compressed,
         chunked: false,
         precompressed: false,
+        resized: false,
     }
 }
 
@@ -249,13 +293,14 @@ pub struct Moved {
 }
 
 /// Moves `s`'s pending output into `out`, framed.
-fn frame(s: &mut GzipStream, chunked: bool, out: &mut Vec<u8>) {
+fn frame(s: &mut dyn Coder, chunked: bool, out: &mut Vec<u8>) {
+    let z = s.pending();
     if chunked {
-        append_chunk(&s.z, out);
+        append_chunk(z, out);
     } else {
-        out.extend_from_slice(&s.z);
+        out.extend_from_slice(z);
     }
-    s.z.clear();
+    z.clear();
 }
 
 /// The connections and buffers a compressed copy works with.
@@ -271,10 +316,11 @@ pub struct CopyIo<'a, C> {
     pub out: &'a mut Vec<u8>,
 }
 
-/// Reads a body framed as `framing` from `io.src`, compresses its data with `s` and writes it to `io.dst`.
+/// Reads a body framed as `framing` from `io.src`, codes its data with `s` (compresses, recodes) and writes it to
+/// `io.dst`.
 pub async fn compress_body<R: Runtime>(
     io: CopyIo<'_, R::Conn>,
-    s: &mut GzipStream,
+    s: &mut dyn Coder,
     framing: BodyFraming,
     how: GzipOut,
 ) -> Result<Moved, BodyError> {
@@ -299,18 +345,15 @@ pub async fn compress_body<R: Runtime>(
             BodyFraming::None => 0,
             BodyFraming::Length(_) => {
                 let n = usize::try_from(left).unwrap_or(usize::MAX).min(avail.len());
-                s.enc.write(avail.get(..n).unwrap_or_default(), &mut s.z);
+                s.write(avail.get(..n).unwrap_or_default());
                 left -= n as u64;
                 n
             }
             BodyFraming::UntilClose => {
-                s.enc.write(avail, &mut s.z);
+                s.write(avail);
                 avail.len()
             }
-            BodyFraming::Chunked => {
-                let GzipStream { enc, z, .. } = &mut *s;
-                decoder.feed(avail, |d| enc.write(d, z))?
-            }
+            BodyFraming::Chunked => decoder.feed(avail, |d| s.write(d))?,
         };
         buf.consume(used);
         moved.read += used as u64;
@@ -322,7 +365,7 @@ pub async fn compress_body<R: Runtime>(
                 BodyFraming::UntilClose => false,
             };
         if done {
-            s.enc.finish(&mut s.z);
+            s.finish();
         }
         frame(s, how.chunked, out);
         if done && how.chunked {
@@ -346,31 +389,31 @@ pub async fn compress_body<R: Runtime>(
     }
 }
 
-/// Reads `size` bytes of `file`, compresses them with `s` and writes them to `conn`, `out` (holding the head)
-/// first. Returns the body bytes sent; a file that ends early is `UnexpectedEof` after what it had was sent.
+/// Reads `size` bytes of `file`, codes them with `s` (compresses, recodes) and writes them to `conn`, `out`
+/// (holding the head) first. Returns the body bytes sent; a file that ends early is `UnexpectedEof` after what
+/// it had was sent.
 pub async fn compress_file<R: Runtime>(
     conn: &mut R::Conn,
     file: &mut File,
     size: u64,
     out: &mut Vec<u8>,
-    s: &mut GzipStream,
+    s: &mut dyn Coder,
     chunked: bool,
     timeout: Duration,
 ) -> io::Result<u64> {
     let head = out.len() as u64;
     let mut left = size;
-    s.input.resize(FILE_PIECE, 0);
+    s.input().resize(FILE_PIECE, 0);
     let mut sent = 0u64;
     loop {
         let want = usize::try_from(left).unwrap_or(FILE_PIECE).min(FILE_PIECE);
-        let GzipStream { enc, z, input } = &mut *s;
-        let got = super::static_file::read_full(file, input.get_mut(..want).unwrap_or_default())?;
-        enc.write(input.get(..got).unwrap_or_default(), z);
+        let got = super::static_file::read_full(file, s.input().get_mut(..want).unwrap_or_default())?;
+        s.write_input(got);
         left -= got as u64;
         let short = got < want;
         let done = left == 0 && !short;
         if done {
-            s.enc.finish(&mut s.z);
+            s.finish();
         }
         frame(s, chunked, out);
         if done && chunked {

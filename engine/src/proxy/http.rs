@@ -9,7 +9,7 @@ use super::error_page::{Go, PageState, Pass, Resume};
 use super::phase::ConnPhase;
 use super::request_log::begin_request;
 use super::rewrite_phase::{self, Answer, PhaseBufs};
-use super::static_file::{self, FileAnswer};
+use super::static_file::{self, FileAnswer, Filters};
 use super::var_pass;
 use crate::balance::UpstreamPlan;
 use crate::config::key::VarSource;
@@ -22,6 +22,7 @@ use crate::http::vars::{ConnVars, ProxyVars, RequestExt, RequestVars, ServerMatc
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
 use crate::shard::{Buffers, Shard};
+use crate::snapshot::charset::CharsetScratch;
 use crate::snapshot::error_pages::ErrorPagesPlan;
 use crate::snapshot::gzip::{GzipAsk, GzipPlan};
 use crate::snapshot::headers::{HeadersPlan, NO_HEADERS};
@@ -42,8 +43,9 @@ enum Route<'s> {
     Proxy(&'s ProxyPlan),
     /// An `api` or `metrics` location, with the request's method and target (copied: the head is consumed).
     Endpoint(AdminEndpoint, Box<(String, String)>),
-    /// A location (or a server outside its locations) serving files, with its `add_header` and gzip plans.
-    Static(FileAnswer<'s>, &'s HeadersPlan, Option<&'s GzipPlan>),
+    /// A location (or a server outside its locations) serving files, with its `add_header`, gzip and charset
+    /// plans.
+    Static(FileAnswer<'s>, &'s HeadersPlan, Filters<'s>),
 }
 
 /// What reading the next head gave.
@@ -168,7 +170,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
             Route::Redirect(answer, headers) => conn.serve_redirect(answer, headers, &req).await,
             Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
             Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
-            Route::Static(answer, headers, gzip) => conn.serve_file(answer, headers, gzip, &req).await,
+            Route::Static(answer, headers, filters) => conn.serve_file(answer, headers, filters, &req).await,
         };
         if conn.bufs.pages.state.pending.is_some() {
             // a proxied error (or intercepted answer) with an error page, out of line (boxed: the plain path's
@@ -231,7 +233,7 @@ impl<R: Runtime> ClientConn<R> {
             Route::Redirect(answer, headers) => self.serve_redirect(answer, headers, req).await,
             Route::Proxy(plan) => self.proxy(snap, plan, req).await,
             Route::Endpoint(endpoint, target) => self.serve_endpoint(endpoint, &target, req).await,
-            Route::Static(answer, headers, gzip) => self.serve_file(answer, headers, gzip, req).await,
+            Route::Static(answer, headers, filters) => self.serve_file(answer, headers, filters, req).await,
         }
     }
 
@@ -580,6 +582,9 @@ fn route_pass<'s, const FIRST: bool>(
     }
     let headers = loc.map_or(&server.headers, |l| &l.headers);
     headers.prepare(&vars, &mut bufs.scratch, &mut bufs.headers);
+    if let Some(c) = loc.map_or(&server.charset, |l| &l.charset) {
+        c.prepare(&vars, CharsetScratch::lent(&mut bufs.charset));
+    }
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
     let pages = loc.map_or(&server.error_pages, |l| &l.error_pages).as_deref();
     let mut too_large = false;
@@ -611,7 +616,7 @@ fn route_pass<'s, const FIRST: bool>(
         _ if answer.is_some() => Route::Static(
             answer.unwrap_or(FileAnswer::Error(500)),
             headers_of(server, loc),
-            gzip_of(server, loc),
+            filters_of(server, loc),
         ),
         (None, Some(LocationPlan { fixed: Some(f), .. }), _) => Route::Fixed(f, headers),
         (None, Some(LocationPlan { admin: Some(a), .. }), _) => {
@@ -644,7 +649,7 @@ fn route_pass<'s, const FIRST: bool>(
             Route::Proxy(p)
         }
         // every location (or server) that serves files has its answer above
-        (None, _, _) => Route::Static(FileAnswer::Error(500), headers_of(server, loc), gzip_of(server, loc)),
+        (None, _, _) => Route::Static(FileAnswer::Error(500), headers_of(server, loc), filters_of(server, loc)),
     };
     let at = PageAt {
         pass,
@@ -718,7 +723,7 @@ fn page_route<'s>(
             Pass::Resume(r) => Some(Ok(Route::Static(
                 FileAnswer::Error(r.status),
                 headers_of(at.server, at.loc),
-                gzip_of(at.server, at.loc),
+                filters_of(at.server, at.loc),
             ))),
             _ => None,
         };
@@ -774,6 +779,14 @@ fn route_pending<'s>(
 /// The `add_header` plan of the location answering (or the server's, outside any location).
 fn headers_of<'s>(server: &'s ServerPlan, loc: Option<&'s LocationPlan>) -> &'s HeadersPlan {
     loc.map_or(&server.headers, |l| &l.headers)
+}
+
+/// The answer filters of the location answering (or the server's).
+fn filters_of<'s>(server: &'s ServerPlan, loc: Option<&'s LocationPlan>) -> Filters<'s> {
+    Filters {
+        gzip: gzip_of(server, loc),
+        charset: loc.map_or(&server.charset, |l| &l.charset).as_deref(),
+    }
 }
 
 /// The gzip plan of the location answering (or the server's), `None` when gzip is off there.

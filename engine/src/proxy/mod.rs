@@ -4,6 +4,7 @@
 
 mod accel_redirect;
 pub mod body;
+pub mod charset;
 mod client;
 pub mod conn_snapshot;
 pub mod error_page;

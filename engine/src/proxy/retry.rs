@@ -128,20 +128,34 @@ impl<'a, R: Runtime> RetryState<'a, R> {
             FailureKind::Error(_) | FailureKind::Refused(_) => FailCause::Error,
             FailureKind::NoSocket(_) => {
                 // nginx's `ngx_http_upstream_connect` finalizes with 500 and frees the peer as not failed
-                crate::log_alert!("upstream {addr} ({}): {}", self.plan_name(), f.kind);
+                crate::log_in!(
+                    self.plan.errors.as_deref(),
+                    crate::log::Level::Alert,
+                    "upstream {addr} ({}): {}",
+                    self.plan_name(),
+                    f.kind
+                );
                 self.report(Outcome::Next);
                 return NextStep::Answer(500);
             }
         };
         match (f.kind, &self.plan.tls) {
             // nginx names the name the certificate did not match
-            (FailureKind::Refused(PeerRefused::Name), Some(tls)) => crate::log_error!(
+            (FailureKind::Refused(PeerRefused::Name), Some(tls)) => crate::log_in!(
+                self.plan.errors.as_deref(),
+                crate::log::Level::Error,
                 "upstream {addr} ({}): upstream SSL certificate does not match \"{}\" while SSL handshaking to \
                  upstream",
                 self.plan_name(),
                 tls.name_text
             ),
-            _ => crate::log_error!("upstream {addr} ({}): {}", self.plan_name(), f.kind),
+            _ => crate::log_in!(
+                self.plan.errors.as_deref(),
+                crate::log::Level::Error,
+                "upstream {addr} ({}): {}",
+                self.plan_name(),
+                f.kind
+            ),
         }
         let end = TryEnd::Failed {
             cause,

@@ -7,15 +7,18 @@
 //! has no asynchronous `open` or `stat` at all): a slow disk stalls the shard's other connections meanwhile.
 
 use super::body::{discard_body, send, BodyError};
+use super::charset::RecodeStream;
 use super::client::{ClientConn, Routed};
 use super::gzip::{self as gz, FileEncoding, FileFacts};
 use super::limit_rate::{send_paced, Pacer};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::RequestRecord;
+use crate::config::charset::Recode;
 use crate::config::error::errno_text;
 use crate::config::files::{Alias, TryFiles, TryLast};
 use crate::config::gzip::GzipStatic;
 use crate::config::key::VarSource;
+use crate::http::charset::{recode_bytes, ContentType};
 use crate::http::keepalive::Connection;
 use crate::http::not_modified::{self, Precondition, Validators};
 use crate::http::pages::{append_decimal, append_error_page, format_http_date, server_name, SERVER_FULL};
@@ -24,9 +27,11 @@ use crate::http::request::RequestHead;
 use crate::http::uri::append_escaped;
 use crate::http::var_cache::VarCache;
 use crate::http::vars::{ConnVars, RequestExt, RequestVars};
+use crate::log::ErrorLogs;
 use crate::log::Level;
 use crate::runtime::Runtime;
 use crate::snapshot::captures::WithCaptures;
+use crate::snapshot::charset::{AnswerCharset, CharsetPlan, CharsetScratch};
 use crate::snapshot::files::{FilesPlan, IndexName};
 use crate::snapshot::gzip::{AnswerFacts, GzipAsk, GzipPlan};
 use crate::snapshot::headers::{HeadersPlan, Prepared, ResponseFacts};
@@ -326,7 +331,7 @@ fn try_files_step<'s>(
             Err(e) => {
                 let errno = e.raw_os_error().unwrap_or(0);
                 if !matches!(errno, libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) {
-                    log_failed(Level::Crit, "stat()", path, errno);
+                    log_failed(plan.errors(), Level::Crit, "stat()", path, errno);
                 }
                 false
             }
@@ -442,7 +447,12 @@ fn step<'s>(
         return Step::Answer(FileAnswer::Error(400));
     }
     if plan.escapes(uri) {
-        crate::log_error!("\"{}\" leaves the location's alias", String::from_utf8_lossy(uri));
+        crate::log_in!(
+            plan.errors(),
+            Level::Error,
+            "\"{}\" leaves the location's alias",
+            String::from_utf8_lossy(uri)
+        );
         return Step::Answer(FileAnswer::Error(404));
     }
     if uri.ends_with(b"/") {
@@ -555,8 +565,10 @@ fn open_gz<'s>(
             let errno = e.raw_os_error().unwrap_or(0);
             match errno {
                 libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG => {}
-                libc::EACCES | libc::EMLINK | libc::ELOOP => log_failed(Level::Error, "open()", path, errno),
-                _ => log_failed(Level::Crit, "open()", path, errno),
+                libc::EACCES | libc::EMLINK | libc::ELOOP => {
+                    log_failed(plan.errors(), Level::Error, "open()", path, errno)
+                }
+                _ => log_failed(plan.errors(), Level::Crit, "open()", path, errno),
             }
             return declined;
         }
@@ -566,7 +578,8 @@ fn open_gz<'s>(
         return GzStatic::Declined { vary };
     }
     if !meta.is_file() {
-        crate::log!(
+        crate::log_in!(
+            plan.errors(),
             Level::Crit,
             "\"{}\" is not a regular file",
             String::from_utf8_lossy(path)
@@ -624,18 +637,18 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<
         let status = match err {
             libc::ELOOP | libc::EMLINK => 403,
             libc::EACCES => {
-                log_file(Level::Error, path, "is forbidden", err);
+                log_file(plan.errors(), Level::Error, path, "is forbidden", err);
                 403
             }
             libc::ENOTDIR | libc::ENAMETOOLONG => {
                 if plan.log_not_found {
-                    log_file(Level::Error, path, "is not found", err);
+                    log_file(plan.errors(), Level::Error, path, "is not found", err);
                 }
                 404
             }
             libc::ENOENT => 0,
             _ => {
-                log_failed(Level::Crit, "stat()", path, err);
+                log_failed(plan.errors(), Level::Crit, "stat()", path, err);
                 500
             }
         };
@@ -648,33 +661,43 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<
                     // nginx names the index file it looked for
                     plan.path_of(uri, vars, false, path);
                     path.extend_from_slice(file);
-                    log_file(Level::Error, path, "is not found", libc::ENOENT);
+                    log_file(plan.errors(), Level::Error, path, "is not found", libc::ENOENT);
                 }
                 return Step::Answer(FileAnswer::Error(status));
             }
             dir_tested = true;
         }
     }
-    if crate::log::enabled(Level::Error) {
+    if crate::log::enabled_in(plan.errors(), Level::Error) {
         plan.path_of(uri, vars, false, path);
-        crate::log_error!("directory index of \"{}\" is forbidden", String::from_utf8_lossy(path));
+        crate::log_in!(
+            plan.errors(),
+            Level::Error,
+            "directory index of \"{}\" is forbidden",
+            String::from_utf8_lossy(path)
+        );
     }
     Step::Answer(FileAnswer::Error(403))
 }
 
 /// nginx's line for a failed call on `path`: `open() "PATH" failed (2: No such file or directory)`.
-fn log_failed(level: Level, call: &str, path: &[u8], errno: i32) {
-    if crate::log::enabled(level) {
+fn log_failed(logs: Option<&ErrorLogs>, level: Level, call: &str, path: &[u8], errno: i32) {
+    if crate::log::enabled_in(logs, level) {
         let err = errno_text(&io::Error::from_raw_os_error(errno));
-        crate::log!(level, "{call} \"{}\" failed ({err})", String::from_utf8_lossy(path));
+        crate::log_in!(
+            logs,
+            level,
+            "{call} \"{}\" failed ({err})",
+            String::from_utf8_lossy(path)
+        );
     }
 }
 
 /// nginx's line for an index file: `"PATH" is forbidden (13: Permission denied)`.
-fn log_file(level: Level, path: &[u8], what: &str, errno: i32) {
-    if crate::log::enabled(level) {
+fn log_file(logs: Option<&ErrorLogs>, level: Level, path: &[u8], what: &str, errno: i32) {
+    if crate::log::enabled_in(logs, level) {
         let err = errno_text(&io::Error::from_raw_os_error(errno));
-        crate::log!(level, "\"{}\" {what} ({err})", String::from_utf8_lossy(path));
+        crate::log_in!(logs, level, "\"{}\" {what} ({err})", String::from_utf8_lossy(path));
     }
 }
 
@@ -698,7 +721,7 @@ fn test_dir(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<u
             libc::EACCES => None,
             libc::ELOOP | libc::EMLINK => Some(403),
             errno => {
-                log_failed(Level::Crit, "stat()", path, errno);
+                log_failed(plan.errors(), Level::Crit, "stat()", path, errno);
                 Some(500)
             }
         },
@@ -724,7 +747,7 @@ fn open<'s>(
                 _ => (Level::Crit, 500),
             };
             if status != 404 || plan.log_not_found {
-                log_failed(level, "open()", path, errno);
+                log_failed(plan.errors(), level, "open()", path, errno);
             }
             return FileAnswer::Error(status);
         }
@@ -734,7 +757,8 @@ fn open<'s>(
         return FileAnswer::ToSlash;
     }
     if !meta.is_file() {
-        crate::log!(
+        crate::log_in!(
+            plan.errors(),
             Level::Crit,
             "\"{}\" is not a regular file",
             String::from_utf8_lossy(path)
@@ -853,6 +877,22 @@ impl Part<'_> {
     }
 }
 
+/// How the bytes of a file go out: the status and head length logged, and a single-byte charset table that
+/// recodes them as they are read.
+#[derive(Debug, Clone, Copy)]
+struct Sending<'t> {
+    status: u16,
+    head_len: usize,
+    recode: Option<&'t [u8; 256]>,
+}
+
+/// The answer filters of the location serving a file: gzip and the charset filter (`None`: off).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Filters<'s> {
+    pub gzip: Option<&'s GzipPlan>,
+    pub charset: Option<&'s CharsetPlan>,
+}
+
 /// The status of a redirect to a directory's slash.
 const MOVED: u16 = 301;
 
@@ -912,7 +952,7 @@ pub fn write_file_head(
         FileHead::Moved { .. } => FileEncoding::default(),
     };
     let length = match part {
-        Part::Whole => Some(length).filter(|_| !encoding.compressed),
+        Part::Whole => Some(length).filter(|_| !encoding.length_unknown()),
         Part::NotModified => None,
         Part::Single { start, end } => Some(end - start),
         Part::Multi { length, .. } => Some(length),
@@ -994,7 +1034,7 @@ pub fn write_file_head(
     }
     if let FileHead::File { size, .. } = head {
         match part {
-            Part::Whole if !encoding.compressed => out.extend_from_slice(b"Accept-Ranges: bytes\r\n"),
+            Part::Whole if !encoding.length_unknown() => out.extend_from_slice(b"Accept-Ranges: bytes\r\n"),
             Part::Single { start, end } => {
                 out.extend_from_slice(b"Content-Range: bytes ");
                 append_range(out, start, end, *size);
@@ -1057,7 +1097,7 @@ impl<R: Runtime> ClientConn<R> {
         &mut self,
         answer: FileAnswer<'_>,
         headers: &HeadersPlan,
-        gzip: Option<&GzipPlan>,
+        filters: Filters<'_>,
         req: &Routed,
     ) -> bool {
         let drained = discard_body::<R>(
@@ -1081,7 +1121,7 @@ impl<R: Runtime> ClientConn<R> {
                     .await
             }
             FileAnswer::ToSlash => self.send_moved(keep, headers, req).await,
-            FileAnswer::File(f) => self.send_file(f, keep, headers, gzip, req).await.unwrap_or(false),
+            FileAnswer::File(f) => self.send_file(f, keep, headers, filters, req).await.unwrap_or(false),
         }
     }
 
@@ -1117,12 +1157,35 @@ impl<R: Runtime> ClientConn<R> {
     /// sent closes the connection (nginx: "file was truncated").
     async fn send_file(
         &mut self,
+        f: OpenFile<'_>,
+        keep: Connection,
+        headers: &HeadersPlan,
+        filters: Filters<'_>,
+        req: &Routed,
+    ) -> io::Result<bool> {
+        // the charset filter's `Content-Type` is written into the connection's buffer, lent for the answer
+        if filters.charset.is_none() {
+            return self
+                .send_file_typed(f, keep, headers, filters, req, &mut String::new())
+                .await;
+        }
+        let mut ct = std::mem::take(&mut CharsetScratch::lent(&mut self.bufs.charset).content_type);
+        let sent = self.send_file_typed(f, keep, headers, filters, req, &mut ct).await;
+        CharsetScratch::lent(&mut self.bufs.charset).content_type = ct;
+        sent
+    }
+
+    /// [`Self::send_file`], with `ct` to hold a `Content-Type` the charset filter changes.
+    async fn send_file_typed(
+        &mut self,
         mut f: OpenFile<'_>,
         keep: Connection,
         headers: &HeadersPlan,
-        gzip: Option<&GzipPlan>,
+        filters: Filters<'_>,
         req: &Routed,
+        ct: &mut String,
     ) -> io::Result<bool> {
+        let gzip = filters.gzip;
         // an error page's file goes out with the error's status: the not_modified and range filters pass it by
         let as_error_page = self.bufs.pages.state.active();
         let not_modified = f.not_modified && !as_error_page;
@@ -1144,18 +1207,39 @@ impl<R: Runtime> ClientConn<R> {
             }
             None => FileEncoding::default(),
         };
+        // the charset filter (before gzip's and the range filter's): the type's charset and the recoding table
+        let mut content_type = f.content_type;
+        let mut recode = None;
+        if let Some(plan) = filters.charset {
+            let answer = AnswerCharset {
+                status: 200,
+                content_type: ContentType::bare(f.content_type.as_bytes()),
+                accel_charset: None,
+                encoded: f.precompressed,
+            };
+            if let Some(edit) = plan.decide(&answer, CharsetScratch::of(&self.bufs.charset)) {
+                let name = plan.name(&edit, None, CharsetScratch::of(&self.bufs.charset));
+                let mut bytes = std::mem::take(ct).into_bytes();
+                bytes.clear();
+                plan.write_content_type(&answer.content_type, Some(&edit), name, &mut bytes);
+                *ct = String::from_utf8(bytes).unwrap_or_else(|_| f.content_type.to_string());
+                content_type = ct.as_str();
+                recode = edit.recode.filter(|_| !not_modified);
+                encoding.resized = recode.is_some_and(|r| !matches!(r, Recode::Byte(_)));
+            }
+        }
         let ranges = match std::mem::replace(&mut f.ranges, Ranges::Whole) {
-            // a compressed answer has no length to take ranges of
-            _ if as_error_page || encoding.compressed || not_modified => Ranges::Whole,
+            // a compressed or resized answer has no length to take ranges of
+            _ if as_error_page || encoding.length_unknown() || not_modified => Ranges::Whole,
             r => r,
         };
         if ranges == Ranges::Unsatisfiable {
             return self.send_unsatisfiable(f.size, keep, headers, req).await;
         }
         let body = !req.head_request && !not_modified;
-        encoding.chunked = encoding.compressed && body && req.client_11;
+        encoding.chunked = encoding.length_unknown() && body && req.client_11;
         // a compressed body of unknown length to an HTTP/1.0 client ends with the connection
-        let keep = keep.and(!(encoding.compressed && body && !req.client_11));
+        let keep = keep.and(!(encoding.length_unknown() && body && !req.client_11));
         let boundary = match ranges {
             Ranges::Multi(_) => ranges::next_boundary(),
             _ => [0; 20],
@@ -1168,12 +1252,12 @@ impl<R: Runtime> ClientConn<R> {
             },
             Ranges::Multi(list) => Part::Multi {
                 boundary: &boundary,
-                length: multipart_length(list, &boundary, f.content_type, f.size),
+                length: multipart_length(list, &boundary, content_type, f.size),
             },
             Ranges::Whole | Ranges::Unsatisfiable => Part::Whole,
         };
         let head = FileHead::File {
-            content_type: f.content_type,
+            content_type,
             size: f.size,
             mtime: f.mtime,
             etag: f.etag,
@@ -1198,27 +1282,44 @@ impl<R: Runtime> ClientConn<R> {
         let head_len = out.len();
         self.bufs.log.answered(status, head_len, 0);
         let mut pacer = req.rate.map(|r| Pacer::new(r, std::time::Instant::now()));
-        if let (Some(g), true, true) = (gzip, encoding.compressed, body) {
-            let mut stream = self.shard.gzip.take(g.level);
-            let sent = gz::compress_file::<R>(
-                &mut self.sock,
-                &mut f.file,
-                f.size,
-                &mut self.bufs.out,
-                &mut stream,
-                encoding.chunked,
-                req.timeouts.send,
-            )
-            .await;
-            self.shard.gzip.give(stream);
+        let coded = encoding.compressed || encoding.resized;
+        if body && coded {
+            let mut stream = gzip
+                .filter(|_| encoding.compressed)
+                .map(|g| self.shard.gzip.take(g.level));
+            let timeout = req.timeouts.send;
+            let (sock, file, out) = (&mut self.sock, &mut f.file, &mut self.bufs.out);
+            let sent = match (recode, stream.as_mut()) {
+                (Some(table), g) => {
+                    let mut rs = RecodeStream::new(table, g, CharsetScratch::lent(&mut self.bufs.charset));
+                    let sent =
+                        gz::compress_file::<R>(sock, file, f.size, out, &mut rs, encoding.chunked, timeout).await;
+                    rs.give_back(CharsetScratch::lent(&mut self.bufs.charset));
+                    sent
+                }
+                (None, Some(g)) => gz::compress_file::<R>(sock, file, f.size, out, g, encoding.chunked, timeout).await,
+                (None, None) => Ok(0),
+            };
+            if let Some(s) = stream {
+                self.shard.gzip.give(s);
+            }
             self.bufs.log.answered(status, head_len, *sent.as_ref().unwrap_or(&0));
             return sent.map(|_| keep.keeps());
         }
+        // a single-byte table recodes the bytes in place as they are read (ranges included)
+        let table = match recode {
+            Some(Recode::Byte(t)) => Some(&**t),
+            _ => None,
+        };
         if !body || f.size == 0 {
             send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_mut()).await?;
             return Ok(keep.keeps());
         }
-        let log = (status, head_len);
+        let log = Sending {
+            status,
+            head_len,
+            recode: table,
+        };
         let complete = match &ranges {
             Ranges::Single(start, end) => {
                 let mut sent = 0;
@@ -1229,7 +1330,7 @@ impl<R: Runtime> ClientConn<R> {
                 let mut sent = 0u64;
                 for &range in list {
                     let before = self.bufs.out.len();
-                    append_part_header(&mut self.bufs.out, &boundary, f.content_type, range, f.size);
+                    append_part_header(&mut self.bufs.out, &boundary, content_type, range, f.size);
                     sent += (self.bufs.out.len() - before) as u64;
                     if !self
                         .send_span(&f.file, range, req, pacer.as_mut(), log, &mut sent)
@@ -1258,10 +1359,10 @@ impl<R: Runtime> ClientConn<R> {
         f: &mut OpenFile<'_>,
         req: &Routed,
         mut pacer: Option<&mut Pacer>,
-        (status, head_len): (u16, usize),
+        log: Sending<'_>,
     ) -> io::Result<bool> {
         let mut left = f.size;
-        let mut start = head_len;
+        let mut start = log.head_len;
         let mut sent = 0u64;
         while left > 0 {
             let want = usize::try_from(left).unwrap_or(CHUNK).min(CHUNK);
@@ -1273,9 +1374,12 @@ impl<R: Runtime> ClientConn<R> {
             }
             let got = read_full(&mut f.file, out.get_mut(start..).unwrap_or_default())?;
             out.truncate(start + got);
+            if let Some(t) = log.recode {
+                recode_bytes(t, out.get_mut(start..).unwrap_or_default());
+            }
             send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_deref_mut()).await?;
             sent += got as u64;
-            self.bufs.log.answered(status, head_len, sent);
+            self.bufs.log.answered(log.status, log.head_len, sent);
             if got < want {
                 return Ok(false);
             }
@@ -1293,7 +1397,7 @@ impl<R: Runtime> ClientConn<R> {
         (mut pos, end): (u64, u64),
         req: &Routed,
         mut pacer: Option<&mut Pacer>,
-        (status, head_len): (u16, usize),
+        log: Sending<'_>,
         sent: &mut u64,
     ) -> io::Result<bool> {
         while pos < end {
@@ -1303,10 +1407,13 @@ impl<R: Runtime> ClientConn<R> {
             out.resize(start + want, 0);
             let got = read_full_at(file, out.get_mut(start..).unwrap_or_default(), pos)?;
             out.truncate(start + got);
+            if let Some(t) = log.recode {
+                recode_bytes(t, out.get_mut(start..).unwrap_or_default());
+            }
             send_paced::<R>(&mut self.sock, out, req.timeouts.send, pacer.as_deref_mut()).await?;
             out.clear();
             *sent += got as u64;
-            self.bufs.log.answered(status, head_len, *sent);
+            self.bufs.log.answered(log.status, log.head_len, *sent);
             if got < want {
                 return Ok(false);
             }

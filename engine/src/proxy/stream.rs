@@ -14,6 +14,7 @@ use crate::balance::{Attempt, Outcome};
 use crate::config::model::StreamServer;
 use crate::http::var_cache::VarCache;
 use crate::http::vars::{ConnVars, ProxyVars, StreamVars};
+use crate::log::{ErrorLogs, Level};
 use crate::runtime::iobuf::IoBuf;
 use crate::runtime::{Conn, Runtime};
 use crate::shard::Shard;
@@ -98,8 +99,14 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         }
     }
     // nginx's stream access phase: a forbidden client's session ends (status 403)
+    let errors = plan.and_then(|p| p.errors.as_deref());
     if srv.access.as_ref().is_some_and(|a| a.denies(conn.remote)) {
-        crate::log_error!("access forbidden by rule, client: {}", conn.remote.ip());
+        crate::log_in!(
+            errors,
+            Level::Error,
+            "access forbidden by rule, client: {}",
+            conn.remote.ip()
+        );
         rec.status = FORBIDDEN;
         shard.log_session(&snap, rec);
         return;
@@ -131,7 +138,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
             let target = stream_pass::target(&snap, &value);
             if target.is_none() {
                 rec.status = BAD_GATEWAY;
-                stream_pass::log_unreachable(&value);
+                stream_pass::log_unreachable(errors, &value);
             }
             target
         }
@@ -145,13 +152,14 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
                 srv,
                 upstream,
                 early,
+                errors,
             };
             session.proxy(&mut client, &vars, &mut rec).await;
         }
         Some(PassTarget::Addr(addr)) => {
             rec.status = BAD_GATEWAY;
             let first = super::stream_pass::First { conn: vars.conn, early };
-            stream_pass::direct::<R>(srv, addr, &mut client, &mut rec, first).await;
+            stream_pass::direct::<R>(srv, addr, &mut client, &mut rec, first, errors).await;
         }
         None => {}
     }
@@ -168,6 +176,8 @@ struct Session<'a, R: Runtime> {
     upstream: usize,
     /// Client bytes that came with its PROXY protocol header.
     early: &'a [u8],
+    /// The server's `error_log` lines (`None`: the main log).
+    errors: Option<&'a ErrorLogs>,
 }
 
 impl<R: Runtime> Session<'_, R> {
@@ -190,7 +200,12 @@ impl<R: Runtime> Session<'_, R> {
                 .flatten();
             let started = timed.then(Instant::now);
             let Some(peer) = picked else {
-                crate::log_error!("no live upstreams while connecting to upstream \"{}\"", plan.name);
+                crate::log_in!(
+                    self.errors,
+                    Level::Error,
+                    "no live upstreams while connecting to upstream \"{}\"",
+                    plan.name
+                );
                 rec.no_live(self.upstream);
                 return;
             };
@@ -199,12 +214,19 @@ impl<R: Runtime> Session<'_, R> {
                 Ok(c) => break (c, peer, started),
                 Err(e) => {
                     match e.raw_os_error() {
-                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => crate::log_alert!(
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => crate::log_in!(
+                            self.errors,
+                            Level::Alert,
                             "socket() failed ({}) while connecting to upstream {}",
                             crate::config::error::errno_text(&e),
                             peer.addr
                         ),
-                        _ => crate::log_error!("connect() to {} failed ({e}) while connecting to upstream", peer.addr),
+                        _ => crate::log_in!(
+                            self.errors,
+                            Level::Error,
+                            "connect() to {} failed ({e}) while connecting to upstream",
+                            peer.addr
+                        ),
                     }
                     let cause = if e.kind() == std::io::ErrorKind::TimedOut {
                         FailCause::Timeout
@@ -254,7 +276,7 @@ impl<R: Runtime> Session<'_, R> {
         let halves = (&mut up_half, &mut down_half);
         let end = pump::<R, _, _>(client, &mut upstream, halves, srv.timeout, ends).await;
         if let PumpEnd::Failed(e) = &end {
-            crate::log_info!("stream to {} ended: {e}", peer.addr);
+            crate::log_in!(self.errors, Level::Info, "stream to {} ended: {e}", peer.addr);
         }
         rec.proxied(
             (down_half.bytes, up_half.read),

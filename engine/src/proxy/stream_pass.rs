@@ -7,6 +7,7 @@ use super::pump::{pump, Ends, Half, PumpEnd};
 use crate::access_log::record::TryPeer;
 use crate::access_log::stream::StreamRecord;
 use crate::config::model::StreamServer;
+use crate::log::{ErrorLogs, Level};
 use crate::runtime::{Conn, Runtime};
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
@@ -33,12 +34,12 @@ pub fn target(snap: &Snapshot, value: &[u8]) -> Option<PassTarget> {
 }
 
 /// Logs why a value that names no target ends the session, in nginx's words.
-pub fn log_unreachable(value: &[u8]) {
+pub fn log_unreachable(errors: Option<&ErrorLogs>, value: &[u8]) {
     let name = String::from_utf8_lossy(value);
     if name.parse::<std::net::IpAddr>().is_ok() {
-        crate::log_error!("no port in upstream \"{name}\"");
+        crate::log_in!(errors, Level::Error, "no port in upstream \"{name}\"");
     } else {
-        crate::log_error!("no resolver defined to resolve {name}");
+        crate::log_in!(errors, Level::Error, "no resolver defined to resolve {name}");
     }
 }
 
@@ -50,19 +51,24 @@ pub struct First<'a> {
 }
 
 /// Proxies the session of `client` to `addr` (one try: nginx's round robin of one peer), the try and bytes into
-/// `rec`.
+/// `rec`; the messages to the server's `errors` lines.
 pub async fn direct<R: Runtime>(
     srv: &StreamServer,
     addr: SocketAddr,
     client: &mut R::Conn,
     rec: &mut StreamRecord,
     first: First<'_>,
+    errors: Option<&ErrorLogs>,
 ) {
     rec.try_start(TryPeer::Addr(addr));
     let mut upstream = match R::connect(addr, srv.connect_timeout).await {
         Ok(c) => c,
         Err(e) => {
-            crate::log_error!("connect() to {addr} failed ({e}) while connecting to upstream");
+            crate::log_in!(
+                errors,
+                Level::Error,
+                "connect() to {addr} failed ({e}) while connecting to upstream"
+            );
             return;
         }
     };
@@ -78,7 +84,7 @@ pub async fn direct<R: Runtime>(
     let ends = if srv.half_close { Ends::Both } else { Ends::First };
     let end = pump::<R, _, _>(client, &mut upstream, (&mut up_half, &mut down_half), srv.timeout, ends).await;
     if let PumpEnd::Failed(e) = &end {
-        crate::log_info!("stream to {addr} ended: {e}");
+        crate::log_in!(errors, Level::Info, "stream to {addr} ended: {e}");
     }
     rec.proxied(
         (down_half.bytes, up_half.read),

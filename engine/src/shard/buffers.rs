@@ -52,6 +52,8 @@ pub struct Buffers {
     pub limits: Vec<corelb_shared_state::ConnUnit>,
     /// The current request went through a level with limits: [`Buffers::end_limits`] has something to undo.
     pub limited: bool,
+    /// The charset filter's variable values and recoding buffers (empty unless a location recodes).
+    pub charset: Option<Box<crate::snapshot::charset::CharsetScratch>>,
 }
 
 impl Buffers {
@@ -114,6 +116,7 @@ impl Buffers {
             pages: Default::default(),
             limits: Vec::new(),
             limited: false,
+            charset: None,
         }
     }
 

@@ -103,6 +103,7 @@ mod tests {
             recursive: false,
             intercept: true,
             accel_redirect: true,
+            accel_charset: true,
         };
         let plan = ErrorPagesPlan::new(&conf, Some(3), ServerTokens::Off, &HeadersPlan::default()).unwrap();
         assert_eq!(plan.page(404).map(|p| p.value.raw()), Some("http://a/"));

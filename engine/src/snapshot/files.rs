@@ -38,6 +38,8 @@ pub struct FilesPlan {
     pub max_ranges: u32,
     /// `try_files` of the location.
     pub try_files: Option<Arc<crate::config::files::TryFiles>>,
+    /// The location's `error_log` lines (`None`: the main log).
+    pub errors: Option<Arc<crate::log::ErrorLogs>>,
 }
 
 impl FilesPlan {
@@ -71,7 +73,19 @@ impl FilesPlan {
             if_modified_since: conf.if_modified_since,
             max_ranges: conf.max_ranges,
             try_files: conf.try_files.clone(),
+            errors: None,
         }
+    }
+
+    /// The plan with the location's `error_log` lines.
+    pub fn with_errors(mut self, errors: Option<Arc<crate::log::ErrorLogs>>) -> FilesPlan {
+        self.errors = errors;
+        self
+    }
+
+    /// The `error_log` lines the location's messages go to (`None`: the main log).
+    pub fn errors(&self) -> Option<&crate::log::ErrorLogs> {
+        self.errors.as_deref()
     }
 
     /// Writes the file system path of `uri` (a normalized path, [`crate::http::request::RequestHead::uri`]) into

@@ -52,6 +52,8 @@ pub struct HeadersPlan {
     reads_record: bool,
     /// How a `Location` starting with `/` of these answers is completed (`absolute_redirect`...).
     redirect_style: RedirectStyle,
+    /// The location's charset filter, for corelb's own answers (`return`, error pages).
+    charset: Option<std::sync::Arc<super::charset::CharsetPlan>>,
 }
 
 impl Default for HeadersPlan {
@@ -69,6 +71,7 @@ pub static NO_HEADERS: HeadersPlan = HeadersPlan {
     nothing: true,
     reads_record: false,
     redirect_style: RedirectStyle::NGINX,
+    charset: None,
 };
 
 /// The status classes: nginx's safe statuses, and the others (only `always` lines).
@@ -76,6 +79,17 @@ const SAFE: usize = 0;
 const OTHER: usize = 1;
 
 impl HeadersPlan {
+    /// The plan with the location's charset filter (for the `Content-Type` of corelb's own answers).
+    pub fn with_charset(mut self, charset: Option<std::sync::Arc<super::charset::CharsetPlan>>) -> HeadersPlan {
+        self.charset = charset;
+        self
+    }
+
+    /// The location's charset filter, if it can change an answer.
+    pub fn charset(&self) -> Option<&super::charset::CharsetPlan> {
+        self.charset.as_deref()
+    }
+
     /// Compiles `conf`'s `add_header`, `expires` and `server_tokens`.
     pub fn new(conf: &HeadersConf) -> HeadersPlan {
         Self::new_with(conf, known_with_response)
@@ -113,6 +127,7 @@ impl HeadersPlan {
             at_response,
             reads_record,
             redirect_style: conf.redirect_style,
+            charset: None,
         }
     }
 

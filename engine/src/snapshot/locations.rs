@@ -185,6 +185,7 @@ mod tests {
             access: None,
             limits: Default::default(),
             gzip: Default::default(),
+            charset: Default::default(),
             error_pages: Default::default(),
             proxy_tls: None,
             span: Span::default(),

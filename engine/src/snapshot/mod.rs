@@ -19,6 +19,7 @@ use stream_logs::StreamServerPlan;
 pub mod absolute_location;
 pub mod access;
 pub mod captures;
+pub mod charset;
 pub mod error_pages;
 pub mod files;
 pub mod gzip;
@@ -57,6 +58,9 @@ pub enum SnapshotError {
     /// An access log file could not be opened (nginx's `open() "PATH" failed (...)`).
     #[error("{0}")]
     AccessLog(String),
+    /// An `error_log` file of a server or location could not be opened (nginx's `open() "PATH" failed (...)`).
+    #[error("{0}")]
+    ErrorLog(String),
     /// A regex server name that does not compile (the config build refuses it first).
     #[error("{0}")]
     ServerName(String),
@@ -129,6 +133,8 @@ pub struct ServerPlan {
     pub limits: Option<Box<limits::LimitPlan>>,
     /// `gzip`/`gzip_static` of answers outside any location (`None`: off).
     pub gzip: Option<gzip::GzipPlan>,
+    /// The charset filter of answers outside any location (`None`: nothing to change).
+    pub charset: Option<std::sync::Arc<charset::CharsetPlan>>,
     /// `error_page` of answers outside any location.
     pub error_pages: Option<std::sync::Arc<error_pages::ErrorPagesPlan>>,
     /// `ssl_verify_client` other than `off`: a TLS connection's client certificate is checked per request.
@@ -209,6 +215,7 @@ impl Snapshot {
                     users: &http.user_vars,
                     upstreams: &http.upstreams,
                     server_groups: &groups,
+                    charsets: Some(&http.charsets),
                 };
                 let at = PlanAt {
                     plans: &http_plans,
@@ -418,7 +425,8 @@ fn server_plan(srv: &HttpServer, at: PlanAt<'_>, logs: &mut AccessLogPlan) -> Re
     }
     prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     let tokens = srv.headers.server_tokens;
-    let headers = HeadersPlan::new(&srv.headers);
+    let charset = names.charsets.and_then(|c| charset::CharsetPlan::of(&srv.charset, c));
+    let headers = HeadersPlan::new(&srv.headers).with_charset(charset.clone());
     let access = srv
         .access
         .as_ref()
@@ -435,7 +443,7 @@ fn server_plan(srv: &HttpServer, at: PlanAt<'_>, logs: &mut AccessLogPlan) -> Re
         prefixes,
         tree: LocationTree::build(&srv.locations),
         locations,
-        files: FilesPlan::new(&srv.files),
+        files: FilesPlan::new(&srv.files).with_errors(errors_of(&srv.client)?),
         cycle: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
         error_pages: error_pages::ErrorPagesPlan::new(&srv.error_pages, None, tokens, &headers),
         verify_client: srv.tls.as_ref().and_then(|t| t.client.as_ref()).map(|c| c.mode),
@@ -449,12 +457,20 @@ fn server_plan(srv: &HttpServer, at: PlanAt<'_>, logs: &mut AccessLogPlan) -> Re
         moved: FixedAnswer::error(301, tokens).with_headers(headers.clone()),
         headers,
         gzip: gzip::GzipPlan::of(&srv.gzip),
+        charset,
         client: srv.client.clone(),
         log_set: logs.set_of(&srv.client.access_log).map_err(SnapshotError::AccessLog)?,
         realip: srv.realip.as_deref().map(realip::RealIpPlan::new),
         access,
         limits,
     })
+}
+
+/// The `error_log` lines of a server or location, opened (`None`: the main log).
+fn errors_of(
+    client: &crate::config::model::ClientConf,
+) -> Result<Option<std::sync::Arc<crate::log::ErrorLogs>>, SnapshotError> {
+    crate::log::ErrorLogs::open(&client.error_log).map_err(SnapshotError::ErrorLog)
 }
 
 fn location_plan(
@@ -466,11 +482,16 @@ fn location_plan(
     let PlanAt { plans, names, .. } = at;
     let admin = loc.admin.filter(|_| loc.ret.is_none());
     let tokens = loc.headers.server_tokens;
-    let headers = HeadersPlan::new(&loc.headers);
+    let charset = names.charsets.and_then(|c| charset::CharsetPlan::of(&loc.charset, c));
+    let headers = HeadersPlan::new(&loc.headers).with_charset(charset.clone());
     let pages = error_pages::ErrorPagesPlan::new(&loc.error_pages, Some(index), tokens, &headers);
+    let errors = errors_of(&loc.client)?;
     let var_proxy = match (&loc.ret, &loc.proxy_pass) {
         (None, Some(ProxyPass { url: Some(url), .. })) if admin.is_none() => Some(Box::new(
-            var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers).with_error_pages(&pages),
+            var_pass::VarPass::new(loc, url.clone(), names.upstreams, plans, tokens, &headers)
+                .with_error_pages(&pages)
+                .with_charset(&charset)
+                .with_errors(&errors),
         )),
         _ => None,
     };
@@ -489,6 +510,8 @@ fn location_plan(
             Some(
                 ProxyPlan::new(loc, *upstream, &plan.name, uri.as_deref())
                     .with_error_pages(pages.clone())
+                    .with_charset(charset.clone())
+                    .with_errors(errors.clone())
                     .with_tls(tls),
             )
         }
@@ -511,7 +534,7 @@ fn location_plan(
         var_proxy,
         body_var: request_body::uses(loc),
         script: rewrite::Script::compile(&loc.script, names, tokens, &headers).filter(|_| loc.ret.is_none()),
-        files: FilesPlan::new(&loc.files),
+        files: FilesPlan::new(&loc.files).with_errors(errors),
         client: loc.client.clone(),
         log_set: logs.set_of(&loc.client.access_log).map_err(SnapshotError::AccessLog)?,
         headers,
@@ -519,6 +542,7 @@ fn location_plan(
         access,
         limits,
         gzip: gzip::GzipPlan::of(&loc.gzip),
+        charset,
         error_pages: pages,
     })
 }

@@ -44,6 +44,8 @@ pub struct LocationPlan {
     pub limits: Option<Box<super::limits::LimitPlan>>,
     /// `gzip`/`gzip_static` (`None`: off, nothing to check per request).
     pub gzip: Option<super::gzip::GzipPlan>,
+    /// The charset filter (`None`: nothing to change, nothing to check per request).
+    pub charset: Option<Arc<super::charset::CharsetPlan>>,
     /// `error_page` lines (`None`: the location has none).
     pub error_pages: Option<Arc<ErrorPagesPlan>>,
 }
@@ -285,10 +287,16 @@ pub struct ProxyPlan {
     pub response: ResponsePlan,
     /// The location's `gzip` (`None`: off).
     pub gzip: Option<super::gzip::GzipPlan>,
+    /// The location's charset filter (`None`: nothing to change).
+    pub charset: Option<Arc<super::charset::CharsetPlan>>,
+    /// The location's `error_log` lines (`None`: the main log).
+    pub errors: Option<Arc<crate::log::ErrorLogs>>,
     /// The location's `error_page` lines, for the upstream's errors and intercepted answers.
     pub error_pages: Option<Arc<ErrorPagesPlan>>,
     /// An upstream's `X-Accel-Redirect` is followed (`proxy_ignore_headers X-Accel-Redirect` turns it off).
     pub accel_redirect: bool,
+    /// An upstream's `X-Accel-Charset` is read (`proxy_ignore_headers X-Accel-Charset` turns it off).
+    pub accel_charset: bool,
     /// `proxy_pass https://`: the TLS session each upstream connection opens (`None`: plain).
     pub tls: Option<Arc<crate::tls::client_config::UpstreamTls>>,
 }
@@ -352,7 +360,10 @@ impl ProxyPlan {
             uri_rewrite,
             sets_length,
             error_pages: None,
+            charset: None,
+            errors: None,
             accel_redirect: loc.error_pages.accel_redirect,
+            accel_charset: loc.error_pages.accel_charset,
             tls: None,
         }
     }
@@ -385,6 +396,18 @@ impl ProxyPlan {
     /// The plan with the TLS side of its upstream connections.
     pub fn with_tls(mut self, tls: Option<Arc<crate::tls::client_config::UpstreamTls>>) -> ProxyPlan {
         self.tls = tls;
+        self
+    }
+
+    /// The plan with the location's `error_log` lines.
+    pub fn with_errors(mut self, errors: Option<Arc<crate::log::ErrorLogs>>) -> ProxyPlan {
+        self.errors = errors;
+        self
+    }
+
+    /// The plan with the location's charset filter.
+    pub fn with_charset(mut self, charset: Option<Arc<super::charset::CharsetPlan>>) -> ProxyPlan {
+        self.charset = charset;
         self
     }
 
@@ -552,6 +575,7 @@ mod tests {
             access: None,
             limits: Default::default(),
             gzip: Default::default(),
+            charset: Default::default(),
             error_pages: Default::default(),
             proxy_tls: None,
             span: Span::default(),

@@ -13,6 +13,8 @@ pub struct StreamServerPlan {
     pub realip: Option<super::realip::RealIpPlan>,
     /// `limit_conn` (`None`: none, nothing to check per session).
     pub limits: Option<std::sync::Arc<super::limits::LimitPlan>>,
+    /// The server's `error_log` lines (`None`: the main log).
+    pub errors: Option<std::sync::Arc<crate::log::ErrorLogs>>,
 }
 
 impl StreamServerPlan {
@@ -28,6 +30,7 @@ impl StreamServerPlan {
             limits: super::limits::LimitPlan::new(&srv.limits, zones, tokens, &no_headers).map(std::sync::Arc::from),
             log_set: logs.stream_set_of(srv).map_err(SnapshotError::AccessLog)?,
             realip: srv.realip.as_deref().map(super::realip::RealIpPlan::new),
+            errors: crate::log::ErrorLogs::open(&srv.error_log).map_err(SnapshotError::ErrorLog)?,
         })
     }
 }
@@ -76,6 +79,7 @@ mod tests {
             pass: None,
             ret: None,
             access_log: logs,
+            error_log: Vec::new(),
             connect_timeout: Duration::from_secs(1),
             timeout: Duration::from_secs(1),
             next_upstream: true,

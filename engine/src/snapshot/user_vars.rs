@@ -15,6 +15,8 @@ pub struct Names<'a> {
     pub upstreams: &'a [crate::config::model::UpstreamConf],
     /// The named groups of the block's regex server names ([`Var::ServerCapture`] indexes them).
     pub server_groups: &'a [String],
+    /// The block's charsets and `charset_map` tables.
+    pub charsets: Option<&'a std::sync::Arc<crate::config::charset::Charsets>>,
 }
 
 impl Names<'_> {
@@ -51,6 +53,7 @@ mod tests {
             users: &users,
             upstreams: &[],
             server_groups: &[],
+            charsets: None,
         };
         assert_eq!(n.resolve("M"), Some(Var::Map(0)));
         assert_eq!(n.resolve("X"), Some(Var::User(0)));

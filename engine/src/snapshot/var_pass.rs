@@ -265,6 +265,24 @@ impl VarPass {
         self
     }
 
+    /// The plans with the location's `error_log` lines.
+    pub fn with_errors(mut self, errors: &Option<std::sync::Arc<crate::log::ErrorLogs>>) -> VarPass {
+        for c in &mut self.candidates {
+            c.plan.errors = errors.clone();
+        }
+        self.resolved.errors = errors.clone();
+        self
+    }
+
+    /// The plans with the location's charset plan.
+    pub fn with_charset(mut self, charset: &Option<std::sync::Arc<super::charset::CharsetPlan>>) -> VarPass {
+        for c in &mut self.candidates {
+            c.plan.charset = charset.clone();
+        }
+        self.resolved.charset = charset.clone();
+        self
+    }
+
     /// Evaluates the URL into `url` and finds its upstream.
     pub fn pick<'s>(&'s self, vars: &dyn VarSource, url: &mut Vec<u8>) -> Picked<'s> {
         self.url.eval_into(vars, url);

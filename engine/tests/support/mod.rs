@@ -87,6 +87,7 @@ pub fn proxy_location(prefix: &str, upstream: usize, proxy: HttpProxyConf) -> Lo
         access: None,
         limits: Default::default(),
         gzip: Default::default(),
+        charset: Default::default(),
         error_pages: Default::default(),
         proxy_tls: None,
         span: Span::default(),
@@ -112,6 +113,7 @@ pub fn return_location(matcher: LocationMatch, code: u16, text: Option<&str>) ->
         access: None,
         limits: Default::default(),
         gzip: Default::default(),
+        charset: Default::default(),
         error_pages: Default::default(),
         proxy_tls: None,
         span: Span::default(),
@@ -135,6 +137,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
             maps: Vec::new(),
             limit_zones: Default::default(),
             user_vars: Vec::new(),
+            charsets: Default::default(),
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,
@@ -154,6 +157,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                 access: None,
                 limits: Default::default(),
                 gzip: Default::default(),
+                charset: Default::default(),
                 tls: None,
                 error_pages: Default::default(),
                 span: Span::default(),

@@ -15,8 +15,8 @@ pub struct ErrorPagesLayer {
     pages: Option<Vec<ErrorPage>>,
     recursive: Option<bool>,
     intercept: Option<bool>,
-    /// `proxy_ignore_headers`: whether it names `X-Accel-Redirect`.
-    ignore_accel_redirect: Option<bool>,
+    /// `proxy_ignore_headers`: whether it names `X-Accel-Redirect`, and `X-Accel-Charset`.
+    ignore_accel: Option<(bool, bool)>,
 }
 
 /// The values `proxy_ignore_headers` takes (nginx's `ngx_http_upstream_ignore_headers_masks`). Only
@@ -43,7 +43,7 @@ impl ErrorPagesLayer {
             }
             "recursive_error_pages" => flag_slot(&mut self.recursive, d)?,
             "proxy_intercept_errors" => flag_slot(&mut self.intercept, d)?,
-            "proxy_ignore_headers" => self.ignore_accel_redirect = Some(ignore_headers(self.ignore_accel_redirect, d)?),
+            "proxy_ignore_headers" => self.ignore_accel = Some(ignore_headers(self.ignore_accel, d)?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -55,7 +55,7 @@ impl ErrorPagesLayer {
             pages: self.pages.clone().or_else(|| parent.pages.clone()),
             recursive: self.recursive.or(parent.recursive),
             intercept: self.intercept.or(parent.intercept),
-            ignore_accel_redirect: self.ignore_accel_redirect.or(parent.ignore_accel_redirect),
+            ignore_accel: self.ignore_accel.or(parent.ignore_accel),
         }
     }
 
@@ -65,22 +65,25 @@ impl ErrorPagesLayer {
             pages: self.pages.clone().unwrap_or_default(),
             recursive: self.recursive.unwrap_or(false),
             intercept: self.intercept.unwrap_or(false),
-            accel_redirect: !self.ignore_accel_redirect.unwrap_or(false),
+            accel_redirect: !self.ignore_accel.is_some_and(|i| i.0),
+            accel_charset: !self.ignore_accel.is_some_and(|i| i.1),
         }
     }
 }
 
 /// `proxy_ignore_headers FIELD ...` (nginx's bitmask slot: each value one of [`IGNORABLE`], without case; the
-/// lines of a level add up): whether this line or the level's earlier ones name `X-Accel-Redirect`.
-fn ignore_headers(set: Option<bool>, d: &Directive) -> Result<bool, ConfigError> {
-    let mut accel = set.unwrap_or(false);
+/// lines of a level add up): whether this line or the level's earlier ones name `X-Accel-Redirect`, and
+/// `X-Accel-Charset`.
+fn ignore_headers(set: Option<(bool, bool)>, d: &Directive) -> Result<(bool, bool), ConfigError> {
+    let (mut redirect, mut charset) = set.unwrap_or((false, false));
     for v in &d.args {
         if !IGNORABLE.iter().any(|n| n.eq_ignore_ascii_case(v)) {
             return Err(invalid(v, d));
         }
-        accel |= v.eq_ignore_ascii_case("X-Accel-Redirect");
+        redirect |= v.eq_ignore_ascii_case("X-Accel-Redirect");
+        charset |= v.eq_ignore_ascii_case("X-Accel-Charset");
     }
-    Ok(accel)
+    Ok((redirect, charset))
 }
 
 fn invalid(v: &str, d: &Directive) -> ConfigError {

@@ -76,6 +76,8 @@ struct HttpState {
     maps: Maps,
     /// `limit_req_zone`, `limit_conn_zone`.
     zones: crate::config::limit::Zones,
+    /// Every charset the block names, and the `charset_map` tables.
+    charsets: crate::config::charset::Charsets,
 }
 
 /// Builds the http block `d`.
@@ -95,6 +97,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         logs: LogState::with_prefix(b.prefix.clone()),
         maps: Maps::default(),
         zones: crate::config::limit::Zones::default(),
+        charsets: super::charset::names(block_of(d)?),
     };
     let close = walk(block_of(d)?, Ctx::HTTP, |hd| match hd.name.as_str() {
         "upstream" => h.upstreams.block(b, &mut h.vars, hd),
@@ -105,6 +108,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             Ok(())
         }
         "log_format" => h.logs.log_format(hd, &mut h.vars),
+        "charset_map" => super::charset::charset_map(&mut h.charsets, hd),
         // the sizes of nginx's server-name hash: corelb matches names without one (checked, docs/directives.md)
         "server_names_hash_max_size" | "server_names_hash_bucket_size" => super::value::atoi(super::arg(hd, 0))
             .map(|_| ())
@@ -157,6 +161,12 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
             map::answer_time_logs(&mut l.client.access_log, &h.maps.maps)?;
         }
     }
+    for s in &servers {
+        super::charset::check_recode(&h.charsets, &s.charset)?;
+        for l in &s.locations {
+            super::charset::check_recode(&h.charsets, &l.charset)?;
+        }
+    }
     let checks = finish_checks(&servers, drafts, &upstreams, &h.matches)?;
     let health = HealthConf {
         checks,
@@ -169,6 +179,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         maps: h.maps.maps,
         limit_zones: h.zones,
         user_vars,
+        charsets: std::sync::Arc::new(h.charsets),
     })
 }
 
@@ -459,6 +470,7 @@ impl ServerDraft {
                 access: own.access.conf(),
                 limits: own.limits.conf(zones)?,
                 gzip: own.gzip.conf(),
+                charset: own.charset.conf(),
                 error_pages: own.error_pages.conf(),
                 proxy_tls,
                 span: l.span,
@@ -478,6 +490,7 @@ impl ServerDraft {
             access: layers.access.conf(),
             limits: layers.limits.conf(zones)?,
             gzip: layers.gzip.conf(),
+            charset: layers.charset.conf(),
             tls: None,
             error_pages: layers.error_pages.conf(),
             span: self.span,

@@ -73,6 +73,8 @@ pub struct ClientLayer {
     header_buffer_size: Option<usize>,
     pool_size: Option<usize>,
     access_log: Option<LevelLogs>,
+    /// `error_log` lines of the level (several add up; a level with any replaces the inherited ones).
+    error_log: Option<Vec<(String, Option<String>)>>,
     /// `open_log_file_cache` (`Some(None)`: `off`).
     open_log_cache: Option<Option<crate::config::log_path::OpenLogCache>>,
 }
@@ -96,6 +98,8 @@ pub struct Layers {
     pub limits: super::limits::LimitsLayer,
     /// `gzip*` and `gzip_static`.
     pub gzip: GzipLayer,
+    /// `charset`, `source_charset`, `override_charset`, `charset_types`.
+    pub charset: super::charset::CharsetLayer,
     /// `ssl_*` (http and server levels).
     pub tls: super::tls::TlsLayer,
     /// `proxy_ssl_*`.
@@ -214,13 +218,14 @@ impl Layers {
                 let cache = crate::config::log_path::open_log_file_cache(&d.args);
                 c.open_log_cache = Some(cache.map_err(|m| ConfigError::invalid(m, &d.span))?);
             }
-            // checked; every message goes to the main context's error log (docs/directives.md)
             "error_log" => {
-                super::main_ctx::error_log_args(d, &cx.build.prefix)?;
+                let line = super::main_ctx::error_log_args(d, &cx.build.prefix)?;
+                c.error_log.get_or_insert_with(Vec::new).push(line);
             }
             name if temp_path::NAMES.contains(&name) => self.temp_paths.directive(d)?,
             name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, cx.vars, d)?,
             name if gzip::NAMES.contains(&name) => self.gzip.directive(cx.build, d)?,
+            name if super::charset::NAMES.contains(&name) => self.charset.directive(cx.vars, d)?,
             name if super::tls::NAMES.contains(&name) => self.tls.directive(cx.build, d)?,
             name if super::proxy_tls::NAMES.contains(&name) => self.proxy_tls.directive(cx.build, d)?,
             _ => return Ok(false),
@@ -274,6 +279,7 @@ impl Layers {
                 header_buffer_size: c.header_buffer_size.or(pc.header_buffer_size),
                 pool_size: c.pool_size.or(pc.pool_size),
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
+                error_log: c.error_log.clone().or_else(|| pc.error_log.clone()),
                 open_log_cache: c.open_log_cache.or(pc.open_log_cache),
             },
             temp_paths: TempPaths::default(),
@@ -283,6 +289,7 @@ impl Layers {
             access: self.access.over(&parent.access),
             limits: self.limits.over(&parent.limits),
             gzip: self.gzip.over(&parent.gzip),
+            charset: self.charset.over(&parent.charset),
             tls: self.tls.over(&parent.tls),
             proxy_tls: self.proxy_tls.over(&parent.proxy_tls),
             error_pages: self.error_pages.over(&parent.error_pages),
@@ -338,6 +345,7 @@ impl Layers {
             large_client_header_buffers: c.header_buffers.unwrap_or(d.large_client_header_buffers),
             client_header_buffer_size: c.header_buffer_size.unwrap_or(d.client_header_buffer_size),
             connection_pool_size: c.pool_size.unwrap_or(d.connection_pool_size),
+            error_log: c.error_log.clone().unwrap_or_default(),
             access_log: super::logs::with_open_cache(
                 c.access_log.as_ref().map(LevelLogs::effective).unwrap_or_default(),
                 c.open_log_cache.flatten(),

@@ -7,6 +7,7 @@
 
 mod access;
 mod agent;
+mod charset;
 mod error_pages;
 mod fair;
 mod geo;
@@ -247,4 +248,14 @@ pub fn flag_slot(slot: &mut Option<bool>, d: &Directive) -> Result<(), ConfigErr
 /// A number that must fit the model's type: too large is `invalid value`.
 pub fn to_usize(n: u64, d: &Directive) -> Result<usize, ConfigError> {
     usize::try_from(n).map_err(|_| directive_err(d, "invalid value"))
+}
+
+/// See [`crate::config::load_charsets_for_tests`].
+#[cfg(test)]
+pub fn charset_tables_for_tests(block: &crate::config::parser::Block) -> crate::config::charset::Charsets {
+    let mut c = charset::names(block);
+    for d in block.items.iter().filter(|d| d.name == "charset_map") {
+        let _ = charset::charset_map(&mut c, d);
+    }
+    c
 }

@@ -49,6 +49,8 @@ struct ServerDraft {
     ret: Option<Arc<StreamFormat>>,
     ret_last: bool,
     logs: Option<StreamLevelLogs>,
+    /// `error_log` lines of the server.
+    errors: Option<Vec<(String, Option<String>)>>,
     layer: StreamLayer,
     health: Vec<CheckDraft>,
 }
@@ -63,6 +65,8 @@ struct StreamState {
     listens: StreamListens,
     logs: StreamLogState,
     block_logs: Option<StreamLevelLogs>,
+    /// `error_log` lines of the stream block.
+    block_errors: Option<Vec<(String, Option<String>)>>,
     maps: Maps,
     /// `limit_conn_zone`.
     zones: crate::config::limit::Zones,
@@ -78,6 +82,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         listens: StreamListens::default(),
         logs: StreamLogState::with_prefix(b.prefix.clone()),
         block_logs: None,
+        block_errors: None,
         maps: Maps::default(),
         zones: crate::config::limit::Zones::default(),
     };
@@ -86,6 +91,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         "server" => st.server(b, sd),
         "log_format" => st.logs.log_format(sd, &mut st.vars),
         "access_log" => st.logs.access_log(&mut st.block_logs, sd, &mut st.vars),
+        "error_log" => error_log(&mut st.block_errors, b, sd),
         "geo" => {
             let m = super::geo::build(b, sd, Module::Stream, &mut st.vars)?;
             st.maps.maps.push(m);
@@ -132,6 +138,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             pass,
             ret,
             access_log,
+            error_log: s.errors.or_else(|| st.block_errors.clone()).unwrap_or_default(),
             connect_timeout: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
             timeout: layer.timeout.unwrap_or(Duration::from_secs(600)),
             next_upstream: layer.next_upstream.unwrap_or(true),
@@ -173,6 +180,13 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
     })
 }
 
+/// `error_log FILE [LEVEL]` in stream or a stream server (checked as in main; several add up).
+fn error_log(slot: &mut Option<Vec<(String, Option<String>)>>, b: &Build, d: &Directive) -> Result<(), ConfigError> {
+    let line = super::main_ctx::error_log_args(d, &b.prefix)?;
+    slot.get_or_insert_with(Vec::new).push(line);
+    Ok(())
+}
+
 impl StreamState {
     fn server(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
         let mut s = ServerDraft {
@@ -183,6 +197,7 @@ impl StreamState {
             ret: None,
             ret_last: false,
             logs: None,
+            errors: None,
             layer: StreamLayer::default(),
             health: Vec::new(),
         };
@@ -209,6 +224,7 @@ impl StreamState {
                 Ok(())
             }
             "access_log" => self.logs.access_log(&mut s.logs, sd, &mut self.vars),
+            "error_log" => error_log(&mut s.errors, b, sd),
             "health_check" => {
                 s.health.push(health::health_check(sd, Module::Stream)?);
                 Ok(())
