@@ -102,6 +102,8 @@ struct ReqLine {
 pub struct ReqPlan {
     lines: Vec<ReqLine>,
     answer: LimitAnswer,
+    /// The level's `error_log` lines (`None`: the main log), where its messages go.
+    errors: Option<Arc<crate::log::ErrorLogs>>,
     /// `limit_req_status`'s answer, with the level's `add_header`s (a special response: `error_page` applies).
     reject: FixedAnswer,
 }
@@ -169,7 +171,8 @@ impl ReqPlan {
         let zone_name = |i: usize| self.lines.get(i).map_or("", |l| l.zone.name.as_str());
         let excess = match verdict {
             ReqVerdict::Busy(excess) => {
-                crate::log!(
+                crate::log_in!(
+                    self.errors.as_deref(),
                     self.answer.level,
                     "limiting requests{dry}, excess: {}.{:03} by zone \"{}\", client: {client}",
                     excess / 1000,
@@ -179,7 +182,12 @@ impl ReqPlan {
                 return self.rejected(status, n);
             }
             ReqVerdict::NoEntry => {
-                crate::log_alert!("could not allocate node in limit_req zone \"{}\"", zone_name(n));
+                crate::log_in!(
+                    self.errors.as_deref(),
+                    crate::log::Level::Alert,
+                    "could not allocate node in limit_req zone \"{}\"",
+                    zone_name(n)
+                );
                 return self.rejected(status, n);
             }
             ReqVerdict::Passed(excess) => excess,
@@ -205,7 +213,8 @@ impl ReqPlan {
             status.set_req(ReqStatus::Passed);
             return ReqOutcome::Pass;
         }
-        crate::log!(
+        crate::log_in!(
+            self.errors.as_deref(),
             self.answer.delay_level(),
             "delaying request{dry}, excess: {}.{:03}, by zone \"{}\", client: {client}",
             excess / 1000,
@@ -268,6 +277,8 @@ impl ReqPlan {
 pub struct ConnPlan {
     lines: Vec<(Arc<ConnZonePlan>, u64)>,
     answer: LimitAnswer,
+    /// The level's `error_log` lines (`None`: the main log), where its messages go.
+    errors: Option<Arc<crate::log::ErrorLogs>>,
     /// `limit_conn_status`'s answer (http).
     reject: FixedAnswer,
 }
@@ -310,13 +321,15 @@ impl ConnPlan {
                 Err(at_limit) => {
                     if at_limit {
                         let dry = if self.answer.dry_run { ", dry run," } else { "" };
-                        crate::log!(
+                        crate::log_in!(
+                            self.errors.as_deref(),
                             self.answer.level,
                             "limiting connections{dry} by zone \"{}\", client: {client}",
                             zone.name
                         );
                     } else {
-                        crate::log!(
+                        crate::log_in!(
+                            self.errors.as_deref(),
                             crate::log::Level::Crit,
                             "ngx_slab_alloc() failed: no memory in limit_conn zone \"{}\"",
                             zone.name
@@ -346,13 +359,14 @@ pub struct LimitPlan {
 }
 
 impl LimitPlan {
-    /// The plan of `conf` over the block's `zones`, answering with the level's `headers` and `server_tokens`;
-    /// `None` when the level has no limits.
+    /// The plan of `conf` over the block's `zones`, answering with the level's `headers` and `server_tokens` and
+    /// logging to its `errors`; `None` when the level has no limits.
     pub fn new(
         conf: &LimitsConf,
         zones: &LimitZones,
         tokens: ServerTokens,
         headers: &HeadersPlan,
+        errors: &Option<Arc<crate::log::ErrorLogs>>,
     ) -> Option<Box<LimitPlan>> {
         let answer = |status: u16| FixedAnswer::error(status, tokens).with_headers(headers.clone());
         let req = conf.req.as_deref().map(|r| ReqPlan {
@@ -368,6 +382,7 @@ impl LimitPlan {
                 })
                 .collect(),
             answer: r.answer,
+            errors: errors.clone(),
             reject: answer(r.answer.status),
         });
         let conn = conf.conn.as_deref().map(|c| ConnPlan {
@@ -377,6 +392,7 @@ impl LimitPlan {
                 .filter_map(|l| Some((Arc::clone(zones.conn.get(l.zone)?), l.conn)))
                 .collect(),
             answer: c.answer,
+            errors: errors.clone(),
             reject: answer(c.answer.status),
         });
         (req.is_some() || conn.is_some()).then(|| Box::new(LimitPlan { req, conn }))

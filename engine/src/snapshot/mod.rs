@@ -431,7 +431,8 @@ fn server_plan(srv: &HttpServer, at: PlanAt<'_>, logs: &mut AccessLogPlan) -> Re
         .access
         .as_ref()
         .map(|r| access::AccessPlan::new(r, tokens, &headers));
-    let limits = limits::LimitPlan::new(&srv.limits, at.limits, tokens, &headers);
+    let errors = errors_of(&srv.client)?;
+    let limits = limits::LimitPlan::new(&srv.limits, at.limits, tokens, &headers, &errors);
     Ok(ServerPlan {
         server_name: crate::config::server_names::first_name(&srv.server_names).to_string(),
         ret: srv
@@ -443,7 +444,7 @@ fn server_plan(srv: &HttpServer, at: PlanAt<'_>, logs: &mut AccessLogPlan) -> Re
         prefixes,
         tree: LocationTree::build(&srv.locations),
         locations,
-        files: FilesPlan::new(&srv.files).with_errors(errors_of(&srv.client)?),
+        files: FilesPlan::new(&srv.files).with_errors(errors),
         cycle: FixedAnswer::error(500, tokens).with_headers(headers.clone()),
         error_pages: error_pages::ErrorPagesPlan::new(&srv.error_pages, None, tokens, &headers),
         verify_client: srv.tls.as_ref().and_then(|t| t.client.as_ref()).map(|c| c.mode),
@@ -526,7 +527,7 @@ fn location_plan(
         .access
         .as_ref()
         .map(|r| access::AccessPlan::new(r, tokens, &headers));
-    let limits = limits::LimitPlan::new(&loc.limits, at.limits, tokens, &headers);
+    let limits = limits::LimitPlan::new(&loc.limits, at.limits, tokens, &headers, &errors);
     Ok(LocationPlan {
         fixed,
         admin,

@@ -26,11 +26,13 @@ impl StreamServerPlan {
     ) -> Result<StreamServerPlan, SnapshotError> {
         let no_headers = super::headers::HeadersPlan::default();
         let tokens = crate::config::headers::ServerTokens::default();
+        let errors = crate::log::ErrorLogs::open(&srv.error_log).map_err(SnapshotError::ErrorLog)?;
         Ok(StreamServerPlan {
-            limits: super::limits::LimitPlan::new(&srv.limits, zones, tokens, &no_headers).map(std::sync::Arc::from),
+            limits: super::limits::LimitPlan::new(&srv.limits, zones, tokens, &no_headers, &errors)
+                .map(std::sync::Arc::from),
             log_set: logs.stream_set_of(srv).map_err(SnapshotError::AccessLog)?,
             realip: srv.realip.as_deref().map(super::realip::RealIpPlan::new),
-            errors: crate::log::ErrorLogs::open(&srv.error_log).map_err(SnapshotError::ErrorLog)?,
+            errors,
         })
     }
 }
