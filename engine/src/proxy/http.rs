@@ -519,6 +519,27 @@ fn route_pass<'s, const FIRST: bool>(
         None => (fixed_server, redirect),
     };
     let uri: &[u8] = if changed.is_some() { &bufs.rewrite } else { uri };
+    // nginx's preaccess phase, before try_files and the content handlers (which open files): the limits, once per
+    // request, when it is sure to run now (not routed again for its body)
+    let early_wait =
+        first_pass && super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity());
+    let (fixed_server, redirect, delay) = match limits {
+        Some(plan) if !early_wait && !bufs.limited => {
+            let vars = RequestVars {
+                req: &head,
+                uri,
+                conn,
+                proxy_host: "",
+                ext: ext.with_captures(&bufs.captures),
+            };
+            bufs.limited = true;
+            match super::limits::preaccess(plan, &vars, &mut bufs.scratch, &mut bufs.limits) {
+                super::limits::Preaccess::Go(delay) => (fixed_server, redirect, delay),
+                super::limits::Preaccess::Answer(a) => (Some(a), None, Duration::ZERO),
+            }
+        }
+        _ => (fixed_server, redirect, Duration::ZERO),
+    };
     // files, and index files reached by internal redirects (which may end in a location that does not serve files)
     let files = (fixed_server.is_none() && redirect.is_none()).then(|| {
         let bufs = static_file::FileBufs {
@@ -565,17 +586,18 @@ fn route_pass<'s, const FIRST: bool>(
         // routed again once the body is here (the location reads `$request_body`)
         return Ok(None);
     }
-    // the limits once the request is sure to run now (not routed again when its body is here)
+    // the limits left for now: the request waited for its body at first, and an index file led it to a location
+    // that does not (rare)
     let (fixed_server, redirect, delay) = match limits {
-        None => (fixed_server, redirect, Duration::ZERO),
-        Some(plan) => {
+        Some(plan) if !bufs.limited => {
             bufs.limited = true;
             let units = &mut bufs.limits;
             match super::limits::preaccess(plan, &vars, &mut bufs.scratch, units) {
-                super::limits::Preaccess::Go(delay) => (fixed_server, redirect, delay),
+                super::limits::Preaccess::Go(d) => (fixed_server, redirect, d),
                 super::limits::Preaccess::Answer(a) => (Some(a), None, Duration::ZERO),
             }
         }
+        _ => (fixed_server, redirect, delay),
     };
     if first_pass {
         begin_request(snap, server, loc, &vars, progress.served + 1, &mut bufs.log);
