@@ -131,7 +131,7 @@ impl ErrorLogs {
                     .mode(0o644)
                     .open(path)
                     .map_err(|e| {
-                        let err = crate::config::error::errno_text(&e);
+                        let err = errno_text(&e);
                         format!("open() \"{path}\" failed ({err})")
                     })?;
                 Sink::File(Arc::new(file))
@@ -230,6 +230,18 @@ macro_rules! log_notice {
 #[macro_export]
 macro_rules! log_info {
     ($($arg:tt)+) => { $crate::log!($crate::log::Level::Info, $($arg)+) };
+}
+
+/// `2: No such file or directory`, as nginx prints an errno (Rust's text without its ` (os error N)` tail).
+pub fn errno_text(err: &std::io::Error) -> String {
+    match err.raw_os_error() {
+        Some(code) => {
+            let text = std::io::Error::from_raw_os_error(code).to_string();
+            let tail = format!(" (os error {code})");
+            format!("{code}: {}", text.strip_suffix(&tail).unwrap_or(&text))
+        }
+        None => err.to_string(),
+    }
 }
 
 #[cfg(test)]

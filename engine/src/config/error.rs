@@ -104,17 +104,7 @@ impl ConfigError {
     }
 }
 
-/// `2: No such file or directory`, as nginx prints an errno (Rust's text without its ` (os error N)` tail).
-pub fn errno_text(err: &std::io::Error) -> String {
-    match err.raw_os_error() {
-        Some(code) => {
-            let text = std::io::Error::from_raw_os_error(code).to_string();
-            let tail = format!(" (os error {code})");
-            format!("{code}: {}", text.strip_suffix(&tail).unwrap_or(&text))
-        }
-        None => err.to_string(),
-    }
-}
+pub use crate::log::errno_text;
 
 #[cfg(test)]
 mod tests {
