@@ -521,8 +521,9 @@ fn route_pass<'s, const FIRST: bool>(
     let uri: &[u8] = if changed.is_some() { &bufs.rewrite } else { uri };
     // nginx's preaccess phase, before try_files and the content handlers (which open files): the limits, once per
     // request, when it is sure to run now (not routed again for its body)
-    let early_wait =
-        first_pass && super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity());
+    let early_wait = limits.is_some()
+        && first_pass
+        && super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity());
     let (fixed_server, redirect, delay) = match limits {
         Some(plan) if !early_wait && !bufs.limited => {
             let vars = RequestVars {
