@@ -48,7 +48,8 @@ pub struct PickArgs {
     #[arg(long = "fail", value_name = "ADDR[=MODE]")]
     fail: Vec<FailSpec>,
     /// A peer's simulated answer time in ms (repeatable), which `least_time`, `random two ewma` and
-    /// `random two least_time=` measure (every phase takes it); unlisted peers answer in 0 ms.
+    /// `random two least_time=` measure (the header, first byte and last byte come after it; a connect takes no
+    /// time); unlisted peers answer in 0 ms.
     #[arg(long = "latency", value_name = "ADDR=MS")]
     latency: Vec<LatencySpec>,
     /// Pick from the stream upstream of that name.
