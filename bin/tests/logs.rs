@@ -165,3 +165,66 @@ fn a_refused_https_upstream_is_logged_as_nginx_logs_it() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Starts corelb on `conf` with its stderr written to `dir/stderr`.
+fn start_with_stderr(dir: &Path, conf: &str, port: u16) -> Child {
+    let path = dir.join("corelb.conf");
+    std::fs::write(&path, conf).expect("write config");
+    let err = std::fs::File::create(dir.join("stderr")).expect("stderr file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corelb"))
+        .arg("-c")
+        .arg(&path)
+        .env_remove("CORELB_RUNTIME")
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("start corelb");
+    assert!(wait_listening(port, &mut child), "port {port} never opened");
+    child
+}
+
+/// nginx's `log_use_stderr`: with an `error_log stderr` line anywhere, the process's stderr stays its own (a
+/// location's stderr line writes there, the main log to its file only); without one, stderr follows the main log's
+/// file (`ngx_log_redirect_stderr`).
+#[test]
+fn stderr_stays_the_process_s_own_only_when_a_line_names_it() {
+    for with_stderr in [true, false] {
+        let dir = temp_dir(if with_stderr { "stderr-kept" } else { "stderr-follows" });
+        let front = free_port();
+        let dead = free_port();
+        let line = if with_stderr { "error_log stderr;" } else { "" };
+        let conf = format!(
+            "error_log {d}/error.log notice;\nevents {{}}\nhttp {{ access_log off;\n\
+             server {{ listen 127.0.0.1:{front};\n\
+               location /dead {{ {line} proxy_pass http://127.0.0.1:{dead}; }} }} }}\n",
+            d = dir.display()
+        );
+        let child = start_with_stderr(&dir, &conf, front);
+        assert!(get(front, "/dead").contains(" 502 "), "dead peer");
+        stop(child, "TERM");
+        let main = read(&dir.join("error.log"));
+        let stderr = read(&dir.join("stderr"));
+        let refused = |text: &str| {
+            text.lines()
+                .filter(|l| l.contains("[error]") && l.contains("while connecting"))
+                .count()
+        };
+        if with_stderr {
+            assert_eq!(refused(&stderr), 1, "the location's line on stderr: {stderr:?}");
+            assert_eq!(
+                refused(&main),
+                0,
+                "the location's message only where its lines say: {main:?}"
+            );
+            assert!(main.contains("[notice]"), "the main log in its file: {main:?}");
+            assert!(!stderr.contains("[notice]"), "the main log not on stderr: {stderr:?}");
+        } else {
+            assert_eq!(refused(&main), 1, "the main log takes the message: {main:?}");
+            assert!(
+                stderr.is_empty(),
+                "stderr follows the file, nothing printed there: {stderr:?}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,12 +1,14 @@
 //! The error log: nginx's levels (`emerg` .. `debug`) with a process-wide threshold set from `error_log FILE
-//! [LEVEL]` (default `error`); messages below it are not formatted or written. Lines go to stderr (which
-//! `error_log FILE` points at the file) as `corelb: [level] message`. The `error_log` lines of an http server or
+//! [LEVEL]` (default `error`); messages below it are not formatted or written. Lines go to the main log's own
+//! descriptor ([`point_main_log`]: stderr at start, then the `error_log` file) as `corelb: [level] message`. The `error_log` lines of an http server or
 //! location, opened at load, are an [`ErrorLogs`]: a request's messages go to those of its level, and only there.
 
 use std::fs::File;
 use std::io::Write;
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// nginx's log levels, most severe first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -80,9 +82,67 @@ pub fn line(level: Level, args: std::fmt::Arguments<'_>) -> String {
     format!("corelb: [{}] {args}\n", level.name())
 }
 
-/// Writes one message in a single `write` (lines from several threads do not interleave).
+/// Writes one message to the main log in a single `write` (lines from several threads do not interleave).
 pub fn write(level: Level, args: std::fmt::Arguments<'_>) {
-    let _ = std::io::stderr().lock().write_all(line(level, args).as_bytes());
+    write_main(line(level, args).as_bytes());
+}
+
+/// The descriptors behind the main log: `main` is where its lines go, `stderr` the stderr the process started
+/// with (both private copies, made once: [`point_main_log`] renames `main` onto a file with `dup2`, which is atomic
+/// for a writer on another thread, so no line goes to a closed descriptor).
+struct MainLog {
+    main: RawFd,
+    stderr: RawFd,
+}
+
+fn main_log() -> &'static MainLog {
+    static FDS: OnceLock<MainLog> = OnceLock::new();
+    FDS.get_or_init(|| {
+        // SAFETY: dup of fd 2 gives new descriptors the process keeps for its lifetime; -1 (no stderr) falls back
+        // to fd 2 itself.
+        let copy = || match unsafe { libc::dup(libc::STDERR_FILENO) } {
+            fd if fd >= 0 => fd,
+            _ => libc::STDERR_FILENO,
+        };
+        MainLog {
+            main: copy(),
+            stderr: copy(),
+        }
+    })
+}
+
+/// Writes bytes (whole lines) to the main log.
+pub fn write_main(bytes: &[u8]) {
+    // SAFETY: the descriptor stays open for the process's lifetime (ManuallyDrop: never closed here).
+    let file = ManuallyDrop::new(unsafe { File::from_raw_fd(main_log().main) });
+    let _ = (&*file).write_all(bytes);
+}
+
+/// Points the main log at `path` (appending; created 0644), or back at the stderr the process started with for
+/// `stderr`. With `stderr_too`, fd 2 follows it (nginx's `ngx_log_redirect_stderr`: what a library prints lands
+/// in the log), else fd 2 goes back to the process's stderr (nginx keeps stderr when a `error_log stderr` line
+/// exists anywhere, its `log_use_stderr`).
+pub fn point_main_log(path: &str, stderr_too: bool) -> std::io::Result<()> {
+    let fds = main_log();
+    let dup2 = |from: RawFd, to: RawFd| {
+        // SAFETY: both descriptors are open; dup2 renames `from` as `to` atomically.
+        if from != to && unsafe { libc::dup2(from, to) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    if path == "stderr" {
+        dup2(fds.stderr, fds.main)?;
+    } else {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o644)
+            .open(path)?;
+        dup2(file.as_raw_fd(), fds.main)?;
+    }
+    dup2(if stderr_too { fds.main } else { fds.stderr }, libc::STDERR_FILENO)
 }
 
 /// Where one `error_log` line writes.

@@ -231,7 +231,7 @@ pub fn next_signal(timeout: Duration) -> Option<Signal> {
 pub fn run(config: Config, runtime: RuntimeKind, startup: &Startup) -> Result<u8, ServeError> {
     let mut files = ProcessFiles::of(&config, startup);
     if let Some(log) = &files.error_log {
-        redirect_stderr(Path::new(log))?;
+        redirect_main_log(Path::new(log), files.stderr_kept)?;
     }
     if let Some(level) = error_log_level(&config) {
         crate::log::set_level(level);
@@ -285,7 +285,7 @@ fn reload(shared: &Shared, startup: &Startup, files: &mut ProcessFiles) {
             crate::log_notice!("reloaded {}: generation {generation} serves", source.display());
         }
         Err(e) => {
-            eprintln!("corelb: {}", e.log_line());
+            crate::log::write_main(format!("corelb: {}\n", e.log_line()).as_bytes());
             crate::log_notice!(
                 "reload of {} failed: the running configuration (generation {}) keeps serving",
                 source.display(),
@@ -336,6 +336,8 @@ struct ProcessFiles {
     pid: Option<PathBuf>,
     /// `error_log` (`stderr` or a file), else `-e FILE`; `None` keeps the terminal.
     error_log: Option<String>,
+    /// Some `error_log stderr` line exists: fd 2 stays the process's stderr.
+    stderr_kept: bool,
 }
 
 impl ProcessFiles {
@@ -349,6 +351,7 @@ impl ProcessFiles {
                 .as_ref()
                 .map(|(path, _)| path.clone())
                 .or(default_log),
+            stderr_kept: config.logs_to_stderr(),
         }
     }
 
@@ -367,8 +370,9 @@ impl ProcessFiles {
             }
             self.pid = next.pid.clone();
         }
-        if next.error_log != self.error_log {
+        if next.error_log != self.error_log || next.stderr_kept != self.stderr_kept {
             self.error_log = next.error_log.clone();
+            self.stderr_kept = next.stderr_kept;
             self.reopen_log();
         }
     }
@@ -376,7 +380,7 @@ impl ProcessFiles {
     /// SIGUSR1: the error log file opened again (appending), so a rotated file is let go.
     fn reopen_log(&self) {
         let path = self.error_log.as_deref().unwrap_or("stderr");
-        match redirect_stderr(Path::new(path)) {
+        match redirect_main_log(Path::new(path), self.stderr_kept) {
             Ok(()) => crate::log_notice!("reopened the error log {path}"),
             Err(e) => crate::log_alert!("{e}"),
         }
@@ -390,34 +394,13 @@ fn runtime_name(k: RuntimeKind) -> &'static str {
     }
 }
 
-/// Sends everything corelb logs (its stderr) to `error_log FILE`, appending; `stderr` keeps the terminal.
-fn redirect_stderr(path: &Path) -> Result<(), ServeError> {
-    use std::os::unix::io::AsRawFd;
-    let err = |source| ServeError::ErrorLog {
+/// Sends the main log to `error_log FILE` (appending), or to the process's stderr for `stderr`; fd 2 follows it
+/// unless `stderr_kept` (as nginx's `ngx_log_redirect_stderr`).
+fn redirect_main_log(path: &Path, stderr_kept: bool) -> Result<(), ServeError> {
+    crate::log::point_main_log(&path.to_string_lossy(), !stderr_kept).map_err(|source| ServeError::ErrorLog {
         path: path.to_path_buf(),
         source,
-    };
-    // The stderr the process started with, kept (once, before the first redirect) to go back to.
-    static STARTED_WITH: std::sync::OnceLock<libc::c_int> = std::sync::OnceLock::new();
-    // SAFETY: dup of the open fd 2 gives a new descriptor the process keeps for its lifetime.
-    let original = *STARTED_WITH.get_or_init(|| unsafe { libc::dup(libc::STDERR_FILENO) });
-    if path == Path::new("stderr") {
-        // SAFETY: `original` is a descriptor this process opened (or -1, skipped); dup2 renames it as fd 2.
-        if original >= 0 && unsafe { libc::dup2(original, libc::STDERR_FILENO) } < 0 {
-            return Err(err(io::Error::last_os_error()));
-        }
-        return Ok(());
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(err)?;
-    // SAFETY: both descriptors are valid; dup2 makes fd 2 another name of the log file.
-    if unsafe { libc::dup2(file.as_raw_fd(), libc::STDERR_FILENO) } < 0 {
-        return Err(err(io::Error::last_os_error()));
-    }
-    Ok(())
+    })
 }
 
 fn write_pid(path: &Path) -> Result<(), ServeError> {

@@ -844,6 +844,25 @@ pub struct StreamConf {
     pub limit_zones: super::limit::Zones,
 }
 
+impl Config {
+    /// Whether any `error_log stderr` line is in the config, at any level (nginx's `log_use_stderr`: then the
+    /// process's stderr stays where it was instead of following the main log's file).
+    pub fn logs_to_stderr(&self) -> bool {
+        let stderr = |lines: &[(String, Option<String>)]| lines.iter().any(|(path, _)| path == "stderr");
+        let main = self.main.error_log.as_ref().is_some_and(|(path, _)| path == "stderr");
+        let http = self.http.as_ref().is_some_and(|h| {
+            h.servers
+                .iter()
+                .any(|s| stderr(&s.client.error_log) || s.locations.iter().any(|l| stderr(&l.client.error_log)))
+        });
+        let stream = self
+            .stream
+            .as_ref()
+            .is_some_and(|st| st.servers.iter().any(|s| stderr(&s.error_log)));
+        main || http || stream
+    }
+}
+
 impl HttpConf {
     /// The upstream called `name`.
     pub fn upstream(&self, name: &str) -> Option<&UpstreamConf> {
