@@ -108,6 +108,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
             health: Default::default(),
             maps: Vec::new(),
             limit_zones: Default::default(),
+            block_logs: Vec::new(),
             servers: vec![StreamServer {
                 listens: vec![Listen {
                     addr: listen,
@@ -125,6 +126,8 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                 timeout: Duration::from_secs(5),
                 next_upstream: true,
                 next_upstream_tries: 0,
+                upload_rate: None,
+                download_rate: None,
                 half_close: true,
                 realip: None,
                 access: None,

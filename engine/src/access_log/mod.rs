@@ -166,7 +166,8 @@ impl ShardLog {
                 name.clear();
                 name.extend_from_slice(&path.lead);
                 render::render(&path.format, rec, &cx, &mut next, &mut name);
-                (self.named_path, self.named_line) = writer.send_named(path, name, line, &mut rec.named_ticket);
+                (self.named_path, self.named_line) =
+                    writer.send_named(Arc::clone(path) as _, name, line, &mut rec.named_ticket);
                 continue;
             }
             let Some(buf) = self.bufs.get_mut(t.file) else {

@@ -3,7 +3,7 @@
 //! open by the location's `open_log_file_cache` as nginx's `ngx_open_cached_file` keeps it. All of it runs on
 //! the writer thread, so a shard never waits on an `open(2)` or a `stat(2)`.
 
-use crate::config::log_path::{LogPath, OpenLogCache};
+use crate::config::log_path::{NamedRule, OpenLogCache};
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Write};
@@ -36,7 +36,7 @@ struct FileCache {
 /// The writer thread's state for paths with variables: a file cache per log path plan that has one.
 #[derive(Debug, Default)]
 pub struct NamedFiles {
-    caches: Vec<(Arc<LogPath>, FileCache)>,
+    caches: Vec<(Arc<dyn NamedRule>, FileCache)>,
 }
 
 /// Opens `name` for appending as nginx opens a log (`NGX_FILE_APPEND`, `NGX_FILE_CREATE_OR_OPEN`, 0644).
@@ -64,20 +64,22 @@ fn file_id(file: &File) -> (u64, u64) {
 
 impl NamedFiles {
     /// Appends `line` to the file `path` names, for a line of `plan` (its root checked first, as nginx's).
-    pub fn write(&mut self, plan: &Arc<LogPath>, path: &[u8], line: &[u8], now: Instant) {
-        match std::fs::metadata(&plan.root) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                crate::log_error!("testing \"{}\" existence failed (Not a directory)", plan.root.display());
-                return;
-            }
-            Err(e) => {
-                crate::log_error!("testing \"{}\" existence failed ({e})", plan.root.display());
-                return;
+    pub fn write(&mut self, plan: &Arc<dyn NamedRule>, path: &[u8], line: &[u8], now: Instant) {
+        if let Some(root) = plan.root() {
+            match std::fs::metadata(root) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    crate::log_error!("testing \"{}\" existence failed (Not a directory)", root.display());
+                    return;
+                }
+                Err(e) => {
+                    crate::log_error!("testing \"{}\" existence failed ({e})", root.display());
+                    return;
+                }
             }
         }
         let name = Path::new(OsStr::from_bytes(path));
-        let Some(policy) = plan.cache else {
+        let Some(policy) = plan.cache() else {
             match open(name) {
                 Ok(file) => write_line(&file, name, line),
                 Err(e) => open_failed(name, &e),
@@ -164,12 +166,12 @@ mod tests {
     use crate::config::log_format::LogFormat;
     use std::time::Duration;
 
-    fn plan(dir: &Path, cache: Option<OpenLogCache>) -> Arc<LogPath> {
-        Arc::new(LogPath {
+    fn plan(dir: &Path, cache: Option<OpenLogCache>) -> Arc<dyn NamedRule> {
+        Arc::new(crate::config::log_path::LogPath {
             lead: Vec::new(),
             format: Arc::new(LogFormat::compile("path", &[]).unwrap()),
             cache,
-            root: dir.to_path_buf(),
+            root: Some(dir.to_path_buf()),
         })
     }
 

@@ -364,6 +364,22 @@ impl ShardLog {
                     continue;
                 }
             }
+            if let Some(path) = &t.path {
+                let (mut name, mut line) = (
+                    std::mem::take(&mut self.named_path),
+                    std::mem::take(&mut self.named_line),
+                );
+                line.clear();
+                render(&t.format, rec, &cx, &mut line);
+                line.push(b'\n');
+                name.clear();
+                name.extend_from_slice(&path.lead);
+                render(&path.format, rec, &cx, &mut name);
+                let plan = std::sync::Arc::clone(path) as _;
+                let mut ticket = 0;
+                (self.named_path, self.named_line) = writer.send_named(plan, name, line, &mut ticket);
+                continue;
+            }
             let Some(buf) = self.bufs.get_mut(t.file) else {
                 continue;
             };

@@ -5,7 +5,7 @@
 //! episode) rather than let memory grow — nginx would stall its worker on the write instead.
 
 use super::path_vars::NamedFiles;
-use crate::config::log_path::LogPath;
+use crate::config::log_path::NamedRule;
 use crate::http::gzip::Encoder;
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::File;
@@ -38,7 +38,7 @@ enum Msg {
     /// Lines for a file, and the gzip level they are compressed at (as one gzip member) if any.
     Batch(Arc<File>, Vec<u8>, Option<u32>),
     /// A line for the file its request named (a path with variables): the plan, the path, the line.
-    Named(Arc<LogPath>, Vec<u8>, Vec<u8>),
+    Named(Arc<dyn NamedRule>, Vec<u8>, Vec<u8>),
     /// Answered once everything sent before it is written.
     Sync(Sender<()>),
 }
@@ -120,7 +120,7 @@ impl LogWriter {
     /// number, for [`LogWriter::named_written`].
     pub fn send_named(
         &self,
-        plan: &Arc<LogPath>,
+        plan: Arc<dyn NamedRule>,
         path: Vec<u8>,
         mut line: Vec<u8>,
         ticket: &mut u64,
@@ -133,7 +133,7 @@ impl LogWriter {
         }
         self.backlog.queued.fetch_add(line.len(), Ordering::Relaxed);
         *ticket = self.backlog.named_sent.fetch_add(1, Ordering::Relaxed) + 1;
-        let _ = self.tx.send(Msg::Named(Arc::clone(plan), path, line));
+        let _ = self.tx.send(Msg::Named(plan, path, line));
         let spare = || self.spare.try_recv().unwrap_or_default();
         (spare(), spare())
     }

@@ -22,15 +22,33 @@ pub struct OpenLogCache {
     pub min_uses: u64,
 }
 
-/// A log path with variables: `lead` (the prefix of a relative path) then `format`'s values.
+/// A log path with variables: `lead` (the prefix of a relative path) then `format`'s values (`F`: an http or a
+/// stream format).
 #[derive(Debug, Clone, PartialEq)]
-pub struct LogPath {
+pub struct LogPath<F = LogFormat> {
     pub lead: Vec<u8>,
-    pub format: Arc<LogFormat>,
+    pub format: Arc<F>,
     /// The `open_log_file_cache` of the location the line is written for (none: opened and closed per line).
     pub cache: Option<OpenLogCache>,
-    /// The location's `root`: as nginx, nothing is written while that directory does not exist.
-    pub root: PathBuf,
+    /// The location's `root` (http): as nginx, nothing is written while that directory does not exist. Stream
+    /// has none.
+    pub root: Option<PathBuf>,
+}
+
+/// What the log writer needs of a path with variables: how its files are kept and the directory that must exist.
+pub trait NamedRule: std::fmt::Debug + Send + Sync {
+    fn cache(&self) -> Option<OpenLogCache>;
+    fn root(&self) -> Option<&std::path::Path>;
+}
+
+impl<F: std::fmt::Debug + Send + Sync> NamedRule for LogPath<F> {
+    fn cache(&self) -> Option<OpenLogCache> {
+        self.cache
+    }
+
+    fn root(&self) -> Option<&std::path::Path> {
+        self.root.as_deref()
+    }
 }
 
 /// Whether `path` names variables (nginx's `ngx_http_script_variables_count`: any `$`).

@@ -557,7 +557,7 @@ pub struct AccessLogConf<F = crate::config::log_format::LogFormat> {
     /// `if=`: the line is skipped when this evaluates to empty or `0`.
     pub cond: Option<std::sync::Arc<F>>,
     /// A path with variables (http only): opened per line by the log writer.
-    pub dynamic: Option<crate::config::log_path::LogPath>,
+    pub dynamic: Option<crate::config::log_path::LogPath<F>>,
     pub span: Span,
 }
 
@@ -793,6 +793,14 @@ pub enum HeaderCond {
     Matches(String),
 }
 
+/// A size of a stream directive that may take variables (nginx's `ngx_stream_set_complex_value_size_slot`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamSize {
+    Fixed(u64),
+    /// Evaluated per session; a value that is not a size is nginx's `invalid size "..."` and the default.
+    Value(std::sync::Arc<crate::config::stream_format::StreamFormat>),
+}
+
 /// A stream `server` block.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamServer {
@@ -813,6 +821,10 @@ pub struct StreamServer {
     pub timeout: Duration,
     /// `proxy_next_upstream on|off`, default on.
     pub next_upstream: bool,
+    /// `proxy_upload_rate` (client to upstream) and `proxy_download_rate` (upstream to client), bytes per
+    /// second; unset or 0: no limit.
+    pub upload_rate: Option<StreamSize>,
+    pub download_rate: Option<StreamSize>,
     /// 0 = unlimited.
     pub next_upstream_tries: usize,
     /// `proxy_half_close` (nginx 1.21.4), default off: the session ends when either side ends its stream; on: an
@@ -842,6 +854,9 @@ pub struct StreamConf {
     pub maps: Vec<super::map::Map>,
     /// `limit_conn_zone` lines.
     pub limit_zones: super::limit::Zones,
+    /// The stream block's own `access_log` lines: their files are opened at load even when no server inherits
+    /// them, as nginx opens every log file it reads.
+    pub block_logs: Vec<AccessLogConf<crate::config::stream_format::StreamFormat>>,
 }
 
 impl Config {

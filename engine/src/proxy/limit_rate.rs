@@ -81,6 +81,11 @@ impl Pacer {
         Err(Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)))
     }
 
+    /// Counts `n` bytes as already sent, with no pause (what came before the pacing began).
+    pub fn counted(&mut self, n: u64) {
+        self.sent = self.sent.saturating_add(n);
+    }
+
     /// Counts `n` bytes written at `now`, and the pause they earn: nginx's `(nsent - sent) * 1000 / limit_rate` ms
     /// over the bytes past `limit_rate_after`.
     pub fn wrote(&mut self, n: usize, now: Instant) {

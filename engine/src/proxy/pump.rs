@@ -1,13 +1,15 @@
 //! Copying bytes both ways between two connections from one future that owns both (no split, no lock), with an
-//! idle timeout and half-closes passed on.
+//! idle timeout, half-closes passed on, and each direction's reads paced at a rate when it has one (stream's
+//! `proxy_upload_rate`/`proxy_download_rate`).
 
+use super::limit_rate::{Pacer, RateLimit};
 use crate::runtime::{timeout, Runtime};
 use futures_lite::{AsyncRead, AsyncWrite};
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Read/write rounds one direction may make in one poll before letting the other run.
 const BUDGET: usize = 16;
@@ -26,6 +28,10 @@ pub struct Half {
     pub read: u64,
     /// When the first byte was read.
     pub first_read: Option<std::time::Instant>,
+    /// The direction's rate, counted over what it read (nginx's `limit_rate * (seconds + 1) - received`).
+    pace: Option<Pacer>,
+    /// No read before this: the rate's pause (nginx's `src->read->delayed` timer).
+    paused: Option<Instant>,
 }
 
 impl Half {
@@ -40,7 +46,24 @@ impl Half {
             bytes: 0,
             read: 0,
             first_read: None,
+            pace: None,
+            paused: None,
         }
+    }
+
+    /// Paces this direction's reads at `rate` bytes per second from now (0: no limit), counting what was
+    /// already read from its source (preloaded) against the rate, as nginx counts `received`.
+    pub fn pace(&mut self, rate: u64) {
+        self.pace = (rate > 0).then(|| {
+            let mut p = Pacer::new(RateLimit { rate, after: 0 }, Instant::now());
+            p.counted(self.read);
+            p
+        });
+    }
+
+    /// How long the direction's rate holds its next read, when it does.
+    fn pause_left(&self, now: Instant) -> Option<Duration> {
+        self.paused.map(|t| t.saturating_duration_since(now))
     }
 
     /// Queues `data` to be written before anything read (up to the buffer's room): bytes that came with a
@@ -88,8 +111,24 @@ impl Half {
                     Poll::Pending => Poll::Pending,
                 }
             } else if !self.eof {
-                match Pin::new(&mut *src).poll_read(cx, &mut self.buf) {
+                let mut room = self.buf.len();
+                if let Some(pace) = &self.pace {
+                    let now = Instant::now();
+                    match pace.budget(now) {
+                        Ok(n) => room = room.min(usize::try_from(n).unwrap_or(usize::MAX)),
+                        Err(wait) => {
+                            // the pump's timer wakes the direction (`pause_left`)
+                            self.paused = Some(now + wait);
+                            break;
+                        }
+                    }
+                    self.paused = None;
+                }
+                match Pin::new(&mut *src).poll_read(cx, &mut self.buf[..room]) {
                     Poll::Ready(Ok(n)) => {
+                        if let Some(pace) = &mut self.pace {
+                            pace.wrote(n, Instant::now());
+                        }
                         (self.pos, self.len, self.eof) = (0, n, n == 0);
                         self.read += n as u64;
                         if n > 0 && self.first_read.is_none() {
@@ -158,7 +197,11 @@ where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
+    // When a direction is held by its rate, the wait is its pause (set as the step is polled, before the timer
+    // is); meanwhile no idle timeout runs (nginx sets `proxy_timeout` only while neither read is delayed).
+    let pause = std::cell::Cell::new(None);
     loop {
+        pause.set(None);
         let step = poll_fn(|cx| {
             let r1 = if ab.done() {
                 Poll::Pending
@@ -173,15 +216,30 @@ where
             match (r1, r2) {
                 (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => Poll::Ready(Err(e)),
                 (Poll::Ready(Ok(())), _) | (_, Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
-                _ => Poll::Pending,
+                _ => {
+                    let now = Instant::now();
+                    pause.set([ab.pause_left(now), ba.pause_left(now)].into_iter().flatten().min());
+                    Poll::Pending
+                }
             }
         });
-        match timeout::<R, _>(idle, step).await {
-            Err(_) => return PumpEnd::Idle,
-            Ok(Err(e)) => return PumpEnd::Failed(e),
-            Ok(Ok(())) if ab.done() && ba.done() => return PumpEnd::Closed,
-            Ok(Ok(())) if ends == Ends::First && (ab.ended() || ba.ended()) => return PumpEnd::Closed,
-            Ok(Ok(())) => {}
+        // `or` polls the step first, so the timer below sees the pause that poll set
+        let timer = async {
+            match pause.get() {
+                Some(d) => R::sleep(d).await,
+                None => {
+                    let _ = timeout::<R, _>(idle, std::future::pending::<()>()).await;
+                }
+            }
+            None
+        };
+        match futures_lite::future::or(async { Some(step.await) }, timer).await {
+            None if pause.get().is_some() => {}
+            None => return PumpEnd::Idle,
+            Some(Err(e)) => return PumpEnd::Failed(e),
+            Some(Ok(())) if ab.done() && ba.done() => return PumpEnd::Closed,
+            Some(Ok(())) if ends == Ends::First && (ab.ended() || ba.ended()) => return PumpEnd::Closed,
+            Some(Ok(())) => {}
         }
     }
 }

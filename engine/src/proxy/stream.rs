@@ -11,7 +11,7 @@ use crate::access_log::stream::{StreamRecord, BAD_GATEWAY, BAD_REQUEST, FORBIDDE
 use crate::balance::least_time::{Phase, TryTimes};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
-use crate::config::model::StreamServer;
+use crate::config::model::{StreamServer, StreamSize};
 use crate::http::var_cache::VarCache;
 use crate::http::vars::{ConnVars, ProxyVars, StreamVars};
 use crate::log::{ErrorLogs, Level};
@@ -271,7 +271,9 @@ impl<R: Runtime> Session<'_, R> {
             up_half.preload(&line, false);
         }
         up_half.preload(self.early, true);
+        up_half.pace(self.rate(srv.upload_rate.as_ref(), rec));
         let mut down_half = Half::new(BUF);
+        down_half.pace(self.rate(srv.download_rate.as_ref(), rec));
         let ends = if srv.half_close { Ends::Both } else { Ends::First };
         let halves = (&mut up_half, &mut down_half);
         let end = pump::<R, _, _>(client, &mut upstream, halves, srv.timeout, ends).await;
@@ -290,6 +292,29 @@ impl<R: Runtime> Session<'_, R> {
         shard.with_stream_state(snap, self.upstream, |st| {
             attempt.report_timed(Outcome::Success, st, now, times, now_ms)
         });
+    }
+}
+
+impl<R: Runtime> Session<'_, R> {
+    /// A rate of the server (`proxy_upload_rate`, `proxy_download_rate`) for this session, bytes per second (0:
+    /// none); a value with variables that is not a size is logged as nginx logs it and means no limit.
+    fn rate(&self, size: Option<&StreamSize>, rec: &mut StreamRecord) -> u64 {
+        match size {
+            None => 0,
+            Some(StreamSize::Fixed(n)) => *n,
+            Some(StreamSize::Value(value)) => {
+                let mut text = std::mem::take(&mut rec.text);
+                text.clear();
+                self.shard.render_stream_value(self.snap, value, rec, &mut text);
+                let value = String::from_utf8_lossy(&text);
+                let n = crate::config::value::parse_size(&value).unwrap_or_else(|| {
+                    crate::log_in!(self.errors, Level::Error, "invalid size \"{value}\"");
+                    0
+                });
+                rec.text = text;
+                n
+            }
+        }
     }
 }
 

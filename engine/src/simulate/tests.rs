@@ -353,6 +353,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             health: Default::default(),
             maps: Vec::new(),
             limit_zones: Default::default(),
+            block_logs: Vec::new(),
             servers: vec![StreamServer {
                 listens: vec![],
                 upstream: Some(0),
@@ -364,6 +365,8 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 timeout: Duration::from_secs(1),
                 next_upstream: false,
                 next_upstream_tries: 0,
+                upload_rate: None,
+                download_rate: None,
                 half_close: false,
                 realip: None,
                 access: None,

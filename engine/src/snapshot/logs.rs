@@ -49,7 +49,7 @@ pub struct LogTarget<F = LogFormat> {
     pub format: Arc<F>,
     pub cond: Option<Arc<F>>,
     /// A path with variables: the line goes to the file it names, opened by the writer thread.
-    pub path: Option<Arc<LogPath>>,
+    pub path: Option<Arc<LogPath<F>>>,
 }
 
 impl LogTarget {

@@ -241,6 +241,9 @@ impl Snapshot {
             for u in &stream.upstreams {
                 stream_plans.push(UpstreamPlan::build(u, zone)?);
             }
+            for l in stream.block_logs.iter().filter(|l| l.dynamic.is_none()) {
+                access_logs.file_of(l).map_err(SnapshotError::AccessLog)?;
+            }
             for (si, srv) in stream.servers.iter().enumerate() {
                 if let Some(up) = srv.upstream.filter(|&u| u >= stream_plans.len()) {
                     return Err(SnapshotError::NoSuchUpstream(up));

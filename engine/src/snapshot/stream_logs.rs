@@ -45,18 +45,22 @@ impl AccessLogPlan {
         }
         let mut set = Vec::with_capacity(srv.access_log.len());
         for l in &srv.access_log {
+            let (file, path) = match &l.dynamic {
+                Some(d) => (usize::MAX, Some(std::sync::Arc::new(d.clone()))),
+                None => (self.file_of(l)?, None),
+            };
             set.push(LogTarget {
-                file: self.file_of(l)?,
+                file,
                 format: std::sync::Arc::clone(&l.format),
                 cond: l.cond.clone(),
-                path: None,
+                path,
             });
         }
         let same = |s: &Vec<LogTarget<_>>| {
             s.len() == set.len()
                 && s.iter()
                     .zip(&set)
-                    .all(|(a, b)| a.file == b.file && a.format == b.format && a.cond == b.cond)
+                    .all(|(a, b)| a.file == b.file && a.format == b.format && a.cond == b.cond && a.path == b.path)
         };
         if let Some(i) = self.stream_sets.iter().position(same) {
             return Ok(i);
@@ -86,6 +90,8 @@ mod tests {
             timeout: Duration::from_secs(1),
             next_upstream: true,
             next_upstream_tries: 0,
+            upload_rate: None,
+            download_rate: None,
             half_close: false,
             realip: None,
             access: None,

@@ -187,7 +187,7 @@ impl LogState {
             lead,
             format,
             cache: None,
-            root: PathBuf::new(),
+            root: Some(PathBuf::new()),
         })
     }
 
@@ -197,7 +197,7 @@ impl LogState {
         self.buffered.settle(logs);
         for l in logs {
             if let Some(d) = &mut l.dynamic {
-                d.root = root.to_path_buf();
+                d.root = Some(root.to_path_buf());
             }
         }
     }
@@ -425,7 +425,7 @@ mod tests {
         let rel = logs[0].dynamic.as_ref().unwrap();
         assert_eq!(rel.lead, b"/p/");
         assert_eq!(rel.format.escape, Escape::None, "a missing value is empty");
-        assert_eq!(rel.root, PathBuf::from("/srv/www"));
+        assert_eq!(rel.root, Some(PathBuf::from("/srv/www")));
         assert!(logs[0].cond.is_some());
         assert_eq!(logs[1].dynamic.as_ref().unwrap().lead, b"");
         assert_eq!(

@@ -147,6 +147,8 @@ pub const SPECS: &[Spec] = &[
     spec("proxy_next_upstream_timeout", STREAM_MS, Ctx::NONE, TAKE1, false),
     both("proxy_timeout", STREAM_MS, TAKE1),
     both("proxy_half_close", STREAM_MS, TAKE1),
+    both("proxy_upload_rate", STREAM_MS, TAKE1),
+    both("proxy_download_rate", STREAM_MS, TAKE1),
     both("proxy_pass_request_headers", HTTP_MSL, TAKE1),
     both("proxy_pass_request_body", HTTP_MSL, TAKE1),
     both("proxy_set_body", HTTP_MSL, TAKE1),
@@ -461,8 +463,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "proxy_limit_rate",
     "proxy_ssl",
     "proxy_buffer",
-    "proxy_download_rate",
-    "proxy_upload_rate",
     "proxy_responses",
     "proxy_requests",
     // other upstream protocols

@@ -8,10 +8,10 @@ use super::map::{self, Maps};
 use super::stream_logs::{self, StreamLevelLogs, StreamLogState};
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
-use super::{arg, block_of, flag_slot, msec_slot, num_slot, unset, walk, Build, Ctx};
+use super::{arg, block_of, directive_err, flag_slot, msec_slot, num_slot, unset, walk, Build, Ctx};
 use crate::config::error::ConfigError;
 use crate::config::key::KeyTemplate;
-use crate::config::model::{HealthConf, Listen, Span, StreamConf, StreamServer};
+use crate::config::model::{HealthConf, Listen, Span, StreamConf, StreamServer, StreamSize};
 use crate::config::parser::Directive;
 use crate::config::realip::{RealIpConf, RealIpHeader, TrustedList};
 use crate::config::stream_format::StreamFormat;
@@ -35,6 +35,8 @@ struct StreamLayer {
     limits: super::limits::LimitsLayer,
     proxy_protocol: Option<bool>,
     proxy_protocol_timeout: Option<Duration>,
+    upload_rate: Option<StreamSize>,
+    download_rate: Option<StreamSize>,
 }
 
 /// A stream server as read.
@@ -99,7 +101,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         }
         _ if st.maps.directive(sd, Module::Stream, &mut st.vars)? => Ok(()),
         _ if super::limits::zone(&mut st.zones, &mut st.vars, Module::Stream, sd)? => Ok(()),
-        _ => st.layer.directive(b, sd),
+        _ => st.layer.directive(b, sd, &mut st.vars),
     })?;
     // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
     let mut servers = Vec::with_capacity(st.servers.len());
@@ -142,6 +144,8 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             connect_timeout: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
             timeout: layer.timeout.unwrap_or(Duration::from_secs(600)),
             next_upstream: layer.next_upstream.unwrap_or(true),
+            upload_rate: layer.upload_rate,
+            download_rate: layer.download_rate,
             next_upstream_tries: layer
                 .next_upstream_tries
                 .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
@@ -171,12 +175,15 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         checks,
         matches: Vec::new(),
     };
+    let mut block_logs = StreamLevelLogs::effective(None, st.block_logs.as_ref());
+    st.logs.settle(&mut block_logs);
     Ok(StreamConf {
         upstreams,
         servers,
         health,
         maps: st.maps.maps,
         limit_zones: st.zones,
+        block_logs,
     })
 }
 
@@ -229,7 +236,7 @@ impl StreamState {
                 s.health.push(health::health_check(sd, Module::Stream)?);
                 Ok(())
             }
-            _ => s.layer.directive(b, sd),
+            _ => s.layer.directive(b, sd, &mut self.vars),
         })?;
         if s.listens.is_empty() {
             return Err(ConfigError::invalid("no \"listen\" is defined for server", &d.span));
@@ -252,7 +259,7 @@ impl StreamState {
 }
 
 impl StreamLayer {
-    fn directive(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+    fn directive(&mut self, b: &mut Build, d: &Directive, vars: &mut Vars) -> Result<(), ConfigError> {
         if self.access.directive(b, d)? || self.limits.directive(d)? {
             return Ok(());
         }
@@ -279,6 +286,8 @@ impl StreamLayer {
             "proxy_next_upstream" => flag_slot(&mut self.next_upstream, d),
             "proxy_next_upstream_tries" => num_slot(&mut self.next_upstream_tries, d),
             "proxy_half_close" => flag_slot(&mut self.half_close, d),
+            "proxy_upload_rate" => size_value(&mut self.upload_rate, d, vars),
+            "proxy_download_rate" => size_value(&mut self.download_rate, d, vars),
             _ => Err(ConfigError::NotAllowedHere {
                 name: d.name.clone(),
                 at: d.span.clone(),
@@ -299,6 +308,23 @@ impl StreamLayer {
             limits: self.limits.over(&parent.limits),
             proxy_protocol: self.proxy_protocol.or(parent.proxy_protocol),
             proxy_protocol_timeout: self.proxy_protocol_timeout.or(parent.proxy_protocol_timeout),
+            upload_rate: self.upload_rate.clone().or_else(|| parent.upload_rate.clone()),
+            download_rate: self.download_rate.clone().or_else(|| parent.download_rate.clone()),
         }
     }
+}
+
+/// A size that may take variables (`proxy_upload_rate`, `proxy_download_rate`): nginx's `is duplicate`, and
+/// `invalid value` for a constant that is not a size.
+fn size_value(slot: &mut Option<StreamSize>, d: &Directive, vars: &mut Vars) -> Result<(), ConfigError> {
+    unset(slot, d)?;
+    let text = arg(d, 0);
+    *slot = Some(if text.contains('$') {
+        let maps = |n: &str| vars.map_index(n);
+        let compiled = StreamFormat::value_with(&d.name, text, &maps);
+        StreamSize::Value(Arc::new(stream_logs::noted(compiled, vars, &d.span)?))
+    } else {
+        StreamSize::Fixed(crate::config::value::parse_size(text).ok_or_else(|| directive_err(d, "invalid value"))?)
+    });
+    Ok(())
 }

@@ -45,7 +45,7 @@ impl StreamLevelLogs {
 }
 
 /// A compiled format, its unknown variables noted for the end of the block.
-fn noted(
+pub fn noted(
     r: Result<(StreamFormat, Vec<Unknown>), FormatError>,
     vars: &mut Vars,
     at: &Span,
@@ -96,7 +96,7 @@ impl StreamLogState {
                 None => Ok(()),
             };
         }
-        if path.starts_with("syslog:") || path.contains('$') {
+        if path.starts_with("syslog:") {
             let msg = format!("access log \"{path}\" is not supported by corelb (a plain file path)");
             return Err(ConfigError::invalid(msg, &d.span));
         }
@@ -118,6 +118,36 @@ impl StreamLogState {
         };
         for p in d.args.iter().skip(2) {
             parameter(&mut conf, p, vars, &d.span)?;
+        }
+        if crate::config::log_path::has_variables(path) {
+            // nginx's `ngx_stream_log_script_write`: the path put together per session, opened by the writer
+            if conf.buffer.is_some() || conf.flush.is_some() {
+                return Err(ConfigError::invalid(
+                    "buffered logs cannot have variables in name",
+                    &d.span,
+                ));
+            }
+            let maps = |n: &str| vars.map_index(n);
+            let compiled = StreamFormat::value_with("path", path, &maps);
+            let format = Arc::new(noted(compiled, vars, &d.span)?);
+            let lead = if path.starts_with('/') {
+                Vec::new()
+            } else {
+                use std::os::unix::ffi::OsStrExt;
+                let mut lead = self.prefix.as_os_str().as_bytes().to_vec();
+                if !lead.is_empty() && !lead.ends_with(b"/") {
+                    lead.push(b'/');
+                }
+                lead
+            };
+            conf.dynamic = Some(crate::config::log_path::LogPath {
+                lead,
+                format,
+                cache: None,
+                root: None,
+            });
+            here.logs.push(conf);
+            return Ok(());
         }
         self.buffered.claim(&conf, path, &d.span)?;
         here.logs.push(conf);
