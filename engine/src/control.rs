@@ -252,26 +252,30 @@ impl ControlThread {
 /// Binds each listen address `new` has and `old` has not, the way a shard will (`SO_REUSEPORT`), and lets it go: an
 /// address another program holds fails the change before anything moved. Addresses kept are not touched.
 fn try_new_listens(old: &Config, new: &Config) -> Result<(), ApplyError> {
-    let before: Vec<SocketAddr> = listen_addrs(old).collect();
-    for addr in listen_addrs(new) {
-        if before.contains(&addr) {
+    let before: Vec<(SocketAddr, bool)> = listen_addrs(old).collect();
+    for (addr, udp) in listen_addrs(new) {
+        if before.contains(&(addr, udp)) {
             continue;
         }
-        try_bind(addr).map_err(|source| ApplyError::Bind { addr, source })?;
+        try_bind(addr, udp).map_err(|source| ApplyError::Bind { addr, source })?;
     }
     Ok(())
 }
 
-/// Every `listen` address of `config` (http and stream).
-fn listen_addrs(config: &Config) -> impl Iterator<Item = SocketAddr> + '_ {
+/// Every `listen` address of `config` (http and stream), with whether it is UDP.
+fn listen_addrs(config: &Config) -> impl Iterator<Item = (SocketAddr, bool)> + '_ {
     let http = config.http.iter().flat_map(|h| &h.servers).flat_map(|s| &s.listens);
     let stream = config.stream.iter().flat_map(|s| &s.servers).flat_map(|s| &s.listens);
-    http.map(|l| l.addr).chain(stream.map(|l| l.addr))
+    http.chain(stream).map(|l| (l.addr, l.udp))
 }
 
-fn try_bind(addr: SocketAddr) -> io::Result<()> {
+fn try_bind(addr: SocketAddr, udp: bool) -> io::Result<()> {
     use socket2::{Domain, Protocol, Socket, Type};
-    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    let sock = if udp {
+        Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?
+    } else {
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?
+    };
     sock.set_reuse_address(true)?;
     sock.set_reuse_port(true)?;
     sock.bind(&addr.into())

@@ -512,26 +512,30 @@ fn spawn_connection<R: Runtime>(
     role: Role,
 ) {
     let _ = conn.set_nodelay(true);
+    match role {
+        Role::Http => spawn_counted(
+            shard,
+            crate::proxy::http::serve::<R>(Rc::clone(shard), conn, remote, listen),
+        ),
+        Role::Stream => spawn_counted(
+            shard,
+            crate::proxy::stream::serve::<R>(Rc::clone(shard), conn, remote, listen),
+        ),
+        // a UDP socket accepts no connection
+        Role::Udp => {}
+    }
+}
+
+/// Runs one connection's (or UDP session's) task, counted as an active connection; a panic in it is logged and
+/// ends only that task.
+fn spawn_counted<R: Runtime>(shard: &Rc<Shard<R>>, task: impl std::future::Future<Output = ()> + 'static) {
     shard.active.set(shard.active.get() + 1);
     shard.shared.connections.fetch_add(1, Ordering::Relaxed);
     shard.counters.connection_opened();
     let active = Active(Rc::clone(shard));
+    let index = shard.index;
     R::spawn(async move {
-        let shard = Rc::clone(&active.0);
-        let index = shard.index;
-        let served = match role {
-            Role::Http => {
-                AssertUnwindSafe(crate::proxy::http::serve::<R>(shard, conn, remote, listen))
-                    .catch_unwind()
-                    .await
-            }
-            Role::Stream => {
-                AssertUnwindSafe(crate::proxy::stream::serve::<R>(shard, conn, remote, listen))
-                    .catch_unwind()
-                    .await
-            }
-        };
-        if let Err(panic) = served {
+        if let Err(panic) = AssertUnwindSafe(task).catch_unwind().await {
             let msg = panic
                 .downcast_ref::<&str>()
                 .copied()

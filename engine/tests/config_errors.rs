@@ -2501,13 +2501,14 @@ stream { server { listen 127.0.0.1:18112; return 1;
             r#"load_module modules/ngx_stream_module.so;
 events {}
 stream { server {
- listen 127.0.0.1:53 udp;
+ listen 127.0.0.1:53 udp proxy_protocol;
+ return x;
 } }
 "#
             .to_string(),
-            r#"parameter "udp" of "listen" is not supported by corelb"#,
+            r#""listen" directive "proxy_protocol" parameter is incompatible with "udp""#,
             4,
-            Differs,
+            Same,
         ),
         case(
             "two_error_logs",

@@ -66,6 +66,8 @@ pub struct StreamRecord {
     pub text: Vec<u8>,
     /// What `limit_conn` decided (`$limit_conn_status`).
     pub limit_conn: crate::http::limit_status::LimitStatus,
+    /// A UDP session (`$protocol` is `UDP`).
+    pub udp: bool,
 }
 
 impl Default for StreamRecord {
@@ -86,6 +88,7 @@ impl Default for StreamRecord {
             tries: Vec::with_capacity(4),
             text: Vec::new(),
             limit_conn: Default::default(),
+            udp: false,
         }
     }
 }
@@ -107,6 +110,7 @@ impl StreamRecord {
         self.tries.clear();
         self.text.clear();
         self.limit_conn.begin();
+        self.udp = false;
     }
 
     /// A try against `peer` starts (the previous one's session time ends here, as in nginx).
@@ -205,7 +209,7 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
         }
         StreamVar::ServerAddr => append_ip(out, rec.local.ip()),
         StreamVar::ServerPort => append_decimal(out, u64::from(rec.local.port())),
-        StreamVar::Protocol => out.extend_from_slice(b"TCP"),
+        StreamVar::Protocol => out.extend_from_slice(if rec.udp { b"UDP" } else { b"TCP" }),
         StreamVar::Connection => append_decimal(out, rec.connection),
         StreamVar::Pid => append_decimal(out, u64::from(std::process::id())),
         StreamVar::Hostname => append_escaped(out, hostname().as_bytes(), escape),

@@ -669,6 +669,8 @@ pub struct Listen {
     pub proxy_protocol: bool,
     /// `ssl`: connections on this address are TLS (any server's `listen ... ssl` makes the address TLS).
     pub ssl: bool,
+    /// stream `listen ... udp`: a UDP socket (sessions keyed by the client's address and port).
+    pub udp: bool,
     pub span: Span,
 }
 
@@ -825,6 +827,11 @@ pub struct StreamServer {
     /// second; unset or 0: no limit.
     pub upload_rate: Option<StreamSize>,
     pub download_rate: Option<StreamSize>,
+    /// UDP: `proxy_requests` (client datagrams after which the client's next datagram starts a new session; 0:
+    /// never) and `proxy_responses` (responses expected per client datagram; `None`: any number, the session
+    /// ends at `proxy_timeout`).
+    pub udp_requests: u64,
+    pub udp_responses: Option<u64>,
     /// 0 = unlimited.
     pub next_upstream_tries: usize,
     /// `proxy_half_close` (nginx 1.21.4), default off: the session ends when either side ends its stream; on: an

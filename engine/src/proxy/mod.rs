@@ -30,5 +30,6 @@ mod stream_pass;
 mod stream_return;
 mod tls_conn;
 pub mod try_clock;
+pub mod udp;
 mod upgrade;
 mod var_pass;

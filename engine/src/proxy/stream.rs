@@ -72,42 +72,16 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         (rec.remote, rec.proxy) = (conn.remote, proxy);
         early = Some(buf);
     }
-    // nginx's stream preaccess phase: a client over a `limit_conn` has its session end (status 503); the units
-    // are given back when the session ends, whatever ends it
     let mut units = Vec::new();
-    if let Some(limits) = plan.and_then(|p| p.limits.as_deref()).and_then(|l| l.conn.as_ref()) {
-        let maps = snap.config.stream.as_ref().map_or(&[][..], |s| s.maps.as_slice());
-        let mut cache = VarCache::default();
-        cache.begin(maps.len());
-        let vars = StreamVars {
-            conn,
-            proxy: ProxyVars {
-                addrs: proxy.as_ref(),
-                tlvs: &rec.tlvs,
-            },
-            maps,
-            cache: &cache,
-        };
-        let mut key = Vec::new();
-        if limits
-            .check(&vars, &mut key, &rec.limit_conn, &mut units, conn.remote.ip())
-            .is_some()
-        {
-            rec.status = SERVICE_UNAVAILABLE;
-            shard.log_session(&snap, rec);
-            return;
-        }
-    }
-    // nginx's stream access phase: a forbidden client's session ends (status 403)
     let errors = plan.and_then(|p| p.errors.as_deref());
-    if srv.access.as_ref().is_some_and(|a| a.denies(conn.remote)) {
-        crate::log_in!(
-            errors,
-            Level::Error,
-            "access forbidden by rule, client: {}",
-            conn.remote.ip()
-        );
-        rec.status = FORBIDDEN;
+    let admission = Admission {
+        snap: &snap,
+        srv,
+        plan,
+        conn,
+        proxy: proxy.as_ref(),
+    };
+    if !admission.admit(&mut rec, &mut units) {
         shard.log_session(&snap, rec);
         return;
     }
@@ -165,6 +139,61 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     }
     rec.tlvs = tlvs;
     shard.log_session(&snap, rec);
+}
+
+/// What nginx's stream preaccess and access phases look at for one session (TCP or UDP).
+pub(super) struct Admission<'a> {
+    pub snap: &'a Snapshot,
+    pub srv: &'a StreamServer,
+    pub plan: Option<&'a crate::snapshot::stream_logs::StreamServerPlan>,
+    pub conn: ConnVars,
+    pub proxy: Option<&'a crate::http::proxy_protocol::ProxyAddrs>,
+}
+
+impl Admission<'_> {
+    /// `limit_conn` (a client over a limit: status 503; the units taken are held in `units` until the session
+    /// ends, whatever ends it), then `allow`/`deny` (status 403); false when the session ends here.
+    pub(super) fn admit(&self, rec: &mut StreamRecord, units: &mut Vec<corelb_shared_state::ConnUnit>) -> bool {
+        let (snap, conn) = (self.snap, self.conn);
+        if let Some(limits) = self
+            .plan
+            .and_then(|p| p.limits.as_deref())
+            .and_then(|l| l.conn.as_ref())
+        {
+            let maps = snap.config.stream.as_ref().map_or(&[][..], |s| s.maps.as_slice());
+            let mut cache = VarCache::default();
+            cache.begin(maps.len());
+            let vars = StreamVars {
+                conn,
+                proxy: ProxyVars {
+                    addrs: self.proxy,
+                    tlvs: &rec.tlvs,
+                },
+                maps,
+                cache: &cache,
+            };
+            let mut key = Vec::new();
+            if limits
+                .check(&vars, &mut key, &rec.limit_conn, units, conn.remote.ip())
+                .is_some()
+            {
+                rec.status = SERVICE_UNAVAILABLE;
+                return false;
+            }
+        }
+        let errors = self.plan.and_then(|p| p.errors.as_deref());
+        if self.srv.access.as_ref().is_some_and(|a| a.denies(conn.remote)) {
+            crate::log_in!(
+                errors,
+                Level::Error,
+                "access forbidden by rule, client: {}",
+                conn.remote.ip()
+            );
+            rec.status = FORBIDDEN;
+            return false;
+        }
+        true
+    }
 }
 
 /// What proxying one session runs on.
@@ -296,24 +325,34 @@ impl<R: Runtime> Session<'_, R> {
 }
 
 impl<R: Runtime> Session<'_, R> {
-    /// A rate of the server (`proxy_upload_rate`, `proxy_download_rate`) for this session, bytes per second (0:
-    /// none); a value with variables that is not a size is logged as nginx logs it and means no limit.
     fn rate(&self, size: Option<&StreamSize>, rec: &mut StreamRecord) -> u64 {
-        match size {
-            None => 0,
-            Some(StreamSize::Fixed(n)) => *n,
-            Some(StreamSize::Value(value)) => {
-                let mut text = std::mem::take(&mut rec.text);
-                text.clear();
-                self.shard.render_stream_value(self.snap, value, rec, &mut text);
-                let value = String::from_utf8_lossy(&text);
-                let n = crate::config::value::parse_size(&value).unwrap_or_else(|| {
-                    crate::log_in!(self.errors, Level::Error, "invalid size \"{value}\"");
-                    0
-                });
-                rec.text = text;
-                n
-            }
+        session_rate(self.shard, self.snap, size, rec, self.errors)
+    }
+}
+
+/// A rate of a stream server (`proxy_upload_rate`, `proxy_download_rate`) for the session of `rec`, bytes per
+/// second (0: none); a value with variables that is not a size is logged as nginx logs it and means no limit.
+pub(super) fn session_rate<R: Runtime>(
+    shard: &Shard<R>,
+    snap: &Snapshot,
+    size: Option<&StreamSize>,
+    rec: &mut StreamRecord,
+    errors: Option<&ErrorLogs>,
+) -> u64 {
+    match size {
+        None => 0,
+        Some(StreamSize::Fixed(n)) => *n,
+        Some(StreamSize::Value(value)) => {
+            let mut text = std::mem::take(&mut rec.text);
+            text.clear();
+            shard.render_stream_value(snap, value, rec, &mut text);
+            let value = String::from_utf8_lossy(&text);
+            let n = crate::config::value::parse_size(&value).unwrap_or_else(|| {
+                crate::log_in!(errors, Level::Error, "invalid size \"{value}\"");
+                0
+            });
+            rec.text = text;
+            n
         }
     }
 }

@@ -146,10 +146,31 @@ impl super::Datagram for GlommioUdp {
     }
 }
 
+/// glommio's listening UDP socket.
+pub struct GlommioUdpListener(glommio::net::UdpSocket);
+
+impl super::DatagramListener for GlommioUdpListener {
+    // glommio's socket API has no control messages: a wildcard socket's local address is not known, and an answer
+    // leaves from the address the kernel's route picks (README: bind UDP to an address on glommio)
+    async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, Option<std::net::IpAddr>)> {
+        let (n, from) = self.0.recv_from(buf).await.map_err(io::Error::from)?;
+        Ok((n, from, None))
+    }
+
+    async fn send_to(&self, buf: &[u8], to: SocketAddr, _from: Option<std::net::IpAddr>) -> io::Result<usize> {
+        self.0.send_to(buf, to).await.map_err(io::Error::from)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr().map_err(io::Error::from)
+    }
+}
+
 impl Runtime for Glommio {
     type Conn = MaybeTls<GlommioConn>;
     type Listener = GlommioListener;
     type Udp = GlommioUdp;
+    type UdpListener = GlommioUdpListener;
     const NAME: &'static str = "glommio";
 
     fn spawn(fut: impl Future<Output = ()> + 'static) {
@@ -175,6 +196,15 @@ impl Runtime for Glommio {
             <glommio::net::UdpSocket as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(std))
         };
         Ok(GlommioUdp(s))
+    }
+
+    fn bind_udp(addr: SocketAddr) -> io::Result<GlommioUdpListener> {
+        let std = super::reuseport_udp(addr)?;
+        // SAFETY: `into_raw_fd` hands over the socket's only descriptor, which glommio's socket then owns.
+        let s = unsafe {
+            <glommio::net::UdpSocket as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(std))
+        };
+        Ok(GlommioUdpListener(s))
     }
 
     async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self::Conn> {

@@ -4,13 +4,14 @@
 pub mod deadline;
 pub mod glommio_rt;
 pub mod iobuf;
+pub mod pktinfo;
 pub mod tls_stream;
 pub mod tokio_rt;
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 /// A connected TCP stream of some runtime. Reads and writes go through `futures_lite`'s `AsyncRead`/`AsyncWrite`
@@ -60,6 +61,30 @@ pub trait Datagram: 'static {
     fn recv(&self, buf: &mut [u8]) -> impl Future<Output = io::Result<usize>>;
 }
 
+/// A listening UDP socket of some runtime (stream `listen ... udp`), bound with `SO_REUSEPORT` so every shard has
+/// its own (the kernel keeps a client's address and port on one shard).
+pub trait DatagramListener: 'static {
+    /// Receives one datagram (a longer one is cut to `buf`'s length), who sent it, and (a wildcard socket, where
+    /// the runtime can read it) the local address it was sent to.
+    fn recv_from(&self, buf: &mut [u8]) -> impl Future<Output = io::Result<(usize, SocketAddr, Option<IpAddr>)>>;
+    /// Sends one datagram to `to`, from the local address `from` when given (a wildcard socket).
+    fn send_to(&self, buf: &[u8], to: SocketAddr, from: Option<IpAddr>) -> impl Future<Output = io::Result<usize>>;
+    /// The bound address.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+/// A non-blocking UDP socket bound to `addr` with `SO_REUSEPORT` and `SO_REUSEADDR`, for
+/// [`Runtime::bind_udp`].
+pub fn reuseport_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    sock.set_reuse_address(true)?;
+    sock.set_reuse_port(true)?;
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    Ok(sock.into())
+}
+
 /// An unbound UDP socket of `addr`'s family, for [`Runtime::udp_connect`].
 fn udp_socket_to(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     let any: SocketAddr = if addr.is_ipv4() {
@@ -79,6 +104,7 @@ pub trait Runtime: Sized + 'static {
     type Conn: Conn;
     type Listener: Listener<Conn = Self::Conn>;
     type Udp: Datagram;
+    type UdpListener: DatagramListener;
 
     /// The name used in messages (`tokio`, `glommio`).
     const NAME: &'static str;
@@ -97,6 +123,9 @@ pub trait Runtime: Sized + 'static {
 
     /// A UDP socket bound to an ephemeral port and connected to `addr`.
     fn udp_connect(addr: SocketAddr) -> io::Result<Self::Udp>;
+
+    /// Binds a UDP listening socket with `SO_REUSEPORT` on the current shard.
+    fn bind_udp(addr: SocketAddr) -> io::Result<Self::UdpListener>;
 
     /// Starts a thread running one executor of this runtime, pinned to `cpu` when given, and runs `make()`'s future
     /// on it to completion. Errors creating the executor are returned by the thread's join.

@@ -103,10 +103,49 @@ impl super::Datagram for TokioUdp {
     }
 }
 
+/// tokio's listening UDP socket; bound to a wildcard address, it reads and sets each datagram's local address
+/// (`IP_PKTINFO`, [`super::pktinfo`]).
+pub struct TokioUdpListener {
+    sock: tokio::net::UdpSocket,
+    pktinfo: bool,
+}
+
+impl super::DatagramListener for TokioUdpListener {
+    async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, Option<std::net::IpAddr>)> {
+        if !self.pktinfo {
+            let (n, from) = self.sock.recv_from(buf).await?;
+            return Ok((n, from, None));
+        }
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.sock);
+        self.sock
+            .async_io(tokio::io::Interest::READABLE, || super::pktinfo::recv(fd, buf))
+            .await
+    }
+
+    async fn send_to(&self, buf: &[u8], to: SocketAddr, from: Option<std::net::IpAddr>) -> io::Result<usize> {
+        match from.filter(|_| self.pktinfo) {
+            None => self.sock.send_to(buf, to).await,
+            Some(from) => {
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&self.sock);
+                self.sock
+                    .async_io(tokio::io::Interest::WRITABLE, || {
+                        super::pktinfo::send(fd, buf, to, from)
+                    })
+                    .await
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+}
+
 impl Runtime for Tokio {
     type Conn = MaybeTls<TokioConn>;
     type Listener = TokioListener;
     type Udp = TokioUdp;
+    type UdpListener = TokioUdpListener;
     const NAME: &'static str = "tokio";
 
     fn spawn(fut: impl Future<Output = ()> + 'static) {
@@ -125,6 +164,18 @@ impl Runtime for Tokio {
 
     fn udp_connect(addr: SocketAddr) -> io::Result<TokioUdp> {
         tokio::net::UdpSocket::from_std(super::udp_socket_to(addr)?).map(TokioUdp)
+    }
+
+    fn bind_udp(addr: SocketAddr) -> io::Result<TokioUdpListener> {
+        let std = super::reuseport_udp(addr)?;
+        let pktinfo = addr.ip().is_unspecified();
+        if pktinfo {
+            super::pktinfo::enable(std::os::fd::AsRawFd::as_raw_fd(&std), addr.is_ipv6())?;
+        }
+        Ok(TokioUdpListener {
+            sock: tokio::net::UdpSocket::from_std(std)?,
+            pktinfo,
+        })
     }
 
     async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self::Conn> {

@@ -1,8 +1,9 @@
 //! A shard's listening sockets: bound at start, then following each new snapshot (new addresses bound, removed
 //! ones closed while their accepted connections go on, unchanged ones kept), and the accept loop of each.
 
-use super::{spawn_connection, Shard, StartError};
-use crate::runtime::{Listener, Runtime};
+use super::{spawn_connection, spawn_counted, Shard, StartError};
+use crate::proxy::udp::{self, Endpoint};
+use crate::runtime::{DatagramListener, Listener, Runtime};
 use crate::snapshot::{Role, Snapshot};
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -32,6 +33,20 @@ impl CloseListener {
     }
 }
 
+/// A bound listening socket: TCP (http, stream) or UDP (stream `listen ... udp`).
+pub(super) enum Bound<R: Runtime> {
+    Tcp(R::Listener),
+    Udp(R::UdpListener),
+}
+
+/// Binds `addr` for `role` the way every shard does (`SO_REUSEPORT`).
+fn bind<R: Runtime>(addr: SocketAddr, role: Role) -> std::io::Result<Bound<R>> {
+    match role {
+        Role::Udp => R::bind_udp(addr).map(Bound::Udp),
+        Role::Http | Role::Stream => R::bind(addr, BACKLOG).map(Bound::Tcp),
+    }
+}
+
 /// A shard's listening sockets, by address and role, and the snapshot generation they follow.
 pub(super) struct Listeners {
     open: Vec<(SocketAddr, Role, Rc<CloseListener>)>,
@@ -45,10 +60,10 @@ fn wanted(snap: &Snapshot) -> Vec<(SocketAddr, Role)> {
 
 impl Listeners {
     /// Binds every listen address of `snap` (before the shard reports ready: a failure stops the start).
-    pub(super) fn bind_all<R: Runtime>(snap: &Snapshot) -> Result<Vec<(SocketAddr, Role, R::Listener)>, StartError> {
+    pub(super) fn bind_all<R: Runtime>(snap: &Snapshot) -> Result<Vec<(SocketAddr, Role, Bound<R>)>, StartError> {
         wanted(snap)
             .into_iter()
-            .map(|(addr, role)| match R::bind(addr, BACKLOG) {
+            .map(|(addr, role)| match bind::<R>(addr, role) {
                 Ok(l) => Ok((addr, role, l)),
                 Err(source) => Err(StartError::Bind { addr, source }),
             })
@@ -58,7 +73,7 @@ impl Listeners {
     /// Starts an accept loop per bound listener.
     pub(super) fn spawn<R: Runtime>(
         shard: &Rc<Shard<R>>,
-        bound: Vec<(SocketAddr, Role, R::Listener)>,
+        bound: Vec<(SocketAddr, Role, Bound<R>)>,
         generation: u64,
     ) -> Self {
         let mut this = Listeners {
@@ -71,10 +86,13 @@ impl Listeners {
         this
     }
 
-    fn accept_on<R: Runtime>(&mut self, shard: &Rc<Shard<R>>, addr: SocketAddr, role: Role, l: R::Listener) {
+    fn accept_on<R: Runtime>(&mut self, shard: &Rc<Shard<R>>, addr: SocketAddr, role: Role, l: Bound<R>) {
         let close = Rc::new(CloseListener::default());
         shard.accepting.set(shard.accepting.get() + 1);
-        R::spawn(accept_loop::<R>(Rc::clone(shard), l, addr, role, Rc::clone(&close)));
+        match l {
+            Bound::Tcp(l) => R::spawn(accept_loop::<R>(Rc::clone(shard), l, addr, role, Rc::clone(&close))),
+            Bound::Udp(s) => R::spawn(datagram_loop::<R>(Rc::clone(shard), s, addr, Rc::clone(&close))),
+        }
         self.open.push((addr, role, close));
     }
 
@@ -100,7 +118,7 @@ impl Listeners {
             if self.open.iter().any(|(a, r, _)| (*a, *r) == (addr, role)) {
                 continue;
             }
-            match R::bind(addr, BACKLOG) {
+            match bind::<R>(addr, role) {
                 Ok(l) => self.accept_on::<R>(shard, addr, role, l),
                 Err(e) => crate::log!(
                     crate::log::Level::Emerg,
@@ -146,6 +164,56 @@ async fn accept_loop<R: Runtime>(
         }
     }
     drop(listener);
+    shard.accepting.set(shard.accepting.get() - 1);
+}
+
+/// The receive loop of a UDP listening socket: each datagram goes to its client's session, or starts one (a
+/// task counted as a connection, within `worker_connections`: past it the datagram is dropped).
+async fn datagram_loop<R: Runtime>(
+    shard: Rc<Shard<R>>,
+    sock: R::UdpListener,
+    addr: SocketAddr,
+    close: Rc<CloseListener>,
+) {
+    let ep = Rc::new(Endpoint::<R>::new(sock, addr));
+    let mut buf = vec![0u8; udp::MAX_DATAGRAM];
+    loop {
+        let next = futures_lite::future::or(async { Some(ep.sock.recv_from(&mut buf).await) }, async {
+            futures_lite::future::or(shard.stopped(), close.closed()).await;
+            None
+        })
+        .await;
+        match next {
+            None => break,
+            Some(Ok((n, from, local))) => {
+                let (limit, requests) = {
+                    let local = shard.local.borrow();
+                    let snap = &local.snap;
+                    let srv = snap
+                        .udp_server_of(addr)
+                        .and_then(|i| snap.config.stream.as_ref()?.servers.get(i));
+                    (
+                        snap.config.main.worker_connections.max(1),
+                        srv.map_or(0, |s| s.udp_requests),
+                    )
+                };
+                let room = shard.active.get() < limit && !shard.draining();
+                let client = udp::Client { remote: from, local };
+                if let Some(inbox) = ep.arrived(client, buf.get(..n).unwrap_or_default(), room, requests) {
+                    spawn_counted(
+                        &shard,
+                        udp::serve::<R>(Rc::clone(&shard), Rc::clone(&ep), client, inbox),
+                    );
+                }
+            }
+            Some(Err(e)) => {
+                // an error queued on the socket (an ICMP message for an earlier reply): logged, then the next one
+                crate::log!(crate::log::Level::Info, "recvmsg() on {addr} failed ({e})");
+                R::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+    drop(ep);
     shard.accepting.set(shard.accepting.get() - 1);
 }
 

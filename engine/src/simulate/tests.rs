@@ -367,6 +367,8 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 next_upstream_tries: 0,
                 upload_rate: None,
                 download_rate: None,
+                udp_requests: 0,
+                udp_responses: None,
                 half_close: false,
                 realip: None,
                 access: None,

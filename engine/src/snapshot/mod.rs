@@ -44,6 +44,8 @@ pub mod var_pass;
 pub enum Role {
     Http,
     Stream,
+    /// stream over UDP.
+    Udp,
 }
 
 /// Why a config could not become a snapshot.
@@ -95,6 +97,8 @@ pub struct StreamPort {
     pub server: usize,
     /// Connections start with a PROXY protocol header.
     pub proxy_protocol: bool,
+    /// A UDP socket (`listen ... udp`).
+    pub udp: bool,
 }
 
 /// An http server's routing table.
@@ -250,8 +254,10 @@ impl Snapshot {
                 }
                 stream_servers.push(StreamServerPlan::build(srv, &mut access_logs, &stream_limits)?);
                 for l in &srv.listens {
-                    if stream_ports.iter().any(|p: &StreamPort| p.addr == l.addr)
-                        || http_ports.iter().any(|p| p.addr == l.addr)
+                    if stream_ports
+                        .iter()
+                        .any(|p: &StreamPort| p.addr == l.addr && p.udp == l.udp)
+                        || (!l.udp && http_ports.iter().any(|p| p.addr == l.addr))
                     {
                         return Err(SnapshotError::DuplicateListen(l.addr));
                     }
@@ -259,6 +265,7 @@ impl Snapshot {
                         addr: l.addr,
                         server: si,
                         proxy_protocol: l.proxy_protocol,
+                        udp: l.udp,
                     });
                 }
             }
@@ -325,13 +332,25 @@ impl Snapshot {
 
     /// The stream server listening on `addr`, if this config has one there.
     pub fn stream_server_of(&self, addr: SocketAddr) -> Option<usize> {
-        self.stream_ports.iter().find(|p| p.addr == addr).map(|p| p.server)
+        self.stream_ports
+            .iter()
+            .find(|p| p.addr == addr && !p.udp)
+            .map(|p| p.server)
+    }
+
+    /// The stream server listening on UDP `addr`.
+    pub fn udp_server_of(&self, addr: SocketAddr) -> Option<usize> {
+        self.stream_ports
+            .iter()
+            .find(|p| p.addr == addr && p.udp)
+            .map(|p| p.server)
     }
 
     /// Every listen address, http first, with what it serves.
     pub fn listen_addrs(&self) -> impl Iterator<Item = (SocketAddr, Role)> + '_ {
         let http = self.http_ports.iter().map(|p| (p.addr, Role::Http));
-        http.chain(self.stream_ports.iter().map(|p| (p.addr, Role::Stream)))
+        let role = |p: &StreamPort| if p.udp { Role::Udp } else { Role::Stream };
+        http.chain(self.stream_ports.iter().map(move |p| (p.addr, role(p))))
     }
 
     /// The server of `port` for a request naming `host`.

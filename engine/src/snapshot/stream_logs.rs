@@ -92,6 +92,8 @@ mod tests {
             next_upstream_tries: 0,
             upload_rate: None,
             download_rate: None,
+            udp_requests: 0,
+            udp_responses: None,
             half_close: false,
             realip: None,
             access: None,

@@ -144,6 +144,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                     proxy_protocol: false,
                     default_server: false,
                     ssl: false,
+                    udp: false,
                     span: Span::default(),
                 }],
                 server_names: vec![],

@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 /// nginx `listen` parameters corelb does not implement (refused by name rather than called invalid).
 const UNSUPPORTED_HTTP: &[&str] = &["http2", "deferred", "quic"];
-const UNSUPPORTED_STREAM: &[&str] = &["udp", "ssl"];
+const UNSUPPORTED_STREAM: &[&str] = &["ssl"];
 /// `name=value` parameters corelb does not implement.
 const UNSUPPORTED_VALUED: &[&str] = &[
     "fastopen=",
@@ -117,6 +117,7 @@ impl HttpListens {
                 default_server: params.default_server,
                 proxy_protocol: params.proxy_protocol,
                 ssl: params.ssl,
+                udp: false,
                 span: d.span.clone(),
             });
         }
@@ -133,6 +134,7 @@ impl HttpListens {
             default_server: false,
             proxy_protocol: false,
             ssl: false,
+            udp: false,
             span: at.clone(),
         })
     }
@@ -195,7 +197,8 @@ impl HttpListens {
 /// Every address the stream servers listen on.
 #[derive(Debug, Default)]
 pub struct StreamListens {
-    addrs: Vec<SocketAddr>,
+    /// Each address with whether it is UDP (a TCP and a UDP socket may share an address and port).
+    addrs: Vec<(SocketAddr, bool)>,
 }
 
 impl StreamListens {
@@ -203,23 +206,37 @@ impl StreamListens {
     pub fn listen(&mut self, d: &Directive) -> Result<Vec<Listen>, ConfigError> {
         let addrs = addresses(d, 0)?;
         let mut params = Params::default();
+        let mut udp = false;
         for p in d.args.iter().skip(1) {
-            if !common_param(p, d, &mut params, UNSUPPORTED_STREAM)? {
+            if p == "udp" {
+                udp = true;
+            } else if !common_param(p, d, &mut params, UNSUPPORTED_STREAM)? {
                 return Err(ConfigError::invalid(format!("the invalid \"{p}\" parameter"), &d.span));
+            }
+        }
+        if udp {
+            // nginx's checks, in its order
+            let backlog = d.args.iter().any(|a| a.starts_with("backlog="));
+            for (set, name) in [(backlog, "backlog"), (params.proxy_protocol, "proxy_protocol")] {
+                if set {
+                    let msg = format!("\"{name}\" parameter is incompatible with \"udp\"");
+                    return Err(super::directive_err(d, &msg));
+                }
             }
         }
         let mut out = Vec::with_capacity(addrs.len());
         for addr in addrs {
-            if self.addrs.contains(&addr) {
+            if self.addrs.contains(&(addr, udp)) {
                 let msg = format!("duplicate \"{addr}\" address and port pair");
                 return Err(ConfigError::invalid(msg, &d.span));
             }
-            self.addrs.push(addr);
+            self.addrs.push((addr, udp));
             out.push(Listen {
                 addr,
                 default_server: false,
                 proxy_protocol: params.proxy_protocol,
                 ssl: false,
+                udp,
                 span: d.span.clone(),
             });
         }
@@ -328,6 +345,30 @@ mod tests {
         assert!(t.listen(&listen_directive("listen 5002 proxy_protocol;")).unwrap()[0].proxy_protocol);
         let no_port = t.listen(&listen_directive("listen 127.0.0.2;")).unwrap();
         assert_eq!(no_port[0].addr.port(), 0);
+    }
+
+    #[test]
+    fn stream_udp_beside_tcp_and_nginx_s_incompatible_parameters() {
+        let mut t = StreamListens::default();
+        assert!(!t.listen(&listen_directive("listen 127.0.0.1:53;")).unwrap()[0].udp);
+        // the same address and port over UDP is another socket
+        assert!(
+            t.listen(&listen_directive("listen 127.0.0.1:53 udp reuseport;"))
+                .unwrap()[0]
+                .udp
+        );
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 127.0.0.1:53 udp;"))),
+            "[emerg] duplicate \"127.0.0.1:53\" address and port pair in t.conf:1"
+        );
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 54 udp proxy_protocol;"))),
+            "[emerg] \"listen\" directive \"proxy_protocol\" parameter is incompatible with \"udp\" in t.conf:1"
+        );
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 55 udp backlog=10;"))),
+            "[emerg] \"listen\" directive \"backlog\" parameter is incompatible with \"udp\" in t.conf:1"
+        );
     }
 
     #[test]

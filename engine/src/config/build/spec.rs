@@ -148,6 +148,8 @@ pub const SPECS: &[Spec] = &[
     both("proxy_timeout", STREAM_MS, TAKE1),
     both("proxy_half_close", STREAM_MS, TAKE1),
     both("proxy_upload_rate", STREAM_MS, TAKE1),
+    both("proxy_requests", STREAM_MS, TAKE1),
+    both("proxy_responses", STREAM_MS, TAKE1),
     both("proxy_download_rate", STREAM_MS, TAKE1),
     both("proxy_pass_request_headers", HTTP_MSL, TAKE1),
     both("proxy_pass_request_body", HTTP_MSL, TAKE1),
@@ -463,8 +465,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "proxy_limit_rate",
     "proxy_ssl",
     "proxy_buffer",
-    "proxy_responses",
-    "proxy_requests",
     // other upstream protocols
     "fastcgi_pass",
     "fastcgi_param",

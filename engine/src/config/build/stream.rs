@@ -37,6 +37,8 @@ struct StreamLayer {
     proxy_protocol_timeout: Option<Duration>,
     upload_rate: Option<StreamSize>,
     download_rate: Option<StreamSize>,
+    requests: Option<u64>,
+    responses: Option<u64>,
 }
 
 /// A stream server as read.
@@ -146,6 +148,8 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             next_upstream: layer.next_upstream.unwrap_or(true),
             upload_rate: layer.upload_rate,
             download_rate: layer.download_rate,
+            udp_requests: layer.requests.unwrap_or(0),
+            udp_responses: layer.responses,
             next_upstream_tries: layer
                 .next_upstream_tries
                 .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
@@ -288,6 +292,8 @@ impl StreamLayer {
             "proxy_half_close" => flag_slot(&mut self.half_close, d),
             "proxy_upload_rate" => size_value(&mut self.upload_rate, d, vars),
             "proxy_download_rate" => size_value(&mut self.download_rate, d, vars),
+            "proxy_requests" => num_slot(&mut self.requests, d),
+            "proxy_responses" => num_slot(&mut self.responses, d),
             _ => Err(ConfigError::NotAllowedHere {
                 name: d.name.clone(),
                 at: d.span.clone(),
@@ -310,6 +316,8 @@ impl StreamLayer {
             proxy_protocol_timeout: self.proxy_protocol_timeout.or(parent.proxy_protocol_timeout),
             upload_rate: self.upload_rate.clone().or_else(|| parent.upload_rate.clone()),
             download_rate: self.download_rate.clone().or_else(|| parent.download_rate.clone()),
+            requests: self.requests.or(parent.requests),
+            responses: self.responses.or(parent.responses),
         }
     }
 }
