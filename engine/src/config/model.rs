@@ -445,6 +445,9 @@ pub struct HttpProxyConf {
     pub set_body: Option<KeyTemplate>,
     /// `proxy_buffering`, default on. corelb relays a response as it arrives either way (docs/directives.md).
     pub buffering: bool,
+    /// `proxy_request_buffering`, default on. corelb sends a body upstream as it arrives either way (`off`'s
+    /// behaviour; a body already whole in the client buffer can go to the next peer, docs/directives.md).
+    pub request_buffering: bool,
     /// `resolver` (with the level's `resolver_timeout`): names in a `proxy_pass` with variables that are no
     /// upstream are looked up through it.
     pub resolver: Option<std::sync::Arc<super::resolver::ResolverConf>>,
@@ -465,6 +468,7 @@ impl Default for HttpProxyConf {
             pass_request_body: true,
             set_body: None,
             buffering: true,
+            request_buffering: true,
             resolver: None,
         }
     }

@@ -51,6 +51,7 @@ pub struct ProxyLayer {
     pass_request_body: Option<bool>,
     set_body: Option<KeyTemplate>,
     buffering: Option<bool>,
+    request_buffering: Option<bool>,
     resolver: Option<crate::config::resolver::ResolverConf>,
     resolver_timeout: Option<Duration>,
 }
@@ -72,6 +73,8 @@ pub struct ClientLayer {
     header_buffers: Option<HeaderBuffers>,
     header_buffer_size: Option<usize>,
     pool_size: Option<usize>,
+    /// `client_body_buffer_size` (checked, without effect: a body goes through the client buffer, no file).
+    body_buffer_size: Option<usize>,
     access_log: Option<LevelLogs>,
     /// `error_log` lines of the level (several add up; a level with any replaces the inherited ones).
     error_log: Option<Vec<(String, Option<String>)>>,
@@ -165,6 +168,7 @@ impl Layers {
             "proxy_pass_request_headers" => flag_slot(&mut p.pass_request_headers, d)?,
             "proxy_pass_request_body" => flag_slot(&mut p.pass_request_body, d)?,
             "proxy_buffering" => flag_slot(&mut p.buffering, d)?,
+            "proxy_request_buffering" => flag_slot(&mut p.request_buffering, d)?,
             "proxy_set_body" => {
                 unset(&p.set_body, d)?;
                 p.set_body = Some(cx.vars.compile(arg(d, 0), Module::Http, &d.span)?);
@@ -208,6 +212,7 @@ impl Layers {
             }
             "client_header_buffer_size" => size_slot(&mut c.header_buffer_size, d)?,
             "connection_pool_size" => size_slot(&mut c.pool_size, d)?,
+            "client_body_buffer_size" => size_slot(&mut c.body_buffer_size, d)?,
             // nginx's per-request memory pool: nothing to size in corelb (docs/directives.md)
             "request_pool_size" => {
                 size_slot(&mut None, d)?;
@@ -260,6 +265,7 @@ impl Layers {
                 pass_request_body: p.pass_request_body.or(pp.pass_request_body),
                 set_body: p.set_body.clone().or_else(|| pp.set_body.clone()),
                 buffering: p.buffering.or(pp.buffering),
+                request_buffering: p.request_buffering.or(pp.request_buffering),
                 resolver: p.resolver.clone().or_else(|| pp.resolver.clone()),
                 resolver_timeout: p.resolver_timeout.or(pp.resolver_timeout),
             },
@@ -278,6 +284,7 @@ impl Layers {
                 header_buffers: c.header_buffers.or(pc.header_buffers),
                 header_buffer_size: c.header_buffer_size.or(pc.header_buffer_size),
                 pool_size: c.pool_size.or(pc.pool_size),
+                body_buffer_size: c.body_buffer_size.or(pc.body_buffer_size),
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
                 error_log: c.error_log.clone().or_else(|| pc.error_log.clone()),
                 open_log_cache: c.open_log_cache.or(pc.open_log_cache),
@@ -319,6 +326,7 @@ impl Layers {
             pass_request_body: p.pass_request_body.unwrap_or(d.pass_request_body),
             set_body: p.set_body.clone().or(d.set_body),
             buffering: p.buffering.unwrap_or(d.buffering),
+            request_buffering: p.request_buffering.unwrap_or(d.request_buffering),
             resolver: p.resolver.clone().map(|mut r| {
                 r.timeout = p.resolver_timeout.unwrap_or(r.timeout);
                 std::sync::Arc::new(r)
