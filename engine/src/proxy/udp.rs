@@ -52,6 +52,8 @@ pub struct Endpoint<R: Runtime> {
     pub listen: SocketAddr,
     sessions: RefCell<HashMap<Client, Rc<Inbox>>>,
     spare: RefCell<Vec<Vec<u8>>>,
+    /// Answer buffers of ended tries, for the next ones (a try does not zero 16 KiB of its own).
+    answers: RefCell<Vec<Box<[u8]>>>,
 }
 
 /// The datagrams of a client waiting for its session, and the session's waker.
@@ -99,6 +101,7 @@ impl<R: Runtime> Endpoint<R> {
             listen,
             sessions: RefCell::new(HashMap::new()),
             spare: RefCell::new(Vec::new()),
+            answers: RefCell::new(Vec::new()),
         }
     }
 
@@ -433,13 +436,28 @@ impl<R: Runtime> Session<'_, R> {
     /// One try over the connected socket `up`: `first` sent, then the client's datagrams and the upstream's
     /// answers moved until the session is done, idle for `proxy_timeout`, or the shard stops.
     async fn relay(&self, up: &R::Udp, first: &[u8], moved: &mut Moved) -> Relayed {
-        let srv = self.srv;
         if let Err(e) = up.send(first).await {
             return Relayed::SendFailed(e);
         }
         moved.requests = moved.requests.max(1);
         moved.to_upstream += first.len() as u64;
-        let mut answer = vec![0u8; ANSWER_BUF];
+        let mut answer = self
+            .ep
+            .answers
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| vec![0u8; ANSWER_BUF].into());
+        let end = self.relay_with(up, moved, &mut answer).await;
+        let mut spare = self.ep.answers.borrow_mut();
+        if spare.len() < SPARES {
+            spare.push(answer);
+        }
+        end
+    }
+
+    /// [`Session::relay`] after the first datagram went, reading answers into `answer`.
+    async fn relay_with(&self, up: &R::Udp, moved: &mut Moved, answer: &mut [u8]) -> Relayed {
+        let srv = self.srv;
         // nginx's `read->eof` after an error on the upstream's socket: no more reads, the peer failed
         let mut upstream_failed = false;
         loop {
@@ -458,7 +476,7 @@ impl<R: Runtime> Session<'_, R> {
             let now = Instant::now();
             let up_wait = moved.upload.as_ref().and_then(|p| p.budget(now).err());
             let down_wait = moved.download.as_ref().and_then(|p| p.budget(now).err());
-            let answer_buf = &mut answer;
+            let answer_buf = &mut *answer;
             let event = futures_lite::future::or(
                 futures_lite::future::or(
                     async {
