@@ -50,6 +50,8 @@ pub struct Client {
 pub struct Endpoint<R: Runtime> {
     pub sock: R::UdpListener,
     pub listen: SocketAddr,
+    /// The bound address (with the port the kernel chose for port 0), read once.
+    bound: SocketAddr,
     sessions: RefCell<HashMap<Client, Rc<Inbox>>>,
     spare: RefCell<Vec<Vec<u8>>>,
     /// Answer buffers of ended tries, for the next ones (a try does not zero 16 KiB of its own).
@@ -96,9 +98,11 @@ impl Inbox {
 
 impl<R: Runtime> Endpoint<R> {
     pub fn new(sock: R::UdpListener, listen: SocketAddr) -> Self {
+        let bound = sock.local_addr().unwrap_or(listen);
         Endpoint {
             sock,
             listen,
+            bound,
             sessions: RefCell::new(HashMap::new()),
             spare: RefCell::new(Vec::new()),
             answers: RefCell::new(Vec::new()),
@@ -221,7 +225,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, ep: Rc<Endpoint<R>>, client:
         ep.unbind(client, &inbox);
         return;
     };
-    let bound = ep.sock.local_addr().unwrap_or(ep.listen);
+    let bound = ep.bound;
     let local = client.local.map_or(bound, |ip| SocketAddr::new(ip, bound.port()));
     let mut rec = shard.stream_record();
     let plan = snap.stream_servers.get(index);

@@ -86,16 +86,17 @@ pub fn reuseport_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
 }
 
 /// An unbound UDP socket of `addr`'s family, for [`Runtime::udp_connect`].
+/// Made non-blocking by `socket(2)` itself and bound by `connect(2)`: two system calls, as nginx's (a UDP
+/// session opens one per datagram when each is a session of its own).
 fn udp_socket_to(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
-    let any: SocketAddr = if addr.is_ipv4() {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let s = std::net::UdpSocket::bind(any)?;
-    s.connect(addr)?;
-    s.set_nonblocking(true)?;
-    Ok(s)
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(
+        Domain::for_address(addr),
+        Type::DGRAM.nonblocking(),
+        Some(Protocol::UDP),
+    )?;
+    sock.connect(&addr.into())?;
+    Ok(sock.into())
 }
 
 /// An async runtime as the shards use it: a marker type whose associated functions act on the executor of the
