@@ -3,7 +3,10 @@
 per datagram, DNS-like (one answer per datagram: `proxy_responses 1`, so every datagram is a session of its own).
 
   python3 tools/bench/udp.py [--corelb target/release/corelb] [--nginx /usr/sbin/nginx] [--datagrams N]
-                             [--clients C] [--rounds R] [--payload BYTES]
+                             [--clients C] [--rounds R] [--payload BYTES] [--mode dns|flow]
+
+`--mode flow` leaves `proxy_responses` unset instead: each client's datagrams are one session (its binding kept
+for `proxy_timeout`), so what is measured is the relay of datagrams over one upstream socket, not sessions.
 
 Two UDP echo backends (one process each) behind an upstream of two servers; each front runs with
 `worker_processes 1` and gets C client processes that send a datagram, wait for its answer and send the next (a
@@ -65,7 +68,7 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
-def config(kind, port, backends, tmp):
+def config(kind, port, backends, tmp, mode):
     ups = "".join(f"        server 127.0.0.1:{b};\n" for b in backends)
     stream = f"""stream {{
     upstream u {{
@@ -73,8 +76,7 @@ def config(kind, port, backends, tmp):
     server {{
         listen 127.0.0.1:{port} udp;
         proxy_pass u;
-        proxy_responses 1;
-        proxy_timeout 10s;
+{"        proxy_responses 1;" + chr(10) if mode == "dns" else ""}        proxy_timeout 10s;
     }}
 }}
 """
@@ -104,7 +106,7 @@ def round_of(kind, binary, args, backends, tmp):
     port = udp_port()
     path = os.path.join(tmp, f"{kind}.conf")
     with open(path, "w") as f:
-        f.write(config(kind, port, backends, tmp))
+        f.write(config(kind, port, backends, tmp, args.mode))
     cmd = [binary, "-c", path] if kind == "corelb" else [binary, "-p", tmp, "-c", path]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -140,6 +142,7 @@ def main():
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--payload", type=int, default=64)
+    ap.add_argument("--mode", choices=("dns", "flow"), default="dns")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="corelb-udp-bench-")
     backends = [udp_port(), udp_port()]
