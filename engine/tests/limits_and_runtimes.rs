@@ -131,6 +131,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                 limits: Default::default(),
                 proxy_protocol: false,
                 proxy_protocol_timeout: std::time::Duration::from_secs(30),
+                ssl: Default::default(),
                 span: Span::default(),
             }],
         }),

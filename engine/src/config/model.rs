@@ -828,6 +828,8 @@ pub struct StreamServer {
     pub proxy_protocol: bool,
     /// `proxy_protocol_timeout`: how long a `listen ... proxy_protocol` waits for the client's header.
     pub proxy_protocol_timeout: Duration,
+    /// `listen ... ssl` with `ssl_*`, `ssl_preread`, `proxy_ssl*`.
+    pub ssl: super::tls::StreamSsl,
     pub span: Span,
 }
 

@@ -117,6 +117,38 @@ impl TlsConf {
     }
 }
 
+/// A stream server's TLS: termination (`listen ... ssl`), `ssl_preread`, and `proxy_ssl` towards its upstreams.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSsl {
+    /// `ssl_*` of a server that listens with `ssl`, loaded.
+    pub server: Option<TlsConf>,
+    /// `ssl_handshake_timeout` (default 60s).
+    pub handshake_timeout: Duration,
+    /// `ssl_alpn`: the protocols the server takes, in order (empty: ALPN is not answered).
+    pub alpn: Vec<Vec<u8>>,
+    /// `ssl_preread on`: the client's hello is read before the upstream is chosen.
+    pub preread: bool,
+    /// `preread_buffer_size` (default 16k) and `preread_timeout` (default 30s).
+    pub preread_buffer_size: usize,
+    pub preread_timeout: Duration,
+    /// `proxy_ssl on`: upstream connections are TLS with these `proxy_ssl_*` settings.
+    pub proxy: Option<super::proxy_tls::ProxyTlsConf>,
+}
+
+impl Default for StreamSsl {
+    fn default() -> Self {
+        StreamSsl {
+            server: None,
+            handshake_timeout: Duration::from_secs(60),
+            alpn: Vec::new(),
+            preread: false,
+            preread_buffer_size: 16 * 1024,
+            preread_timeout: Duration::from_secs(30),
+            proxy: None,
+        }
+    }
+}
+
 /// The key exchange groups rustls (ring) has, by OpenSSL name.
 pub const KX_GROUPS: &[(&str, &dyn SupportedKxGroup)] = &[
     ("X25519", kx_group::X25519),

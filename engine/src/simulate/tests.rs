@@ -370,6 +370,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 limits: Default::default(),
                 proxy_protocol: false,
                 proxy_protocol_timeout: std::time::Duration::from_secs(30),
+                ssl: Default::default(),
                 span: Span::default(),
             }],
         });

@@ -245,7 +245,9 @@ impl Snapshot {
                 if let Some(up) = srv.upstream.filter(|&u| u >= stream_plans.len()) {
                     return Err(SnapshotError::NoSuchUpstream(up));
                 }
-                stream_servers.push(StreamServerPlan::build(srv, &mut access_logs, &stream_limits)?);
+                let upstream = srv.upstream.and_then(|u| stream_plans.get(u)).map(|p| p.name.as_str());
+                let plan = StreamServerPlan::build(srv, &mut access_logs, &stream_limits)?;
+                stream_servers.push(plan.with_tls(srv, upstream)?);
                 for l in &srv.listens {
                     if stream_ports.iter().any(|p: &StreamPort| p.addr == l.addr)
                         || http_ports.iter().any(|p| p.addr == l.addr)

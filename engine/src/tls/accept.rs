@@ -61,10 +61,11 @@ pub async fn accept<R: Runtime>(
         }
     }
     let tls_conf = tls;
-    match io_timeout::<R, _>(left(), sock.accept_tls(Arc::clone(&tls.config))).await {
+    let session_id = rand::random::<[u8; 32]>();
+    match io_timeout::<R, _>(left(), sock.accept_tls(Arc::clone(&tls.config), session_id)).await {
         Ok(tls) => {
             if let Some(session) = tls.tls() {
-                facts.take(session);
+                facts.take(session, session_id);
                 if let Some(certs) = &tls_conf.clients {
                     facts.take_client(session, certs);
                 }

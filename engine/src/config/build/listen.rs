@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 /// nginx `listen` parameters corelb does not implement (refused by name rather than called invalid).
 const UNSUPPORTED_HTTP: &[&str] = &["http2", "deferred", "quic"];
-const UNSUPPORTED_STREAM: &[&str] = &["udp", "ssl"];
+const UNSUPPORTED_STREAM: &[&str] = &["udp"];
 /// `name=value` parameters corelb does not implement.
 const UNSUPPORTED_VALUED: &[&str] = &[
     "fastopen=",
@@ -203,10 +203,19 @@ impl StreamListens {
     pub fn listen(&mut self, d: &Directive) -> Result<Vec<Listen>, ConfigError> {
         let addrs = addresses(d, 0)?;
         let mut params = Params::default();
+        let mut ssl = false;
         for p in d.args.iter().skip(1) {
-            if !common_param(p, d, &mut params, UNSUPPORTED_STREAM)? {
+            if p == "ssl" {
+                ssl = true;
+            } else if !common_param(p, d, &mut params, UNSUPPORTED_STREAM)? {
                 return Err(ConfigError::invalid(format!("the invalid \"{p}\" parameter"), &d.span));
             }
+        }
+        if ssl && params.proxy_protocol {
+            // the PROXY protocol header comes before the handshake: corelb's stream reads it into a buffer the
+            // TLS session would have to start from
+            let msg = "\"listen ... ssl proxy_protocol\" in stream is not supported by corelb";
+            return Err(ConfigError::invalid(msg, &d.span));
         }
         let mut out = Vec::with_capacity(addrs.len());
         for addr in addrs {
@@ -219,7 +228,7 @@ impl StreamListens {
                 addr,
                 default_server: false,
                 proxy_protocol: params.proxy_protocol,
-                ssl: false,
+                ssl,
                 span: d.span.clone(),
             });
         }

@@ -5,7 +5,9 @@
 use super::health::{self, CheckDraft, ProbeTimeouts};
 use super::listen::StreamListens;
 use super::map::{self, Maps};
+use super::proxy_tls::ProxyTlsLayer;
 use super::stream_logs::{self, StreamLevelLogs, StreamLogState};
+use super::tls::TlsLayer;
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, flag_slot, msec_slot, num_slot, unset, walk, Build, Ctx};
@@ -15,6 +17,7 @@ use crate::config::model::{HealthConf, Listen, Span, StreamConf, StreamServer};
 use crate::config::parser::Directive;
 use crate::config::realip::{RealIpConf, RealIpHeader, TrustedList};
 use crate::config::stream_format::StreamFormat;
+use crate::config::tls::StreamSsl;
 use crate::config::url::{self, UrlOpts};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +38,17 @@ struct StreamLayer {
     limits: super::limits::LimitsLayer,
     proxy_protocol: Option<bool>,
     proxy_protocol_timeout: Option<Duration>,
+    /// `ssl_*` (the http block's reader), `ssl_handshake_timeout`, `ssl_alpn`.
+    tls: TlsLayer,
+    handshake_timeout: Option<Duration>,
+    alpn: Option<Vec<Vec<u8>>>,
+    /// `ssl_preread`, `preread_buffer_size`, `preread_timeout`.
+    preread: Option<bool>,
+    preread_buffer_size: Option<u64>,
+    preread_timeout: Option<Duration>,
+    /// `proxy_ssl` and `proxy_ssl_*` (the http block's reader).
+    proxy_ssl: Option<bool>,
+    proxy_tls: ProxyTlsLayer,
 }
 
 /// A stream server as read.
@@ -102,6 +116,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         _ => st.layer.directive(b, sd),
     })?;
     // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
+    let conf_dir = d.span.file.parent().unwrap_or(std::path::Path::new(""));
     let mut servers = Vec::with_capacity(st.servers.len());
     let mut drafts = Vec::new();
     for s in st.servers {
@@ -114,6 +129,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             return Err(ConfigError::invalid("no handler for server", &s.span));
         }
         let layer = s.layer.over(&st.layer);
+        let ssl = stream_ssl(&layer, conf_dir, (&s.listens, &s.span), pass.is_some())?;
         let timeouts = ProbeTimeouts {
             connect: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
             read: layer.timeout.unwrap_or(Duration::from_secs(600)),
@@ -158,6 +174,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             limits: layer.limits.conf(&st.zones)?,
             proxy_protocol: layer.proxy_protocol.unwrap_or(false),
             proxy_protocol_timeout: layer.proxy_protocol_timeout.unwrap_or(Duration::from_secs(30)),
+            ssl,
             span: s.span,
         });
     }
@@ -178,6 +195,56 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         maps: st.maps.maps,
         limit_zones: st.zones,
     })
+}
+
+/// The TLS settings of a stream server (its listens and block's place), merged (`layer`) and loaded relative to
+/// `conf_dir`.
+fn stream_ssl(
+    layer: &StreamLayer,
+    conf_dir: &std::path::Path,
+    (listens, span): (&[Listen], &Span),
+    var_pass: bool,
+) -> Result<StreamSsl, ConfigError> {
+    let listen_ssl = listens.iter().any(|l| l.ssl);
+    let d = StreamSsl::default();
+    let server = match listen_ssl {
+        true => layer.tls.stream_conf(conf_dir, span)?,
+        false => None,
+    };
+    let proxy = match layer.proxy_ssl {
+        Some(true) => {
+            let conf = layer.proxy_tls.conf(conf_dir, span)?;
+            if var_pass && conf.name.is_none() {
+                let msg = "\"proxy_ssl\" with \"proxy_pass\" with variables and no \"proxy_ssl_name\" is not \
+                           supported by corelb";
+                return Err(ConfigError::invalid(msg, span));
+            }
+            Some(conf)
+        }
+        _ => None,
+    };
+    Ok(StreamSsl {
+        server,
+        handshake_timeout: layer.handshake_timeout.unwrap_or(d.handshake_timeout),
+        alpn: layer.alpn.clone().unwrap_or_default(),
+        preread: layer.preread.unwrap_or(false),
+        preread_buffer_size: layer
+            .preread_buffer_size
+            .map_or(d.preread_buffer_size, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+        preread_timeout: layer.preread_timeout.unwrap_or(d.preread_timeout),
+        proxy,
+    })
+}
+
+/// `ssl_alpn PROTOCOL ...` (nginx: each at most 255 bytes).
+fn alpn(d: &Directive) -> Result<Vec<Vec<u8>>, ConfigError> {
+    d.args
+        .iter()
+        .map(|p| match p.len() {
+            1..=255 => Ok(p.as_bytes().to_vec()),
+            _ => Err(ConfigError::invalid("protocol too long", &d.span)),
+        })
+        .collect()
 }
 
 /// `error_log FILE [LEVEL]` in stream or a stream server (checked as in main; several add up).
@@ -256,7 +323,29 @@ impl StreamLayer {
         if self.access.directive(b, d)? || self.limits.directive(d)? {
             return Ok(());
         }
-        match d.name.as_str() {
+        let name = d.name.as_str();
+        if super::tls::NAMES.contains(&name) {
+            return self.tls.directive(b, d);
+        }
+        if super::proxy_tls::NAMES.contains(&name) {
+            return self.proxy_tls.directive(b, d);
+        }
+        match name {
+            "ssl_handshake_timeout" => msec_slot(&mut self.handshake_timeout, d),
+            "ssl_alpn" => {
+                unset(&self.alpn, d)?;
+                self.alpn = Some(alpn(d)?);
+                Ok(())
+            }
+            "ssl_preread" => flag_slot(&mut self.preread, d),
+            "preread_timeout" => msec_slot(&mut self.preread_timeout, d),
+            "preread_buffer_size" => {
+                unset(&self.preread_buffer_size, d)?;
+                let n = super::value::parse_size(arg(d, 0)).ok_or_else(|| super::directive_err(d, "invalid value"))?;
+                self.preread_buffer_size = Some(n);
+                Ok(())
+            }
+            "proxy_ssl" => flag_slot(&mut self.proxy_ssl, d),
             "set_real_ip_from" => {
                 super::realip::set_real_ip_from(self.realip.get_or_insert_with(TrustedList::default), b, d)
             }
@@ -299,6 +388,14 @@ impl StreamLayer {
             limits: self.limits.over(&parent.limits),
             proxy_protocol: self.proxy_protocol.or(parent.proxy_protocol),
             proxy_protocol_timeout: self.proxy_protocol_timeout.or(parent.proxy_protocol_timeout),
+            tls: self.tls.over(&parent.tls),
+            handshake_timeout: self.handshake_timeout.or(parent.handshake_timeout),
+            alpn: self.alpn.clone().or_else(|| parent.alpn.clone()),
+            preread: self.preread.or(parent.preread),
+            preread_buffer_size: self.preread_buffer_size.or(parent.preread_buffer_size),
+            preread_timeout: self.preread_timeout.or(parent.preread_timeout),
+            proxy_ssl: self.proxy_ssl.or(parent.proxy_ssl),
+            proxy_tls: self.proxy_tls.over(&parent.proxy_tls),
         }
     }
 }

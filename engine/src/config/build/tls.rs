@@ -162,6 +162,12 @@ impl TlsLayer {
         }
     }
 
+    /// The merged settings of a stream server at `server` that listens with `ssl` (its one address's default
+    /// server: it needs a certificate, or `ssl_reject_handshake on`).
+    pub fn stream_conf(&self, conf_dir: &Path, server: &Span) -> Result<Option<TlsConf>, ConfigError> {
+        self.conf(conf_dir, Some(server), true)
+    }
+
     /// The merged settings with nginx's defaults, certificates loaded relative to `conf_dir`; `None` for a server
     /// that neither listens with `ssl` nor has a certificate or `ssl_reject_handshake on`. A server that is not
     /// the default of a TLS address (`needs_certs` false) may have no certificate of its own (it serves the

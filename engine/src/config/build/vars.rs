@@ -166,6 +166,7 @@ impl Vars {
         match module {
             // `$1`..`$9` and named groups: the request's last regex match
             Module::Http => Var::from_name(&lower)
+                .filter(|v| !matches!(v, Var::SslPreread(_)))
                 .or_else(|| capture_number(&lower).map(Var::Capture))
                 .or_else(|| {
                     let named = self.regex_captures.iter().any(|n| n == name);
