@@ -59,6 +59,7 @@ pub enum StreamTls {
     ServerName,
     SessionReused,
     SessionId,
+    AlpnProtocol,
     Client(crate::config::var::ClientVar),
     Preread(crate::config::var::PrereadVar),
 }
@@ -73,6 +74,7 @@ impl StreamTls {
             StreamTls::ServerName => Var::SslServerName,
             StreamTls::SessionReused => Var::SslSessionReused,
             StreamTls::SessionId => Var::SslSessionId,
+            StreamTls::AlpnProtocol => Var::SslAlpnProtocol,
             StreamTls::Client(c) => Var::SslClient(c),
             StreamTls::Preread(p) => Var::SslPreread(p),
         }
@@ -87,6 +89,7 @@ impl StreamTls {
             Var::SslServerName => StreamTls::ServerName,
             Var::SslSessionReused => StreamTls::SessionReused,
             Var::SslSessionId => StreamTls::SessionId,
+            Var::SslAlpnProtocol => StreamTls::AlpnProtocol,
             Var::SslClient(c) => StreamTls::Client(*c),
             Var::SslPreread(p) => StreamTls::Preread(*p),
             _ => return None,

@@ -41,6 +41,8 @@ pub enum Var {
     SslSessionReused,
     /// `$ssl_session_id`: the session's id in hex (64 digits), kept in its tickets so a resumed session has it.
     SslSessionId,
+    /// `$ssl_alpn_protocol`: the protocol the handshake's ALPN chose (empty: none).
+    SslAlpnProtocol,
     /// `$ssl_preread_server_name`, `$ssl_preread_protocol`, `$ssl_preread_alpn_protocols` (stream `ssl_preread`).
     SslPreread(PrereadVar),
     /// `$ssl_client_verify`, `$ssl_client_s_dn` and the other client certificate variables.
@@ -165,6 +167,7 @@ const NAMES: &[(&str, Var)] = &[
     ("ssl_server_name", Var::SslServerName),
     ("ssl_session_reused", Var::SslSessionReused),
     ("ssl_session_id", Var::SslSessionId),
+    ("ssl_alpn_protocol", Var::SslAlpnProtocol),
     ("ssl_preread_server_name", Var::SslPreread(PrereadVar::ServerName)),
     ("ssl_preread_protocol", Var::SslPreread(PrereadVar::Protocol)),
     ("ssl_preread_alpn_protocols", Var::SslPreread(PrereadVar::AlpnProtocols)),
@@ -229,6 +232,7 @@ const STREAM: &[&str] = &[
     "ssl_server_name",
     "ssl_session_reused",
     "ssl_session_id",
+    "ssl_alpn_protocol",
     "ssl_preread_server_name",
     "ssl_preread_protocol",
     "ssl_preread_alpn_protocols",

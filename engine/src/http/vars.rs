@@ -161,9 +161,12 @@ impl VarSource for StreamVars<'_> {
             | Var::ProxyProtocolServerAddr
             | Var::ProxyProtocolServerPort
             | Var::ProxyProtocolTlv(_) => self.proxy.append(var, out),
-            Var::SslProtocol | Var::SslCipher | Var::SslServerName | Var::SslSessionReused | Var::SslSessionId => {
-                crate::tls::facts::append(self.tls, var, out)
-            }
+            Var::SslProtocol
+            | Var::SslCipher
+            | Var::SslServerName
+            | Var::SslSessionReused
+            | Var::SslSessionId
+            | Var::SslAlpnProtocol => crate::tls::facts::append(self.tls, var, out),
             Var::SslClient(v) => crate::tls::client_vars::append(self.tls, *v, out),
             Var::SslPreread(v) => crate::tls::preread::append(self.preread, *v, out),
             _ => self.conn.append(var, out),
@@ -258,7 +261,9 @@ impl RequestVars<'_, '_, '_> {
                 last.is_some_and(|c| c.named(name).is_some())
             }
             // nginx's ssl variables are not found on a plain connection (`$https` is empty there, but found)
-            Var::SslProtocol | Var::SslCipher | Var::SslSessionReused | Var::SslSessionId => self.ext.tls.is_some(),
+            Var::SslProtocol | Var::SslCipher | Var::SslSessionReused | Var::SslSessionId | Var::SslAlpnProtocol => {
+                self.ext.tls.is_some()
+            }
             Var::SslServerName => self.ext.tls.is_some_and(|t| !t.server_name.is_empty()),
             Var::SslClient(_) => self.ext.tls.is_some(),
             _ => true,

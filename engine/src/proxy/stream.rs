@@ -116,7 +116,8 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         return;
     }
     // nginx's ssl phase: the handshake of `listen ... ssl`
-    if let Some(tls) = plan.and_then(|p| p.tls.as_deref()) {
+    let ssl_port = snap.stream_ports.iter().any(|p| p.addr == listen && p.ssl);
+    if let Some(tls) = plan.and_then(|p| p.tls.as_deref()).filter(|_| ssl_port) {
         match super::stream_tls::handshake::<R>(client, tls, &srv.ssl, &shard.counters, errors).await {
             Some((sock, facts)) => {
                 client = sock;

@@ -95,6 +95,8 @@ pub struct StreamPort {
     pub server: usize,
     /// Connections start with a PROXY protocol header.
     pub proxy_protocol: bool,
+    /// `listen ... ssl`: connections start with the server's TLS handshake.
+    pub ssl: bool,
 }
 
 /// An http server's routing table.
@@ -258,6 +260,7 @@ impl Snapshot {
                         addr: l.addr,
                         server: si,
                         proxy_protocol: l.proxy_protocol,
+                        ssl: l.ssl,
                     });
                 }
             }

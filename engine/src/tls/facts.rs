@@ -23,6 +23,8 @@ pub struct TlsFacts {
     pub client_cert: Vec<u8>,
     /// `$ssl_session_id`: given to a new session, read back from the ticket or cache entry of a resumed one.
     pub session_id: [u8; 32],
+    /// The protocol ALPN chose (`$ssl_alpn_protocol`).
+    pub alpn: Vec<u8>,
 }
 
 impl TlsFacts {
@@ -41,6 +43,8 @@ impl TlsFacts {
         self.server_name.push_str(session.server_name().unwrap_or_default());
         self.reused = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
         self.session_id = fresh;
+        self.alpn.clear();
+        self.alpn.extend_from_slice(session.alpn_protocol().unwrap_or_default());
         if let Some(id) = session.received_resumption_data().filter(|_| self.reused) {
             if let Ok(id) = <[u8; 32]>::try_from(id) {
                 self.session_id = id;
@@ -77,6 +81,7 @@ pub fn append(tls: Option<&TlsFacts>, var: &Var, out: &mut Vec<u8>) {
         Var::SslCipher => out.extend_from_slice(t.cipher.as_bytes()),
         Var::SslServerName => out.extend_from_slice(t.server_name.as_bytes()),
         Var::SslSessionReused => out.push(if t.reused { b'r' } else { b'.' }),
+        Var::SslAlpnProtocol => out.extend_from_slice(&t.alpn),
         Var::SslSessionId => {
             for b in t.session_id {
                 let digit = |n: u8| HEX.get(usize::from(n)).copied().unwrap_or(b'0');

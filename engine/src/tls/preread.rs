@@ -115,40 +115,52 @@ fn client_hello(msg: &[u8], out: &mut Preread) -> Option<Parsed> {
     if c.0.is_empty() {
         return Some(Parsed::Hello);
     }
-    let all = c.u16()?;
-    let mut exts = Cursor(c.take(all)?);
+    // as nginx's parser: the extensions run to the end of the hello (their total length is not checked), and
+    // the SNI, ALPN and supported_versions extensions are read by their own lengths
+    c.u16()?;
+    let mut exts = c;
     let (mut sni_seen, mut alpn_seen) = (false, false);
     while !exts.0.is_empty() {
         let kind = exts.u16()?;
         let size = exts.u16()?;
-        let mut data = Cursor(exts.take(size)?);
         match kind {
             0 if !sni_seen => {
                 sni_seen = true;
-                data.u16()?;
-                if data.u8()? != 0 {
+                let list = exts.u16()?;
+                if exts.u8()? != 0 {
                     return None; // nginx: "SNI hostname type is not DNS"
                 }
-                let n = data.u16()?;
-                out.server_name.extend_from_slice(data.take(n)?);
+                let n = exts.u16()?;
+                let rest = list.checked_sub(3 + n)?; // nginx: "SNI format error"
+                out.server_name.extend_from_slice(exts.take(n)?);
+                exts.take(rest)?;
             }
             16 if !alpn_seen => {
                 alpn_seen = true;
-                let n = data.u16()?;
-                let mut list = Cursor(data.take(n)?);
-                while !list.0.is_empty() {
-                    let n = list.u8()?;
+                let mut list = exts.u16()?;
+                loop {
+                    let n = exts.u8()?;
                     if n == 0 {
                         return None; // nginx: "ALPN empty protocol"
                     }
+                    list = list.checked_sub(1 + n)?; // nginx: "ALPN format error"
                     if !out.alpn.is_empty() {
                         out.alpn.push(b',');
                     }
-                    out.alpn.extend_from_slice(list.take(n)?);
+                    out.alpn.extend_from_slice(exts.take(n)?);
+                    if list == 0 {
+                        break;
+                    }
                 }
             }
-            43 => out.protocol = "TLSv1.3",
-            _ => {}
+            43 => {
+                out.protocol = "TLSv1.3";
+                let n = exts.u8()?;
+                exts.take(n)?;
+            }
+            _ => {
+                exts.take(size)?;
+            }
         }
     }
     Some(Parsed::Hello)
@@ -199,10 +211,12 @@ mod tests {
             list.push(p.len() as u8);
             list.extend_from_slice(p);
         }
-        exts.extend_from_slice(&[0, 16]);
-        exts.extend_from_slice(&((list.len() + 2) as u16).to_be_bytes());
-        exts.extend_from_slice(&(list.len() as u16).to_be_bytes());
-        exts.extend_from_slice(&list);
+        if !list.is_empty() {
+            exts.extend_from_slice(&[0, 16]);
+            exts.extend_from_slice(&((list.len() + 2) as u16).to_be_bytes());
+            exts.extend_from_slice(&(list.len() as u16).to_be_bytes());
+            exts.extend_from_slice(&list);
+        }
         if tls13 {
             exts.extend_from_slice(&[0, 43, 0, 3, 2, 3, 4]);
         }
