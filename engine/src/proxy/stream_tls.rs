@@ -108,11 +108,24 @@ pub async fn to_upstream<R: Runtime>(
     let opening = Box::pin(conn.connect_tls(std::sync::Arc::clone(&tls.config), tls.name.clone()));
     let result = io_timeout::<R, _>(wait, opening).await;
     if let Err(e) = &result {
-        crate::log_in!(
-            errors,
-            Level::Error,
-            "SSL_do_handshake() failed ({e}) while SSL handshaking to upstream, upstream: {addr}"
-        );
+        match crate::tls::verify::PeerRefused::of_io(e) {
+            Some(crate::tls::verify::PeerRefused::Name) => crate::log_in!(
+                errors,
+                Level::Error,
+                "upstream SSL certificate does not match \"{}\" while SSL handshaking to upstream, upstream: {addr}",
+                tls.name_text
+            ),
+            Some(r) => crate::log_in!(
+                errors,
+                Level::Error,
+                "{r} while SSL handshaking to upstream, upstream: {addr}"
+            ),
+            None => crate::log_in!(
+                errors,
+                Level::Error,
+                "SSL_do_handshake() failed ({e}) while SSL handshaking to upstream, upstream: {addr}"
+            ),
+        }
     }
     result
 }

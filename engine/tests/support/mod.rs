@@ -9,6 +9,7 @@ pub mod killable;
 pub mod recorder;
 pub mod scripted;
 pub mod skip;
+pub mod tls;
 
 use corelb_engine::config::key::KeyTemplate;
 use corelb_engine::config::model::*;
