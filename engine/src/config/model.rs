@@ -719,6 +719,8 @@ pub struct HttpConf {
     pub user_vars: Vec<String>,
     /// The charsets the block names and its `charset_map` tables.
     pub charsets: std::sync::Arc<super::charset::Charsets>,
+    /// A value names `$ssl_ciphers`: TLS handshakes keep the client's list of suites.
+    pub ssl_ciphers: bool,
 }
 
 /// The active health checks of an `http` or `stream` block (nginx Plus), gathered from its locations or servers.

@@ -43,6 +43,8 @@ pub enum Var {
     SslSessionId,
     /// `$ssl_alpn_protocol`: the protocol the handshake's ALPN chose (empty: none).
     SslAlpnProtocol,
+    /// `$ssl_ciphers`: the suites the client offered, OpenSSL's names joined by `:`.
+    SslCiphers,
     /// `$ssl_preread_server_name`, `$ssl_preread_protocol`, `$ssl_preread_alpn_protocols` (stream `ssl_preread`).
     SslPreread(PrereadVar),
     /// `$ssl_client_verify`, `$ssl_client_s_dn` and the other client certificate variables.
@@ -168,6 +170,7 @@ const NAMES: &[(&str, Var)] = &[
     ("ssl_session_reused", Var::SslSessionReused),
     ("ssl_session_id", Var::SslSessionId),
     ("ssl_alpn_protocol", Var::SslAlpnProtocol),
+    ("ssl_ciphers", Var::SslCiphers),
     ("ssl_preread_server_name", Var::SslPreread(PrereadVar::ServerName)),
     ("ssl_preread_protocol", Var::SslPreread(PrereadVar::Protocol)),
     ("ssl_preread_alpn_protocols", Var::SslPreread(PrereadVar::AlpnProtocols)),

@@ -261,9 +261,12 @@ impl RequestVars<'_, '_, '_> {
                 last.is_some_and(|c| c.named(name).is_some())
             }
             // nginx's ssl variables are not found on a plain connection (`$https` is empty there, but found)
-            Var::SslProtocol | Var::SslCipher | Var::SslSessionReused | Var::SslSessionId | Var::SslAlpnProtocol => {
-                self.ext.tls.is_some()
-            }
+            Var::SslProtocol
+            | Var::SslCipher
+            | Var::SslSessionReused
+            | Var::SslSessionId
+            | Var::SslAlpnProtocol
+            | Var::SslCiphers => self.ext.tls.is_some(),
             Var::SslServerName => self.ext.tls.is_some_and(|t| !t.server_name.is_empty()),
             Var::SslClient(_) => self.ext.tls.is_some(),
             _ => true,
@@ -290,7 +293,9 @@ impl VarSource for RequestVars<'_, '_, '_> {
             | Var::SslCipher
             | Var::SslServerName
             | Var::SslSessionReused
-            | Var::SslSessionId => crate::tls::facts::append(self.ext.tls, var, out),
+            | Var::SslSessionId
+            | Var::SslAlpnProtocol
+            | Var::SslCiphers => crate::tls::facts::append(self.ext.tls, var, out),
             Var::SslClient(v) => crate::tls::client_vars::append(self.ext.tls, *v, out),
             Var::ProxyHost => out.extend_from_slice(self.proxy_host.as_bytes()),
             Var::ProxyAddXForwardedFor => {

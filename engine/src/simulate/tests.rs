@@ -325,6 +325,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             limit_zones: Default::default(),
             user_vars: Vec::new(),
             charsets: Default::default(),
+            ssl_ciphers: false,
             servers: vec![HttpServer {
                 listens: vec![],
                 server_names: vec![],

@@ -233,7 +233,7 @@ impl Snapshot {
                     .iter()
                     .filter_map(|&i| Some((i, http.servers.get(i)?.server_names.as_slice())));
                 p.names = ServerNames::build(of_port, &groups).map_err(SnapshotError::ServerName)?;
-                p.tls = tls_of_port(p, &http.servers)?;
+                p.tls = tls_of_port(p, &http.servers, http.ssl_ciphers)?;
             }
         }
         let mut stream_plans = Vec::new();
@@ -364,6 +364,7 @@ impl Snapshot {
 fn tls_of_port(
     port: &HttpPort,
     servers: &[HttpServer],
+    ciphers: bool,
 ) -> Result<Option<std::sync::Arc<crate::tls::PortTls>>, SnapshotError> {
     let ssl = port
         .servers
@@ -382,7 +383,9 @@ fn tls_of_port(
     let (names, default) = (port.names.clone(), port.default_server);
     let pick = Box::new(move |sni: &str| names.find(sni.as_bytes(), None).map_or(default, |f| f.server));
     let port_servers = crate::tls::PortServers { confs, default, pick };
-    Ok(Some(std::sync::Arc::new(crate::tls::server_config(port_servers)?)))
+    let mut tls = crate::tls::server_config(port_servers)?;
+    tls.ciphers = ciphers;
+    Ok(Some(std::sync::Arc::new(tls)))
 }
 
 fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize) {

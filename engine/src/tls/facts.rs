@@ -25,6 +25,8 @@ pub struct TlsFacts {
     pub session_id: [u8; 32],
     /// The protocol ALPN chose (`$ssl_alpn_protocol`).
     pub alpn: Vec<u8>,
+    /// The suites the client offered (`$ssl_ciphers`), where the address keeps them.
+    pub ciphers: String,
 }
 
 impl TlsFacts {
@@ -82,6 +84,7 @@ pub fn append(tls: Option<&TlsFacts>, var: &Var, out: &mut Vec<u8>) {
         Var::SslServerName => out.extend_from_slice(t.server_name.as_bytes()),
         Var::SslSessionReused => out.push(if t.reused { b'r' } else { b'.' }),
         Var::SslAlpnProtocol => out.extend_from_slice(&t.alpn),
+        Var::SslCiphers => out.extend_from_slice(t.ciphers.as_bytes()),
         Var::SslSessionId => {
             for b in t.session_id {
                 let digit = |n: u8| HEX.get(usize::from(n)).copied().unwrap_or(b'0');

@@ -13,6 +13,7 @@ pub mod facts;
 pub mod preread;
 pub mod resolve;
 pub mod server_config;
+pub mod session_timeout;
 pub mod verify;
 
 pub use accept::{accept, Accepted};

@@ -139,6 +139,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
             limit_zones: Default::default(),
             user_vars: Vec::new(),
             charsets: Default::default(),
+            ssl_ciphers: false,
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,

@@ -520,6 +520,8 @@ pub const UNSUPPORTED: &[&str] = &[
     "ssl_stapling_responder",
     "ssl_certificate_cache",
     "ssl_key_log",
+    "ssl_certificate_compression",
+    "ssl_ech_file",
     // proxy
     "proxy_buffers",
     "proxy_buffer_size",
@@ -544,6 +546,9 @@ pub const UNSUPPORTED: &[&str] = &[
     "proxy_ignore_client_abort",
     "proxy_socket_keepalive",
     "proxy_limit_rate",
+    "proxy_ssl_password_file",
+    "proxy_ssl_certificate_cache",
+    "proxy_ssl_alpn",
     "proxy_buffer",
     "proxy_download_rate",
     "proxy_upload_rate",
