@@ -111,7 +111,14 @@ pub const SPECS: &[Spec] = &[
     ),
     both("server", UPS, MORE1),
     both("listen", Ctx::HTTP_SRV.or(Ctx::STREAM_SRV), MORE1),
-    both("server_name", Ctx::HTTP_SRV, MORE1),
+    // stream virtual servers (nginx 1.25.5+) are not in corelb: refused by name there
+    spec(
+        "server_name",
+        Ctx::HTTP_SRV.or(Ctx::STREAM_SRV),
+        Ctx::HTTP_SRV,
+        MORE1,
+        false,
+    ),
     spec(
         "location",
         Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
