@@ -116,6 +116,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                     ssl: false,
                     span: Span::default(),
                 }],
+                server_names: Vec::new(),
                 upstream: Some(0),
                 pass: None,
                 ret: None,

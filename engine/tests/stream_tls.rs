@@ -4,7 +4,7 @@
 //! session), `proxy_ssl on` with verification off and on (a trusted certificate and its name pass, another
 //! certificate ends the session before any byte reaches that backend), and `ssl_preread` routing a real
 //! handshake by its SNI to one of two TLS backends through a stream `map`, with a first byte that is not TLS and
-//! a truncated hello.
+//! a truncated hello; and virtual servers (`server_name`) picked by a handshake's or a preread hello's SNI.
 
 mod support;
 
@@ -80,6 +80,9 @@ struct Ports {
     untrusted: SocketAddr,
     route: SocketAddr,
     peek: SocketAddr,
+    /// Two servers on one `ssl` address, and two on a preread one (`server_name`).
+    named: SocketAddr,
+    named_preread: SocketAddr,
 }
 
 /// The backends: a plain echo, the TLS line backends with the trusted and the stranger's certificate, and the
@@ -111,12 +114,19 @@ fn config_text(p: &Ports, b: &Backends, f: &Files) -> String {
          server {{ listen {route}; ssl_preread on; proxy_pass $by_sni; }}\n\
          server {{ listen {peek}; ssl_preread on; preread_timeout 1s; \
            return \"[$ssl_preread_server_name|$ssl_preread_protocol]\"; }}\n\
+         server {{ listen {named} ssl; server_name one.test; return \"one $ssl_server_name\"; }}\n\
+         server {{ listen {named}; server_name two.test *.two.test; ssl_certificate {}; ssl_certificate_key {}; \
+           return \"two $ssl_server_name\"; }}\n\
+         server {{ listen {named_preread}; server_name one.test; ssl_preread on; return \"p-one\"; }}\n\
+         server {{ listen {named_preread}; server_name two.test; return \"p-two\"; }}\n\
          }}\n",
         path(&f.proxy),
         f.proxy.key_file.display(),
         path(&f.ca),
         path(&f.own),
         path(&f.own),
+        path(&f.a),
+        f.a.key_file.display(),
         a = b.a.addr,
         b = b.b.addr,
         vars = p.vars,
@@ -130,6 +140,8 @@ fn config_text(p: &Ports, b: &Backends, f: &Files) -> String {
         stranger = b.stranger.addr,
         route = p.route,
         peek = p.peek,
+        named = p.named,
+        named_preread = p.named_preread,
     )
 }
 
@@ -186,6 +198,8 @@ fn stream_tls<R: Runtime>(tag: &str) {
         untrusted: free_addr(),
         route: free_addr(),
         peek: free_addr(),
+        named: free_addr(),
+        named_preread: free_addr(),
     };
     let text = config_text(&p, &b, &f);
     let config =
@@ -261,6 +275,27 @@ fn stream_tls<R: Runtime>(tag: &str) {
     let mut raw = plain(p.peek);
     raw.write_all(&hello[..10]).expect("send some");
     assert_eq!(read_all(&mut raw), "");
+
+    // virtual servers (nginx 1.25.5+): the handshake's SNI picks the server and its certificate; no name or an
+    // unknown one: the default server
+    let named = TlsClient::new(None);
+    let got = read_all(&mut named.connect(p.named, "x.two.test").expect("handshake"));
+    assert_eq!(
+        (got.as_str(), named.last_cert()),
+        ("two x.two.test", f.a.der().to_vec())
+    );
+    let got = read_all(&mut named.connect(p.named, "other.test").expect("handshake"));
+    assert_eq!(
+        (got.as_str(), named.last_cert()),
+        ("one other.test", f.proxy.der().to_vec())
+    );
+    // and so does a preread hello's
+    let mut raw = plain(p.named_preread);
+    raw.write_all(&client_hello("two.test")).expect("send hello");
+    assert_eq!(read_all(&mut raw), "p-two");
+    let mut raw = plain(p.named_preread);
+    raw.write_all(&client_hello("three.test")).expect("send hello");
+    assert_eq!(read_all(&mut raw), "p-one");
 
     drop(proxy);
     let _ = std::fs::remove_dir_all(&f.dir);

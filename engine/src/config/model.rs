@@ -799,6 +799,8 @@ pub enum HeaderCond {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamServer {
     pub listens: Vec<Listen>,
+    /// `server_name` (nginx 1.25.5+): the names a handshake's or a preread hello's SNI picks this server by.
+    pub server_names: Vec<String>,
     /// `proxy_pass`: index into `StreamConf::upstreams`; `None` when the server answers with `return`.
     pub upstream: Option<usize>,
     /// `proxy_pass` with variables: per session, the value names an upstream of the block or an `IP:PORT`.

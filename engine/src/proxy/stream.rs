@@ -32,9 +32,10 @@ const BUF: usize = 16 * 1024;
 /// began (a reload applies to the next connection).
 pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, listen: SocketAddr) {
     let snap = shard.snapshot();
-    let Some(index) = snap.stream_server_of(listen) else {
+    let Some(port) = snap.stream_port(listen) else {
         return;
     };
+    let index = port.server;
     let Some(srv) = snap.config.stream.as_ref().and_then(|s| s.servers.get(index)) else {
         return;
     };
@@ -48,7 +49,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     // what the client sent after its PROXY protocol header, passed on first
     let mut early = None;
     let mut proxy = None;
-    if snap.stream_ports.iter().any(|p| p.addr == listen && p.proxy_protocol) {
+    if port.proxy_protocol {
         let mut buf = IoBuf::new(crate::http::proxy_protocol::V2_MAX);
         let read = super::proxy_header::HeaderRead::<R> {
             sock: &mut client,
@@ -115,12 +116,14 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         shard.log_session(&snap, rec);
         return;
     }
-    // nginx's ssl phase: the handshake of `listen ... ssl`
-    let ssl_port = snap.stream_ports.iter().any(|p| p.addr == listen && p.ssl);
-    if let Some(tls) = plan.and_then(|p| p.tls.as_deref()).filter(|_| ssl_port) {
-        match super::stream_tls::handshake::<R>(client, tls, &srv.ssl, &shard.counters, errors).await {
+    // nginx's ssl phase: the handshake of `listen ... ssl`; its SNI picks the server the session goes on with
+    let mut picked = index;
+    if let Some(tls) = port.tls.as_deref() {
+        let wait = srv.ssl.handshake_timeout;
+        match super::stream_tls::handshake::<R>(client, tls, wait, &shard.counters, errors).await {
             Some((sock, facts)) => {
                 client = sock;
+                picked = port.server_for(facts.server_name.as_bytes());
                 rec.tls = Some(facts);
             }
             None => {
@@ -130,11 +133,15 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
             }
         }
     }
-    // nginx's preread phase: `ssl_preread` reads the client's hello, kept to go to the upstream first
+    // nginx's preread phase: `ssl_preread` reads the client's hello, kept to go to the upstream first; its SNI
+    // picks the server too
     if srv.ssl.preread {
         match super::stream_tls::read_hello::<R>(&mut client, early.as_ref(), &srv.ssl, errors).await {
             Ok((buf, facts)) => {
                 early = Some(buf);
+                if let Some(f) = &facts {
+                    picked = port.server_for(&f.server_name);
+                }
                 rec.preread = facts;
             }
             Err(status) => {
@@ -142,6 +149,20 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
                 shard.log_session(&snap, rec);
                 return;
             }
+        }
+    }
+    let Some(srv) = snap.config.stream.as_ref().and_then(|s| s.servers.get(picked)) else {
+        return;
+    };
+    let plan = snap.stream_servers.get(picked);
+    let errors = plan.and_then(|p| p.errors.as_deref());
+    rec.set = plan.map_or(0, |p| p.log_set);
+    // `ssl_verify_client` of the server the handshake picked
+    if let Some(facts) = &rec.tls {
+        if super::stream_tls::client_refused(facts, &srv.ssl, errors) {
+            rec.status = INTERNAL_SERVER_ERROR;
+            shard.log_session(&snap, rec);
+            return;
         }
     }
     if let Some(value) = &srv.ret {

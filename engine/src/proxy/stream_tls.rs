@@ -19,18 +19,18 @@ use std::time::{Duration, Instant};
 /// The longest wait taken (a larger timeout is as good as forever, and a clock sum cannot overflow).
 const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// Runs the handshake of `sock` with `tls`: the session and its facts, or `None` when it failed or the client's
-/// certificate is refused (nginx ends the session with 500).
+/// Runs the handshake of `sock` with `tls` within `wait`: the session and its facts, or `None` when it failed
+/// (nginx ends the session with 500).
 pub async fn handshake<R: Runtime>(
     sock: R::Conn,
     tls: &PortTls,
-    ssl: &StreamSsl,
+    wait: Duration,
     counters: &ShardSlot,
     errors: Option<&ErrorLogs>,
 ) -> Option<(R::Conn, TlsFacts)> {
     let mut facts = TlsFacts::default();
     // boxed: the handshake's state (a rustls session) is not part of every session's future
-    let accepting = Box::pin(crate::tls::accept::<R>(sock, tls, ssl.handshake_timeout, &mut facts));
+    let accepting = Box::pin(crate::tls::accept::<R>(sock, tls, wait, &mut facts));
     let sock = match accepting.await {
         Accepted::Tls(sock) => sock,
         Accepted::Plain(_) | Accepted::Failed => {
@@ -40,19 +40,23 @@ pub async fn handshake<R: Runtime>(
         }
     };
     counters.count_handshake(facts.reused);
-    let mode = ssl.server.as_ref().and_then(|c| c.client.as_ref()).map(|c| c.mode);
-    if let Some(mode) = mode {
-        if refusal(mode, facts.client).is_some() {
-            match facts.client {
-                Verdict::Failed(e) => {
-                    crate::log_in!(errors, Level::Info, "client SSL certificate verify error: {e}")
-                }
-                _ => crate::log_in!(errors, Level::Info, "client sent no required SSL certificate"),
-            }
-            return None;
-        }
-    }
     Some((sock, facts))
+}
+
+/// Whether the server's `ssl_verify_client` (its `ssl`) refuses the client of a handshake with `facts` (nginx
+/// ends the session with 500), logged as nginx logs it.
+pub fn client_refused(facts: &TlsFacts, ssl: &StreamSsl, errors: Option<&ErrorLogs>) -> bool {
+    let Some(mode) = ssl.server.as_ref().and_then(|c| c.client.as_ref()).map(|c| c.mode) else {
+        return false;
+    };
+    if refusal(mode, facts.client).is_none() {
+        return false;
+    }
+    match facts.client {
+        Verdict::Failed(e) => crate::log_in!(errors, Level::Info, "client SSL certificate verify error: {e}"),
+        _ => crate::log_in!(errors, Level::Info, "client sent no required SSL certificate"),
+    }
+    true
 }
 
 /// `ssl_preread`: reads the client's first bytes (after `early`, what came with its PROXY protocol header) until

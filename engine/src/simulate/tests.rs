@@ -356,6 +356,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             limit_zones: Default::default(),
             servers: vec![StreamServer {
                 listens: vec![],
+                server_names: Vec::new(),
                 upstream: Some(0),
                 pass: None,
                 ret: None,

@@ -15,6 +15,7 @@ use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use server_names::{NameRegex, ServerNames};
 use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
+pub use stream_ports::StreamPort;
 
 pub mod absolute_location;
 pub mod access;
@@ -35,6 +36,7 @@ pub mod rewrite;
 pub mod route;
 pub mod server_names;
 pub mod stream_logs;
+pub mod stream_ports;
 pub mod user_vars;
 pub mod var_pass;
 
@@ -85,18 +87,6 @@ pub struct HttpPort {
     pub names: ServerNames,
     /// A `listen ... ssl` address: its TLS config (SNI picks among its servers' certificates).
     pub tls: Option<std::sync::Arc<crate::tls::PortTls>>,
-}
-
-/// One stream listen address and its server.
-#[derive(Debug, Clone)]
-pub struct StreamPort {
-    pub addr: SocketAddr,
-    /// Index into the stream block's servers.
-    pub server: usize,
-    /// Connections start with a PROXY protocol header.
-    pub proxy_protocol: bool,
-    /// `listen ... ssl`: connections start with the server's TLS handshake.
-    pub ssl: bool,
 }
 
 /// An http server's routing table.
@@ -243,27 +233,15 @@ impl Snapshot {
             for u in &stream.upstreams {
                 stream_plans.push(UpstreamPlan::build(u, zone)?);
             }
-            for (si, srv) in stream.servers.iter().enumerate() {
+            for srv in &stream.servers {
                 if let Some(up) = srv.upstream.filter(|&u| u >= stream_plans.len()) {
                     return Err(SnapshotError::NoSuchUpstream(up));
                 }
                 let upstream = srv.upstream.and_then(|u| stream_plans.get(u)).map(|p| p.name.as_str());
                 let plan = StreamServerPlan::build(srv, &mut access_logs, &stream_limits)?;
                 stream_servers.push(plan.with_tls(srv, upstream)?);
-                for l in &srv.listens {
-                    if stream_ports.iter().any(|p: &StreamPort| p.addr == l.addr)
-                        || http_ports.iter().any(|p| p.addr == l.addr)
-                    {
-                        return Err(SnapshotError::DuplicateListen(l.addr));
-                    }
-                    stream_ports.push(StreamPort {
-                        addr: l.addr,
-                        server: si,
-                        proxy_protocol: l.proxy_protocol,
-                        ssl: l.ssl,
-                    });
-                }
             }
+            stream_ports = stream_ports::build(&stream.servers, |a| http_ports.iter().any(|p| p.addr == a))?;
         }
         let client_buffer = servers
             .iter()
@@ -327,7 +305,12 @@ impl Snapshot {
 
     /// The stream server listening on `addr`, if this config has one there.
     pub fn stream_server_of(&self, addr: SocketAddr) -> Option<usize> {
-        self.stream_ports.iter().find(|p| p.addr == addr).map(|p| p.server)
+        self.stream_port(addr).map(|p| p.server)
+    }
+
+    /// The stream listen address `addr`.
+    pub fn stream_port(&self, addr: SocketAddr) -> Option<&StreamPort> {
+        self.stream_ports.iter().find(|p| p.addr == addr)
     }
 
     /// Every listen address, http first, with what it serves.

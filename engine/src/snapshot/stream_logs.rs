@@ -1,5 +1,5 @@
-//! A snapshot's stream servers: the access log set each one logs its sessions to, and their TLS towards clients
-//! and upstreams.
+//! A snapshot's stream servers: the access log set each one logs its sessions to, and their TLS towards
+//! upstreams.
 
 use super::logs::{AccessLogPlan, LogTarget};
 use super::SnapshotError;
@@ -16,8 +16,6 @@ pub struct StreamServerPlan {
     pub limits: Option<std::sync::Arc<super::limits::LimitPlan>>,
     /// The server's `error_log` lines (`None`: the main log).
     pub errors: Option<std::sync::Arc<crate::log::ErrorLogs>>,
-    /// `listen ... ssl`: what its handshakes are made with.
-    pub tls: Option<std::sync::Arc<crate::tls::PortTls>>,
     /// `proxy_ssl on`: what its upstream connections are opened with.
     pub upstream_tls: Option<std::sync::Arc<crate::tls::client_config::UpstreamTls>>,
 }
@@ -38,28 +36,13 @@ impl StreamServerPlan {
             log_set: logs.stream_set_of(srv).map_err(SnapshotError::AccessLog)?,
             realip: srv.realip.as_deref().map(super::realip::RealIpPlan::new),
             errors,
-            tls: None,
             upstream_tls: None,
         })
     }
 
-    /// The plan with the TLS of `srv`, whose `proxy_pass` names `upstream` (the default `proxy_ssl_name`).
+    /// The plan with the upstream TLS of `srv`, whose `proxy_pass` names `upstream` (the default `proxy_ssl_name`).
     pub fn with_tls(mut self, srv: &StreamServer, upstream: Option<&str>) -> Result<Self, SnapshotError> {
-        use crate::tls::{server_config, PortServers};
         use std::sync::Arc;
-        if let Some(conf) = &srv.ssl.server {
-            let port = PortServers {
-                confs: vec![Some(conf)],
-                default: 0,
-                pick: Box::new(|_| 0),
-            };
-            let mut tls = server_config(port)?;
-            // stream answers ALPN only with `ssl_alpn` (nginx sets no callback without it)
-            let mut config = (*tls.config).clone();
-            config.alpn_protocols.clone_from(&srv.ssl.alpn);
-            tls.config = Arc::new(config);
-            self.tls = Some(Arc::new(tls));
-        }
         // a server answering with `return` opens no upstream connection
         let proxies = srv.upstream.is_some() || srv.pass.is_some();
         if let Some(conf) = srv.ssl.proxy.as_ref().filter(|_| proxies) {
@@ -110,6 +93,7 @@ mod tests {
     fn server(logs: Vec<AccessLogConf<StreamFormat>>) -> StreamServer {
         StreamServer {
             listens: Vec::new(),
+            server_names: Vec::new(),
             upstream: Some(0),
             pass: None,
             ret: None,

@@ -88,7 +88,7 @@ pub async fn accept<R: Runtime>(
         Ok(tls) => {
             if let Some(session) = tls.tls() {
                 facts.take(session, session_id);
-                facts.ciphers = ciphers;
+                facts.more.ciphers = ciphers;
                 if let Some(certs) = &tls_conf.clients {
                     facts.take_client(session, certs);
                 }

@@ -21,6 +21,13 @@ pub struct TlsFacts {
     pub client: Verdict,
     /// The client's certificate (DER; empty: none, or not verified here), for the `$ssl_client_*` variables.
     pub client_cert: Vec<u8>,
+    /// The facts fewer configs read, apart (boxed: an idle connection's buffers hold the facts whole).
+    pub more: Box<MoreFacts>,
+}
+
+/// The facts of a handshake that fewer variables read.
+#[derive(Debug, Clone, Default)]
+pub struct MoreFacts {
     /// `$ssl_session_id`: given to a new session, read back from the ticket or cache entry of a resumed one.
     pub session_id: [u8; 32],
     /// The protocol ALPN chose (`$ssl_alpn_protocol`).
@@ -44,12 +51,14 @@ impl TlsFacts {
         self.server_name.clear();
         self.server_name.push_str(session.server_name().unwrap_or_default());
         self.reused = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-        self.session_id = fresh;
-        self.alpn.clear();
-        self.alpn.extend_from_slice(session.alpn_protocol().unwrap_or_default());
+        let more = &mut *self.more;
+        more.session_id = fresh;
+        more.alpn.clear();
+        more.alpn.extend_from_slice(session.alpn_protocol().unwrap_or_default());
+        more.ciphers.clear();
         if let Some(id) = session.received_resumption_data().filter(|_| self.reused) {
             if let Ok(id) = <[u8; 32]>::try_from(id) {
-                self.session_id = id;
+                more.session_id = id;
             }
         }
         self.client = Verdict::None;
@@ -83,10 +92,10 @@ pub fn append(tls: Option<&TlsFacts>, var: &Var, out: &mut Vec<u8>) {
         Var::SslCipher => out.extend_from_slice(t.cipher.as_bytes()),
         Var::SslServerName => out.extend_from_slice(t.server_name.as_bytes()),
         Var::SslSessionReused => out.push(if t.reused { b'r' } else { b'.' }),
-        Var::SslAlpnProtocol => out.extend_from_slice(&t.alpn),
-        Var::SslCiphers => out.extend_from_slice(t.ciphers.as_bytes()),
+        Var::SslAlpnProtocol => out.extend_from_slice(&t.more.alpn),
+        Var::SslCiphers => out.extend_from_slice(t.more.ciphers.as_bytes()),
         Var::SslSessionId => {
-            for b in t.session_id {
+            for b in t.more.session_id {
                 let digit = |n: u8| HEX.get(usize::from(n)).copied().unwrap_or(b'0');
                 out.extend_from_slice(&[digit(b >> 4), digit(b & 15)]);
             }

@@ -192,26 +192,28 @@ impl HttpListens {
     }
 }
 
-/// Every address the stream servers listen on.
+/// Every address the stream servers listen on: as http's (nginx 1.25.5+ has stream virtual servers), one default
+/// server and one set of socket options per address.
 #[derive(Debug, Default)]
 pub struct StreamListens {
-    addrs: Vec<SocketAddr>,
+    addrs: HttpListens,
 }
 
 impl StreamListens {
-    /// `listen` in a stream server (no port means port 0, as nginx 1.22 reads it).
-    pub fn listen(&mut self, d: &Directive) -> Result<Vec<Listen>, ConfigError> {
+    /// `listen` in stream server number `server` (no port means port 0, as nginx 1.22 reads it).
+    pub fn listen(&mut self, d: &Directive, server: usize) -> Result<Vec<Listen>, ConfigError> {
         let addrs = addresses(d, 0)?;
         let mut params = Params::default();
-        let mut ssl = false;
         for p in d.args.iter().skip(1) {
-            if p == "ssl" {
-                ssl = true;
+            if p == "default_server" {
+                params.default_server = true;
+            } else if p == "ssl" {
+                params.ssl = true;
             } else if !common_param(p, d, &mut params, UNSUPPORTED_STREAM)? {
                 return Err(ConfigError::invalid(format!("the invalid \"{p}\" parameter"), &d.span));
             }
         }
-        if ssl && params.proxy_protocol {
+        if params.ssl && params.proxy_protocol {
             // the PROXY protocol header comes before the handshake: corelb's stream reads it into a buffer the
             // TLS session would have to start from
             let msg = "\"listen ... ssl proxy_protocol\" in stream is not supported by corelb";
@@ -219,20 +221,21 @@ impl StreamListens {
         }
         let mut out = Vec::with_capacity(addrs.len());
         for addr in addrs {
-            if self.addrs.contains(&addr) {
-                let msg = format!("duplicate \"{addr}\" address and port pair");
-                return Err(ConfigError::invalid(msg, &d.span));
-            }
-            self.addrs.push(addr);
+            self.addrs.add(addr, server, &params, &d.span)?;
             out.push(Listen {
                 addr,
-                default_server: false,
+                default_server: params.default_server,
                 proxy_protocol: params.proxy_protocol,
-                ssl,
+                ssl: params.ssl,
                 span: d.span.clone(),
             });
         }
         Ok(out)
+    }
+
+    /// nginx's warnings for a name two stream servers on one address both claim.
+    pub fn name_conflicts(&self, names_of: impl Fn(usize) -> Vec<String>) -> Vec<String> {
+        self.addrs.name_conflicts(names_of)
     }
 }
 
@@ -325,17 +328,31 @@ mod tests {
     fn stream_duplicates_and_parameters() {
         let mut t = StreamListens::default();
         let d = listen_directive("listen 127.0.0.1:5000 reuseport;");
-        assert!(t.listen(&d).is_ok());
+        assert!(t.listen(&d, 0).is_ok());
         assert_eq!(
-            err(t.listen(&d)),
-            "[emerg] duplicate \"127.0.0.1:5000\" address and port pair in t.conf:1"
+            err(t.listen(&d, 0)),
+            "[emerg] a duplicate listen 127.0.0.1:5000 in t.conf:1"
+        );
+        // another server on the address (nginx 1.25.5+), once with the socket options
+        assert_eq!(
+            err(t.listen(&d, 1)),
+            "[emerg] duplicate listen options for 127.0.0.1:5000 in t.conf:1"
+        );
+        assert!(
+            t.listen(&listen_directive("listen 127.0.0.1:5000 default_server;"), 2)
+                .unwrap()[0]
+                .default_server
         );
         assert_eq!(
-            err(t.listen(&listen_directive("listen 5001 default_server;"))),
-            "[emerg] the invalid \"default_server\" parameter in t.conf:1"
+            err(t.listen(&listen_directive("listen 127.0.0.1:5000 default_server;"), 3)),
+            "[emerg] a duplicate default server for 127.0.0.1:5000 in t.conf:1"
         );
-        assert!(t.listen(&listen_directive("listen 5002 proxy_protocol;")).unwrap()[0].proxy_protocol);
-        let no_port = t.listen(&listen_directive("listen 127.0.0.2;")).unwrap();
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 5001 http2;"), 0)),
+            "[emerg] the invalid \"http2\" parameter in t.conf:1"
+        );
+        assert!(t.listen(&listen_directive("listen 5002 proxy_protocol;"), 0).unwrap()[0].proxy_protocol);
+        let no_port = t.listen(&listen_directive("listen 127.0.0.2;"), 0).unwrap();
         assert_eq!(no_port[0].addr.port(), 0);
     }
 

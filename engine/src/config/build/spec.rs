@@ -111,14 +111,8 @@ pub const SPECS: &[Spec] = &[
     ),
     both("server", UPS, MORE1),
     both("listen", Ctx::HTTP_SRV.or(Ctx::STREAM_SRV), MORE1),
-    // stream virtual servers (nginx 1.25.5+) are not in corelb: refused by name there
-    spec(
-        "server_name",
-        Ctx::HTTP_SRV.or(Ctx::STREAM_SRV),
-        Ctx::HTTP_SRV,
-        MORE1,
-        false,
-    ),
+    // stream virtual servers: nginx 1.25.5+
+    both("server_name", Ctx::HTTP_SRV.or(Ctx::STREAM_SRV), MORE1),
     spec(
         "location",
         Ctx::HTTP_SRV.or(Ctx::HTTP_LOC),
@@ -409,8 +403,8 @@ pub const SPECS: &[Spec] = &[
     both("open_file_cache_min_uses", HTTP_MSL, TAKE1),
     both("open_file_cache_errors", HTTP_MSL, TAKE1),
     both("types_hash_max_size", HTTP_MSL, TAKE1),
-    both("server_names_hash_max_size", Ctx::HTTP, TAKE1),
-    both("server_names_hash_bucket_size", Ctx::HTTP, TAKE1),
+    both("server_names_hash_max_size", Ctx::HTTP.or(Ctx::STREAM), TAKE1),
+    both("server_names_hash_bucket_size", Ctx::HTTP.or(Ctx::STREAM), TAKE1),
     both("types_hash_bucket_size", HTTP_MSL, TAKE1),
     both("access_log", STREAM_MS, MORE1),
     both("log_format", Ctx::STREAM, MORE2),

@@ -56,6 +56,7 @@ struct StreamLayer {
 struct ServerDraft {
     span: Span,
     listens: Vec<Listen>,
+    names: Vec<String>,
     upstream: Option<usize>,
     /// `proxy_pass` with variables.
     pass: Option<KeyTemplate>,
@@ -106,6 +107,10 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         "log_format" => st.logs.log_format(sd, &mut st.vars),
         "access_log" => st.logs.access_log(&mut st.block_logs, sd, &mut st.vars),
         "error_log" => error_log(&mut st.block_errors, b, sd),
+        // the sizes of nginx's server-name hash: corelb matches names without one (checked)
+        "server_names_hash_max_size" | "server_names_hash_bucket_size" => super::value::atoi(arg(sd, 0))
+            .map(|_| ())
+            .ok_or_else(|| super::directive_err(sd, "invalid number")),
         "geo" => {
             let m = super::geo::build(b, sd, Module::Stream, &mut st.vars)?;
             st.maps.maps.push(m);
@@ -115,6 +120,10 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         _ if super::limits::zone(&mut st.zones, &mut st.vars, Module::Stream, sd)? => Ok(()),
         _ => st.layer.directive(b, sd),
     })?;
+    b.warnings.extend(
+        st.listens
+            .name_conflicts(|i| st.servers.get(i).map(|s| s.names.clone()).unwrap_or_default()),
+    );
     // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
     let conf_dir = d.span.file.parent().unwrap_or(std::path::Path::new(""));
     let mut servers = Vec::with_capacity(st.servers.len());
@@ -150,6 +159,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         st.logs.settle(&mut access_log);
         servers.push(StreamServer {
             listens: s.listens,
+            server_names: s.names,
             upstream,
             pass,
             ret,
@@ -207,10 +217,8 @@ fn stream_ssl(
 ) -> Result<StreamSsl, ConfigError> {
     let listen_ssl = listens.iter().any(|l| l.ssl);
     let d = StreamSsl::default();
-    let server = match listen_ssl {
-        true => layer.tls.stream_conf(conf_dir, span)?,
-        false => None,
-    };
+    // a server on an `ssl` address without `ssl` in its own `listen` may still have certificates (or reject)
+    let server = layer.tls.stream_conf(conf_dir, span, listen_ssl)?;
     let proxy = match layer.proxy_ssl {
         Some(true) => {
             let conf = layer.proxy_tls.conf(conf_dir, span)?;
@@ -256,9 +264,11 @@ fn error_log(slot: &mut Option<Vec<(String, Option<String>)>>, b: &Build, d: &Di
 
 impl StreamState {
     fn server(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+        let index = self.servers.len();
         let mut s = ServerDraft {
             span: d.span.clone(),
             listens: Vec::new(),
+            names: Vec::new(),
             upstream: None,
             pass: None,
             ret: None,
@@ -270,9 +280,10 @@ impl StreamState {
         };
         walk(block_of(d)?, Ctx::STREAM_SRV, |sd| match sd.name.as_str() {
             "listen" => {
-                s.listens.extend(self.listens.listen(sd)?);
+                s.listens.extend(self.listens.listen(sd, index)?);
                 Ok(())
             }
+            "server_name" => super::server_names::directive(b, sd, &mut s.names),
             "proxy_pass" => {
                 unset(&s.upstream, sd)?;
                 unset(&s.pass, sd)?;

@@ -162,10 +162,15 @@ impl TlsLayer {
         }
     }
 
-    /// The merged settings of a stream server at `server` that listens with `ssl` (its one address's default
-    /// server: it needs a certificate, or `ssl_reject_handshake on`).
-    pub fn stream_conf(&self, conf_dir: &Path, server: &Span) -> Result<Option<TlsConf>, ConfigError> {
-        self.conf(conf_dir, Some(server), true)
+    /// The merged settings of the stream server at `server`; one that listens with `ssl` needs a certificate (or
+    /// `ssl_reject_handshake on`), another has settings only with them.
+    pub fn stream_conf(
+        &self,
+        conf_dir: &Path,
+        server: &Span,
+        listen_ssl: bool,
+    ) -> Result<Option<TlsConf>, ConfigError> {
+        self.conf(conf_dir, listen_ssl.then_some(server), listen_ssl)
     }
 
     /// The merged settings with nginx's defaults, certificates loaded relative to `conf_dir`; `None` for a server
