@@ -357,6 +357,7 @@ pub const SPECS: &[Spec] = &[
     both("ssl_handshake_timeout", STREAM_MS, TAKE1),
     both("ssl_alpn", STREAM_MS, MORE1),
     both("proxy_ssl", STREAM_MS, TAKE1),
+    both("proxy_ssl_password_file", HTTP_MSL.or(STREAM_MS), TAKE1),
     spec(
         "proxy_ssl_conf_command",
         HTTP_MSL.or(STREAM_MS),
@@ -547,7 +548,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "proxy_ignore_client_abort",
     "proxy_socket_keepalive",
     "proxy_limit_rate",
-    "proxy_ssl_password_file",
     "proxy_ssl_certificate_cache",
     "proxy_ssl_alpn",
     "proxy_buffer",
