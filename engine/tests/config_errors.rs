@@ -857,9 +857,11 @@ events {}
 stream { server { listen 127.0.0.1:18093; listen 127.0.0.1:18093; proxy_pass 127.0.0.1:1; } }
 "#
             .to_string(),
-            r#"duplicate "127.0.0.1:18093" address and port pair"#,
+            // nginx 1.25.5+'s word (stream virtual servers); Debian's nginx 1.22 says `duplicate "ADDR" address and
+            // port pair`
+            r#"a duplicate listen 127.0.0.1:18093"#,
             3,
-            Same,
+            Differs,
         ),
         case(
             "stream_hash_httpvar",

@@ -3,7 +3,7 @@
 //! session resumption (tickets and the session cache, and neither when both are off); a reload with a rotated
 //! certificate (new connections get it, an open one goes on); plain HTTP to the TLS port (nginx's 400 page);
 //! garbage, truncated and slow handshakes cut without disturbing the shard; `ssl_reject_handshake`'s
-//! `unrecognized_name`; and the config errors of `-t`.
+//! `unrecognized_name`; `$ssl_session_id`, `$ssl_ciphers` and `ssl_session_timeout`; and the config errors of `-t`.
 
 mod support;
 
@@ -427,6 +427,72 @@ fn tls_termination_tokio() {
 fn tls_termination_glommio() {
     if glommio_usable() {
         tls_sequence::<Glommio>("glommio");
+    }
+}
+
+/// One `GET /` over `s`, read to its end: the body.
+fn body_of(mut s: support::tls::TlsStream) -> String {
+    s.write_all(b"GET / HTTP/1.0\r\nHost: s\r\n\r\n").expect("request");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    text.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// `$ssl_session_id` (kept by a resumed session), `$ssl_ciphers` (the client's offer) and `ssl_session_timeout`
+/// (a session older than it is not resumed).
+fn session_vars<R: Runtime>(tag: &str) {
+    let dir = support::tls::test_dir(&format!("tls-sessions-{tag}"));
+    let cert = support::tls::self_signed(&dir, "s", support::tls::params(&["s.test"], "s.test"));
+    let (long, short) = (free_addr(), free_addr());
+    let text = format!(
+        "events {{}}\nhttp {{\n access_log off;\n ssl_certificate {};\n ssl_certificate_key {};\n\
+         server {{ listen {long} ssl; return 200 \"$ssl_session_reused|$ssl_session_id|$ssl_ciphers\"; }}\n\
+         server {{ listen {short} ssl; ssl_session_timeout 1s; return 200 \"$ssl_session_reused\"; }}\n}}\n",
+        cert.file.display(),
+        cert.key_file.display()
+    );
+    let proxy = Proxy::start::<R>(parse(&text), 1);
+    let client = support::tls::TlsClient::new(None);
+    let first = body_of(client.connect(long, "s.test").expect("handshake"));
+    let (reused, rest) = first.split_once('|').expect("fields");
+    let (id, ciphers) = rest.split_once('|').expect("fields");
+    assert_eq!(reused, ".");
+    assert!(id.len() == 64 && id.bytes().all(|c| c.is_ascii_hexdigit()), "{first}");
+    // rustls offers its TLS 1.3 suites first, then the TLS 1.2 ones, every one by OpenSSL's name
+    assert!(ciphers.starts_with("TLS_AES_256_GCM_SHA384:"), "{first}");
+    assert!(ciphers.contains(":ECDHE-ECDSA-AES128-GCM-SHA256"), "{first}");
+    let again = body_of(client.connect(long, "s.test").expect("resumed"));
+    assert_eq!(again, format!("r|{id}|{ciphers}"));
+    // another client: a new session, a new id
+    let other = body_of(
+        support::tls::TlsClient::new(None)
+            .connect(long, "s.test")
+            .expect("handshake"),
+    );
+    assert!(!other.contains(id), "{other}");
+
+    let client = support::tls::TlsClient::new(None);
+    assert_eq!(body_of(client.connect(short, "s.test").expect("handshake")), ".");
+    assert_eq!(body_of(client.connect(short, "s.test").expect("handshake")), "r");
+    // whole seconds: past 1 s of age, the ticket is not taken
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(body_of(client.connect(short, "s.test").expect("handshake")), ".");
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn session_vars_tokio() {
+    session_vars::<Tokio>("tokio");
+}
+
+#[test]
+fn session_vars_glommio() {
+    if glommio_usable() {
+        session_vars::<Glommio>("glommio");
     }
 }
 

@@ -8,7 +8,7 @@ use super::record::TryPeer;
 use super::render::{append_addr, append_ipv4, optional_seconds, seconds, three_digits};
 use super::ShardLog;
 use crate::config::log_format::{append_escaped, missing, needs_escape, Escape};
-use crate::config::stream_format::{StreamFormat, StreamOp, StreamVar};
+use crate::config::stream_format::{StreamFormat, StreamOp, StreamTls, StreamVar};
 use crate::http::pages::append_decimal;
 use crate::http::proxy_protocol::ProxyAddrs;
 use crate::http::var_cache::VarCache;
@@ -26,6 +26,7 @@ pub const OK: u16 = 200;
 pub const BAD_GATEWAY: u16 = 502;
 pub const BAD_REQUEST: u16 = 400;
 pub const FORBIDDEN: u16 = 403;
+pub const INTERNAL_SERVER_ERROR: u16 = 500;
 pub const SERVICE_UNAVAILABLE: u16 = 503;
 
 /// One upstream try of a session.
@@ -68,6 +69,9 @@ pub struct StreamRecord {
     pub limit_conn: crate::http::limit_status::LimitStatus,
     /// A UDP session (`$protocol` is `UDP`).
     pub udp: bool,
+    /// The session's TLS handshake (`listen ... ssl`), and what `ssl_preread` read.
+    pub tls: Option<crate::tls::TlsFacts>,
+    pub preread: Option<crate::tls::preread::Preread>,
 }
 
 impl Default for StreamRecord {
@@ -89,6 +93,8 @@ impl Default for StreamRecord {
             text: Vec::new(),
             limit_conn: Default::default(),
             udp: false,
+            tls: None,
+            preread: None,
         }
     }
 }
@@ -111,6 +117,8 @@ impl StreamRecord {
         self.text.clear();
         self.limit_conn.begin();
         self.udp = false;
+        self.tls = None;
+        self.preread = None;
     }
 
     /// A try against `peer` starts (the previous one's session time ends here, as in nginx).
@@ -235,6 +243,19 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
         StreamVar::UpstreamConnectTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.connect)),
         StreamVar::UpstreamFirstByteTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.first_byte)),
         StreamVar::UpstreamSessionTime => tries(rec, escape, out, |t, o| optional_seconds(o, t.session)),
+        StreamVar::Tls(t) => {
+            let start = out.len();
+            let var = t.var();
+            match t {
+                StreamTls::Client(c) => crate::tls::client_vars::append(rec.tls.as_ref(), c, out),
+                StreamTls::Preread(p) => crate::tls::preread::append(rec.preread.as_ref(), p, out),
+                _ => crate::tls::facts::append(rec.tls.as_ref(), &var, out),
+            }
+            if needs_escape(out.get(start..).unwrap_or_default(), escape) {
+                let raw = out.split_off(start);
+                append_escaped(out, &raw, escape);
+            }
+        }
         StreamVar::Map(i) => {
             let maps = stream_maps(cx.snap);
             let vars = StreamVars {
@@ -249,6 +270,8 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
                 },
                 maps,
                 cache: cx.maps,
+                tls: rec.tls.as_ref(),
+                preread: rec.preread.as_ref(),
             };
             let start = out.len();
             cx.maps.append_map(maps, i, &vars, out);

@@ -725,6 +725,8 @@ pub struct HttpConf {
     pub user_vars: Vec<String>,
     /// The charsets the block names and its `charset_map` tables.
     pub charsets: std::sync::Arc<super::charset::Charsets>,
+    /// A value names `$ssl_ciphers`: TLS handshakes keep the client's list of suites.
+    pub ssl_ciphers: bool,
 }
 
 /// The active health checks of an `http` or `stream` block (nginx Plus), gathered from its locations or servers.
@@ -811,6 +813,8 @@ pub enum StreamSize {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamServer {
     pub listens: Vec<Listen>,
+    /// `server_name` (nginx 1.25.5+): the names a handshake's or a preread hello's SNI picks this server by.
+    pub server_names: Vec<String>,
     /// `proxy_pass`: index into `StreamConf::upstreams`; `None` when the server answers with `return`.
     pub upstream: Option<usize>,
     /// `proxy_pass` with variables: per session, the value names an upstream of the block or an `IP:PORT`.
@@ -851,6 +855,8 @@ pub struct StreamServer {
     pub proxy_protocol: bool,
     /// `proxy_protocol_timeout`: how long a `listen ... proxy_protocol` waits for the client's header.
     pub proxy_protocol_timeout: Duration,
+    /// `listen ... ssl` with `ssl_*`, `ssl_preread`, `proxy_ssl*`.
+    pub ssl: super::tls::StreamSsl,
     pub span: Span,
 }
 

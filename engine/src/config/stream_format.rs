@@ -47,6 +47,54 @@ pub enum StreamVar {
     Map(usize),
     /// `$limit_conn_status` (`-` where no `limit_conn` key was counted).
     LimitConnStatus,
+    /// A TLS variable (`listen ... ssl`, `ssl_preread`).
+    Tls(StreamTls),
+}
+
+/// The TLS variables of a stream session (`ngx_stream_ssl_module`, `ngx_stream_ssl_preread_module`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamTls {
+    Protocol,
+    Cipher,
+    ServerName,
+    SessionReused,
+    SessionId,
+    AlpnProtocol,
+    Client(crate::config::var::ClientVar),
+    Preread(crate::config::var::PrereadVar),
+}
+
+impl StreamTls {
+    /// The variable of the http side's variables it is.
+    pub fn var(self) -> crate::config::var::Var {
+        use crate::config::var::Var;
+        match self {
+            StreamTls::Protocol => Var::SslProtocol,
+            StreamTls::Cipher => Var::SslCipher,
+            StreamTls::ServerName => Var::SslServerName,
+            StreamTls::SessionReused => Var::SslSessionReused,
+            StreamTls::SessionId => Var::SslSessionId,
+            StreamTls::AlpnProtocol => Var::SslAlpnProtocol,
+            StreamTls::Client(c) => Var::SslClient(c),
+            StreamTls::Preread(p) => Var::SslPreread(p),
+        }
+    }
+
+    /// The stream TLS variable `var` is, if it is one.
+    fn of(var: &crate::config::var::Var) -> Option<StreamTls> {
+        use crate::config::var::Var;
+        Some(match var {
+            Var::SslProtocol => StreamTls::Protocol,
+            Var::SslCipher => StreamTls::Cipher,
+            Var::SslServerName => StreamTls::ServerName,
+            Var::SslSessionReused => StreamTls::SessionReused,
+            Var::SslSessionId => StreamTls::SessionId,
+            Var::SslAlpnProtocol => StreamTls::AlpnProtocol,
+            Var::SslClient(c) => StreamTls::Client(*c),
+            Var::SslPreread(p) => StreamTls::Preread(*p),
+            _ => return None,
+        })
+    }
 }
 
 const NAMES: &[(&str, StreamVar)] = &[
@@ -92,7 +140,12 @@ impl StreamVar {
                 tlv.unwrap_or(crate::config::proxy_tlv::TlvName::Unknown),
             ));
         }
-        NAMES.iter().find(|(n, _)| *n == lower).map(|&(_, v)| v)
+        NAMES.iter().find(|(n, _)| *n == lower).map(|&(_, v)| v).or_else(|| {
+            crate::config::var::Var::from_name(&lower)
+                .as_ref()
+                .and_then(StreamTls::of)
+                .map(StreamVar::Tls)
+        })
     }
 
     /// Whether the value is known when the session starts (a `return` value may name only these).

@@ -117,6 +117,38 @@ impl TlsConf {
     }
 }
 
+/// A stream server's TLS: termination (`listen ... ssl`), `ssl_preread`, and `proxy_ssl` towards its upstreams.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSsl {
+    /// `ssl_*` of a server that listens with `ssl`, loaded.
+    pub server: Option<TlsConf>,
+    /// `ssl_handshake_timeout` (default 60s).
+    pub handshake_timeout: Duration,
+    /// `ssl_alpn`: the protocols the server takes, in order (empty: ALPN is not answered).
+    pub alpn: Vec<Vec<u8>>,
+    /// `ssl_preread on`: the client's hello is read before the upstream is chosen.
+    pub preread: bool,
+    /// `preread_buffer_size` (default 16k) and `preread_timeout` (default 30s).
+    pub preread_buffer_size: usize,
+    pub preread_timeout: Duration,
+    /// `proxy_ssl on`: upstream connections are TLS with these `proxy_ssl_*` settings.
+    pub proxy: Option<super::proxy_tls::ProxyTlsConf>,
+}
+
+impl Default for StreamSsl {
+    fn default() -> Self {
+        StreamSsl {
+            server: None,
+            handshake_timeout: Duration::from_secs(60),
+            alpn: Vec::new(),
+            preread: false,
+            preread_buffer_size: 16 * 1024,
+            preread_timeout: Duration::from_secs(30),
+            proxy: None,
+        }
+    }
+}
+
 /// The key exchange groups rustls (ring) has, by OpenSSL name.
 pub const KX_GROUPS: &[(&str, &dyn SupportedKxGroup)] = &[
     ("X25519", kx_group::X25519),
@@ -194,6 +226,12 @@ fn bio_failed(what: &str, path: &Path, e: &std::io::Error) -> LoadError {
 
 /// Reads the certificate chain at `cert` and the key at `key`, and checks that they belong together.
 pub fn load_pair(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, LoadError> {
+    load_pair_with(cert, key, &[])
+}
+
+/// [`load_pair`] with the passwords of `ssl_password_file` for an encrypted key (PKCS#8, as OpenSSL 3 writes
+/// it), tried in order as nginx tries them.
+pub fn load_pair_with(cert: &Path, key: &Path, passwords: &[Vec<u8>]) -> Result<Arc<CertifiedKey>, LoadError> {
     let cert_pem = std::fs::read(cert).map_err(|e| bio_failed("certificate", cert, &e))?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()
@@ -213,14 +251,10 @@ pub fn load_pair(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, LoadError
             key.display()
         )
     };
-    if key_pem.windows(9).any(|w| w == b"ENCRYPTED") {
-        return Err(format!(
-            "cannot load certificate key \"{}\": an encrypted key is not supported by corelb \
-             (ssl_password_file, docs/directives.md)",
-            key.display()
-        ));
-    }
-    let der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| no_key())?;
+    let der = match key_pem.windows(9).any(|w| w == b"ENCRYPTED") {
+        true => decrypt_key(&key_pem, key, passwords)?,
+        false => PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| no_key())?,
+    };
     let provider = rustls::crypto::ring::default_provider();
     let signing = provider.key_provider.load_private_key(der).map_err(|e| {
         format!(
@@ -247,6 +281,50 @@ pub fn load_pair(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, LoadError
     Ok(Arc::new(pair))
 }
 
+/// The key of an encrypted PKCS#8 PEM file `pem` (at `path`), with the first of `passwords` that opens it.
+fn decrypt_key(pem: &[u8], path: &Path, passwords: &[Vec<u8>]) -> Result<PrivateKeyDer<'static>, LoadError> {
+    let p = path.display();
+    let block = pem::parse(pem).ok().filter(|b| b.tag() == "ENCRYPTED PRIVATE KEY");
+    let Some(block) = block else {
+        return Err(format!(
+            "cannot load certificate key \"{p}\": an encrypted key other than PKCS#8 (\"BEGIN ENCRYPTED PRIVATE KEY\") \
+             is not supported by corelb"
+        ));
+    };
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(block.contents())
+        .map_err(|e| format!("cannot load certificate key \"{p}\": PEM_read_bio_PrivateKey() failed ({e})"))?;
+    for password in passwords {
+        if let Ok(doc) = info.decrypt(password) {
+            let der = rustls_pki_types::PrivatePkcs8KeyDer::from(doc.as_bytes().to_vec());
+            return Ok(PrivateKeyDer::Pkcs8(der));
+        }
+    }
+    Err(format!(
+        "cannot load certificate key \"{p}\": PEM_read_bio_PrivateKey() failed (SSL: error:1C800064:Provider \
+         routines::bad decrypt)"
+    ))
+}
+
+/// The passwords of an `ssl_password_file`: one a line, as nginx's `ngx_ssl_read_password_file` reads them.
+pub fn read_passwords(path: &Path) -> Result<Vec<Vec<u8>>, LoadError> {
+    let text = std::fs::read(path).map_err(|e| {
+        format!(
+            "open() \"{}\" failed ({})",
+            path.display(),
+            crate::config::error::errno_text(&e)
+        )
+    })?;
+    let lines: Vec<Vec<u8>> = text
+        .split(|&b| b == b'\n' || b == b'\r')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    if lines.is_empty() {
+        return Err(format!("empty file \"{}\"", path.display()));
+    }
+    Ok(lines)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,6 +338,36 @@ mod tests {
              library::No such file or directory:calling fopen(/nonexistent/c.pem, r) error:10000080:BIO \
              routines::no such file)"
         );
+    }
+
+    /// An ECDSA key encrypted as OpenSSL 3 writes it (`openssl genpkey -algorithm EC -pkeyopt
+    /// ec_paramgen_curve:P-256 -aes-128-cbc -pass pass:corelb`) and its self-signed certificate.
+    fn encrypted() -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tls");
+        (dir.join("ec-encrypted.crt"), dir.join("ec-encrypted.key"))
+    }
+
+    #[test]
+    fn an_encrypted_key_opens_with_the_first_password_that_fits() {
+        let (cert, key) = encrypted();
+        let passwords = [b"wrong".to_vec(), b"corelb".to_vec()];
+        assert!(load_pair_with(&cert, &key, &passwords).is_ok());
+        let e = load_pair_with(&cert, &key, &passwords[..1]).unwrap_err();
+        assert!(
+            e.ends_with("PEM_read_bio_PrivateKey() failed (SSL: error:1C800064:Provider routines::bad decrypt)"),
+            "{e}"
+        );
+        assert!(load_pair(&cert, &key).is_err(), "no password file");
+    }
+
+    #[test]
+    fn a_password_file_has_one_password_a_line() {
+        let path = std::env::temp_dir().join(format!("corelb-passwords-{}", std::process::id()));
+        std::fs::write(&path, b"wrong\r\ncorelb\r\n").unwrap();
+        assert_eq!(read_passwords(&path).unwrap(), [b"wrong".to_vec(), b"corelb".to_vec()]);
+        std::fs::write(&path, b"").unwrap();
+        assert!(read_passwords(&path).unwrap_err().starts_with("empty file"));
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

@@ -39,6 +39,14 @@ pub enum Var {
     SslCipher,
     SslServerName,
     SslSessionReused,
+    /// `$ssl_session_id`: the session's id in hex (64 digits), kept in its tickets so a resumed session has it.
+    SslSessionId,
+    /// `$ssl_alpn_protocol`: the protocol the handshake's ALPN chose (empty: none).
+    SslAlpnProtocol,
+    /// `$ssl_ciphers`: the suites the client offered, OpenSSL's names joined by `:`.
+    SslCiphers,
+    /// `$ssl_preread_server_name`, `$ssl_preread_protocol`, `$ssl_preread_alpn_protocols` (stream `ssl_preread`).
+    SslPreread(PrereadVar),
     /// `$ssl_client_verify`, `$ssl_client_s_dn` and the other client certificate variables.
     SslClient(ClientVar),
     ProxyHost,
@@ -160,6 +168,12 @@ const NAMES: &[(&str, Var)] = &[
     ("ssl_cipher", Var::SslCipher),
     ("ssl_server_name", Var::SslServerName),
     ("ssl_session_reused", Var::SslSessionReused),
+    ("ssl_session_id", Var::SslSessionId),
+    ("ssl_alpn_protocol", Var::SslAlpnProtocol),
+    ("ssl_ciphers", Var::SslCiphers),
+    ("ssl_preread_server_name", Var::SslPreread(PrereadVar::ServerName)),
+    ("ssl_preread_protocol", Var::SslPreread(PrereadVar::Protocol)),
+    ("ssl_preread_alpn_protocols", Var::SslPreread(PrereadVar::AlpnProtocols)),
     ("proxy_host", Var::ProxyHost),
     ("proxy_add_x_forwarded_for", Var::ProxyAddXForwardedFor),
     ("content_length", Var::ContentLength),
@@ -216,7 +230,24 @@ const STREAM: &[&str] = &[
     "msec",
     "time_local",
     "time_iso8601",
+    "ssl_protocol",
+    "ssl_cipher",
+    "ssl_server_name",
+    "ssl_session_reused",
+    "ssl_session_id",
+    "ssl_alpn_protocol",
+    "ssl_preread_server_name",
+    "ssl_preread_protocol",
+    "ssl_preread_alpn_protocols",
 ];
+
+/// One of the stream `ssl_preread` variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrereadVar {
+    ServerName,
+    Protocol,
+    AlpnProtocols,
+}
 
 /// One of the `$ssl_client_*` variables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,7 +335,9 @@ impl Var {
     /// Whether a `stream` value may name `name` (a stream `map` variable aside).
     pub fn in_stream(name: &str) -> bool {
         let lower = name.to_ascii_lowercase();
-        STREAM.contains(&lower.as_str()) || lower.strip_prefix(TLV_PREFIX).is_some_and(|t| !t.is_empty())
+        STREAM.contains(&lower.as_str())
+            || CLIENT_NAMES.iter().any(|(n, _)| *n == lower)
+            || lower.strip_prefix(TLV_PREFIX).is_some_and(|t| !t.is_empty())
     }
 
     /// Whether the value is read from an answer's headers (`$sent_http_*`, `$upstream_http_*`,

@@ -109,6 +109,9 @@ pub struct StreamVars<'a> {
     pub proxy: ProxyVars<'a>,
     pub maps: &'a [Map],
     pub cache: &'a VarCache,
+    /// The session's TLS handshake (`listen ... ssl`) and its `ssl_preread` facts.
+    pub tls: Option<&'a crate::tls::TlsFacts>,
+    pub preread: Option<&'a crate::tls::preread::Preread>,
 }
 
 /// What nginx's named-capture variables of a regex `server_name` read ([`Var::ServerCapture`]).
@@ -158,6 +161,14 @@ impl VarSource for StreamVars<'_> {
             | Var::ProxyProtocolServerAddr
             | Var::ProxyProtocolServerPort
             | Var::ProxyProtocolTlv(_) => self.proxy.append(var, out),
+            Var::SslProtocol
+            | Var::SslCipher
+            | Var::SslServerName
+            | Var::SslSessionReused
+            | Var::SslSessionId
+            | Var::SslAlpnProtocol => crate::tls::facts::append(self.tls, var, out),
+            Var::SslClient(v) => crate::tls::client_vars::append(self.tls, *v, out),
+            Var::SslPreread(v) => crate::tls::preread::append(self.preread, *v, out),
             _ => self.conn.append(var, out),
         }
     }
@@ -250,7 +261,12 @@ impl RequestVars<'_, '_, '_> {
                 last.is_some_and(|c| c.named(name).is_some())
             }
             // nginx's ssl variables are not found on a plain connection (`$https` is empty there, but found)
-            Var::SslProtocol | Var::SslCipher | Var::SslSessionReused => self.ext.tls.is_some(),
+            Var::SslProtocol
+            | Var::SslCipher
+            | Var::SslSessionReused
+            | Var::SslSessionId
+            | Var::SslAlpnProtocol
+            | Var::SslCiphers => self.ext.tls.is_some(),
             Var::SslServerName => self.ext.tls.is_some_and(|t| !t.server_name.is_empty()),
             Var::SslClient(_) => self.ext.tls.is_some(),
             _ => true,
@@ -272,9 +288,14 @@ impl VarSource for RequestVars<'_, '_, '_> {
             },
             Var::RequestMethod => out.extend_from_slice(req.method.as_bytes()),
             Var::Scheme => out.extend_from_slice(if self.ext.tls.is_some() { b"https" } else { b"http" }),
-            Var::Https | Var::SslProtocol | Var::SslCipher | Var::SslServerName | Var::SslSessionReused => {
-                crate::tls::facts::append(self.ext.tls, var, out)
-            }
+            Var::Https
+            | Var::SslProtocol
+            | Var::SslCipher
+            | Var::SslServerName
+            | Var::SslSessionReused
+            | Var::SslSessionId
+            | Var::SslAlpnProtocol
+            | Var::SslCiphers => crate::tls::facts::append(self.ext.tls, var, out),
             Var::SslClient(v) => crate::tls::client_vars::append(self.ext.tls, *v, out),
             Var::ProxyHost => out.extend_from_slice(self.proxy_host.as_bytes()),
             Var::ProxyAddXForwardedFor => {
@@ -508,6 +529,8 @@ mod tests {
             maps: &maps,
             cache: &cache,
             proxy: ProxyVars::default(),
+            tls: None,
+            preread: None,
         };
         let t = KeyTemplate::compile_with("$k|$hostname", &|n| {
             (n == "k").then_some(Var::Map(0)).or_else(|| Var::from_name(n))

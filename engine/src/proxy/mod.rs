@@ -28,6 +28,7 @@ mod static_file;
 pub mod stream;
 mod stream_pass;
 mod stream_return;
+mod stream_tls;
 mod tls_conn;
 pub mod try_clock;
 pub mod udp;

@@ -7,7 +7,9 @@ use super::pump::{pump, Ends, Half, PumpEnd};
 use super::stream_pass::{self, PassTarget};
 use super::try_clock;
 use crate::access_log::record::TryPeer;
-use crate::access_log::stream::{StreamRecord, BAD_GATEWAY, BAD_REQUEST, FORBIDDEN, OK, SERVICE_UNAVAILABLE};
+use crate::access_log::stream::{
+    StreamRecord, BAD_GATEWAY, BAD_REQUEST, FORBIDDEN, INTERNAL_SERVER_ERROR, OK, SERVICE_UNAVAILABLE,
+};
 use crate::balance::least_time::{Phase, TryTimes};
 use crate::balance::next::{self, FailCause, Proto, Step, TryCx, TryEnd};
 use crate::balance::{Attempt, Outcome};
@@ -30,9 +32,10 @@ const BUF: usize = 16 * 1024;
 /// began (a reload applies to the next connection).
 pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote: SocketAddr, listen: SocketAddr) {
     let snap = shard.snapshot();
-    let Some(index) = snap.stream_server_of(listen) else {
+    let Some(port) = snap.stream_port(listen) else {
         return;
     };
+    let index = port.server;
     let Some(srv) = snap.config.stream.as_ref().and_then(|s| s.servers.get(index)) else {
         return;
     };
@@ -46,7 +49,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     // what the client sent after its PROXY protocol header, passed on first
     let mut early = None;
     let mut proxy = None;
-    if snap.stream_ports.iter().any(|p| p.addr == listen && p.proxy_protocol) {
+    if port.proxy_protocol {
         let mut buf = IoBuf::new(crate::http::proxy_protocol::V2_MAX);
         let read = super::proxy_header::HeaderRead::<R> {
             sock: &mut client,
@@ -85,6 +88,55 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         shard.log_session(&snap, rec);
         return;
     }
+    // nginx's ssl phase: the handshake of `listen ... ssl`; its SNI picks the server the session goes on with
+    let mut picked = index;
+    if let Some(tls) = port.tls.as_deref() {
+        let wait = srv.ssl.handshake_timeout;
+        match super::stream_tls::handshake::<R>(client, tls, wait, &shard.counters, errors).await {
+            Some((sock, facts)) => {
+                client = sock;
+                picked = port.server_for(facts.server_name.as_bytes());
+                rec.tls = Some(facts);
+            }
+            None => {
+                rec.status = INTERNAL_SERVER_ERROR;
+                shard.log_session(&snap, rec);
+                return;
+            }
+        }
+    }
+    // nginx's preread phase: `ssl_preread` reads the client's hello, kept to go to the upstream first; its SNI
+    // picks the server too
+    if srv.ssl.preread {
+        match super::stream_tls::read_hello::<R>(&mut client, early.as_ref(), &srv.ssl, errors).await {
+            Ok((buf, facts)) => {
+                early = Some(buf);
+                if let Some(f) = &facts {
+                    picked = port.server_for(&f.server_name);
+                }
+                rec.preread = facts;
+            }
+            Err(status) => {
+                rec.status = status;
+                shard.log_session(&snap, rec);
+                return;
+            }
+        }
+    }
+    let Some(srv) = snap.config.stream.as_ref().and_then(|s| s.servers.get(picked)) else {
+        return;
+    };
+    let plan = snap.stream_servers.get(picked);
+    let errors = plan.and_then(|p| p.errors.as_deref());
+    rec.set = plan.map_or(0, |p| p.log_set);
+    // `ssl_verify_client` of the server the handshake picked
+    if let Some(facts) = &rec.tls {
+        if super::stream_tls::client_refused(facts, &srv.ssl, errors) {
+            rec.status = INTERNAL_SERVER_ERROR;
+            shard.log_session(&snap, rec);
+            return;
+        }
+    }
     if let Some(value) = &srv.ret {
         super::stream_return::answer(&shard, &snap, &mut client, value, &mut rec).await;
         shard.log_session(&snap, rec);
@@ -95,6 +147,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     let mut cache = VarCache::default();
     cache.begin(maps.len());
     let tlvs = std::mem::take(&mut rec.tlvs);
+    let (tls, preread) = (rec.tls.take(), rec.preread.take());
     let vars = StreamVars {
         conn,
         proxy: ProxyVars {
@@ -103,6 +156,8 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
         },
         maps,
         cache: &cache,
+        tls: tls.as_ref(),
+        preread: preread.as_ref(),
     };
     let target = match (srv.upstream, &srv.pass) {
         (Some(upstream), _) => Some(PassTarget::Upstream(upstream)),
@@ -127,17 +182,23 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
                 upstream,
                 early,
                 errors,
+                tls: plan.and_then(|p| p.upstream_tls.as_deref()),
             };
             session.proxy(&mut client, &vars, &mut rec).await;
         }
         Some(PassTarget::Addr(addr)) => {
             rec.status = BAD_GATEWAY;
-            let first = super::stream_pass::First { conn: vars.conn, early };
+            let first = super::stream_pass::First {
+                conn: vars.conn,
+                early,
+                tls: plan.and_then(|p| p.upstream_tls.as_deref()),
+            };
             stream_pass::direct::<R>(srv, addr, &mut client, &mut rec, first, errors).await;
         }
         None => {}
     }
     rec.tlvs = tlvs;
+    (rec.tls, rec.preread) = (tls, preread);
     shard.log_session(&snap, rec);
 }
 
@@ -171,6 +232,8 @@ impl Admission<'_> {
                 },
                 maps,
                 cache: &cache,
+                tls: None,
+                preread: None,
             };
             let mut key = Vec::new();
             if limits
@@ -207,9 +270,30 @@ struct Session<'a, R: Runtime> {
     early: &'a [u8],
     /// The server's `error_log` lines (`None`: the main log).
     errors: Option<&'a ErrorLogs>,
+    /// `proxy_ssl on`: upstream connections are TLS.
+    tls: Option<&'a crate::tls::client_config::UpstreamTls>,
 }
 
 impl<R: Runtime> Session<'_, R> {
+    /// Logs a failed connect to `addr` in nginx's words.
+    fn log_connect_error(&self, e: &std::io::Error, addr: SocketAddr) {
+        match e.raw_os_error() {
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => crate::log_in!(
+                self.errors,
+                Level::Alert,
+                "socket() failed ({}) while connecting to upstream {}",
+                crate::config::error::errno_text(e),
+                addr
+            ),
+            _ => crate::log_in!(
+                self.errors,
+                Level::Error,
+                "connect() to {} failed ({e}) while connecting to upstream",
+                addr
+            ),
+        }
+    }
+
     /// Connects (moving on to the next peer on failure) and copies both ways; the tries and bytes go into `rec`.
     async fn proxy(&self, client: &mut R::Conn, vars: &StreamVars<'_>, rec: &mut StreamRecord) {
         let (shard, snap, srv) = (self.shard, self.snap, self.srv);
@@ -239,24 +323,21 @@ impl<R: Runtime> Session<'_, R> {
                 return;
             };
             rec.try_start(TryPeer::Addr(peer.addr));
-            match R::connect(peer.addr, srv.connect_timeout).await {
+            let connected = match R::connect(peer.addr, srv.connect_timeout).await {
+                Ok(c) => match self.tls {
+                    Some(tls) => {
+                        super::stream_tls::to_upstream::<R>(c, tls, peer.addr, srv.connect_timeout, self.errors).await
+                    }
+                    None => Ok(c),
+                },
+                Err(e) => {
+                    self.log_connect_error(&e, peer.addr);
+                    Err(e)
+                }
+            };
+            match connected {
                 Ok(c) => break (c, peer, started),
                 Err(e) => {
-                    match e.raw_os_error() {
-                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => crate::log_in!(
-                            self.errors,
-                            Level::Alert,
-                            "socket() failed ({}) while connecting to upstream {}",
-                            crate::config::error::errno_text(&e),
-                            peer.addr
-                        ),
-                        _ => crate::log_in!(
-                            self.errors,
-                            Level::Error,
-                            "connect() to {} failed ({e}) while connecting to upstream",
-                            peer.addr
-                        ),
-                    }
                     let cause = if e.kind() == std::io::ErrorKind::TimedOut {
                         FailCause::Timeout
                     } else {
@@ -292,7 +373,8 @@ impl<R: Runtime> Session<'_, R> {
         let _ = upstream.set_nodelay(true);
         peer.slot.count_request();
         let session = std::time::Instant::now();
-        let mut up_half = Half::new(BUF);
+        // room for what goes first: the PROXY protocol line and the client's early or preread bytes
+        let mut up_half = Half::new(BUF.max(self.early.len() + crate::http::proxy_protocol::V1_MAX));
         if srv.proxy_protocol {
             // nginx's `proxy_protocol on`: its v1 line for the client's (real) address, before any client byte
             let mut line = Vec::with_capacity(crate::http::proxy_protocol::V1_MAX);

@@ -48,6 +48,8 @@ pub fn log_unreachable(errors: Option<&ErrorLogs>, value: &[u8]) {
 pub struct First<'a> {
     pub conn: crate::http::vars::ConnVars,
     pub early: &'a [u8],
+    /// `proxy_ssl on`: the connection is TLS.
+    pub tls: Option<&'a crate::tls::client_config::UpstreamTls>,
 }
 
 /// Proxies the session of `client` to `addr` (one try: nginx's round robin of one peer), the try and bytes into
@@ -61,7 +63,7 @@ pub async fn direct<R: Runtime>(
     errors: Option<&ErrorLogs>,
 ) {
     rec.try_start(TryPeer::Addr(addr));
-    let mut upstream = match R::connect(addr, srv.connect_timeout).await {
+    let connected = match R::connect(addr, srv.connect_timeout).await {
         Ok(c) => c,
         Err(e) => {
             crate::log_in!(
@@ -72,9 +74,18 @@ pub async fn direct<R: Runtime>(
             return;
         }
     };
+    let mut upstream = match first.tls {
+        Some(tls) => match super::stream_tls::to_upstream::<R>(connected, tls, addr, srv.connect_timeout, errors).await
+        {
+            Ok(c) => c,
+            Err(_) => return,
+        },
+        None => connected,
+    };
     rec.try_connected();
     let _ = upstream.set_nodelay(true);
-    let (mut up_half, mut down_half) = (Half::new(BUF), Half::new(BUF));
+    let room = BUF.max(first.early.len() + crate::http::proxy_protocol::V1_MAX);
+    let (mut up_half, mut down_half) = (Half::new(room), Half::new(BUF));
     if srv.proxy_protocol {
         let mut line = Vec::with_capacity(crate::http::proxy_protocol::V1_MAX);
         crate::http::proxy_protocol::write_v1(first.conn.remote, first.conn.local, &mut line);

@@ -291,6 +291,8 @@ impl<R: Runtime> Session<'_, R> {
             proxy: ProxyVars { addrs: None, tlvs: &[] },
             maps,
             cache: &cache,
+            tls: None,
+            preread: None,
         };
         rec.status = BAD_GATEWAY;
         let target = match (self.srv.upstream, &self.srv.pass) {

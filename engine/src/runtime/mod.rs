@@ -26,8 +26,13 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     /// plain stream only.
     fn peek(&self, buf: &mut [u8]) -> impl Future<Output = io::Result<usize>>;
     /// Runs a TLS server handshake with `config` over this plain stream; the connection that comes back reads
-    /// and writes through the session.
-    fn accept_tls(self, config: std::sync::Arc<rustls::ServerConfig>) -> impl Future<Output = io::Result<Self>>
+    /// and writes through the session. `session_id` goes into the session's tickets (`$ssl_session_id` of a
+    /// connection that resumes it).
+    fn accept_tls(
+        self,
+        config: std::sync::Arc<rustls::ServerConfig>,
+        session_id: [u8; 32],
+    ) -> impl Future<Output = io::Result<Self>>
     where
         Self: Sized;
     /// Runs a TLS client handshake with `config` for `name` over this plain stream (an `https` upstream).

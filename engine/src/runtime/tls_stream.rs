@@ -112,10 +112,11 @@ impl<S: Tcp> Conn for MaybeTls<S> {
         }
     }
 
-    async fn accept_tls(self, config: Arc<rustls::ServerConfig>) -> io::Result<Self> {
+    async fn accept_tls(self, config: Arc<rustls::ServerConfig>, session_id: [u8; 32]) -> io::Result<Self> {
         match self {
             MaybeTls::Plain(s) => {
-                let tls = futures_rustls::TlsAcceptor::from(config).accept(s).await?;
+                let acceptor = futures_rustls::TlsAcceptor::from(config);
+                let tls = acceptor.accept_with(s, |c| c.set_resumption_data(&session_id)).await?;
                 Ok(MaybeTls::Tls(Box::new(tls)))
             }
             tls => Ok(tls),

@@ -325,6 +325,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             limit_zones: Default::default(),
             user_vars: Vec::new(),
             charsets: Default::default(),
+            ssl_ciphers: false,
             servers: vec![HttpServer {
                 listens: vec![],
                 server_names: vec![],
@@ -356,6 +357,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             block_logs: Vec::new(),
             servers: vec![StreamServer {
                 listens: vec![],
+                server_names: Vec::new(),
                 upstream: Some(0),
                 pass: None,
                 ret: None,
@@ -375,6 +377,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 limits: Default::default(),
                 proxy_protocol: false,
                 proxy_protocol_timeout: std::time::Duration::from_secs(30),
+                ssl: Default::default(),
                 span: Span::default(),
             }],
         });

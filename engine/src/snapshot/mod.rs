@@ -15,6 +15,7 @@ use route::{FixedAnswer, LocationPlan, ProxyPlan};
 use server_names::{NameRegex, ServerNames};
 use std::net::SocketAddr;
 use stream_logs::StreamServerPlan;
+pub use stream_ports::StreamPort;
 
 pub mod absolute_location;
 pub mod access;
@@ -35,6 +36,7 @@ pub mod rewrite;
 pub mod route;
 pub mod server_names;
 pub mod stream_logs;
+pub mod stream_ports;
 pub mod user_vars;
 pub mod var_pass;
 
@@ -87,18 +89,6 @@ pub struct HttpPort {
     pub names: ServerNames,
     /// A `listen ... ssl` address: its TLS config (SNI picks among its servers' certificates).
     pub tls: Option<std::sync::Arc<crate::tls::PortTls>>,
-}
-
-/// One stream listen address and its server.
-#[derive(Debug, Clone)]
-pub struct StreamPort {
-    pub addr: SocketAddr,
-    /// Index into the stream block's servers.
-    pub server: usize,
-    /// Connections start with a PROXY protocol header.
-    pub proxy_protocol: bool,
-    /// A UDP socket (`listen ... udp`).
-    pub udp: bool,
 }
 
 /// An http server's routing table.
@@ -235,7 +225,7 @@ impl Snapshot {
                     .iter()
                     .filter_map(|&i| Some((i, http.servers.get(i)?.server_names.as_slice())));
                 p.names = ServerNames::build(of_port, &groups).map_err(SnapshotError::ServerName)?;
-                p.tls = tls_of_port(p, &http.servers)?;
+                p.tls = tls_of_port(p, &http.servers, http.ssl_ciphers)?;
             }
         }
         let mut stream_plans = Vec::new();
@@ -248,27 +238,15 @@ impl Snapshot {
             for l in stream.block_logs.iter().filter(|l| l.dynamic.is_none()) {
                 access_logs.file_of(l).map_err(SnapshotError::AccessLog)?;
             }
-            for (si, srv) in stream.servers.iter().enumerate() {
+            for srv in &stream.servers {
                 if let Some(up) = srv.upstream.filter(|&u| u >= stream_plans.len()) {
                     return Err(SnapshotError::NoSuchUpstream(up));
                 }
-                stream_servers.push(StreamServerPlan::build(srv, &mut access_logs, &stream_limits)?);
-                for l in &srv.listens {
-                    if stream_ports
-                        .iter()
-                        .any(|p: &StreamPort| p.addr == l.addr && p.udp == l.udp)
-                        || (!l.udp && http_ports.iter().any(|p| p.addr == l.addr))
-                    {
-                        return Err(SnapshotError::DuplicateListen(l.addr));
-                    }
-                    stream_ports.push(StreamPort {
-                        addr: l.addr,
-                        server: si,
-                        proxy_protocol: l.proxy_protocol,
-                        udp: l.udp,
-                    });
-                }
+                let upstream = srv.upstream.and_then(|u| stream_plans.get(u)).map(|p| p.name.as_str());
+                let plan = StreamServerPlan::build(srv, &mut access_logs, &stream_limits)?;
+                stream_servers.push(plan.with_tls(srv, upstream)?);
             }
+            stream_ports = stream_ports::build(&stream.servers, |a| http_ports.iter().any(|p| p.addr == a))?;
         }
         let client_buffer = servers
             .iter()
@@ -332,18 +310,17 @@ impl Snapshot {
 
     /// The stream server listening on `addr`, if this config has one there.
     pub fn stream_server_of(&self, addr: SocketAddr) -> Option<usize> {
-        self.stream_ports
-            .iter()
-            .find(|p| p.addr == addr && !p.udp)
-            .map(|p| p.server)
+        self.stream_port(addr).map(|p| p.server)
     }
 
     /// The stream server listening on UDP `addr`.
     pub fn udp_server_of(&self, addr: SocketAddr) -> Option<usize> {
-        self.stream_ports
-            .iter()
-            .find(|p| p.addr == addr && p.udp)
-            .map(|p| p.server)
+        self.stream_ports.iter().find(|p| p.addr == addr && p.udp).map(|p| p.server)
+    }
+
+    /// The stream (TCP) listen address `addr`.
+    pub fn stream_port(&self, addr: SocketAddr) -> Option<&StreamPort> {
+        self.stream_ports.iter().find(|p| p.addr == addr && !p.udp)
     }
 
     /// Every listen address, http first, with what it serves.
@@ -381,6 +358,7 @@ impl Snapshot {
 fn tls_of_port(
     port: &HttpPort,
     servers: &[HttpServer],
+    ciphers: bool,
 ) -> Result<Option<std::sync::Arc<crate::tls::PortTls>>, SnapshotError> {
     let ssl = port
         .servers
@@ -399,7 +377,9 @@ fn tls_of_port(
     let (names, default) = (port.names.clone(), port.default_server);
     let pick = Box::new(move |sni: &str| names.find(sni.as_bytes(), None).map_or(default, |f| f.server));
     let port_servers = crate::tls::PortServers { confs, default, pick };
-    Ok(Some(std::sync::Arc::new(crate::tls::server_config(port_servers)?)))
+    let mut tls = crate::tls::server_config(port_servers)?;
+    tls.ciphers = ciphers;
+    Ok(Some(std::sync::Arc::new(tls)))
 }
 
 fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize) {

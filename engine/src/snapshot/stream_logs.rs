@@ -1,4 +1,5 @@
-//! A snapshot's stream servers: the access log set each one logs its sessions to.
+//! A snapshot's stream servers: the access log set each one logs its sessions to, and their TLS towards
+//! upstreams.
 
 use super::logs::{AccessLogPlan, LogTarget};
 use super::SnapshotError;
@@ -15,6 +16,8 @@ pub struct StreamServerPlan {
     pub limits: Option<std::sync::Arc<super::limits::LimitPlan>>,
     /// The server's `error_log` lines (`None`: the main log).
     pub errors: Option<std::sync::Arc<crate::log::ErrorLogs>>,
+    /// `proxy_ssl on`: what its upstream connections are opened with.
+    pub upstream_tls: Option<std::sync::Arc<crate::tls::client_config::UpstreamTls>>,
 }
 
 impl StreamServerPlan {
@@ -33,7 +36,20 @@ impl StreamServerPlan {
             log_set: logs.stream_set_of(srv).map_err(SnapshotError::AccessLog)?,
             realip: srv.realip.as_deref().map(super::realip::RealIpPlan::new),
             errors,
+            upstream_tls: None,
         })
+    }
+
+    /// The plan with the upstream TLS of `srv`, whose `proxy_pass` names `upstream` (the default `proxy_ssl_name`).
+    pub fn with_tls(mut self, srv: &StreamServer, upstream: Option<&str>) -> Result<Self, SnapshotError> {
+        use std::sync::Arc;
+        // a server answering with `return` opens no upstream connection
+        let proxies = srv.upstream.is_some() || srv.pass.is_some();
+        if let Some(conf) = srv.ssl.proxy.as_ref().filter(|_| proxies) {
+            let name = upstream.unwrap_or_default();
+            self.upstream_tls = Some(Arc::new(crate::tls::client_config::upstream_tls(conf, name)?));
+        }
+        Ok(self)
     }
 }
 
@@ -81,6 +97,7 @@ mod tests {
     fn server(logs: Vec<AccessLogConf<StreamFormat>>) -> StreamServer {
         StreamServer {
             listens: Vec::new(),
+            server_names: Vec::new(),
             upstream: Some(0),
             pass: None,
             ret: None,
@@ -100,6 +117,7 @@ mod tests {
             limits: Default::default(),
             proxy_protocol: false,
             proxy_protocol_timeout: std::time::Duration::from_secs(30),
+            ssl: Default::default(),
             span: Span::default(),
         }
     }

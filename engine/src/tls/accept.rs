@@ -2,9 +2,9 @@
 //! a TLS record (0x16, or an SSLv2 hello's high bit) runs the handshake within `client_header_timeout`; anything
 //! else is plain HTTP sent to a TLS port, which nginx answers with its 400 page once the request head is read.
 //! Where a server has `ssl_reject_handshake on`, the client's hello is read first (peeked, left in the socket)
-//! and a handshake naming that server gets nginx's `unrecognized_name` alert.
+//! and a handshake naming that server gets nginx's `unrecognized_name` alert; where a value names `$ssl_ciphers`,
+//! the peeked hello gives the suites it offers.
 
-use super::resolve::SniCerts;
 use super::{PortTls, TlsFacts};
 use crate::runtime::{io_timeout, Conn, Runtime};
 use futures_lite::AsyncWriteExt;
@@ -49,10 +49,32 @@ pub async fn accept<R: Runtime>(
         return Accepted::Plain(sock);
     }
     let left = || wait.saturating_sub(start.elapsed());
+    let mut ciphers = String::new();
+    if tls.ciphers {
+        // `$ssl_ciphers`: the suites the hello offers, as OpenSSL names them
+        let offered = |h: &rustls::server::ClientHello<'_>| {
+            let mut names = String::new();
+            for (i, c) in h.cipher_suites().iter().enumerate() {
+                if i > 0 {
+                    names.push(':');
+                }
+                match crate::config::tls::openssl_name(*c) {
+                    "" => names.push_str(&format!("0x{:04x}", u16::from(*c))),
+                    name => names.push_str(name),
+                }
+            }
+            names
+        };
+        match io_timeout::<R, _>(left(), peek_hello::<R, _>(&sock, offered)).await {
+            Ok(names) => ciphers = names.unwrap_or_default(),
+            Err(_) => return Accepted::Failed,
+        }
+    }
     if let Some(certs) = &tls.rejecting {
-        match io_timeout::<R, _>(left(), rejected::<R>(&sock, certs)).await {
-            Ok(false) => {}
-            Ok(true) => {
+        let names = |h: &rustls::server::ClientHello<'_>| certs.rejects(h.server_name());
+        match io_timeout::<R, _>(left(), peek_hello::<R, _>(&sock, names)).await {
+            Ok(None | Some(false)) => {}
+            Ok(Some(true)) => {
                 let mut sock = sock;
                 let _ = io_timeout::<R, _>(left(), sock.write_all(&UNRECOGNIZED_NAME)).await;
                 return Accepted::Failed;
@@ -61,10 +83,12 @@ pub async fn accept<R: Runtime>(
         }
     }
     let tls_conf = tls;
-    match io_timeout::<R, _>(left(), sock.accept_tls(Arc::clone(&tls.config))).await {
+    let session_id = rand::random::<[u8; 32]>();
+    match io_timeout::<R, _>(left(), sock.accept_tls(Arc::clone(&tls.config), session_id)).await {
         Ok(tls) => {
             if let Some(session) = tls.tls() {
-                facts.take(session);
+                facts.take(session, session_id);
+                facts.more.ciphers = ciphers;
                 if let Some(certs) = &tls_conf.clients {
                     facts.take_client(session, certs);
                 }
@@ -75,9 +99,12 @@ pub async fn accept<R: Runtime>(
     }
 }
 
-/// Whether the client hello waiting in `sock` names a server that rejects handshakes (a hello that is not one
-/// is left for the handshake to fail on).
-async fn rejected<R: Runtime>(sock: &R::Conn, certs: &SniCerts) -> std::io::Result<bool> {
+/// What `look` finds in the client hello waiting in `sock`, left in the socket for the handshake (`None`: not a
+/// hello, left for the handshake to fail on).
+async fn peek_hello<R: Runtime, T>(
+    sock: &R::Conn,
+    look: impl Fn(&rustls::server::ClientHello<'_>) -> T,
+) -> std::io::Result<Option<T>> {
     let mut buf = vec![0u8; HELLO_MAX];
     let mut seen = 0;
     loop {
@@ -87,13 +114,13 @@ async fn rejected<R: Runtime>(sock: &R::Conn, certs: &SniCerts) -> std::io::Resu
         while !bytes.is_empty() {
             match acceptor.read_tls(&mut bytes) {
                 Ok(1..) => {}
-                _ => return Ok(false),
+                _ => return Ok(None),
             }
         }
         match acceptor.accept() {
-            Ok(Some(hello)) => return Ok(certs.rejects(hello.client_hello().server_name())),
+            Ok(Some(hello)) => return Ok(Some(look(&hello.client_hello()))),
             Ok(None) if n < buf.len() && n > 0 => {}
-            _ => return Ok(false),
+            _ => return Ok(None),
         }
         if n == seen {
             // the rest of the hello has not come yet: the peek would find the same bytes at once

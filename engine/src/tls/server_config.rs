@@ -5,6 +5,7 @@
 
 use super::client_auth::AskForCerts;
 use super::resolve::{PickServer, ServerCerts, SniCerts};
+use super::session_timeout::{TimedCache, TimedTickets};
 use crate::config::tls::{SessionCache, TlsConf};
 use rustls::crypto::ring;
 use rustls::crypto::CryptoProvider;
@@ -52,6 +53,8 @@ pub struct PortTls {
     /// The certificates by server, when a server there has `ssl_verify_client` (a client's certificate is
     /// checked against the trusted ones of the server its SNI picks).
     pub clients: Option<Arc<SniCerts>>,
+    /// `$ssl_ciphers` is used: each hello is read first for the suites it offers.
+    pub ciphers: bool,
 }
 
 /// Builds the config of one TLS address.
@@ -141,9 +144,14 @@ pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
     if main.session_cache == SessionCache::Off && !main.session_tickets {
         config.send_tls13_tickets = 0;
     }
+    // `ssl_session_timeout`: a session older than it is not resumed, from a ticket or the cache
+    let timeout = main.session_timeout;
+    config.ticketer = Arc::new(TimedTickets::new(Arc::clone(&config.ticketer), timeout));
+    config.session_storage = Arc::new(TimedCache::new(Arc::clone(&config.session_storage), timeout));
     Ok(PortTls {
         config: Arc::new(config),
         rejecting,
         clients,
+        ciphers: false,
     })
 }

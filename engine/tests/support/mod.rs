@@ -9,6 +9,7 @@ pub mod killable;
 pub mod recorder;
 pub mod scripted;
 pub mod skip;
+pub mod tls;
 
 use corelb_engine::config::key::KeyTemplate;
 use corelb_engine::config::model::*;
@@ -138,6 +139,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
             limit_zones: Default::default(),
             user_vars: Vec::new(),
             charsets: Default::default(),
+            ssl_ciphers: false,
             servers: vec![HttpServer {
                 listens: vec![Listen {
                     addr: listen,

@@ -138,6 +138,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         locations::check_duplicates(&all)?;
     }
     let user_vars = h.vars.users().to_vec();
+    let ssl_ciphers = h.vars.uses_ssl_ciphers();
     h.vars.finish()?;
     b.warnings.extend(
         h.listens
@@ -180,6 +181,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         limit_zones: h.zones,
         user_vars,
         charsets: std::sync::Arc::new(h.charsets),
+        ssl_ciphers,
     })
 }
 

@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 /// nginx `listen` parameters corelb does not implement (refused by name rather than called invalid).
 const UNSUPPORTED_HTTP: &[&str] = &["http2", "deferred", "quic"];
-const UNSUPPORTED_STREAM: &[&str] = &["ssl"];
+const UNSUPPORTED_STREAM: &[&str] = &[];
 /// `name=value` parameters corelb does not implement.
 const UNSUPPORTED_VALUED: &[&str] = &[
     "fastopen=",
@@ -194,21 +194,27 @@ impl HttpListens {
     }
 }
 
-/// Every address the stream servers listen on.
+/// Every address the stream servers listen on: as http's (nginx 1.25.5+ has stream virtual servers), one default
+/// server and one set of socket options per address; the `udp` ones apart (a TCP and a UDP socket may share an
+/// address and port).
 #[derive(Debug, Default)]
 pub struct StreamListens {
-    /// Each address with whether it is UDP (a TCP and a UDP socket may share an address and port).
-    addrs: Vec<(SocketAddr, bool)>,
+    addrs: HttpListens,
+    udp: HttpListens,
 }
 
 impl StreamListens {
-    /// `listen` in a stream server (no port means port 0, as nginx 1.22 reads it).
-    pub fn listen(&mut self, d: &Directive) -> Result<Vec<Listen>, ConfigError> {
+    /// `listen` in stream server number `server` (no port means port 0, as nginx 1.22 reads it).
+    pub fn listen(&mut self, d: &Directive, server: usize) -> Result<Vec<Listen>, ConfigError> {
         let addrs = addresses(d, 0)?;
         let mut params = Params::default();
         let mut udp = false;
         for p in d.args.iter().skip(1) {
-            if p == "udp" {
+            if p == "default_server" {
+                params.default_server = true;
+            } else if p == "ssl" {
+                params.ssl = true;
+            } else if p == "udp" {
                 udp = true;
             } else if !common_param(p, d, &mut params, UNSUPPORTED_STREAM)? {
                 return Err(ConfigError::invalid(format!("the invalid \"{p}\" parameter"), &d.span));
@@ -217,30 +223,41 @@ impl StreamListens {
         if udp {
             // nginx's checks, in its order
             let backlog = d.args.iter().any(|a| a.starts_with("backlog="));
-            for (set, name) in [(backlog, "backlog"), (params.proxy_protocol, "proxy_protocol")] {
+            let checks = [(backlog, "backlog"), (params.ssl, "ssl"), (params.proxy_protocol, "proxy_protocol")];
+            for (set, name) in checks {
                 if set {
                     let msg = format!("\"{name}\" parameter is incompatible with \"udp\"");
                     return Err(super::directive_err(d, &msg));
                 }
             }
         }
+        if params.ssl && params.proxy_protocol {
+            // the PROXY protocol header comes before the handshake: corelb's stream reads it into a buffer the
+            // TLS session would have to start from
+            let msg = "\"listen ... ssl proxy_protocol\" in stream is not supported by corelb";
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+        let table = if udp { &mut self.udp } else { &mut self.addrs };
         let mut out = Vec::with_capacity(addrs.len());
         for addr in addrs {
-            if self.addrs.contains(&(addr, udp)) {
-                let msg = format!("duplicate \"{addr}\" address and port pair");
-                return Err(ConfigError::invalid(msg, &d.span));
-            }
-            self.addrs.push((addr, udp));
+            table.add(addr, server, &params, &d.span)?;
             out.push(Listen {
                 addr,
-                default_server: false,
+                default_server: params.default_server,
                 proxy_protocol: params.proxy_protocol,
-                ssl: false,
+                ssl: params.ssl,
                 udp,
                 span: d.span.clone(),
             });
         }
         Ok(out)
+    }
+
+    /// nginx's warnings for a name two stream servers on one address both claim.
+    pub fn name_conflicts(&self, names_of: impl Fn(usize) -> Vec<String>) -> Vec<String> {
+        let mut all = self.addrs.name_conflicts(&names_of);
+        all.extend(self.udp.name_conflicts(&names_of));
+        all
     }
 }
 
@@ -333,42 +350,55 @@ mod tests {
     fn stream_duplicates_and_parameters() {
         let mut t = StreamListens::default();
         let d = listen_directive("listen 127.0.0.1:5000 reuseport;");
-        assert!(t.listen(&d).is_ok());
+        assert!(t.listen(&d, 0).is_ok());
         assert_eq!(
-            err(t.listen(&d)),
-            "[emerg] duplicate \"127.0.0.1:5000\" address and port pair in t.conf:1"
+            err(t.listen(&d, 0)),
+            "[emerg] a duplicate listen 127.0.0.1:5000 in t.conf:1"
+        );
+        // another server on the address (nginx 1.25.5+), once with the socket options
+        assert_eq!(
+            err(t.listen(&d, 1)),
+            "[emerg] duplicate listen options for 127.0.0.1:5000 in t.conf:1"
+        );
+        assert!(
+            t.listen(&listen_directive("listen 127.0.0.1:5000 default_server;"), 2)
+                .unwrap()[0]
+                .default_server
         );
         assert_eq!(
-            err(t.listen(&listen_directive("listen 5001 default_server;"))),
-            "[emerg] the invalid \"default_server\" parameter in t.conf:1"
+            err(t.listen(&listen_directive("listen 127.0.0.1:5000 default_server;"), 3)),
+            "[emerg] a duplicate default server for 127.0.0.1:5000 in t.conf:1"
         );
-        assert!(t.listen(&listen_directive("listen 5002 proxy_protocol;")).unwrap()[0].proxy_protocol);
-        let no_port = t.listen(&listen_directive("listen 127.0.0.2;")).unwrap();
+        assert_eq!(
+            err(t.listen(&listen_directive("listen 5001 http2;"), 0)),
+            "[emerg] the invalid \"http2\" parameter in t.conf:1"
+        );
+        assert!(t.listen(&listen_directive("listen 5002 proxy_protocol;"), 0).unwrap()[0].proxy_protocol);
+        let no_port = t.listen(&listen_directive("listen 127.0.0.2;"), 0).unwrap();
         assert_eq!(no_port[0].addr.port(), 0);
     }
 
     #[test]
     fn stream_udp_beside_tcp_and_nginx_s_incompatible_parameters() {
         let mut t = StreamListens::default();
-        assert!(!t.listen(&listen_directive("listen 127.0.0.1:53;")).unwrap()[0].udp);
+        assert!(!t.listen(&listen_directive("listen 127.0.0.1:53;"), 0).unwrap()[0].udp);
         // the same address and port over UDP is another socket
-        assert!(
-            t.listen(&listen_directive("listen 127.0.0.1:53 udp reuseport;"))
-                .unwrap()[0]
-                .udp
-        );
+        let udp = t.listen(&listen_directive("listen 127.0.0.1:53 udp reuseport;"), 0).unwrap();
+        assert!(udp[0].udp);
         assert_eq!(
-            err(t.listen(&listen_directive("listen 127.0.0.1:53 udp;"))),
-            "[emerg] duplicate \"127.0.0.1:53\" address and port pair in t.conf:1"
+            err(t.listen(&listen_directive("listen 127.0.0.1:53 udp;"), 0)),
+            "[emerg] a duplicate listen 127.0.0.1:53 in t.conf:1"
         );
-        assert_eq!(
-            err(t.listen(&listen_directive("listen 54 udp proxy_protocol;"))),
-            "[emerg] \"listen\" directive \"proxy_protocol\" parameter is incompatible with \"udp\" in t.conf:1"
-        );
-        assert_eq!(
-            err(t.listen(&listen_directive("listen 55 udp backlog=10;"))),
-            "[emerg] \"listen\" directive \"backlog\" parameter is incompatible with \"udp\" in t.conf:1"
-        );
+        for (line, name) in [
+            ("listen 54 udp proxy_protocol;", "proxy_protocol"),
+            ("listen 55 udp backlog=10;", "backlog"),
+            ("listen 56 udp ssl;", "ssl"),
+        ] {
+            assert_eq!(
+                err(t.listen(&listen_directive(line), 1)),
+                format!("[emerg] \"listen\" directive \"{name}\" parameter is incompatible with \"udp\" in t.conf:1")
+            );
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub const NAMES: &[&str] = &[
     "proxy_ssl_ciphers",
     "proxy_ssl_session_reuse",
     "proxy_ssl_crl",
+    "proxy_ssl_password_file",
 ];
 
 /// What one level sets.
@@ -38,6 +39,7 @@ pub struct ProxyTlsLayer {
     server_name: Option<bool>,
     certificate: Option<(String, Span)>,
     key: Option<String>,
+    password_file: Option<String>,
     protocols: Option<(bool, bool)>,
     suites: Option<Vec<SupportedCipherSuite>>,
     session_reuse: Option<bool>,
@@ -47,6 +49,10 @@ impl ProxyTlsLayer {
     /// Reads `d` (one of [`NAMES`]).
     pub fn directive(&mut self, _b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
         let at = || (arg(d, 0).to_string(), d.span.clone());
+        if matches!(d.name.as_str(), "proxy_ssl_certificate" | "proxy_ssl_certificate_key") && arg(d, 0).contains('$') {
+            let msg = format!("\"{}\" with variables is not supported by corelb", d.name);
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
         match d.name.as_str() {
             "proxy_ssl_verify" => flag_slot(&mut self.verify, d)?,
             "proxy_ssl_verify_depth" => {
@@ -68,6 +74,7 @@ impl ProxyTlsLayer {
             "proxy_ssl_server_name" => flag_slot(&mut self.server_name, d)?,
             "proxy_ssl_certificate" => set_once(&mut self.certificate, d, at())?,
             "proxy_ssl_certificate_key" => set_once(&mut self.key, d, arg(d, 0).to_string())?,
+            "proxy_ssl_password_file" => set_once(&mut self.password_file, d, arg(d, 0).to_string())?,
             "proxy_ssl_protocols" => set_once(&mut self.protocols, d, super::tls::protocols(d)?)?,
             "proxy_ssl_ciphers" => set_once(&mut self.suites, d, super::tls::ciphers(d)?)?,
             "proxy_ssl_session_reuse" => flag_slot(&mut self.session_reuse, d)?,
@@ -92,6 +99,7 @@ impl ProxyTlsLayer {
             server_name: self.server_name.or(parent.server_name),
             certificate: self.certificate.clone().or_else(|| parent.certificate.clone()),
             key: self.key.clone().or_else(|| parent.key.clone()),
+            password_file: self.password_file.clone().or_else(|| parent.password_file.clone()),
             protocols: self.protocols.or(parent.protocols),
             suites: self.suites.clone().or_else(|| parent.suites.clone()),
             session_reuse: self.session_reuse.or(parent.session_reuse),
@@ -120,7 +128,11 @@ impl ProxyTlsLayer {
                         loc,
                     ));
                 };
-                let pair = tls::load_pair(&conf_dir.join(cert), &conf_dir.join(key));
+                let passwords = match &self.password_file {
+                    Some(file) => tls::read_passwords(&conf_dir.join(file)).map_err(|m| ConfigError::invalid(m, at))?,
+                    None => Vec::new(),
+                };
+                let pair = tls::load_pair_with(&conf_dir.join(cert), &conf_dir.join(key), &passwords);
                 Some(pair.map_err(|m| ConfigError::invalid(m, at))?)
             }
             None => None,

@@ -5,7 +5,9 @@
 use super::health::{self, CheckDraft, ProbeTimeouts};
 use super::listen::StreamListens;
 use super::map::{self, Maps};
+use super::proxy_tls::ProxyTlsLayer;
 use super::stream_logs::{self, StreamLevelLogs, StreamLogState};
+use super::tls::TlsLayer;
 use super::upstream::Upstreams;
 use super::vars::{Module, Vars};
 use super::{arg, block_of, directive_err, flag_slot, msec_slot, num_slot, unset, walk, Build, Ctx};
@@ -15,6 +17,7 @@ use crate::config::model::{HealthConf, Listen, Span, StreamConf, StreamServer, S
 use crate::config::parser::Directive;
 use crate::config::realip::{RealIpConf, RealIpHeader, TrustedList};
 use crate::config::stream_format::StreamFormat;
+use crate::config::tls::StreamSsl;
 use crate::config::url::{self, UrlOpts};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +42,17 @@ struct StreamLayer {
     download_rate: Option<StreamSize>,
     requests: Option<u64>,
     responses: Option<u64>,
+    /// `ssl_*` (the http block's reader), `ssl_handshake_timeout`, `ssl_alpn`.
+    tls: TlsLayer,
+    handshake_timeout: Option<Duration>,
+    alpn: Option<Vec<Vec<u8>>>,
+    /// `ssl_preread`, `preread_buffer_size`, `preread_timeout`.
+    preread: Option<bool>,
+    preread_buffer_size: Option<u64>,
+    preread_timeout: Option<Duration>,
+    /// `proxy_ssl` and `proxy_ssl_*` (the http block's reader).
+    proxy_ssl: Option<bool>,
+    proxy_tls: ProxyTlsLayer,
 }
 
 /// A stream server as read.
@@ -46,6 +60,7 @@ struct StreamLayer {
 struct ServerDraft {
     span: Span,
     listens: Vec<Listen>,
+    names: Vec<String>,
     upstream: Option<usize>,
     /// `proxy_pass` with variables.
     pass: Option<KeyTemplate>,
@@ -96,6 +111,10 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         "log_format" => st.logs.log_format(sd, &mut st.vars),
         "access_log" => st.logs.access_log(&mut st.block_logs, sd, &mut st.vars),
         "error_log" => error_log(&mut st.block_errors, b, sd),
+        // the sizes of nginx's server-name hash: corelb matches names without one (checked)
+        "server_names_hash_max_size" | "server_names_hash_bucket_size" => super::value::atoi(arg(sd, 0))
+            .map(|_| ())
+            .ok_or_else(|| super::directive_err(sd, "invalid number")),
         "geo" => {
             let m = super::geo::build(b, sd, Module::Stream, &mut st.vars)?;
             st.maps.maps.push(m);
@@ -105,7 +124,12 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         _ if super::limits::zone(&mut st.zones, &mut st.vars, Module::Stream, sd)? => Ok(()),
         _ => st.layer.directive(b, sd, &mut st.vars),
     })?;
+    b.warnings.extend(
+        st.listens
+            .name_conflicts(|i| st.servers.get(i).map(|s| s.names.clone()).unwrap_or_default()),
+    );
     // nginx's checks when the block ends, in its order: servers (merge), upstreams, variables.
+    let conf_dir = d.span.file.parent().unwrap_or(std::path::Path::new(""));
     let mut servers = Vec::with_capacity(st.servers.len());
     let mut drafts = Vec::new();
     for s in st.servers {
@@ -118,6 +142,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             return Err(ConfigError::invalid("no handler for server", &s.span));
         }
         let layer = s.layer.over(&st.layer);
+        let ssl = stream_ssl(&layer, conf_dir, (&s.listens, &s.span), pass.is_some())?;
         let timeouts = ProbeTimeouts {
             connect: layer.connect_timeout.unwrap_or(Duration::from_secs(60)),
             read: layer.timeout.unwrap_or(Duration::from_secs(600)),
@@ -138,6 +163,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         st.logs.settle(&mut access_log);
         servers.push(StreamServer {
             listens: s.listens,
+            server_names: s.names,
             upstream,
             pass,
             ret,
@@ -166,6 +192,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             limits: layer.limits.conf(&st.zones)?,
             proxy_protocol: layer.proxy_protocol.unwrap_or(false),
             proxy_protocol_timeout: layer.proxy_protocol_timeout.unwrap_or(Duration::from_secs(30)),
+            ssl,
             span: s.span,
         });
     }
@@ -191,6 +218,54 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
     })
 }
 
+/// The TLS settings of a stream server (its listens and block's place), merged (`layer`) and loaded relative to
+/// `conf_dir`.
+fn stream_ssl(
+    layer: &StreamLayer,
+    conf_dir: &std::path::Path,
+    (listens, span): (&[Listen], &Span),
+    var_pass: bool,
+) -> Result<StreamSsl, ConfigError> {
+    let listen_ssl = listens.iter().any(|l| l.ssl);
+    let d = StreamSsl::default();
+    // a server on an `ssl` address without `ssl` in its own `listen` may still have certificates (or reject)
+    let server = layer.tls.stream_conf(conf_dir, span, listen_ssl)?;
+    let proxy = match layer.proxy_ssl {
+        Some(true) => {
+            let conf = layer.proxy_tls.conf(conf_dir, span)?;
+            if var_pass && conf.name.is_none() {
+                let msg = "\"proxy_ssl\" with \"proxy_pass\" with variables and no \"proxy_ssl_name\" is not \
+                           supported by corelb";
+                return Err(ConfigError::invalid(msg, span));
+            }
+            Some(conf)
+        }
+        _ => None,
+    };
+    Ok(StreamSsl {
+        server,
+        handshake_timeout: layer.handshake_timeout.unwrap_or(d.handshake_timeout),
+        alpn: layer.alpn.clone().unwrap_or_default(),
+        preread: layer.preread.unwrap_or(false),
+        preread_buffer_size: layer
+            .preread_buffer_size
+            .map_or(d.preread_buffer_size, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+        preread_timeout: layer.preread_timeout.unwrap_or(d.preread_timeout),
+        proxy,
+    })
+}
+
+/// `ssl_alpn PROTOCOL ...` (nginx: each at most 255 bytes).
+fn alpn(d: &Directive) -> Result<Vec<Vec<u8>>, ConfigError> {
+    d.args
+        .iter()
+        .map(|p| match p.len() {
+            1..=255 => Ok(p.as_bytes().to_vec()),
+            _ => Err(ConfigError::invalid("protocol too long", &d.span)),
+        })
+        .collect()
+}
+
 /// `error_log FILE [LEVEL]` in stream or a stream server (checked as in main; several add up).
 fn error_log(slot: &mut Option<Vec<(String, Option<String>)>>, b: &Build, d: &Directive) -> Result<(), ConfigError> {
     let line = super::main_ctx::error_log_args(d, &b.prefix)?;
@@ -200,9 +275,11 @@ fn error_log(slot: &mut Option<Vec<(String, Option<String>)>>, b: &Build, d: &Di
 
 impl StreamState {
     fn server(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+        let index = self.servers.len();
         let mut s = ServerDraft {
             span: d.span.clone(),
             listens: Vec::new(),
+            names: Vec::new(),
             upstream: None,
             pass: None,
             ret: None,
@@ -214,9 +291,10 @@ impl StreamState {
         };
         walk(block_of(d)?, Ctx::STREAM_SRV, |sd| match sd.name.as_str() {
             "listen" => {
-                s.listens.extend(self.listens.listen(sd)?);
+                s.listens.extend(self.listens.listen(sd, index)?);
                 Ok(())
             }
+            "server_name" => super::server_names::directive(b, sd, &mut s.names),
             "proxy_pass" => {
                 unset(&s.upstream, sd)?;
                 unset(&s.pass, sd)?;
@@ -267,7 +345,29 @@ impl StreamLayer {
         if self.access.directive(b, d)? || self.limits.directive(d)? {
             return Ok(());
         }
-        match d.name.as_str() {
+        let name = d.name.as_str();
+        if super::tls::NAMES.contains(&name) {
+            return self.tls.directive(b, d);
+        }
+        if super::proxy_tls::NAMES.contains(&name) {
+            return self.proxy_tls.directive(b, d);
+        }
+        match name {
+            "ssl_handshake_timeout" => msec_slot(&mut self.handshake_timeout, d),
+            "ssl_alpn" => {
+                unset(&self.alpn, d)?;
+                self.alpn = Some(alpn(d)?);
+                Ok(())
+            }
+            "ssl_preread" => flag_slot(&mut self.preread, d),
+            "preread_timeout" => msec_slot(&mut self.preread_timeout, d),
+            "preread_buffer_size" => {
+                unset(&self.preread_buffer_size, d)?;
+                let n = super::value::parse_size(arg(d, 0)).ok_or_else(|| super::directive_err(d, "invalid value"))?;
+                self.preread_buffer_size = Some(n);
+                Ok(())
+            }
+            "proxy_ssl" => flag_slot(&mut self.proxy_ssl, d),
             "set_real_ip_from" => {
                 super::realip::set_real_ip_from(self.realip.get_or_insert_with(TrustedList::default), b, d)
             }
@@ -318,6 +418,14 @@ impl StreamLayer {
             download_rate: self.download_rate.clone().or_else(|| parent.download_rate.clone()),
             requests: self.requests.or(parent.requests),
             responses: self.responses.or(parent.responses),
+            tls: self.tls.over(&parent.tls),
+            handshake_timeout: self.handshake_timeout.or(parent.handshake_timeout),
+            alpn: self.alpn.clone().or_else(|| parent.alpn.clone()),
+            preread: self.preread.or(parent.preread),
+            preread_buffer_size: self.preread_buffer_size.or(parent.preread_buffer_size),
+            preread_timeout: self.preread_timeout.or(parent.preread_timeout),
+            proxy_ssl: self.proxy_ssl.or(parent.proxy_ssl),
+            proxy_tls: self.proxy_tls.over(&parent.proxy_tls),
         }
     }
 }

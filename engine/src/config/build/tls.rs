@@ -62,6 +62,10 @@ pub struct TlsLayer {
 impl TlsLayer {
     /// Reads `d` (one of [`NAMES`]).
     pub fn directive(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
+        if matches!(d.name.as_str(), "ssl_certificate" | "ssl_certificate_key") && arg(d, 0).contains('$') {
+            let msg = format!("\"{}\" with variables is not supported by corelb", d.name);
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
         match d.name.as_str() {
             "ssl_certificate" => push(&mut self.certificates, d),
             "ssl_certificate_key" => push(&mut self.keys, d),
@@ -162,6 +166,17 @@ impl TlsLayer {
         }
     }
 
+    /// The merged settings of the stream server at `server`; one that listens with `ssl` needs a certificate (or
+    /// `ssl_reject_handshake on`), another has settings only with them.
+    pub fn stream_conf(
+        &self,
+        conf_dir: &Path,
+        server: &Span,
+        listen_ssl: bool,
+    ) -> Result<Option<TlsConf>, ConfigError> {
+        self.conf(conf_dir, listen_ssl.then_some(server), listen_ssl)
+    }
+
     /// The merged settings with nginx's defaults, certificates loaded relative to `conf_dir`; `None` for a server
     /// that neither listens with `ssl` nor has a certificate or `ssl_reject_handshake on`. A server that is not
     /// the default of a TLS address (`needs_certs` false) may have no certificate of its own (it serves the
@@ -188,6 +203,13 @@ impl TlsLayer {
         }
         let d = TlsConf::defaults();
         let keys = self.keys.as_deref().unwrap_or_default();
+        // nginx reads the passwords where a server has certificates (a fifo is read once, as there)
+        let passwords = match (&self.password_file, certs.first()) {
+            (Some(file), Some((_, at))) => {
+                tls::read_passwords(&full(conf_dir, file)).map_err(|m| ConfigError::invalid(m, at))?
+            }
+            _ => Vec::new(),
+        };
         let mut pairs = Vec::with_capacity(certs.len());
         for (i, (cert, at)) in certs.iter().enumerate() {
             let cert_path = full(conf_dir, cert);
@@ -198,7 +220,8 @@ impl TlsLayer {
                 ));
             };
             let key_path = full(conf_dir, key);
-            let loaded = tls::load_pair(&cert_path, &key_path).map_err(|m| ConfigError::invalid(m, at))?;
+            let loaded =
+                tls::load_pair_with(&cert_path, &key_path, &passwords).map_err(|m| ConfigError::invalid(m, at))?;
             pairs.push(CertPair {
                 cert: cert_path,
                 key: key_path,

@@ -29,6 +29,8 @@ pub struct Vars {
     users: Vec<String>,
     /// The named groups of the block's location, `rewrite` and `if` regexes ([`Var::RegexCapture`]).
     regex_captures: Vec<String>,
+    /// A value names `$ssl_ciphers` (handshakes then keep the client's offer).
+    ssl_ciphers: std::cell::Cell<bool>,
 }
 
 /// The message for `$request_body` in a log format: the body is not kept until the line is written.
@@ -98,6 +100,7 @@ impl Vars {
             server_captures: Vec::new(),
             users: Vec::new(),
             regex_captures: Vec::new(),
+            ssl_ciphers: std::cell::Cell::new(false),
         }
     }
 
@@ -166,6 +169,8 @@ impl Vars {
         match module {
             // `$1`..`$9` and named groups: the request's last regex match
             Module::Http => Var::from_name(&lower)
+                .filter(|v| !matches!(v, Var::SslPreread(_)))
+                .inspect(|v| self.ssl_ciphers.set(self.ssl_ciphers.get() || *v == Var::SslCiphers))
                 .or_else(|| capture_number(&lower).map(Var::Capture))
                 .or_else(|| {
                     let named = self.regex_captures.iter().any(|n| n == name);
@@ -240,6 +245,11 @@ impl Vars {
     }
 
     /// The deferred error, if a variable was unknown.
+    /// Whether a value of the block names `$ssl_ciphers`.
+    pub fn uses_ssl_ciphers(&self) -> bool {
+        self.ssl_ciphers.get()
+    }
+
     pub fn finish(self) -> Result<(), ConfigError> {
         match self.unknown {
             Some(e) => Err(e),
