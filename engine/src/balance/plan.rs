@@ -328,8 +328,9 @@ impl UpstreamPlan {
                 }
             }
         }
-        // An upstream kept in a state file may have no server yet: every pick is then "no live upstreams" (502).
-        if primary.is_empty() && conf.state.is_none() {
+        // An upstream kept in a state file may have no server yet, nor one whose names have not resolved (or were
+        // removed): every pick is then "no live upstreams" (502).
+        if primary.is_empty() && conf.state.is_none() && conf.resolver.is_none() {
             return Err(PlanError::NoServers(conf.name.clone()));
         }
         let primary = PeerList::new(primary);

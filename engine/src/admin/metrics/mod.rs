@@ -95,6 +95,7 @@ mod tests {
                 reload_failures: 1,
                 api_changes: 2,
                 agent_changes: 0,
+                resolve_changes: 0,
                 started_at: 1_700_000_000,
                 loaded_at_ms: 1_700_000_000_000,
             },
