@@ -341,8 +341,8 @@ pub struct UpstreamConf {
     pub load_weight: super::agent::LoadFormula,
     /// `endpoint_load_metrics on` (corelb's, http): responses' load reports set the weights.
     pub load_metrics: Option<super::agent::LoadMetricsConf>,
-    /// The resolver of its `resolve` lines: the block's `resolver` (with its `resolver_timeout`), else the http
-    /// or stream level's; `None` when no line resolves.
+    /// The resolver of its `resolve` lines (and of names the API adds): the block's `resolver` (with its
+    /// `resolver_timeout`), else the http or stream level's; `None` without a zone or a resolver.
     pub resolver: Option<std::sync::Arc<super::resolver::ResolverConf>>,
     pub span: Span,
 }

@@ -268,6 +268,7 @@ impl Entry {
         };
         let resolves = conf.servers.iter().any(ServerLine::is_template);
         let resolver = conf.resolver.merged(level);
+        let zoned = conf.zone.is_some();
         if resolves && conf.zone.is_none() {
             let msg = format!(
                 "resolving names at run time requires upstream \"{}\" in {} to be in shared memory",
@@ -331,7 +332,8 @@ impl Entry {
             queue: conf.queue,
             load_weight: conf.load_weight.unwrap_or_default(),
             load_metrics: conf.load_metrics.flatten(),
-            resolver: resolver.filter(|_| resolves).map(std::sync::Arc::new),
+            // kept for any upstream in a zone, so that the API may add names to it
+            resolver: resolver.filter(|_| zoned).map(std::sync::Arc::new),
             span: block_span,
         })
     }
