@@ -131,7 +131,7 @@ fn run<R: Runtime>() {
     for name in ["s1.srv.test", "s2.srv.test", "s3.srv.test"] {
         dns.set(name, Answer::Addrs(vec![ip("127.0.0.1")], 300));
     }
-    let front = free_addr();
+    let (front, tcp_front) = (free_addr(), free_addr());
     let text = format!(
         r#"events {{}}
 http {{
@@ -150,6 +150,11 @@ http {{
     location /api/ {{ api write=on; }}
     location = /metrics {{ metrics; }}
   }}
+}}
+stream {{
+  resolver {dns} ipv6=off;
+  upstream st {{ zone st 1m; server app.test:{port} resolve; }}
+  server {{ listen {tcp_front}; proxy_pass st; }}
 }}
 "#,
         dns = dns.addr,
@@ -291,7 +296,8 @@ http {{
         (400, Some("UpstreamServerImmutable")),
         "{v}"
     );
-    dns.set("late.test", Answer::Addrs(vec![ip("127.0.0.12")], 1));
+    // (an answer cut over UDP: asked again over TCP)
+    dns.set("late.test", Answer::TcpOnly(vec![ip("127.0.0.12")], 1));
     let body = format!(r#"{{"server":"late.test:{port}"}}"#);
     let (status, v) = api(front, "POST", "/api/9/http/upstreams/u/servers", &body);
     assert_eq!(status, 201, "{v}");
