@@ -121,6 +121,7 @@ mod tests {
             "corelb_config_reload_failures_total 1".into(),
             "corelb_api_changes_total 2".into(),
             "corelb_agent_changes_total 0".into(),
+            "corelb_resolve_changes_total 0".into(),
             "corelb_start_time_seconds 1700000000".into(),
             r#"corelb_shard_gateway_errors_total{shard="0",status="502"} 4"#.into(),
             r#"corelb_shard_gateway_errors_total{shard="1",status="504"} 0"#.into(),
