@@ -303,7 +303,7 @@ fn modified(
                 line.resolve = None;
             }
             // a name, where the upstream has a resolver: resolved from now on, as a `resolve` server
-            Err(e) if e.code == "UpstreamConfNoResolver" && conf.resolver.is_some() && !line.is_derived() => {
+            Err(e) if e.code == "UpstreamConfNoResolver" && takes_names(conf) && !line.is_derived() => {
                 line.addrs = Vec::new();
                 line.resolve = Some(Box::new(name_spec(text, block)?));
             }
@@ -325,6 +325,11 @@ fn modified(
         return Err(ApiError::new(400, "UpstreamBadSlowStart", text));
     }
     Ok(line)
+}
+
+/// Whether a name may be added to `conf`: it has a resolver, and no state file (whose lines are read at load).
+fn takes_names(conf: &UpstreamConf) -> bool {
+    conf.resolver.is_some() && conf.state.is_none()
 }
 
 /// The run-time name of a `server` parameter that is a name.
