@@ -198,6 +198,18 @@ pub fn names_of(config: &Config) -> Vec<(NameKey, Arc<ResolverConf>)> {
     out
 }
 
+/// Fills `config` with fixed answers (`corelb pick --resolve`): each `(host, found)` answers every `resolve` line
+/// of that host (a service's host for `service=` lines), whatever its resolver.
+pub fn fill_fixed(config: &mut Config, fixed: &[(String, Vec<Found>)]) {
+    let answers = Answers::default();
+    for (key, _) in names_of(config) {
+        if let Some((_, found)) = fixed.iter().find(|(host, _)| host.eq_ignore_ascii_case(&key.host)) {
+            answers.set(&key, found.clone());
+        }
+    }
+    answers.fill(config);
+}
+
 /// What the thread needs of the process: the names of the running config (`None` once the process stops) and
 /// how to publish a change of the answers.
 pub struct Process<N, P> {
@@ -314,7 +326,8 @@ fn lookup(conf: &ResolverConf, key: &NameKey) -> Result<(Vec<Found>, u32), DnsEr
     }
 }
 
-fn found_at(ip: IpAddr, port: u16, target: &str, priority: u16, weight: u16) -> Found {
+/// One address found: `ip` at `port` (0 for a plain name: the line's), the SRV `target`, priority and weight.
+pub fn found_at(ip: IpAddr, port: u16, target: &str, priority: u16, weight: u16) -> Found {
     Found {
         addr: SocketAddr::new(ip, port),
         target: target.to_string(),
