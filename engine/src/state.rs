@@ -125,9 +125,14 @@ fn start_names(shared: &Arc<Shared>) {
             Some(names::names_of(&snap.config))
         },
         publish: move || {
-            if let Some(shared) = by_publish.upgrade() {
-                if let Err(e) = shared.apply(ChangeKind::Resolve, |c| Ok(c.clone())) {
+            let Some(shared) = by_publish.upgrade() else {
+                return true;
+            };
+            match shared.apply(ChangeKind::Resolve, |c| Ok(c.clone())) {
+                Ok(_) => true,
+                Err(e) => {
                     crate::log_alert!("the resolved addresses were not applied: {}", e.log_line());
+                    false
                 }
             }
         },

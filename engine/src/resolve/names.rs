@@ -73,14 +73,12 @@ impl Answers {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sets `key`'s addresses; true when they changed.
+    /// Sets `key`'s addresses; true when the peers they make changed (none before and none now is no change).
     pub fn set(&self, key: &NameKey, found: Vec<Found>) -> bool {
         let mut map = self.lock();
-        if map.get(key).is_some_and(|old| **old == *found) {
-            return false;
-        }
+        let same = map.get(key).map_or(found.is_empty(), |old| **old == *found);
         map.insert(key.clone(), Arc::from(found));
-        true
+        !same
     }
 
     /// `key`'s addresses, if it was resolved.
@@ -211,20 +209,23 @@ pub fn fill_fixed(config: &mut Config, fixed: &[(String, Vec<Found>)]) {
 }
 
 /// What the thread needs of the process: the names of the running config (`None` once the process stops) and
-/// how to publish a change of the answers.
+/// how to publish a change of the answers (false when it could not: it is tried again).
 pub struct Process<N, P> {
     pub names: N,
     pub publish: P,
 }
 
 /// The resolver thread's loop: asks every name that is due (side by side, each on a scoped thread, so that one
-/// that does not answer delays no other), records the answers, publishes a change, and sleeps [`POLL`].
+/// that does not answer delays no other), records the answers, publishes a change (one that could not be
+/// published goes again with the next answers), and sleeps [`POLL`]. At most two threads per name at a time (its
+/// `A` and `AAAA` queries), for the names of the running config.
 pub fn run<N, P>(answers: &Answers, process: Process<N, P>)
 where
     N: Fn() -> Option<Vec<(NameKey, Arc<ResolverConf>)>>,
-    P: Fn(),
+    P: Fn() -> bool,
 {
     let mut due: HashMap<NameKey, Instant> = HashMap::new();
+    let mut unpublished = false;
     while let Some(names) = (process.names)() {
         due.retain(|k, _| names.iter().any(|(n, _)| n == k));
         answers.retain(|k| names.iter().any(|(n, _)| n == k));
@@ -252,8 +253,8 @@ where
                 changed |= answers.set(key, found);
             }
         }
-        if changed {
-            (process.publish)();
+        if changed || unpublished {
+            unpublished = !(process.publish)();
         }
     }
 }
@@ -443,7 +444,13 @@ mod tests {
                 "127.0.0.1:82 [127.0.0.1:82] w1"
             ]
         );
-        answers.set(&names[0].0, Vec::new());
+        assert!(answers.set(&names[0].0, Vec::new()), "the addresses went");
+        assert!(!answers.set(&names[0].0, Vec::new()));
+        let other = NameKey {
+            host: "b.test".into(),
+            ..names[0].0.clone()
+        };
+        assert!(!answers.set(&other, Vec::new()), "no addresses before, none now");
         answers.fill(&mut c);
         assert_eq!(
             servers(&c),
