@@ -239,11 +239,11 @@ where
             continue;
         }
         let results: Vec<Result<(Vec<Found>, u32), DnsError>> = std::thread::scope(|s| {
-            let running: Vec<_> = asks.iter().map(|(k, conf)| s.spawn(|| lookup(conf, k))).collect();
-            running
-                .into_iter()
-                .map(|h| h.join().unwrap_or(Err(DnsError::ServFail)))
-                .collect()
+            let running: Vec<_> = asks
+                .iter()
+                .map(|(k, conf)| beside(s, move || lookup(conf, k)))
+                .collect();
+            running.into_iter().map(Beside::join).collect()
         });
         let mut changed = false;
         for ((key, conf), result) in asks.into_iter().zip(results) {
@@ -279,6 +279,50 @@ fn outcome(
                 (conf.timeout.max(Duration::from_secs(1)), None)
             }
         }
+    }
+}
+
+/// A query run on a scoped thread of its own, or (when no thread could be made) already run here.
+enum Beside<'s, T> {
+    Thread(std::thread::ScopedJoinHandle<'s, T>, fn() -> T),
+    Done(T),
+}
+
+impl<T> Beside<'_, T> {
+    /// Its result (a thread that panicked gives the fallback: a server failure, which keeps the addresses).
+    fn join(self) -> T {
+        match self {
+            Beside::Thread(h, failed) => h.join().unwrap_or_else(|_| failed()),
+            Beside::Done(t) => t,
+        }
+    }
+}
+
+/// Failure results for [`Beside`].
+trait Failed {
+    fn failed() -> Self;
+}
+
+impl<T> Failed for Result<T, DnsError> {
+    fn failed() -> Self {
+        Err(DnsError::ServFail)
+    }
+}
+
+impl<T> Failed for Option<Result<T, DnsError>> {
+    fn failed() -> Self {
+        Some(Err(DnsError::ServFail))
+    }
+}
+
+/// Runs `job` on a new thread of scope `s`; here and now when the thread cannot be made.
+fn beside<'s, 'e, T: Send + Failed + 's>(
+    s: &'s std::thread::Scope<'s, 'e>,
+    job: impl FnOnce() -> T + Send + Clone + 's,
+) -> Beside<'s, T> {
+    match std::thread::Builder::new().spawn_scoped(s, job.clone()) {
+        Ok(h) => Beside::Thread(h, T::failed),
+        Err(_) => Beside::Done(job()),
     }
 }
 
@@ -342,9 +386,9 @@ pub fn found_at(ip: IpAddr, port: u16, target: &str, priority: u16, weight: u16)
 fn addresses(conf: &ResolverConf, name: &str) -> Result<(Vec<IpAddr>, u32), DnsError> {
     let ask = |on: bool, kind| on.then(|| follow(conf, name, kind));
     let (v4, v6) = std::thread::scope(|s| {
-        let v6 = s.spawn(|| ask(conf.ipv6, RecordType::AAAA));
+        let v6 = beside(s, || ask(conf.ipv6, RecordType::AAAA));
         let v4 = ask(conf.ipv4, RecordType::A);
-        (v4, v6.join().unwrap_or(Some(Err(DnsError::ServFail))))
+        (v4, v6.join())
     });
     let mut addrs = Vec::new();
     let mut ttl = u32::MAX;
