@@ -551,6 +551,48 @@ mod tests {
     use super::*;
     use crate::config::url::UrlOpts;
 
+    fn load(text: &str) -> Result<crate::config::model::Config, String> {
+        let text = format!("events {{}}\n{text}");
+        crate::config::parse_str(&text, std::path::Path::new("/t/n.conf")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn resolve_needs_a_zone_and_a_resolver_and_takes_the_levels() {
+        let pass = "server { listen 127.0.0.1:1; location / { proxy_pass http://u; } }";
+        let e = load(&format!("http {{ upstream u {{ server a.test resolve; }} {pass} }}")).unwrap_err();
+        assert_eq!(
+            e,
+            "[emerg] resolving names at run time requires upstream \"u\" in /t/n.conf:2 to be in shared memory"
+        );
+        let e = load(&format!(
+            "http {{ upstream u {{ zone z 1m; server a.test resolve; }} {pass} }}"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "[emerg] no resolver defined to resolve names at run time in upstream \"u\" in /t/n.conf:2"
+        );
+        let c = load(&format!(
+            "http {{ resolver 127.0.0.1 valid=5s; resolver_timeout 3s; \
+             upstream u {{ zone z 1m; server a.test resolve; }} \
+             upstream v {{ zone v 1m; resolver 127.0.0.2; server b.test resolve; }} {pass} }}"
+        ))
+        .unwrap();
+        let ups = &c.http.as_ref().unwrap().upstreams;
+        let r = |i: usize| ups[i].resolver.as_deref().unwrap();
+        assert_eq!(
+            (r(0).servers[0].port(), r(0).valid, r(0).timeout),
+            (53, Some(Duration::from_secs(5)), Duration::from_secs(3))
+        );
+        assert_eq!(
+            (r(1).servers[0].to_string().as_str(), r(1).timeout),
+            ("127.0.0.2:53", Duration::from_secs(3))
+        );
+        let e =
+            load("http { upstream u { zone z 1m; resolver 127.0.0.1; resolver 127.0.0.1; server a.test resolve; } }");
+        assert!(e.unwrap_err().contains("\"resolver\" directive is duplicate"));
+    }
+
     fn at(line: usize) -> Span {
         Span {
             file: PathBuf::from("t.conf"),
