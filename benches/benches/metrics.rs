@@ -94,6 +94,7 @@ fn reading(peers: usize) -> Reading {
             reload_failures: 0,
             api_changes: 0,
             agent_changes: 0,
+            resolve_changes: 0,
             started_at: 1_700_000_000,
             loaded_at_ms: 1_700_000_000_000,
         },

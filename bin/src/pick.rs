@@ -3,6 +3,7 @@
 use clap::Args;
 use corelb_engine::balance::{KeySpec, UpstreamPlan};
 use corelb_engine::config::{self, ConfigError};
+use corelb_engine::resolve::names;
 use corelb_engine::simulate::{
     self, parse_trace, BackendMode, Backends, Context, Hop, LocateError, Request, SimResult, Simulator, TraceError,
     TraceLine,
@@ -52,6 +53,10 @@ pub struct PickArgs {
     /// time); unlisted peers answer in 0 ms.
     #[arg(long = "latency", value_name = "ADDR=MS")]
     latency: Vec<LatencySpec>,
+    /// A fixed answer for a `server NAME resolve` name (repeatable): `NAME=IP[,IP...]`, or for a `service=` line
+    /// `NAME=TARGET@IP:PORT[/PRIORITY[/WEIGHT]][,...]` (SRV records, each target's one address).
+    #[arg(long = "resolve", value_name = "NAME=ADDRS")]
+    resolve: Vec<ResolveSpec>,
     /// Pick from the stream upstream of that name.
     #[arg(long, conflicts_with = "http")]
     stream: bool,
@@ -78,6 +83,48 @@ impl FromStr for FailSpec {
         let mode = mode.parse().map_err(|e: TraceError| e.to_string())?;
         Ok(FailSpec { addr, mode })
     }
+}
+
+/// `--resolve NAME=ADDRS`.
+#[derive(Debug, Clone)]
+struct ResolveSpec {
+    host: String,
+    found: Vec<names::Found>,
+}
+
+impl FromStr for ResolveSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (host, addrs) = s
+            .split_once('=')
+            .ok_or_else(|| format!("\"{s}\" is not NAME=IP[,IP...] (e.g. backend.example=10.0.0.1,10.0.0.2)"))?;
+        let found = addrs.split(',').map(found).collect::<Result<_, _>>()?;
+        Ok(ResolveSpec {
+            host: host.to_ascii_lowercase(),
+            found,
+        })
+    }
+}
+
+/// One address of `--resolve`: `IP`, or `TARGET@IP:PORT[/PRIORITY[/WEIGHT]]`.
+fn found(a: &str) -> Result<names::Found, String> {
+    let bad = || format!("\"{a}\" is not IP or TARGET@IP:PORT[/PRIORITY[/WEIGHT]]");
+    let Some((target, rest)) = a.split_once('@') else {
+        let ip: IpAddr = a.parse().map_err(|_| bad())?;
+        return Ok(names::found_at(ip, 0, "", 0, 1));
+    };
+    let mut parts = rest.split('/');
+    let addr: SocketAddr = parts.next().unwrap_or_default().parse().map_err(|_| bad())?;
+    let mut number = |default: u16| parts.next().map_or(Ok(default), |n| n.parse().map_err(|_| bad()));
+    let (priority, weight) = (number(0)?, number(1)?);
+    Ok(names::found_at(
+        addr.ip(),
+        addr.port(),
+        &target.to_ascii_lowercase(),
+        priority,
+        weight,
+    ))
 }
 
 /// `--latency ADDR=MS`.
@@ -141,7 +188,10 @@ pub fn main(args: &PickArgs) -> ExitCode {
 
 /// Simulates the requests `args` describes and writes one line per request to `out`.
 pub fn run(args: &PickArgs, out: &mut dyn Write) -> Result<(), PickError> {
-    let config = config::load(&args.config)?;
+    let mut config = config::load(&args.config)?;
+    let fixed: Vec<(String, Vec<names::Found>)> =
+        args.resolve.iter().map(|r| (r.host.clone(), r.found.clone())).collect();
+    names::fill_fixed(&mut config, &fixed);
     let context = match (args.stream, args.http) {
         (true, _) => Some(Context::Stream),
         (_, true) => Some(Context::Http),

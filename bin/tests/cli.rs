@@ -167,6 +167,40 @@ fn pick_follows_smooth_weighted_round_robin() {
 }
 
 #[test]
+fn pick_takes_fixed_answers_for_resolve_names() {
+    let s = Scratch::new();
+    let ups = "    resolver 127.0.0.1:5353;\n    upstream backend {\n        zone b 64k;\n        \
+               server app.test:8080 resolve;\n        server srv.test service=http resolve;\n    }";
+    let conf = s.file("resolve.conf", &http_conf(ups));
+    // unresolved: no peers
+    assert_eq!(
+        peers(&pick(&conf, &["--count", "1"])),
+        ["backend (no live upstreams) => 502"]
+    );
+    let out = pick(
+        &conf,
+        &[
+            "--count",
+            "4",
+            "--resolve",
+            "APP.test=127.0.0.2,127.0.0.3",
+            "--resolve",
+            "srv.test=a.srv.test@127.0.0.4:81/10/2,b.srv.test@127.0.0.5:82/20",
+        ],
+    );
+    let got = peers(&out);
+    for want in ["127.0.0.2:8080", "127.0.0.3:8080", "127.0.0.4:81"] {
+        assert!(got.contains(&want.to_string()), "{got:?}");
+    }
+    assert!(
+        !got.contains(&"127.0.0.5:82".to_string()),
+        "the higher priority is backup: {got:?}"
+    );
+    let out = pick(&conf, &["--resolve", "x"]);
+    assert!(!out.status.success());
+}
+
+#[test]
 fn pick_hashes_the_normalized_uri_and_refuses_what_nginx_refuses() {
     let s = Scratch::new();
     let conf = s.file("uri.conf", &http_conf(&upstream("hash $uri;")));

@@ -56,6 +56,8 @@ pub struct ControlStats {
     pub api_changes: u64,
     /// New generations made for the agents' weights (`agent_port=`, `endpoint_load_metrics`).
     pub agent_changes: u64,
+    /// New generations made because a `resolve` server's name changed its addresses.
+    pub resolve_changes: u64,
     /// When the process started, seconds since the Unix epoch.
     pub started_at: u64,
     /// When the running snapshot was made (start, reload or API change), milliseconds since the Unix epoch.
@@ -67,6 +69,8 @@ pub struct ControlStats {
 pub enum ChangeKind {
     Reload,
     Api,
+    /// The upstream name resolver found other addresses (`server NAME resolve`).
+    Resolve,
 }
 
 /// The control plane's state; lives in [`crate::state::Shared`].
@@ -78,6 +82,9 @@ pub struct Control {
     reload_failures: AtomicU64,
     api_changes: AtomicU64,
     agent_changes: AtomicU64,
+    resolve_changes: AtomicU64,
+    /// The addresses of the upstreams' `resolve` names, put into every config built here.
+    pub names: Arc<crate::resolve::names::Answers>,
     started_at: u64,
     loaded_at_ms: AtomicU64,
     /// How the agent checkers apply weights (set once by the state layer, which owns what a reweigh needs).
@@ -92,6 +99,8 @@ impl Default for Control {
             reload_failures: AtomicU64::new(0),
             api_changes: AtomicU64::new(0),
             agent_changes: AtomicU64::new(0),
+            resolve_changes: AtomicU64::new(0),
+            names: Arc::default(),
             reweigh: std::sync::OnceLock::new(),
             started_at: crate::clock::now_ms() / 1000,
             loaded_at_ms: AtomicU64::new(crate::clock::now_ms()),
@@ -149,9 +158,15 @@ impl Control {
         let (done, failed) = match kind {
             ChangeKind::Reload => (&self.reloads, Some(&self.reload_failures)),
             ChangeKind::Api => (&self.api_changes, None),
+            ChangeKind::Resolve => (&self.resolve_changes, None),
         };
-        match Self::build(current, zone, change)
-            .and_then(|snap| Self::publish(snap, &mut health, current, self.reweigh.get()))
+        let names = &self.names;
+        match Self::build(current, zone, |old| {
+            let mut config = change(old)?;
+            names.fill(&mut config);
+            Ok(config)
+        })
+        .and_then(|snap| Self::publish(snap, &mut health, current, self.reweigh.get()))
         {
             Ok(generation) => {
                 done.fetch_add(1, Ordering::Relaxed);
@@ -202,6 +217,7 @@ impl Control {
             reload_failures: self.reload_failures.load(Ordering::Relaxed),
             api_changes: self.api_changes.load(Ordering::Relaxed),
             agent_changes: self.agent_changes.load(Ordering::Relaxed),
+            resolve_changes: self.resolve_changes.load(Ordering::Relaxed),
             started_at: self.started_at,
             loaded_at_ms: self.loaded_at_ms.load(Ordering::Relaxed),
         }

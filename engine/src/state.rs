@@ -58,6 +58,7 @@ impl Shared {
                     }
                 }
             })));
+        start_names(&shared);
         shared
     }
 
@@ -108,5 +109,38 @@ impl Shared {
     /// The heartbeat counter of shard `i` (0 if there is no such shard).
     pub fn heartbeat(&self, i: usize) -> u64 {
         self.heartbeats.get(i).map_or(0, |h| h.load(Ordering::Relaxed))
+    }
+}
+
+/// Starts the thread that resolves the upstreams' `resolve` names (it ends when the process state goes or
+/// drains); a weak handle, so that it does not keep the state alive.
+fn start_names(shared: &Arc<Shared>) {
+    use crate::resolve::names::{self, Process};
+    let answers = Arc::clone(&shared.control.names);
+    let (by_names, by_publish) = (Arc::downgrade(shared), Arc::downgrade(shared));
+    let process = Process {
+        names: move || {
+            let shared = by_names.upgrade().filter(|s| !s.draining())?;
+            let snap = shared.snapshot.load();
+            Some(names::names_of(&snap.config))
+        },
+        publish: move || {
+            let Some(shared) = by_publish.upgrade() else {
+                return true;
+            };
+            match shared.apply(ChangeKind::Resolve, |c| Ok(c.clone())) {
+                Ok(_) => true,
+                Err(e) => {
+                    crate::log_alert!("the resolved addresses were not applied: {}", e.log_line());
+                    false
+                }
+            }
+        },
+    };
+    let started = std::thread::Builder::new()
+        .name("corelb-resolve".into())
+        .spawn(move || names::run(&answers, process));
+    if let Err(e) = started {
+        crate::log_alert!("could not start the upstream name resolver ({e}): \"resolve\" servers stay unresolved");
     }
 }

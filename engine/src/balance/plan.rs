@@ -3,7 +3,7 @@
 use super::attempt::Tried;
 use super::Balancer;
 use crate::config::key::{KeyTemplate, VarSource};
-use crate::config::model::UpstreamConf;
+use crate::config::model::{ServerLine, UpstreamConf};
 use corelb_shared_state::{PeerFlags, PeerKey, PeerSlot, Zone};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -328,8 +328,9 @@ impl UpstreamPlan {
                 }
             }
         }
-        // An upstream kept in a state file may have no server yet: every pick is then "no live upstreams" (502).
-        if primary.is_empty() && conf.state.is_none() {
+        // An upstream kept in a state file may have no server yet, nor one whose names have not resolved (or were
+        // removed): every pick is then "no live upstreams" (502).
+        if primary.is_empty() && conf.state.is_none() && !conf.servers.iter().any(ServerLine::is_template) {
             return Err(PlanError::NoServers(conf.name.clone()));
         }
         let primary = PeerList::new(primary);

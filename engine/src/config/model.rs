@@ -250,7 +250,24 @@ pub struct ServerLine {
     pub agent: Option<super::agent::AgentConf>,
     /// The API set `weight` (for the API's and metrics' weight source; the config's weight otherwise).
     pub weight_by_api: bool,
+    /// `resolve` (nginx 1.27.3): the name this line re-resolves at run time. A line written with `resolve` has no
+    /// `addrs` itself; each answer's addresses become lines of their own that carry the same spec with
+    /// [`ResolveSpec::derived`] set (see `resolve::names::fill`).
+    pub resolve: Option<Box<ResolveSpec>>,
     pub span: Span,
+}
+
+/// What a `server NAME [service=SRV] resolve` line asks the upstream's resolver.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResolveSpec {
+    /// The name as written (lower case, no port).
+    pub host: String,
+    /// The line's port (80 when none was written in http); unused with `service=`, whose records carry theirs.
+    pub port: u16,
+    /// `service=NAME`: the SRV records of `_NAME._tcp.HOST` (or of `HOST` when NAME starts with `_`).
+    pub service: Option<String>,
+    /// False for the line as written (no peers of its own), true for a line made from an answer.
+    pub derived: bool,
 }
 
 impl ServerLine {
@@ -271,8 +288,19 @@ impl ServerLine {
             route: None,
             agent: None,
             weight_by_api: false,
+            resolve: None,
             span: Span::default(),
         }
+    }
+
+    /// A line written with `resolve` (it stands for the peers its name resolves to, and is none itself).
+    pub fn is_template(&self) -> bool {
+        self.resolve.as_ref().is_some_and(|r| !r.derived)
+    }
+
+    /// A line made from a `resolve` line's answer.
+    pub fn is_derived(&self) -> bool {
+        self.resolve.as_ref().is_some_and(|r| r.derived)
     }
 }
 
@@ -313,6 +341,9 @@ pub struct UpstreamConf {
     pub load_weight: super::agent::LoadFormula,
     /// `endpoint_load_metrics on` (corelb's, http): responses' load reports set the weights.
     pub load_metrics: Option<super::agent::LoadMetricsConf>,
+    /// The resolver of its `resolve` lines (and of names the API adds): the block's `resolver` (with its
+    /// `resolver_timeout`), else the http or stream level's; `None` without a zone or a resolver.
+    pub resolver: Option<std::sync::Arc<super::resolver::ResolverConf>>,
     pub span: Span,
 }
 
@@ -334,6 +365,7 @@ impl UpstreamConf {
             queue: None,
             load_weight: super::agent::LoadFormula::default(),
             load_metrics: None,
+            resolver: None,
             span: Span::default(),
         }
     }

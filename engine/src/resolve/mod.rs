@@ -6,6 +6,8 @@
 
 pub mod cache;
 pub mod dns;
+pub mod names;
+pub mod records;
 
 use crate::config::resolver::ResolverConf;
 use crate::runtime::{Datagram, Runtime};

@@ -79,7 +79,12 @@ impl Drop for Backend {
 impl Backend {
     /// Starts a backend called `name` on a free loopback port.
     pub fn start(name: &str, mode: Mode) -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a backend");
+        Self::start_on(name, mode, "127.0.0.1:0")
+    }
+
+    /// Starts a backend called `name` on `addr` (a loopback address; port 0 for a free one).
+    pub fn start_on(name: &str, mode: Mode, addr: &str) -> Backend {
+        let listener = TcpListener::bind(addr).expect("bind a backend");
         let addr = listener.local_addr().expect("backend address");
         let stats = Arc::new(Stats::default());
         let stop = Arc::new(AtomicBool::new(false));

@@ -1,10 +1,10 @@
 //! A DNS server for tests on a loopback thread (UDP and TCP on one port), its messages made by hickory-proto: each
 //! name answers the addresses it is given (with their TTL), an error code, nothing at all, or, over UDP, a cut
-//! answer that sends the client to TCP. Counts the queries per name, type and transport.
+//! answer that sends the client to TCP, `SRV` records, or a CNAME. Counts the queries per name, type and transport.
 
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
-use hickory_proto::rr::rdata::{A, AAAA};
-use hickory_proto::rr::{RData, Record, RecordType};
+use hickory_proto::rr::rdata::{A, AAAA, CNAME, SRV};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
@@ -24,6 +24,10 @@ pub enum Answer {
     TcpOnly(Vec<IpAddr>, u32),
     /// These addresses with this TTL, after a pause (the server answers nothing else meanwhile).
     Late(Vec<IpAddr>, u32, Duration),
+    /// To `SRV` queries these records (priority, weight, port, target), with this TTL.
+    Srv(Vec<(u16, u16, u16, String)>, u32),
+    /// A CNAME to this name (whose records the client asks for itself), with this TTL.
+    Cname(String, u32),
 }
 
 #[derive(Debug, Default)]
@@ -137,6 +141,24 @@ fn reply(state: &Mutex<State>, query: &[u8], transport: &'static str) -> Option<
             (Vec::new(), 0)
         }
         Answer::Addrs(a, ttl) | Answer::TcpOnly(a, ttl) => (a, ttl),
+        Answer::Srv(records, ttl) => {
+            for (priority, weight, port, target) in records {
+                let Ok(target) = Name::from_ascii(format!("{target}.")) else {
+                    continue;
+                };
+                if asked.query_type() == RecordType::SRV {
+                    let data = RData::SRV(SRV::new(priority, weight, port, target));
+                    m.add_answer(Record::from_rdata(asked.name().clone(), ttl, data));
+                }
+            }
+            (Vec::new(), 0)
+        }
+        Answer::Cname(to, ttl) => {
+            if let Ok(to) = Name::from_ascii(format!("{to}.")) {
+                m.add_answer(Record::from_rdata(asked.name().clone(), ttl, RData::CNAME(CNAME(to))));
+            }
+            (Vec::new(), 0)
+        }
     };
     for a in addrs {
         let data = match (asked.query_type(), a) {

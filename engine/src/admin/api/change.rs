@@ -26,7 +26,11 @@ pub enum Change {
 
 /// What a change did: the peer it added or changed (its identity), for the answer.
 enum Done {
-    Peer { key: PeerKey },
+    Peer {
+        key: PeerKey,
+    },
+    /// A name added with the upstream's resolver: it has no peers until it resolves.
+    Name(ServerLine),
     Removed,
 }
 
@@ -94,6 +98,9 @@ fn edit(shared: &Shared, old: &Config, block: Block, name: &str, change: &Change
             if exploded(conf).iter().any(|l| key_of(conf, l) == key) {
                 return Err(ApiError::new(409, "EntryExists", "entry exists".into()));
             }
+            if line.is_template() {
+                return Ok(Done::Name(line));
+            }
             Ok(Done::Peer { key })
         }
         Change::Modify(id, body) => {
@@ -160,6 +167,7 @@ fn answer(shared: &Shared, block: Block, name: &str, done: Done, added: bool) ->
     let up = views::find_upstream(&snap, block, name).ok_or_else(ApiError::upstream_not_found)?;
     match done {
         Done::Removed => Ok((200, views::server_confs(up, block))),
+        Done::Name(line) => Ok((201, name_conf(&line))),
         Done::Peer { key } => {
             let (peer, backup) = up
                 .peers()
@@ -184,11 +192,32 @@ fn upstream_conf_mut(config: &mut Config, block: Block, index: usize) -> Option<
     }
 }
 
+/// A name the API added, as its answer shows it (nginx Plus: the server as written, `resolve`).
+fn name_conf(line: &ServerLine) -> Json {
+    Json::obj([
+        ("server", Json::str(line.text.clone())),
+        ("resolve", Json::Bool(true)),
+        ("weight", Json::Num(u64::from(line.weight))),
+        ("max_conns", Json::Num(u64::from(line.max_conns))),
+        ("max_fails", Json::Num(u64::from(line.max_fails))),
+        ("fail_timeout", Json::str(format!("{}s", line.fail_timeout.as_secs()))),
+        ("backup", Json::Bool(line.backup)),
+        ("down", Json::Bool(line.down)),
+    ])
+}
+
 /// The upstream's servers as one line per peer (a name with several addresses gives one line per address, with
-/// the same text, so every peer keeps its identity and the plan its order).
+/// the same text, so every peer keeps its identity and the plan its order). A `resolve` line stays as it is and
+/// the lines of its answer go (the control plane makes them again from the current answer).
 fn exploded(conf: &UpstreamConf) -> Vec<ServerLine> {
     let mut out = Vec::with_capacity(conf.servers.len());
     for line in &conf.servers {
+        if line.is_template() {
+            out.push(line.clone());
+        }
+        if line.resolve.is_some() {
+            continue;
+        }
         for addr in &line.addrs {
             out.push(ServerLine {
                 addrs: vec![*addr],
@@ -213,8 +242,21 @@ fn key_of(conf: &UpstreamConf, line: &ServerLine) -> PeerKey {
     }
 }
 
-/// The line of the peer with id `id`.
+/// The line of the peer with id `id` (a peer of a resolved name is refused: its name's answers make it).
 fn line_by_id(shared: &Shared, conf: &UpstreamConf, id: u32) -> Result<ServerLine, ApiError> {
+    let derived = conf.servers.iter().filter(|l| l.is_derived()).flat_map(|l| {
+        l.addrs.iter().map(move |a| ServerLine {
+            addrs: vec![*a],
+            ..l.clone()
+        })
+    });
+    if let Some(line) = derived
+        .into_iter()
+        .find(|l| shared.zone.get(&key_of(conf, l)).is_some_and(|slot| slot.id() == id))
+    {
+        let text = format!("server \"{id}\" not modifiable: it is resolved from \"{}\"", line.text);
+        return Err(ApiError::new(400, "UpstreamServerImmutable", text));
+    }
     exploded(conf)
         .into_iter()
         .find(|l| shared.zone.get(&key_of(conf, l)).is_some_and(|slot| slot.id() == id))
@@ -255,7 +297,18 @@ fn modified(
         return Err(ApiError::new(400, "UpstreamConfFormatError", text));
     }
     if let Some(text) = &body.server {
-        line.addrs = vec![address(text, block)?];
+        match address(text, block) {
+            Ok(addr) => {
+                line.addrs = vec![addr];
+                line.resolve = None;
+            }
+            // a name, where the upstream has a resolver: resolved from now on, as a `resolve` server
+            Err(e) if e.code == "UpstreamConfNoResolver" && takes_names(conf) && !line.is_derived() => {
+                line.addrs = Vec::new();
+                line.resolve = Some(Box::new(name_spec(text, block)?));
+            }
+            Err(e) => return Err(e),
+        }
         line.text = text.clone();
     }
     line.weight = body.weight.unwrap_or(line.weight);
@@ -274,6 +327,27 @@ fn modified(
     Ok(line)
 }
 
+/// Whether a name may be added to `conf`: it has a resolver, and no state file (whose lines are read at load).
+fn takes_names(conf: &UpstreamConf) -> bool {
+    conf.resolver.is_some() && conf.state.is_none()
+}
+
+/// The run-time name of a `server` parameter that is a name.
+fn name_spec(text: &str, block: Block) -> Result<crate::config::model::ResolveSpec, ApiError> {
+    let opts = UrlOpts {
+        default_port: if block == Block::Http { 80 } else { 0 },
+        no_resolve: true,
+        ..UrlOpts::default()
+    };
+    let url = url::parse_url(text, opts).map_err(|e| ApiError::new(400, "UpstreamBadAddress", e.to_string()))?;
+    Ok(crate::config::model::ResolveSpec {
+        host: url.host.to_ascii_lowercase(),
+        port: url.port,
+        service: None,
+        derived: false,
+    })
+}
+
 /// Round robin and least_conn take `backup` (and `slow_start`); hash, ip_hash and random do not.
 fn allows_backup(method: &Method) -> bool {
     matches!(
@@ -282,8 +356,8 @@ fn allows_backup(method: &Method) -> bool {
     )
 }
 
-/// The address of a `server` parameter: an IP address with a port (http's default port is 80). A name would need
-/// a resolver, which corelb does not have, as nginx Plus without `resolver`.
+/// The address of a `server` parameter: an IP address with a port (http's default port is 80). A name needs the
+/// upstream's resolver (nginx Plus's refusal without one; with one, [`modified`] makes it a `resolve` server).
 fn address(text: &str, block: Block) -> Result<SocketAddr, ApiError> {
     let opts = UrlOpts {
         default_port: if block == Block::Http { 80 } else { 0 },

@@ -112,6 +112,12 @@ impl Reading {
         )?;
         family(
             enc,
+            "resolve_changes",
+            "New generations made because a `server NAME resolve` name's addresses changed.",
+            one(c.resolve_changes),
+        )?;
+        family(
+            enc,
             "start_time_seconds",
             "When the process started, seconds since the Unix epoch.",
             [(none, gauge(c.started_at))],

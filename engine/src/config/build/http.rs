@@ -124,7 +124,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<HttpConf, ConfigError> {
         _ => shared(&mut h.layers, b, &mut h.vars, &mut h.http_header_error, &mut h.logs, hd),
     })?;
     // nginx's checks when the block ends, in its order: upstreams, header values, locations, variables.
-    let upstreams = h.upstreams.finish()?;
+    let upstreams = h.upstreams.finish(&h.layers.level_resolver())?;
     for s in &h.servers {
         super::layers::check_header_buffers(&s.layers.over(&h.layers).client_conf(), &close)?;
     }

@@ -334,6 +334,14 @@ impl Layers {
         }
     }
 
+    /// This level's `resolver` and `resolver_timeout`, for the upstreams' `resolve` lines (the http level's).
+    pub fn level_resolver(&self) -> super::upstream::LevelResolver {
+        super::upstream::LevelResolver {
+            resolver: self.proxy.resolver.clone(),
+            timeout: self.proxy.resolver_timeout,
+        }
+    }
+
     /// The client settings with nginx's defaults for what no level set.
     pub fn client_conf(&self) -> ClientConf {
         let c = &self.client;

@@ -15,8 +15,9 @@ pub(super) fn unsupported_by_method(param: &str, at: &Span) -> ConfigError {
 }
 
 /// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [slow_start=T] [backup] [down] [drain]
-/// [route=ID] [agent_port=N [agent_inter=T] [agent_send=S]]` in an upstream block or a state file (`drain` and
-/// `route`, http only; the agent parameters are corelb's).
+/// [route=ID] [resolve] [service=NAME] [agent_port=N [agent_inter=T] [agent_send=S]]` in an upstream block or a
+/// state file (`drain` and `route`, http only; the agent parameters are corelb's). A name with `resolve` is not
+/// resolved here: the line keeps it for the run-time resolver (nginx's checks of `service=` in its order).
 pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> Result<ServerLine, ConfigError> {
     let text = arg(d, 0);
     let mut line = ServerLine {
@@ -25,7 +26,20 @@ pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> 
     };
     let invalid = |p: &str| ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span);
     let mut agent = super::agent::AgentParams::default();
+    let mut resolve = false;
+    let mut service: Option<String> = None;
     for p in d.args.iter().skip(1) {
+        if p == "resolve" {
+            resolve = true;
+            continue;
+        }
+        if let Some(v) = p.strip_prefix("service=") {
+            if v.is_empty() {
+                return Err(ConfigError::invalid("service is empty", &d.span));
+            }
+            service = Some(v.to_string());
+            continue;
+        }
         if let Some(read) = agent.read(p, &d.span) {
             read?;
             continue;
@@ -72,14 +86,35 @@ pub(super) fn server_line(d: &Directive, module: Module, allow_backup: bool) -> 
             return Err(invalid(p));
         }
     }
+    if service.is_some() && !resolve {
+        let msg = format!("service upstream \"{text}\" requires \"resolve\" parameter");
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
     let opts = UrlOpts {
         default_port: if module == Module::Http { 80 } else { 0 },
+        no_resolve: resolve,
         ..UrlOpts::default()
     };
     let url =
         url::parse_url(text, opts).map_err(|e| ConfigError::invalid(format!("{e} in upstream \"{text}\""), &d.span))?;
-    if module == Module::Stream && url.no_port {
+    if module == Module::Stream && url.no_port && service.is_none() {
         return Err(ConfigError::invalid(format!("no port in upstream \"{text}\""), &d.span));
+    }
+    if service.is_some() && !url.no_port {
+        let msg = format!("service upstream \"{text}\" may not have port");
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    if service.is_some() && !url.addrs.is_empty() {
+        let msg = format!("service upstream \"{text}\" requires domain name");
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    if resolve && url.addrs.is_empty() {
+        line.resolve = Some(Box::new(crate::config::model::ResolveSpec {
+            host: url.host.to_ascii_lowercase(),
+            port: url.port,
+            service,
+            derived: false,
+        }));
     }
     line.addrs = url.addrs;
     line.agent = agent.finish(&d.span)?;
@@ -91,6 +126,50 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
     use std::time::Duration;
+
+    fn read(module: Module, args: &[&str]) -> Result<ServerLine, String> {
+        let d = Directive {
+            name: "server".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            span: at(3),
+            block: None,
+        };
+        server_line(&d, module, true).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn resolve_and_service_as_nginx_checks_them() {
+        let l = read(Module::Http, &["Example.NET:8080", "resolve", "weight=2"]).unwrap();
+        let r = l.resolve.as_deref().unwrap();
+        assert_eq!((r.host.as_str(), r.port, r.derived), ("example.net", 8080, false));
+        assert!(l.addrs.is_empty() && l.is_template());
+        let l = read(Module::Stream, &["example.net", "service=http", "resolve"]).unwrap();
+        assert_eq!(l.resolve.unwrap().service.as_deref(), Some("http"));
+        // an address with `resolve` is an address
+        let l = read(Module::Http, &["127.0.0.1:81", "resolve"]).unwrap();
+        assert!(l.resolve.is_none() && l.addrs.len() == 1);
+        let msg = |m, a: &[&str]| read(m, a).unwrap_err();
+        assert_eq!(
+            msg(Module::Http, &["x", "service="]),
+            "[emerg] service is empty in t.conf:3"
+        );
+        assert_eq!(
+            msg(Module::Http, &["x", "service=http"]),
+            "[emerg] service upstream \"x\" requires \"resolve\" parameter in t.conf:3"
+        );
+        assert_eq!(
+            msg(Module::Http, &["x:80", "service=http", "resolve"]),
+            "[emerg] service upstream \"x:80\" may not have port in t.conf:3"
+        );
+        assert_eq!(
+            msg(Module::Http, &["127.0.0.1", "service=http", "resolve"]),
+            "[emerg] service upstream \"127.0.0.1\" requires domain name in t.conf:3"
+        );
+        assert_eq!(
+            msg(Module::Stream, &["x", "resolve"]),
+            "[emerg] no port in upstream \"x\" in t.conf:3"
+        );
+    }
 
     fn at(line: usize) -> Span {
         Span {

@@ -128,12 +128,19 @@ pub const SPECS: &[Spec] = &[
         false,
     ),
     both("proxy_http_version", HTTP_MSL, TAKE1),
-    // nginx 1.27.3+ has them in `upstream` too (re-resolved servers): refused there by name, as in stream
-    spec("resolver", HTTP_MSL.or(STREAM_MS).or(UPS), HTTP_MSL, MORE1, false),
+    // nginx 1.27.3+ has them in `upstream` too (re-resolved servers); a stream server's (for `proxy_pass` with
+    // variables) is refused by name
+    spec(
+        "resolver",
+        HTTP_MSL.or(STREAM_MS).or(UPS),
+        HTTP_MSL.or(Ctx::STREAM).or(UPS),
+        MORE1,
+        false,
+    ),
     spec(
         "resolver_timeout",
         HTTP_MSL.or(STREAM_MS).or(UPS),
-        HTTP_MSL,
+        HTTP_MSL.or(Ctx::STREAM).or(UPS),
         TAKE1,
         false,
     ),

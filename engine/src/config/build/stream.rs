@@ -89,6 +89,8 @@ struct StreamState {
     maps: Maps,
     /// `limit_conn_zone`.
     zones: crate::config::limit::Zones,
+    /// The stream level's `resolver` and `resolver_timeout` (for the upstreams' `resolve` lines).
+    resolver: super::upstream::LevelResolver,
 }
 
 /// Builds the stream block `d`.
@@ -104,6 +106,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         block_errors: None,
         maps: Maps::default(),
         zones: crate::config::limit::Zones::default(),
+        resolver: super::upstream::LevelResolver::default(),
     };
     walk(block_of(d)?, Ctx::STREAM, |sd| match sd.name.as_str() {
         "upstream" => st.upstreams.block(b, &mut st.vars, sd),
@@ -122,6 +125,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         }
         _ if st.maps.directive(sd, Module::Stream, &mut st.vars)? => Ok(()),
         _ if super::limits::zone(&mut st.zones, &mut st.vars, Module::Stream, sd)? => Ok(()),
+        _ if st.resolver.directive(sd)? => Ok(()),
         _ => st.layer.directive(b, sd, &mut st.vars),
     })?;
     b.warnings.extend(
@@ -196,7 +200,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
             span: s.span,
         });
     }
-    let upstreams = st.upstreams.finish()?;
+    let upstreams = st.upstreams.finish(&st.resolver)?;
     st.vars.finish()?;
     let checks = drafts
         .into_iter()

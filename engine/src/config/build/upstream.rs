@@ -11,6 +11,7 @@ use crate::config::error::ConfigError;
 use crate::config::key::KeyTemplate;
 use crate::config::model::{LeastTimeMode, Method, RandomTwo, ServerLine, Span, UpstreamConf, ZoneConf};
 use crate::config::parser::Directive;
+use crate::config::resolver::ResolverConf;
 use crate::config::url::{self, Url};
 use crate::config::value;
 use std::path::PathBuf;
@@ -97,6 +98,42 @@ struct BlockConf {
     load_weight: Option<crate::config::agent::LoadFormula>,
     /// `endpoint_load_metrics` was read, and its setting.
     load_metrics: Option<Option<crate::config::agent::LoadMetricsConf>>,
+    /// `resolver` and `resolver_timeout` of the block (nginx 1.27.3).
+    resolver: LevelResolver,
+}
+
+/// A level's `resolver` and `resolver_timeout` (the block's, or the http or stream level's its `resolve` lines
+/// fall back to).
+#[derive(Debug, Clone, Default)]
+pub struct LevelResolver {
+    pub resolver: Option<ResolverConf>,
+    pub timeout: Option<Duration>,
+}
+
+impl LevelResolver {
+    /// Reads `resolver` (once per level: a second "is duplicate") or `resolver_timeout`; false for other directives.
+    pub fn directive(&mut self, d: &Directive) -> Result<bool, ConfigError> {
+        match d.name.as_str() {
+            "resolver" => {
+                unset(&self.resolver, d)?;
+                self.resolver = Some(crate::config::resolver::parse(d)?);
+            }
+            "resolver_timeout" => msec_slot(&mut self.timeout, d)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// nginx's merge in `ngx_*_upstream_init_round_robin`: the block's resolver, else the level's; the block's
+    /// timeout, else the level's, else 30s.
+    fn merged(&self, level: &LevelResolver) -> Option<ResolverConf> {
+        let mut r = self.resolver.clone().or_else(|| level.resolver.clone())?;
+        r.timeout = self
+            .timeout
+            .or(level.timeout)
+            .unwrap_or(crate::config::resolver::DEFAULT_TIMEOUT);
+        Some(r)
+    }
 }
 
 impl Upstreams {
@@ -211,8 +248,8 @@ impl Upstreams {
     }
 
     /// nginx's init of every upstream when the block ends: the model's list, in the order names first appeared.
-    pub fn finish(self) -> Result<Vec<UpstreamConf>, ConfigError> {
-        self.entries.into_iter().map(|e| e.init()).collect()
+    pub fn finish(self, level: &LevelResolver) -> Result<Vec<UpstreamConf>, ConfigError> {
+        self.entries.into_iter().map(|e| e.init(level)).collect()
     }
 }
 
@@ -225,11 +262,40 @@ fn implicit_line(text: &str, addrs: Vec<std::net::SocketAddr>, at: &Span) -> Ser
 }
 
 impl Entry {
-    fn init(self) -> Result<UpstreamConf, ConfigError> {
+    fn init(self, level: &LevelResolver) -> Result<UpstreamConf, ConfigError> {
         let Some((conf, block_span)) = self.block else {
             return self.init_implicit();
         };
-        let primary: usize = conf.servers.iter().filter(|s| !s.backup).map(|s| s.addrs.len()).sum();
+        let resolves = conf.servers.iter().any(ServerLine::is_template);
+        let resolver = conf.resolver.merged(level);
+        let zoned = conf.zone.is_some();
+        if resolves && conf.zone.is_none() {
+            let msg = format!(
+                "resolving names at run time requires upstream \"{}\" in {} to be in shared memory",
+                self.host, self.span
+            );
+            return Err(ConfigError::Emerg { msg });
+        }
+        if resolves && resolver.is_none() {
+            let msg = format!(
+                "no resolver defined to resolve names at run time in upstream \"{}\" in {}",
+                self.host, self.span
+            );
+            return Err(ConfigError::Emerg { msg });
+        }
+        if resolves && conf.state.is_some() {
+            let msg = format!(
+                "\"resolve\" servers in upstream \"{}\" with \"state\" are not supported by corelb",
+                self.host
+            );
+            return Err(ConfigError::invalid(msg, &self.span));
+        }
+        let primary: usize = conf
+            .servers
+            .iter()
+            .filter(|s| !s.backup)
+            .map(|s| s.addrs.len() + usize::from(s.is_template()))
+            .sum();
         if primary == 0 && conf.state.is_none() {
             let msg = format!("no servers in upstream \"{}\"", self.host);
             return Err(ConfigError::invalid(msg, &self.span));
@@ -266,6 +332,8 @@ impl Entry {
             queue: conf.queue,
             load_weight: conf.load_weight.unwrap_or_default(),
             load_metrics: conf.load_metrics.flatten(),
+            // kept for any upstream in a zone, so that the API may add names to it
+            resolver: resolver.filter(|_| zoned).map(std::sync::Arc::new),
             span: block_span,
         })
     }
@@ -311,6 +379,7 @@ impl BlockConf {
             queue: None,
             load_weight: None,
             load_metrics: None,
+            resolver: LevelResolver::default(),
         }
     }
 
@@ -362,6 +431,7 @@ impl BlockConf {
             "keepalive_timeout" => msec_slot(&mut self.keepalive_timeout, d),
             "keepalive_time" => msec_slot(&mut self.keepalive_time, d),
             "zone" => self.zone(b, d, module),
+            _ if self.resolver.directive(d)? => Ok(()),
             "queue" => {
                 unset(&self.queue, d)?;
                 self.queue = Some(super::queue::directive(d)?);
@@ -481,6 +551,48 @@ mod tests {
     use super::*;
     use crate::config::url::UrlOpts;
 
+    fn load(text: &str) -> Result<crate::config::model::Config, String> {
+        let text = format!("events {{}}\n{text}");
+        crate::config::parse_str(&text, std::path::Path::new("/t/n.conf")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn resolve_needs_a_zone_and_a_resolver_and_takes_the_levels() {
+        let pass = "server { listen 127.0.0.1:1; location / { proxy_pass http://u; } }";
+        let e = load(&format!("http {{ upstream u {{ server a.test resolve; }} {pass} }}")).unwrap_err();
+        assert_eq!(
+            e,
+            "[emerg] resolving names at run time requires upstream \"u\" in /t/n.conf:2 to be in shared memory"
+        );
+        let e = load(&format!(
+            "http {{ upstream u {{ zone z 1m; server a.test resolve; }} {pass} }}"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "[emerg] no resolver defined to resolve names at run time in upstream \"u\" in /t/n.conf:2"
+        );
+        let c = load(&format!(
+            "http {{ resolver 127.0.0.1 valid=5s; resolver_timeout 3s; \
+             upstream u {{ zone z 1m; server a.test resolve; }} \
+             upstream v {{ zone v 1m; resolver 127.0.0.2; server b.test resolve; }} {pass} }}"
+        ))
+        .unwrap();
+        let ups = &c.http.as_ref().unwrap().upstreams;
+        let r = |i: usize| ups[i].resolver.as_deref().unwrap();
+        assert_eq!(
+            (r(0).servers[0].port(), r(0).valid, r(0).timeout),
+            (53, Some(Duration::from_secs(5)), Duration::from_secs(3))
+        );
+        assert_eq!(
+            (r(1).servers[0].to_string().as_str(), r(1).timeout),
+            ("127.0.0.2:53", Duration::from_secs(3))
+        );
+        let e =
+            load("http { upstream u { zone z 1m; resolver 127.0.0.1; resolver 127.0.0.1; server a.test resolve; } }");
+        assert!(e.unwrap_err().contains("\"resolver\" directive is duplicate"));
+    }
+
     fn at(line: usize) -> Span {
         Span {
             file: PathBuf::from("t.conf"),
@@ -542,11 +654,11 @@ mod tests {
     fn implicit_upstreams_resolve_at_the_end() {
         let mut u = Upstreams::new(Module::Stream);
         u.reference(&url("backend", 0), "backend", "backend", &at(2)).unwrap();
-        let e = u.finish().unwrap_err();
+        let e = u.finish(&LevelResolver::default()).unwrap_err();
         assert_eq!(e.to_string(), "[emerg] no port in upstream \"backend\" in t.conf:2");
         let mut u = Upstreams::new(Module::Http);
         u.reference(&url("no-such-host.invalid", 80), "x", "x", &at(4)).unwrap();
-        let e = u.finish().unwrap_err();
+        let e = u.finish(&LevelResolver::default()).unwrap_err();
         assert_eq!(
             e.to_string(),
             "[emerg] host not found in upstream \"no-such-host.invalid\" in t.conf:4"
