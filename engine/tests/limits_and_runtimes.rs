@@ -114,6 +114,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                     proxy_protocol: false,
                     default_server: false,
                     ssl: false,
+                    http2: false,
                     span: Span::default(),
                 }],
                 upstream: Some(0),

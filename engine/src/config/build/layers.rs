@@ -104,6 +104,8 @@ pub struct Layers {
     pub tls: super::tls::TlsLayer,
     /// `proxy_ssl_*`.
     pub proxy_tls: super::proxy_tls::ProxyTlsLayer,
+    /// `http2` and `http2_*` (http and server levels).
+    pub http2: super::http2::Http2Layer,
     /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
     pub error_pages: ErrorPagesLayer,
 }
@@ -228,6 +230,7 @@ impl Layers {
             name if super::charset::NAMES.contains(&name) => self.charset.directive(cx.vars, d)?,
             name if super::tls::NAMES.contains(&name) => self.tls.directive(cx.build, d)?,
             name if super::proxy_tls::NAMES.contains(&name) => self.proxy_tls.directive(cx.build, d)?,
+            name if super::http2::NAMES.contains(&name) => self.http2.directive(d)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -292,6 +295,7 @@ impl Layers {
             charset: self.charset.over(&parent.charset),
             tls: self.tls.over(&parent.tls),
             proxy_tls: self.proxy_tls.over(&parent.proxy_tls),
+            http2: self.http2.over(&parent.http2),
             error_pages: self.error_pages.over(&parent.error_pages),
         }
     }

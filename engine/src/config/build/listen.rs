@@ -11,7 +11,7 @@ use crate::config::value;
 use std::net::{Ipv4Addr, SocketAddr};
 
 /// nginx `listen` parameters corelb does not implement (refused by name rather than called invalid).
-const UNSUPPORTED_HTTP: &[&str] = &["http2", "deferred", "quic"];
+const UNSUPPORTED_HTTP: &[&str] = &["deferred", "quic"];
 const UNSUPPORTED_STREAM: &[&str] = &["udp", "ssl"];
 /// `name=value` parameters corelb does not implement.
 const UNSUPPORTED_VALUED: &[&str] = &[
@@ -50,6 +50,8 @@ struct Params {
     proxy_protocol: bool,
     /// `ssl` (http only).
     ssl: bool,
+    /// `http2` (http only).
+    http2: bool,
 }
 
 fn not_supported(p: &str, d: &Directive) -> ConfigError {
@@ -101,6 +103,8 @@ impl HttpListens {
                 params.default_server = true;
             } else if p == "ssl" {
                 params.ssl = true;
+            } else if p == "http2" {
+                params.http2 = true;
             } else if !common_param(p, d, &mut params, UNSUPPORTED_HTTP)? {
                 return Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span));
             }
@@ -117,6 +121,7 @@ impl HttpListens {
                 default_server: params.default_server,
                 proxy_protocol: params.proxy_protocol,
                 ssl: params.ssl,
+                http2: params.http2,
                 span: d.span.clone(),
             });
         }
@@ -133,6 +138,7 @@ impl HttpListens {
             default_server: false,
             proxy_protocol: false,
             ssl: false,
+            http2: false,
             span: at.clone(),
         })
     }
@@ -220,6 +226,7 @@ impl StreamListens {
                 default_server: false,
                 proxy_protocol: params.proxy_protocol,
                 ssl: false,
+                http2: false,
                 span: d.span.clone(),
             });
         }
@@ -291,10 +298,9 @@ mod tests {
             err(t.listen(&listen_directive("listen 80 backlog=0;"), 0)),
             "[emerg] invalid backlog \"backlog=0\" in t.conf:1"
         );
-        assert_eq!(
-            err(t.listen(&listen_directive("listen 443 http2;"), 0)),
-            "[emerg] parameter \"http2\" of \"listen\" is not supported by corelb in t.conf:1"
-        );
+        assert!(t
+            .listen(&listen_directive("listen 443 http2;"), 0)
+            .is_ok_and(|l| l.iter().all(|l| l.http2)));
         assert_eq!(
             err(t.listen(&listen_directive("listen 443 ssl proxy_protocol;"), 0)),
             "[emerg] parameter \"proxy_protocol\" with \"ssl\" of \"listen\" is not supported by corelb in t.conf:1"

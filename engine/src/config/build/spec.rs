@@ -280,6 +280,14 @@ pub const SPECS: &[Spec] = &[
     both("ssl_password_file", HTTP_MS, TAKE1),
     both("ssl_stapling", HTTP_MS, TAKE1),
     both("ssl_stapling_verify", HTTP_MS, TAKE1),
+    // http2 (nginx's ngx_http_v2_module)
+    both("http2", HTTP_MS, TAKE1),
+    both("http2_max_concurrent_streams", HTTP_MS, TAKE1),
+    both("http2_chunk_size", HTTP_MSL, TAKE1),
+    both("http2_recv_buffer_size", Ctx::HTTP, TAKE1),
+    both("http2_body_preread_size", HTTP_MS, TAKE1),
+    both("http2_pool_size", HTTP_MS, TAKE1),
+    both("http2_streams_index_size", HTTP_MS, TAKE1),
     // gzip filter and gzip_static (in `if`, nginx takes `gzip` too: corelb does not)
     spec("gzip", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, TAKE1, false),
     both("gzip_types", HTTP_MSL, MORE1),
@@ -410,7 +418,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "auth_request",
     "sub_filter",
     "ssi",
-    "http2_max_concurrent_streams",
     // rewrite, map, geo, limits, realip
     "rewrite_log",
     "split_clients",
