@@ -188,6 +188,15 @@ impl Layers {
                 c.keepalive_disable = Some(keepalive_disable(cx.build, d)?);
             }
             "client_header_timeout" => msec_slot(&mut c.header_timeout, d)?,
+            // corelb closes a connection without reading on after it (nginx's `off`); the others are refused
+            "lingering_close" => match arg(d, 0) {
+                "off" => {}
+                v @ ("on" | "always") => {
+                    let msg = format!("\"lingering_close {v}\" is not supported by corelb");
+                    return Err(ConfigError::invalid(msg, &d.span));
+                }
+                v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
+            },
             "client_max_body_size" => {
                 unset(&c.max_body_size, d)?;
                 let size = value::parse_offset(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid value"))?;

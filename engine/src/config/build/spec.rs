@@ -280,6 +280,8 @@ pub const SPECS: &[Spec] = &[
     both("ssl_password_file", HTTP_MS, TAKE1),
     both("ssl_stapling", HTTP_MS, TAKE1),
     both("ssl_stapling_verify", HTTP_MS, TAKE1),
+    // `off` only: corelb closes without lingering (docs/directives.md)
+    both("lingering_close", HTTP_MSL, TAKE1),
     // http2 (nginx's ngx_http_v2_module)
     both("http2", HTTP_MS, TAKE1),
     both("http2_max_concurrent_streams", HTTP_MS, TAKE1),
@@ -396,7 +398,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "limit_except",
     "client_body_buffer_size",
     "client_body_in_file_only",
-    "lingering_close",
     "lingering_time",
     "lingering_timeout",
     "reset_timedout_connection",

@@ -85,6 +85,8 @@ pub(super) struct ConnFacts {
     pub(super) tlvs: Vec<u8>,
     pub(super) connection: u64,
     pub(super) chunk_size: usize,
+    /// `http2_body_preread_size`: a body without `content-length` this short is sent on with its length.
+    pub(super) preread: usize,
 }
 
 /// Resets by the client beyond the answered streams and this many times the stream limit close the connection
@@ -126,6 +128,7 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
         tlvs: bufs.tlvs.clone(),
         connection: bufs.log.connection,
         chunk_size: conf.chunk_size as usize,
+        preread: conf.body_preread_size as usize,
     };
     let header_list = at
         .snap

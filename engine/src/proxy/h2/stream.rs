@@ -57,9 +57,19 @@ pub(super) async fn serve<R: Runtime>(
         respond.send_reset(Reason::REFUSED_STREAM);
         return End::Failed;
     };
-    let (parts, body) = request.into_parts();
-    let mut head = Vec::with_capacity(256 + parts.headers.len() * 32);
-    let framing = match request_head(&parts, body.is_end_stream(), &mut head) {
+    let (parts, mut body) = request.into_parts();
+    // a body without `content-length` that fits the preread window is read first and sent with its length
+    // (nginx's default, request buffering); a longer one goes on as chunks
+    let mut preread = Vec::new();
+    let mut ended = body.is_end_stream();
+    if !ended && !parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+        match preread_body(&mut body, &mut preread, facts.preread).await {
+            Ok(e) => ended = e,
+            Err(()) => return End::ResetByPeer,
+        }
+    }
+    let mut head = Vec::with_capacity(256 + parts.headers.len() * 32 + preread.len());
+    let framing = match request_head(&parts, ended, preread.len(), &mut head) {
         Ok(f) => f,
         Err(Malformed) => {
             respond.send_reset(Reason::PROTOCOL_ERROR);
@@ -92,7 +102,11 @@ pub(super) async fn serve<R: Runtime>(
             send_timeout,
         };
         let sending = async {
-            if send_body(&ours, &head, framing, body).await.is_err() {
+            let first = Preread {
+                bytes: &preread,
+                ended,
+            };
+            if send_body(&ours, &head, framing, first, body).await.is_err() {
                 // the client reset the stream, or the flow stopped reading: the flow sees the end of its body
                 ours.shutdown();
             }
@@ -112,14 +126,55 @@ pub(super) async fn serve<R: Runtime>(
     }
 }
 
+/// Reads DATA frames into `out` while they fit in `limit` bytes; whether the body ended there.
+async fn preread_body(body: &mut RecvStream, out: &mut Vec<u8>, limit: usize) -> Result<bool, ()> {
+    while out.len() < limit {
+        match body.data().await {
+            None => return Ok(true),
+            Some(Ok(data)) => {
+                out.extend_from_slice(&data);
+                let _ = body.flow_control().release_capacity(data.len());
+            }
+            Some(Err(_)) => return Err(()),
+        }
+    }
+    Ok(body.is_end_stream())
+}
+
+/// The body bytes read before the head was written.
+struct Preread<'a> {
+    bytes: &'a [u8],
+    /// They were the whole body.
+    ended: bool,
+}
+
 /// Writes the head, then the DATA frames' bytes (as chunks when the request had no `content-length`), giving the
 /// flow-control window back as the flow takes them.
-async fn send_body(pipe: &PipeEnd, head: &[u8], framing: Framing, mut body: RecvStream) -> Result<(), ()> {
+async fn send_body(
+    pipe: &PipeEnd,
+    head: &[u8],
+    framing: Framing,
+    first: Preread<'_>,
+    mut body: RecvStream,
+) -> Result<(), ()> {
     pipe.write_all(head).await.map_err(drop)?;
     if framing == Framing::None {
         return Ok(());
     }
     let mut size = [0u8; 20];
+    if !first.bytes.is_empty() {
+        if framing == Framing::Chunked {
+            let n = chunk_size_line(first.bytes.len(), &mut size);
+            pipe.write_all(&size[..n]).await.map_err(drop)?;
+        }
+        pipe.write_all(first.bytes).await.map_err(drop)?;
+        if framing == Framing::Chunked {
+            pipe.write_all(b"\r\n").await.map_err(drop)?;
+        }
+    }
+    if first.ended {
+        return Ok(());
+    }
     while let Some(data) = body.data().await {
         let data = data.map_err(drop)?;
         if data.is_empty() {
@@ -141,6 +196,13 @@ async fn send_body(pipe: &PipeEnd, head: &[u8], framing: Framing, mut body: Recv
     Ok(())
 }
 
+/// `n` in decimal into `out`; its length.
+fn decimal(n: u64, out: &mut [u8; 20]) -> usize {
+    let text = n.to_string();
+    out[..text.len()].copy_from_slice(text.as_bytes());
+    text.len()
+}
+
 /// `SIZE-IN-HEX\r\n` into `out`; its length.
 fn chunk_size_line(n: usize, out: &mut [u8; 20]) -> usize {
     let hex = format!("{n:x}\r\n");
@@ -159,7 +221,13 @@ fn connection_specific(name: &str) -> bool {
 
 /// The HTTP/1.1 head of the request: `METHOD :path HTTP/1.1`, `Host` from the `host` header or `:authority`,
 /// the header fields (the `cookie` fields joined with `; `, as nginx), and the body's framing.
-fn request_head(parts: &http::request::Parts, ended: bool, out: &mut Vec<u8>) -> Result<Framing, Malformed> {
+/// `preread`: the bytes of a body without `content-length` read so far (all of it when `ended`).
+fn request_head(
+    parts: &http::request::Parts,
+    ended: bool,
+    preread: usize,
+    out: &mut Vec<u8>,
+) -> Result<Framing, Malformed> {
     let target = match (&parts.method, parts.uri.path_and_query()) {
         (&http::Method::CONNECT, _) => parts.uri.authority().map(|a| a.as_str()).unwrap_or(""),
         (_, Some(p)) => p.as_str(),
@@ -216,7 +284,14 @@ fn request_head(parts: &http::request::Parts, ended: bool, out: &mut Vec<u8>) ->
         out.extend_from_slice(b"\r\n");
     }
     let framing = match (length, ended) {
-        (Some(0), _) | (None, true) => Framing::None,
+        (Some(0), _) => Framing::None,
+        (None, true) if preread == 0 => Framing::None,
+        (None, true) => {
+            let mut n = [0u8; 20];
+            let len = decimal(preread as u64, &mut n);
+            line(out, "content-length", &n[..len])?;
+            Framing::Length(preread as u64)
+        }
         (Some(n), _) => Framing::Length(n),
         (None, false) => {
             out.extend_from_slice(b"transfer-encoding: chunked\r\n");
@@ -252,7 +327,7 @@ mod tests {
     fn head(req: http::Request<()>, ended: bool) -> (Result<Framing, Malformed>, String) {
         let (parts, ()) = req.into_parts();
         let mut out = Vec::new();
-        let r = request_head(&parts, ended, &mut out);
+        let r = request_head(&parts, ended, 0, &mut out);
         (r, String::from_utf8(out).unwrap())
     }
 
