@@ -219,6 +219,10 @@ impl Layers {
             }
             "client_header_buffer_size" => size_slot(&mut c.header_buffer_size, d)?,
             "connection_pool_size" => size_slot(&mut c.pool_size, d)?,
+            // nginx's file reading buffers: corelb reads files through its own (docs/directives.md)
+            "output_buffers" => {
+                header_buffers(d)?;
+            }
             // nginx's per-request memory pool: nothing to size in corelb (docs/directives.md)
             "request_pool_size" => {
                 size_slot(&mut None, d)?;

@@ -280,6 +280,8 @@ pub const SPECS: &[Spec] = &[
     both("ssl_password_file", HTTP_MS, TAKE1),
     both("ssl_stapling", HTTP_MS, TAKE1),
     both("ssl_stapling_verify", HTTP_MS, TAKE1),
+    // checked, without effect: corelb reads files through its own buffer (docs/directives.md)
+    both("output_buffers", HTTP_MSL, TAKE2),
     // `off` only: corelb closes without lingering (docs/directives.md)
     both("lingering_close", HTTP_MSL, TAKE1),
     // http2 (nginx's ngx_http_v2_module)
@@ -408,7 +410,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "merge_slashes",
     "aio",
     "directio",
-    "output_buffers",
     "postpone_output",
     "chunked_transfer_encoding",
     "log_subrequest",

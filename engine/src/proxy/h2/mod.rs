@@ -99,6 +99,8 @@ fn builder(conf: &Http2Conf, header_list: u32) -> h2::server::Builder {
     let mut b = h2::server::Builder::new();
     b.max_concurrent_streams(conf.max_concurrent_streams)
         .initial_window_size(conf.body_preread_size.clamp(1, (1 << 31) - 1))
+        // as nginx: the connection's window opened all the way at once (each stream's bounds what it holds)
+        .initial_connection_window_size((1 << 31) - 1)
         .max_frame_size(16 * 1024)
         .max_header_list_size(header_list)
         .max_send_buffer_size(conf.chunk_size as usize * 2)
