@@ -95,7 +95,9 @@ async fn request(send: &Sender, req: http::Request<()>, body: Option<&[u8]>) -> 
         let mut left = Bytes::copy_from_slice(b);
         while !left.is_empty() {
             stream.reserve_capacity(left.len());
-            let n = std::future::poll_fn(|cx| stream.poll_capacity(cx)).await.expect("capacity")?;
+            let n = std::future::poll_fn(|cx| stream.poll_capacity(cx))
+                .await
+                .expect("capacity")?;
             let part = left.split_to(n.min(left.len()));
             stream.send_data(part, left.is_empty())?;
         }
@@ -116,7 +118,9 @@ async fn request(send: &Sender, req: http::Request<()>, body: Option<&[u8]>) -> 
 }
 
 fn get(path: &str) -> http::Request<()> {
-    http::Request::get(format!("http://h2.test{path}")).body(()).expect("request")
+    http::Request::get(format!("http://h2.test{path}"))
+        .body(())
+        .expect("request")
 }
 
 /// A self-signed ECDSA certificate for `localhost` in `dir`.
@@ -245,12 +249,18 @@ fn h2_sequence<R: Runtime>(tag: &str) {
 
         // a static file, gzipped for a client that takes it
         let mut req = get("/big.txt");
-        req.headers_mut().insert("accept-encoding", "gzip".parse().expect("value"));
+        req.headers_mut()
+            .insert("accept-encoding", "gzip".parse().expect("value"));
         let f = request(&send, req, None).await.expect("file");
         assert_eq!(f.status, 200);
-        assert_eq!(f.headers.get("content-encoding").map(|v| v.as_bytes()), Some(&b"gzip"[..]));
+        assert_eq!(
+            f.headers.get("content-encoding").map(|v| v.as_bytes()),
+            Some(&b"gzip"[..])
+        );
         let mut plain = String::new();
-        flate2::read::GzDecoder::new(&f.body[..]).read_to_string(&mut plain).expect("gunzip");
+        flate2::read::GzDecoder::new(&f.body[..])
+            .read_to_string(&mut plain)
+            .expect("gunzip");
         assert_eq!(plain, text);
         let f = request(&send, get("/big.txt"), None).await.expect("file");
         assert_eq!(f.body, text.as_bytes());
@@ -260,7 +270,8 @@ fn h2_sequence<R: Runtime>(tag: &str) {
         for (len, with_length) in [(10, true), (10, false), (200_000, true), (200_000, false)] {
             let mut req = http::Request::post("http://h2.test/echo").body(()).expect("request");
             if with_length {
-                req.headers_mut().insert("content-length", len.to_string().parse().expect("value"));
+                req.headers_mut()
+                    .insert("content-length", len.to_string().parse().expect("value"));
             }
             let e = request(&send, req, Some(&body[..len])).await;
             let e = e.unwrap_or_else(|err| panic!("upload {len} {with_length}: {err}"));
@@ -272,16 +283,29 @@ fn h2_sequence<R: Runtime>(tag: &str) {
         let (tls, chosen) = tls_conn(a.tls, &[b"h2", b"http/1.1"]).await;
         assert_eq!(chosen.as_deref(), Some(&b"h2"[..]));
         let s = h2_client(TokioIo::new(tls, Vec::new()), h2::client::Builder::new()).await;
-        let t = request(&s, http::Request::get("https://localhost/").body(()).expect("req"), None).await;
-        assert_eq!(String::from_utf8_lossy(&t.expect("tls h2").body), "tls HTTP/2.0|h2|https\n");
+        let t = request(
+            &s,
+            http::Request::get("https://localhost/").body(()).expect("req"),
+            None,
+        )
+        .await;
+        assert_eq!(
+            String::from_utf8_lossy(&t.expect("tls h2").body),
+            "tls HTTP/2.0|h2|https\n"
+        );
         let (mut tls, chosen) = tls_conn(a.tls, &[b"http/1.1"]).await;
         assert_eq!(chosen.as_deref(), Some(&b"http/1.1"[..]));
         use futures_lite::{AsyncReadExt, AsyncWriteExt};
-        tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.expect("write");
+        tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("write");
         let mut got = Vec::new();
         let _ = tls.read_to_end(&mut got).await;
         let got = String::from_utf8_lossy(&got);
-        assert!(got.starts_with("HTTP/1.1 200") && got.ends_with("tls HTTP/1.1||https\n"), "{got}");
+        assert!(
+            got.starts_with("HTTP/1.1 200") && got.ends_with("tls HTTP/1.1||https\n"),
+            "{got}"
+        );
 
         // a client that never opens its window: the answer's wait for it ends at send_timeout (1s), the stream reset
         let mut b = h2::client::Builder::new();
@@ -290,15 +314,22 @@ fn h2_sequence<R: Runtime>(tag: &str) {
         let stalled = h2_client(tcp, b).await;
         let mut s = stalled.ready().await.expect("ready");
         let (response, _) = s.send_request(get("/big.txt"), true).expect("send");
-        let response = tokio::time::timeout(Duration::from_secs(10), response).await.expect("headers").expect("ok");
+        let response = tokio::time::timeout(Duration::from_secs(10), response)
+            .await
+            .expect("headers")
+            .expect("ok");
         let mut recv = response.into_body();
-        let data = tokio::time::timeout(Duration::from_secs(10), recv.data()).await.expect("not reset in time");
+        let data = tokio::time::timeout(Duration::from_secs(10), recv.data())
+            .await
+            .expect("not reset in time");
         assert!(matches!(data, Some(Err(ref e)) if e.is_reset()), "{data:?}");
     });
 
     // HTTP/1.1 next to h2c on the same address
     let mut plain = TcpStream::connect(a.h2c).expect("connect");
-    plain.write_all(b"GET /vars HTTP/1.1\r\nHost: one\r\nConnection: close\r\n\r\n").expect("write");
+    plain
+        .write_all(b"GET /vars HTTP/1.1\r\nHost: one\r\nConnection: close\r\n\r\n")
+        .expect("write");
     let mut got = String::new();
     plain.read_to_string(&mut got).expect("read");
     assert!(got.ends_with("HTTP/1.1||GET /vars HTTP/1.1|one|http\n"), "{got}");
@@ -381,7 +412,8 @@ fn attacks(addr: SocketAddr) {
     let mut s = raw(addr);
     let mut block = GET_BLOCK.to_vec();
     block.extend(literal(b"connection", b"close"));
-    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block)).expect("headers");
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+        .expect("headers");
     let (_, stream, payload) = read_until(&mut s, RST_STREAM).expect("a reset");
     assert_eq!((stream, payload), (1, vec![0, 0, 0, 1]), "PROTOCOL_ERROR on stream 1");
 
@@ -402,17 +434,26 @@ fn attacks(addr: SocketAddr) {
     s.write_all(&frame(HEADERS, 0, 1, GET_BLOCK)).expect("headers");
     let filler = literal(b"x-filler", &[b'y'; 100]);
     let cont = frame(CONTINUATION, 0, 1, &filler.repeat(100));
-    assert!(server_refuses_flood(&mut s, &cont, 100_000), "a CONTINUATION flood was taken whole");
+    assert!(
+        server_refuses_flood(&mut s, &cont, 100_000),
+        "a CONTINUATION flood was taken whole"
+    );
 
     // PING and SETTINGS floods from clients that never read: the server stops reading them
     for one in [frame(PING, 0, 0, &[7; 8]), frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 100])] {
         let mut s = raw(addr);
-        assert!(server_refuses_flood(&mut s, &one, 4_000_000), "a flood of {} was taken whole", one[3]);
+        assert!(
+            server_refuses_flood(&mut s, &one, 4_000_000),
+            "a flood of {} was taken whole",
+            one[3]
+        );
     }
 
     // the shard serves on
     let mut plain = TcpStream::connect(addr).expect("connect");
-    plain.write_all(b"GET /vars HTTP/1.1\r\nHost: one\r\nConnection: close\r\n\r\n").expect("write");
+    plain
+        .write_all(b"GET /vars HTTP/1.1\r\nHost: one\r\nConnection: close\r\n\r\n")
+        .expect("write");
     let mut got = String::new();
     plain.read_to_string(&mut got).expect("read");
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
@@ -432,7 +473,11 @@ fn http2_glommio() {
 
 #[test]
 fn http2_config() {
-    let parse_err = |t: &str| corelb_engine::config::parse_str(t, Path::new("h2.conf")).unwrap_err().to_string();
+    let parse_err = |t: &str| {
+        corelb_engine::config::parse_str(t, Path::new("h2.conf"))
+            .unwrap_err()
+            .to_string()
+    };
     let ok = "events {}\nhttp { http2 on; http2_max_concurrent_streams 4; http2_chunk_size 4k;\n\
               http2_recv_buffer_size 64k; http2_body_preread_size 0;\n\
               server { listen 127.0.0.1:1 http2; location / { http2_chunk_size 1k; return 204; } } }\n";

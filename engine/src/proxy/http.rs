@@ -103,7 +103,13 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         conn.shard.give_buffers(conn.bufs);
         return;
     }
-    if let Some(h2) = at.snap.http_ports.get(at.port).and_then(|p| p.http2).filter(|_| !to_https) {
+    if let Some(h2) = at
+        .snap
+        .http_ports
+        .get(at.port)
+        .and_then(|p| p.http2)
+        .filter(|_| !to_https)
+    {
         // out of line and boxed: an HTTP/1 connection's future keeps its size
         match Box::pin(super::h2::detect(&mut conn, &at)).await {
             super::h2::Detected::Http1 => {}

@@ -130,7 +130,22 @@ impl Relay<'_> {
         let mut pending = first.to_vec();
         loop {
             if pending.is_empty() {
-                let n = self.pipe.read(&mut read).await.map_err(|_| Stop::Broken)?;
+                // a frame short of the chunk size waits only for bytes already there (then it goes out)
+                let n = if data.is_empty() {
+                    self.pipe.read(&mut read).await.map_err(|_| Stop::Broken)?
+                } else {
+                    let now = futures_lite::future::poll_once(self.pipe.read(&mut read)).await;
+                    match now {
+                        Some(r) => r.map_err(|_| Stop::Broken)?,
+                        None => {
+                            self.send::<R>(send, std::mem::take(&mut data), false).await?;
+                            continue;
+                        }
+                    }
+                };
+                if n == 0 && !data.is_empty() {
+                    self.send::<R>(send, std::mem::take(&mut data), false).await?;
+                }
                 if n == 0 {
                     // the end of the pipe ends a body read to its end; any other is cut short
                     return match body {
@@ -160,8 +175,9 @@ impl Relay<'_> {
                     }
                 }
             }
-            if !data.is_empty() {
-                self.send::<R>(send, std::mem::take(&mut data), false).await?;
+            while data.len() >= self.chunk {
+                let rest = data.split_off(self.chunk);
+                self.send::<R>(send, std::mem::replace(&mut data, rest), false).await?;
             }
         }
     }
@@ -228,7 +244,10 @@ fn response_of(code: u16, headers: &[httparse::Header<'_>]) -> Result<(http::Res
             continue;
         }
         if h.name.eq_ignore_ascii_case("content-length") && body == Body::ToEnd {
-            let n = std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse().ok()).ok_or(())?;
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or(())?;
             body = if n == 0 { Body::None } else { Body::Length(n) };
         }
         let Ok(name) = http::HeaderName::from_bytes(h.name.as_bytes()) else {
@@ -262,7 +281,10 @@ mod tests {
         let (r, b) = parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
         assert_eq!(b, Body::Chunked);
         assert!(r.headers().get("transfer-encoding").is_none());
-        assert_eq!(parse(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n").1, Body::None);
+        assert_eq!(
+            parse(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n").1,
+            Body::None
+        );
         assert_eq!(parse(b"HTTP/1.1 200 OK\r\n\r\n").1, Body::ToEnd);
     }
 }

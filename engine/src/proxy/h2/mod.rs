@@ -126,7 +126,7 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
         listen: at.listen(),
         kind,
         tls: bufs.tls.clone(),
-        proxy: bufs.proxy.clone(),
+        proxy: bufs.proxy,
         tlvs: bufs.tlvs.clone(),
         connection: bufs.log.connection,
         chunk_size: conf.chunk_size as usize,
@@ -184,7 +184,10 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     }
     h2.graceful_shutdown();
     // the GOAWAY out and the streams in flight done, within the send timeout
-    let _ = timeout::<R, _>(at.defaults.send_timeout, async { while let Some(Ok(_)) = h2.accept().await {} }).await;
+    let _ = timeout::<R, _>(at.defaults.send_timeout, async {
+        while let Some(Ok(_)) = h2.accept().await {}
+    })
+    .await;
     let _ = timeout::<R, _>(at.defaults.send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
 }
 

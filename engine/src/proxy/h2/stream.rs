@@ -79,7 +79,7 @@ pub(super) async fn serve<R: Runtime>(
     let (ours, theirs) = pipe(PIPE, facts.local);
     let mut bufs = shard.take_buffers(at.snap.client_buffer);
     bufs.tls.clone_from(&facts.tls);
-    bufs.proxy.clone_from(&facts.proxy);
+    bufs.proxy = facts.proxy;
     bufs.tlvs.clear();
     bufs.tlvs.extend_from_slice(&facts.tlvs);
     bufs.http2 = Some(facts.kind);
@@ -102,10 +102,7 @@ pub(super) async fn serve<R: Runtime>(
             send_timeout,
         };
         let sending = async {
-            let first = Preread {
-                bytes: &preread,
-                ended,
-            };
+            let first = Preread { bytes: &preread, ended };
             if send_body(&ours, &head, framing, first, body).await.is_err() {
                 // the client reset the stream, or the flow stopped reading: the flow sees the end of its body
                 ours.shutdown();
@@ -353,17 +350,28 @@ mod tests {
         let (r, text) = head(req, false);
         assert_eq!(r, Ok(Framing::Chunked));
         assert!(text.ends_with("transfer-encoding: chunked\r\n\r\n"));
-        let req = http::Request::post("http://h/up").header("content-length", "5").body(()).unwrap();
+        let req = http::Request::post("http://h/up")
+            .header("content-length", "5")
+            .body(())
+            .unwrap();
         assert_eq!(head(req, false).0, Ok(Framing::Length(5)));
     }
 
     #[test]
     fn connection_specific_headers_are_malformed() {
-        for (n, v) in [("connection", "close"), ("transfer-encoding", "chunked"), ("te", "gzip"), ("upgrade", "x")] {
+        for (n, v) in [
+            ("connection", "close"),
+            ("transfer-encoding", "chunked"),
+            ("te", "gzip"),
+            ("upgrade", "x"),
+        ] {
             let req = http::Request::get("http://h/").header(n, v).body(()).unwrap();
             assert_eq!(head(req, true).0, Err(Malformed), "{n}");
         }
-        let req = http::Request::get("http://h/").header("te", "trailers").body(()).unwrap();
+        let req = http::Request::get("http://h/")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
         assert_eq!(head(req, true).0, Ok(Framing::None));
         let req = http::Request::post("http://h/")
             .header("content-length", "1")
