@@ -18,6 +18,7 @@ pub const WITH: &[&str] = &[
     "--with-http_ssl_module",
     "--with-stream_ssl_module",
     "--with-stream_ssl_preread_module",
+    "--with-http_v2_module",
 ];
 
 /// nginx's default modules corelb does not have: every directive of each is refused by the config reader. (A
@@ -112,7 +113,7 @@ mod tests {
         assert!(configure.starts_with(
             "configure arguments: --with-stream --with-http_stub_status_module --with-http_realip_module \
              --with-stream_realip_module --with-http_gzip_static_module --with-http_ssl_module \
-             --with-stream_ssl_module --with-stream_ssl_preread_module --without-http_ssi_module"
+             --with-stream_ssl_module --with-stream_ssl_preread_module --with-http_v2_module --without-http_ssi_module"
         ));
         // nginx-tests' has('gzip') looks for --without-http_gzip_module, has('charset') for the charset module's
         assert!(!configure.contains("--without-http_gzip_module"));

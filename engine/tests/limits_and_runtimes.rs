@@ -116,6 +116,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                     default_server: false,
                     ssl: false,
                     udp: false,
+                    http2: false,
                     span: Span::default(),
                 }],
                 server_names: Vec::new(),

@@ -707,7 +707,36 @@ pub struct Listen {
     pub ssl: bool,
     /// stream `listen ... udp`: a UDP socket (sessions keyed by the client's address and port).
     pub udp: bool,
+    /// `http2` (deprecated by nginx for the `http2` directive): the address speaks HTTP/2.
+    pub http2: bool,
     pub span: Span,
+}
+
+/// `http2 on` and its settings (http, server; nginx's `ngx_http_v2_srv_conf_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2Conf {
+    /// `http2` (default off): HTTP/2 by ALPN on a TLS address, by its connection preface on a plain one.
+    pub on: bool,
+    /// `http2_max_concurrent_streams` (default 128).
+    pub max_concurrent_streams: u32,
+    /// `http2_chunk_size` (default 8k): the largest DATA frame of an answer.
+    pub chunk_size: u32,
+    /// `http2_recv_buffer_size` (http; default 256k): accepted; corelb reads through the connection's buffer.
+    pub recv_buffer_size: u32,
+    /// `http2_body_preread_size` (default 64k): each stream's initial receive window.
+    pub body_preread_size: u32,
+}
+
+impl Default for Http2Conf {
+    fn default() -> Self {
+        Http2Conf {
+            on: false,
+            max_concurrent_streams: 128,
+            chunk_size: 8 * 1024,
+            recv_buffer_size: 256 * 1024,
+            body_preread_size: 64 * 1024,
+        }
+    }
 }
 
 /// An http `server` block.
@@ -737,6 +766,8 @@ pub struct HttpServer {
     pub charset: super::charset::CharsetConf,
     /// `ssl_*`: for a server that listens with `ssl` or has a certificate.
     pub tls: Option<super::tls::TlsConf>,
+    /// `http2` and the `http2_*` settings.
+    pub http2: Http2Conf,
     /// The error pages of answers outside any location.
     pub error_pages: super::error_pages::ErrorPagesConf,
     pub span: Span,

@@ -63,6 +63,8 @@ pub enum Var {
     /// The request line: `GET /x HTTP/1.1`.
     Request,
     ServerProtocol,
+    /// `$http2`: `h2` (over TLS) or `h2c` (cleartext) on an HTTP/2 connection, else empty.
+    Http2,
     /// The first name of the server the request was routed to.
     ServerName,
     /// 32 hex digits of 16 random bytes, one value per request.
@@ -180,6 +182,7 @@ const NAMES: &[(&str, Var)] = &[
     ("content_type", Var::ContentType),
     ("request", Var::Request),
     ("server_protocol", Var::ServerProtocol),
+    ("http2", Var::Http2),
     ("server_name", Var::ServerName),
     ("request_id", Var::RequestId),
     ("hostname", Var::Hostname),

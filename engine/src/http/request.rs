@@ -135,6 +135,8 @@ pub fn parse_request<'h, 'b>(
     config.allow_multiple_spaces_in_request_line_delimiters(true);
     let head_len = match config.parse_request(&mut req, buf) {
         Ok(Status::Complete(n)) => n,
+        // nginx's parser refuses a method byte as it comes, without waiting for the rest of the line
+        Ok(Status::Partial) if !method_so_far_ok(buf) => return Err(Rejection::bad("invalid method")),
         Ok(Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => return Err(Rejection::bad("too many header lines")),
         Err(httparse::Error::Version) => return Err(version_rejection(buf)),
@@ -192,6 +194,16 @@ pub fn parse_request<'h, 'b>(
         connection: facts.connection,
         upgrade: facts.upgrade,
     }))
+}
+
+/// Whether the bytes of a partial head start with what may be a method (after the empty lines nginx skips):
+/// upper-case letters, `_` and `-` up to the first space.
+fn method_so_far_ok(buf: &[u8]) -> bool {
+    let start = buf.iter().position(|&c| c != b'\r' && c != b'\n').unwrap_or(buf.len());
+    buf[start..]
+        .iter()
+        .take_while(|&&c| c != b' ')
+        .all(|&c| c.is_ascii_uppercase() || c == b'_' || c == b'-')
 }
 
 /// Reads the header lines that matter to framing and routing, refusing what nginx refuses.
@@ -386,6 +398,9 @@ mod tests {
         }
         assert_eq!(bad(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
         assert_eq!(bad(b"get / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+        // refused before the line is whole, as nginx's parser
+        assert_eq!(bad(b"xxxxxxxxxxxxxxxx"), 400);
+        assert!(parse(b"\r\nGE").unwrap().is_none());
         assert_eq!(
             bad(b"GET http://h/x HTTP/1.1\r\n\r\n"),
             400,

@@ -226,6 +226,8 @@ pub struct RequestExt<'a> {
     pub body: &'a [u8],
     /// The connection's TLS handshake (`$https`, `$ssl_*`, `$scheme`); none on a plain connection.
     pub tls: Option<&'a crate::tls::TlsFacts>,
+    /// `$http2` of an HTTP/2 stream (`h2`, `h2c`): `$server_protocol` is then `HTTP/2.0`.
+    pub http2: Option<&'static str>,
     /// The upstream's variables (`$upstream_*`) of a request routed again after its upstream answered (an error
     /// page, an `X-Accel-Redirect`); `None` on a request's first routing, where they are empty.
     pub upstream: Option<&'a dyn VarSource>,
@@ -326,9 +328,10 @@ impl VarSource for RequestVars<'_, '_, '_> {
                 out.push(b' ');
                 out.extend_from_slice(req.target.as_bytes());
                 out.push(b' ');
-                out.extend_from_slice(protocol(req.version_11));
+                out.extend_from_slice(protocol(req.version_11, self.ext.http2));
             }
-            Var::ServerProtocol => out.extend_from_slice(protocol(req.version_11)),
+            Var::ServerProtocol => out.extend_from_slice(protocol(req.version_11, self.ext.http2)),
+            Var::Http2 => out.extend_from_slice(self.ext.http2.unwrap_or("").as_bytes()),
             Var::ServerName => out.extend_from_slice(self.ext.server_name.as_bytes()),
             Var::RequestId => self.ext.cache.append_request_id(out),
             Var::Connection => crate::http::pages::append_decimal(out, self.ext.connection),
@@ -382,8 +385,10 @@ impl VarSource for RequestVars<'_, '_, '_> {
     }
 }
 
-fn protocol(version_11: bool) -> &'static [u8] {
-    if version_11 {
+fn protocol(version_11: bool, http2: Option<&str>) -> &'static [u8] {
+    if http2.is_some() {
+        b"HTTP/2.0"
+    } else if version_11 {
         b"HTTP/1.1"
     } else {
         b"HTTP/1.0"
@@ -443,6 +448,7 @@ mod tests {
                 server_match: ServerMatch::default(),
                 body: b"",
                 tls: None,
+                http2: None,
                 upstream: None,
             },
         };

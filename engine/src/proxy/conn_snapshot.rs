@@ -60,6 +60,11 @@ impl ConnSnapshot {
         }
     }
 
+    /// The listen address the connection came on.
+    pub fn listen(&self) -> SocketAddr {
+        self.listen
+    }
+
     /// Moves to the running snapshot if a reload changed it (one atomic load when it did not).
     pub fn refresh<R: Runtime>(&mut self, shard: &Shard<R>) {
         if self.gone || shard.current_generation() == self.snap.generation {

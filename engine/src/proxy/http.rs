@@ -77,7 +77,7 @@ struct HeadWaits {
 
 /// Serves one client connection accepted on the http listen address `listen` until it closes.
 pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: SocketAddr, listen: SocketAddr) {
-    let Some(mut at) = ConnSnapshot::take(&shard, listen) else {
+    let Some(at) = ConnSnapshot::take(&shard, listen) else {
         return;
     };
     let mut bufs = shard.take_buffers(at.snap.client_buffer);
@@ -89,6 +89,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     bufs.log.new_connection(shard.next_connection_id());
     bufs.proxy = None;
     bufs.tlvs.clear();
+    bufs.http2 = None;
     let phase = ConnPhase::waiting(&shard.counters);
     let mut conn = ClientConn {
         shard,
@@ -102,6 +103,32 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         conn.shard.give_buffers(conn.bufs);
         return;
     }
+    if let Some(h2) = at
+        .snap
+        .http_ports
+        .get(at.port)
+        .and_then(|p| p.http2)
+        .filter(|_| !to_https)
+    {
+        // out of line and boxed: an HTTP/1 connection's future keeps its size
+        match Box::pin(super::h2::detect(&mut conn, &at)).await {
+            super::h2::Detected::Http1 => {}
+            super::h2::Detected::Http2(kind) => {
+                Box::pin(super::h2::serve(conn, at, h2, kind)).await;
+                return;
+            }
+            super::h2::Detected::Closed => {
+                conn.shard.give_buffers(conn.bufs);
+                return;
+            }
+        }
+    }
+    serve_requests(conn, at, to_https).await;
+}
+
+/// Serves the requests of `conn` (the HTTP/1.1 flow) until it closes: a client connection's, or an HTTP/2
+/// stream's over its pipe; `to_https`: plain HTTP on a TLS address.
+pub(super) async fn serve_requests<R: Runtime>(mut conn: ClientConn<R>, mut at: ConnSnapshot, to_https: bool) {
     let mut progress = ConnProgress {
         served: 0,
         started: Instant::now(),
@@ -451,6 +478,7 @@ fn route_pass<'s, const FIRST: bool>(
         },
         body: super::request_body::held(&head, bufs.client.readable(), bufs.client.capacity()),
         tls: bufs.tls.as_ref(),
+        http2: bufs.http2,
         upstream: kept.as_ref().map(|u| u as &dyn VarSource),
     };
     let phase_bufs = PhaseBufs {

@@ -11,6 +11,7 @@ pub mod error_page;
 pub mod exchange;
 mod forward;
 pub mod gzip;
+mod h2;
 pub mod http;
 mod idle;
 pub mod limit_rate;

@@ -4,8 +4,10 @@
 pub mod deadline;
 pub mod glommio_rt;
 pub mod iobuf;
+pub mod pipe;
 pub mod pktinfo;
 pub mod tls_stream;
+pub mod tokio_io;
 pub mod tokio_rt;
 
 use futures_lite::{AsyncRead, AsyncWrite};
@@ -47,6 +49,10 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     fn tls(&self) -> Option<&rustls::ServerConnection>;
     /// The TLS session of a connection to an `https` upstream.
     fn upstream_tls(&self) -> Option<&rustls::ClientConnection>;
+    /// A connection over one end of an in-memory pipe (an HTTP/2 stream served by the HTTP/1.1 flow).
+    fn bridge(end: pipe::PipeEnd) -> Self
+    where
+        Self: Sized;
 }
 
 /// A listening socket of some runtime, bound with `SO_REUSEPORT` so every shard has its own.

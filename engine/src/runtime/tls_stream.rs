@@ -2,6 +2,7 @@
 //! request path and the upstream pool stay one code path over all, and a plain connection pays one match per read
 //! or write.
 
+use super::pipe::PipeEnd;
 use super::Conn;
 use futures_lite::{AsyncRead, AsyncWrite};
 use futures_rustls::client::TlsStream as ClientStream;
@@ -21,6 +22,8 @@ pub enum MaybeTls<S> {
     Tls(Box<TlsStream<S>>),
     /// A client-side TLS session to an upstream whose handshake is done.
     Upstream(Box<ClientStream<S>>),
+    /// One HTTP/2 stream's request and answer as HTTP/1.1 bytes, over an in-memory pipe ([`super::pipe`]).
+    Bridge(Box<PipeEnd>),
 }
 
 /// What a plain stream can do beyond reads and writes: look at the next bytes without taking them.
@@ -54,6 +57,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for MaybeTls<S> {
             MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
             MaybeTls::Tls(t) => tls_read(&mut **t, cx, buf),
             MaybeTls::Upstream(t) => tls_read(&mut **t, cx, buf),
+            MaybeTls::Bridge(p) => p.poll_read_into(cx, buf),
         }
     }
 }
@@ -65,6 +69,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
             MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
             MaybeTls::Tls(t) => tls_write(&mut **t, cx, buf),
             MaybeTls::Upstream(t) => tls_write(&mut **t, cx, buf),
+            MaybeTls::Bridge(p) => p.poll_write_from(cx, buf),
         }
     }
 
@@ -74,6 +79,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
             MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
             MaybeTls::Tls(t) => tls_flush(&mut **t, cx),
             MaybeTls::Upstream(t) => tls_flush(&mut **t, cx),
+            MaybeTls::Bridge(_) => Poll::Ready(Ok(())),
         }
     }
 
@@ -83,6 +89,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
             MaybeTls::Plain(s) => Pin::new(s).poll_close(cx),
             MaybeTls::Tls(t) => Pin::new(&mut **t).poll_close(cx),
             MaybeTls::Upstream(t) => Pin::new(&mut **t).poll_close(cx),
+            MaybeTls::Bridge(p) => {
+                p.shutdown();
+                Poll::Ready(Ok(()))
+            }
         }
     }
 }
@@ -95,18 +105,29 @@ pub trait Tcp: AsyncRead + AsyncWrite + Unpin + Peek + 'static {
 
 impl<S: Tcp> Conn for MaybeTls<S> {
     fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        self.tcp().set_nodelay(on)
+        match self.tcp() {
+            Some(s) => s.set_nodelay(on),
+            None => Ok(()),
+        }
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.tcp().local_addr()
+        match (self.tcp(), self) {
+            (Some(s), _) => s.local_addr(),
+            (None, MaybeTls::Bridge(p)) => Ok(p.local_addr()),
+            (None, _) => Err(io::Error::from(io::ErrorKind::NotConnected)),
+        }
+    }
+
+    fn bridge(end: PipeEnd) -> Self {
+        MaybeTls::Bridge(Box::new(end))
     }
 
     /// A TLS stream has nothing to peek at before its session's own reads.
     async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             MaybeTls::Plain(s) => s.peek(buf).await,
-            MaybeTls::Tls(_) | MaybeTls::Upstream(_) => {
+            MaybeTls::Tls(_) | MaybeTls::Upstream(_) | MaybeTls::Bridge(_) => {
                 Err(io::Error::new(io::ErrorKind::Unsupported, "peek on a TLS stream"))
             }
         }
@@ -149,12 +170,13 @@ impl<S: Tcp> Conn for MaybeTls<S> {
 }
 
 impl<S> MaybeTls<S> {
-    /// The TCP stream, under the TLS session if there is one.
-    fn tcp(&self) -> &S {
+    /// The TCP stream, under the TLS session if there is one (none under an HTTP/2 stream's pipe).
+    fn tcp(&self) -> Option<&S> {
         match self {
-            MaybeTls::Plain(s) => s,
-            MaybeTls::Tls(t) => t.get_ref().0,
-            MaybeTls::Upstream(t) => t.get_ref().0,
+            MaybeTls::Plain(s) => Some(s),
+            MaybeTls::Tls(t) => Some(t.get_ref().0),
+            MaybeTls::Upstream(t) => Some(t.get_ref().0),
+            MaybeTls::Bridge(_) => None,
         }
     }
 

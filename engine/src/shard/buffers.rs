@@ -46,6 +46,8 @@ pub struct Buffers {
     pub sticky: crate::balance::sticky::StickyBufs,
     /// The connection's TLS handshake, on a TLS address.
     pub tls: Option<crate::tls::TlsFacts>,
+    /// `$http2` of the HTTP/2 stream these buffers serve (`h2`, `h2c`); none on an HTTP/1 connection.
+    pub http2: Option<&'static str>,
     /// The head an error page routes again, and what the current request's error pages did.
     pub pages: crate::proxy::error_page::PageBufs,
     /// The current request's `limit_conn` units (given back when it ends).
@@ -113,6 +115,7 @@ impl Buffers {
             tlvs: Vec::new(),
             sticky: Default::default(),
             tls: None,
+            http2: None,
             pages: Default::default(),
             limits: Vec::new(),
             limited: false,

@@ -341,6 +341,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
                 gzip: Default::default(),
                 charset: Default::default(),
                 tls: None,
+                http2: Default::default(),
                 error_pages: Default::default(),
                 span: Span::default(),
             }],

@@ -89,6 +89,9 @@ pub struct HttpPort {
     pub names: ServerNames,
     /// A `listen ... ssl` address: its TLS config (SNI picks among its servers' certificates).
     pub tls: Option<std::sync::Arc<crate::tls::PortTls>>,
+    /// The address speaks HTTP/2 (`http2 on` in its default server, or a `listen ... http2` here): the default
+    /// server's settings. ALPN offers `h2` on a TLS address; a plain one takes HTTP/2's connection preface.
+    pub http2: Option<crate::config::model::Http2Conf>,
 }
 
 /// An http server's routing table.
@@ -225,6 +228,7 @@ impl Snapshot {
                     .iter()
                     .filter_map(|&i| Some((i, http.servers.get(i)?.server_names.as_slice())));
                 p.names = ServerNames::build(of_port, &groups).map_err(SnapshotError::ServerName)?;
+                p.http2 = http2_of_port(p, &http.servers);
                 p.tls = tls_of_port(p, &http.servers, http.ssl_ciphers)?;
             }
         }
@@ -315,7 +319,10 @@ impl Snapshot {
 
     /// The stream server listening on UDP `addr`.
     pub fn udp_server_of(&self, addr: SocketAddr) -> Option<usize> {
-        self.stream_ports.iter().find(|p| p.addr == addr && p.udp).map(|p| p.server)
+        self.stream_ports
+            .iter()
+            .find(|p| p.addr == addr && p.udp)
+            .map(|p| p.server)
     }
 
     /// The stream (TCP) listen address `addr`.
@@ -354,6 +361,19 @@ impl Snapshot {
     }
 }
 
+/// The HTTP/2 settings of `port`: its default server's, when that server says `http2 on` or any `listen` of the
+/// address has `http2` (nginx reads the protocol per address before it knows the server; see README's
+/// differences for ALPN, which nginx decides per SNI server).
+fn http2_of_port(port: &HttpPort, servers: &[HttpServer]) -> Option<crate::config::model::Http2Conf> {
+    let flag = port
+        .servers
+        .iter()
+        .filter_map(|&i| servers.get(i))
+        .any(|s| s.listens.iter().any(|l| l.addr == port.addr && l.http2));
+    let conf = servers.get(port.default_server)?.http2;
+    (flag || conf.on).then_some(conf)
+}
+
 /// The TLS config of `port`, if any server's `listen` there has `ssl`.
 fn tls_of_port(
     port: &HttpPort,
@@ -376,7 +396,13 @@ fn tls_of_port(
         .collect();
     let (names, default) = (port.names.clone(), port.default_server);
     let pick = Box::new(move |sni: &str| names.find(sni.as_bytes(), None).map_or(default, |f| f.server));
-    let port_servers = crate::tls::PortServers { confs, default, pick };
+    let h2 = port.http2.is_some();
+    let port_servers = crate::tls::PortServers {
+        confs,
+        default,
+        pick,
+        h2,
+    };
     let mut tls = crate::tls::server_config(port_servers)?;
     tls.ciphers = ciphers;
     Ok(Some(std::sync::Arc::new(tls)))
@@ -399,6 +425,7 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
                 proxy_protocol: l.proxy_protocol,
                 names: ServerNames::default(),
                 tls: None,
+                http2: None,
             }),
         }
     }

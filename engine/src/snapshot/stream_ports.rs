@@ -95,7 +95,12 @@ fn port_tls(port: &StreamPort, servers: &[StreamServer]) -> Result<crate::tls::P
         true => names.find(sni.as_bytes(), None).map_or(default, |f| f.server),
         false => default,
     });
-    let mut tls = crate::tls::server_config(crate::tls::PortServers { confs, default, pick })?;
+    let mut tls = crate::tls::server_config(crate::tls::PortServers {
+        confs,
+        default,
+        pick,
+        h2: false,
+    })?;
     // stream answers ALPN only with `ssl_alpn` (nginx sets no callback without it)
     let mut config = (*tls.config).clone();
     let alpn = servers.get(default).map(|s| s.ssl.alpn.clone()).unwrap_or_default();

@@ -21,6 +21,8 @@ pub struct PortServers<'a> {
     pub default: usize,
     /// The server an SNI name picks.
     pub pick: PickServer,
+    /// ALPN offers `h2` before `http/1.1` (an `http2` address).
+    pub h2: bool,
 }
 
 /// Why a TLS address's config could not be made.
@@ -133,7 +135,10 @@ pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
     };
     let mut config = builder.with_cert_resolver(resolver);
     config.ignore_client_order = main.prefer_server_ciphers;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = match port.h2 {
+        true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        false => vec![b"http/1.1".to_vec()],
+    };
     config.session_storage = match main.session_cache {
         SessionCache::Off | SessionCache::None => Arc::new(NoServerSessionStorage {}),
         SessionCache::Sessions(n) => ServerSessionMemoryCache::new(n.max(1)),

@@ -255,7 +255,12 @@ impl HttpState {
         walk(block_of(d)?, Ctx::HTTP_SRV, |sd| match sd.name.as_str() {
             "listen" => {
                 listen_seen = true;
-                s.listens.extend(self.listens.listen(sd, index)?);
+                let listens = self.listens.listen(sd, index)?;
+                if listens.first().is_some_and(|l| l.http2) {
+                    let msg = "the \"listen ... http2\" directive is deprecated, use the \"http2\" directive instead";
+                    b.warn(msg, &sd.span);
+                }
+                s.listens.extend(listens);
                 Ok(())
             }
             "server_name" => super::server_names::directive(b, sd, &mut s.names),
@@ -494,6 +499,7 @@ impl ServerDraft {
             gzip: layers.gzip.conf(),
             charset: layers.charset.conf(),
             tls: None,
+            http2: layers.http2.conf(),
             error_pages: layers.error_pages.conf(),
             span: self.span,
         })

@@ -107,6 +107,8 @@ pub struct Layers {
     pub tls: super::tls::TlsLayer,
     /// `proxy_ssl_*`.
     pub proxy_tls: super::proxy_tls::ProxyTlsLayer,
+    /// `http2` and `http2_*` (http and server levels).
+    pub http2: super::http2::Http2Layer,
     /// `error_page`, `recursive_error_pages`, `proxy_intercept_errors`.
     pub error_pages: ErrorPagesLayer,
 }
@@ -190,6 +192,15 @@ impl Layers {
                 c.keepalive_disable = Some(keepalive_disable(cx.build, d)?);
             }
             "client_header_timeout" => msec_slot(&mut c.header_timeout, d)?,
+            // corelb closes a connection without reading on after it (nginx's `off`); the others are refused
+            "lingering_close" => match arg(d, 0) {
+                "off" => {}
+                v @ ("on" | "always") => {
+                    let msg = format!("\"lingering_close {v}\" is not supported by corelb");
+                    return Err(ConfigError::invalid(msg, &d.span));
+                }
+                v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
+            },
             "client_max_body_size" => {
                 unset(&c.max_body_size, d)?;
                 let size = value::parse_offset(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid value"))?;
@@ -213,6 +224,10 @@ impl Layers {
             "client_header_buffer_size" => size_slot(&mut c.header_buffer_size, d)?,
             "connection_pool_size" => size_slot(&mut c.pool_size, d)?,
             "client_body_buffer_size" => size_slot(&mut c.body_buffer_size, d)?,
+            // nginx's file reading buffers: corelb reads files through its own (docs/directives.md)
+            "output_buffers" => {
+                header_buffers(d)?;
+            }
             // nginx's per-request memory pool: nothing to size in corelb (docs/directives.md)
             "request_pool_size" => {
                 size_slot(&mut None, d)?;
@@ -233,6 +248,7 @@ impl Layers {
             name if super::charset::NAMES.contains(&name) => self.charset.directive(cx.vars, d)?,
             name if super::tls::NAMES.contains(&name) => self.tls.directive(cx.build, d)?,
             name if super::proxy_tls::NAMES.contains(&name) => self.proxy_tls.directive(cx.build, d)?,
+            name if super::http2::NAMES.contains(&name) => self.http2.directive(d)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -299,6 +315,7 @@ impl Layers {
             charset: self.charset.over(&parent.charset),
             tls: self.tls.over(&parent.tls),
             proxy_tls: self.proxy_tls.over(&parent.proxy_tls),
+            http2: self.http2.over(&parent.http2),
             error_pages: self.error_pages.over(&parent.error_pages),
         }
     }

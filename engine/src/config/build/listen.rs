@@ -11,7 +11,7 @@ use crate::config::value;
 use std::net::{Ipv4Addr, SocketAddr};
 
 /// nginx `listen` parameters corelb does not implement (refused by name rather than called invalid).
-const UNSUPPORTED_HTTP: &[&str] = &["http2", "deferred", "quic"];
+const UNSUPPORTED_HTTP: &[&str] = &["deferred", "quic"];
 const UNSUPPORTED_STREAM: &[&str] = &[];
 /// `name=value` parameters corelb does not implement.
 const UNSUPPORTED_VALUED: &[&str] = &[
@@ -50,6 +50,8 @@ struct Params {
     proxy_protocol: bool,
     /// `ssl` (http only).
     ssl: bool,
+    /// `http2` (http only).
+    http2: bool,
 }
 
 fn not_supported(p: &str, d: &Directive) -> ConfigError {
@@ -101,6 +103,8 @@ impl HttpListens {
                 params.default_server = true;
             } else if p == "ssl" {
                 params.ssl = true;
+            } else if p == "http2" {
+                params.http2 = true;
             } else if !common_param(p, d, &mut params, UNSUPPORTED_HTTP)? {
                 return Err(ConfigError::invalid(format!("invalid parameter \"{p}\""), &d.span));
             }
@@ -118,6 +122,7 @@ impl HttpListens {
                 proxy_protocol: params.proxy_protocol,
                 ssl: params.ssl,
                 udp: false,
+                http2: params.http2,
                 span: d.span.clone(),
             });
         }
@@ -135,6 +140,7 @@ impl HttpListens {
             proxy_protocol: false,
             ssl: false,
             udp: false,
+            http2: false,
             span: at.clone(),
         })
     }
@@ -223,7 +229,11 @@ impl StreamListens {
         if udp {
             // nginx's checks, in its order
             let backlog = d.args.iter().any(|a| a.starts_with("backlog="));
-            let checks = [(backlog, "backlog"), (params.ssl, "ssl"), (params.proxy_protocol, "proxy_protocol")];
+            let checks = [
+                (backlog, "backlog"),
+                (params.ssl, "ssl"),
+                (params.proxy_protocol, "proxy_protocol"),
+            ];
             for (set, name) in checks {
                 if set {
                     let msg = format!("\"{name}\" parameter is incompatible with \"udp\"");
@@ -247,6 +257,7 @@ impl StreamListens {
                 proxy_protocol: params.proxy_protocol,
                 ssl: params.ssl,
                 udp,
+                http2: false,
                 span: d.span.clone(),
             });
         }
@@ -325,10 +336,9 @@ mod tests {
             err(t.listen(&listen_directive("listen 80 backlog=0;"), 0)),
             "[emerg] invalid backlog \"backlog=0\" in t.conf:1"
         );
-        assert_eq!(
-            err(t.listen(&listen_directive("listen 443 http2;"), 0)),
-            "[emerg] parameter \"http2\" of \"listen\" is not supported by corelb in t.conf:1"
-        );
+        assert!(t
+            .listen(&listen_directive("listen 443 http2;"), 0)
+            .is_ok_and(|l| l.iter().all(|l| l.http2)));
         assert_eq!(
             err(t.listen(&listen_directive("listen 443 ssl proxy_protocol;"), 0)),
             "[emerg] parameter \"proxy_protocol\" with \"ssl\" of \"listen\" is not supported by corelb in t.conf:1"
@@ -383,7 +393,9 @@ mod tests {
         let mut t = StreamListens::default();
         assert!(!t.listen(&listen_directive("listen 127.0.0.1:53;"), 0).unwrap()[0].udp);
         // the same address and port over UDP is another socket
-        let udp = t.listen(&listen_directive("listen 127.0.0.1:53 udp reuseport;"), 0).unwrap();
+        let udp = t
+            .listen(&listen_directive("listen 127.0.0.1:53 udp reuseport;"), 0)
+            .unwrap();
         assert!(udp[0].udp);
         assert_eq!(
             err(t.listen(&listen_directive("listen 127.0.0.1:53 udp;"), 0)),

@@ -16,6 +16,7 @@ mod hash_method;
 mod headers;
 mod health;
 mod http;
+mod http2;
 mod layers;
 mod least_time;
 mod limit_rate;

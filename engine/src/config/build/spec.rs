@@ -381,6 +381,18 @@ pub const SPECS: &[Spec] = &[
     both("ssl_preread", STREAM_MS, TAKE1),
     both("preread_buffer_size", STREAM_MS, TAKE1),
     both("preread_timeout", STREAM_MS, TAKE1),
+    // checked, without effect: corelb reads files through its own buffer (docs/directives.md)
+    both("output_buffers", HTTP_MSL, TAKE2),
+    // `off` only: corelb closes without lingering (docs/directives.md)
+    both("lingering_close", HTTP_MSL, TAKE1),
+    // http2 (nginx's ngx_http_v2_module)
+    both("http2", HTTP_MS, TAKE1),
+    both("http2_max_concurrent_streams", HTTP_MS, TAKE1),
+    both("http2_chunk_size", HTTP_MSL, TAKE1),
+    both("http2_recv_buffer_size", Ctx::HTTP, TAKE1),
+    both("http2_body_preread_size", HTTP_MS, TAKE1),
+    both("http2_pool_size", HTTP_MS, TAKE1),
+    both("http2_streams_index_size", HTTP_MS, TAKE1),
     // gzip filter and gzip_static (in `if`, nginx takes `gzip` too: corelb does not)
     spec("gzip", HTTP_MSL.or(Ctx::HTTP_LIF), HTTP_MSL, TAKE1, false),
     both("gzip_types", HTTP_MSL, MORE1),
@@ -488,7 +500,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "internal",
     "limit_except",
     "client_body_in_file_only",
-    "lingering_close",
     "lingering_time",
     "lingering_timeout",
     "reset_timedout_connection",
@@ -499,7 +510,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "merge_slashes",
     "aio",
     "directio",
-    "output_buffers",
     "postpone_output",
     "chunked_transfer_encoding",
     "log_subrequest",
@@ -510,7 +520,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "auth_request",
     "sub_filter",
     "ssi",
-    "http2_max_concurrent_streams",
     // rewrite, map, geo, limits, realip
     "rewrite_log",
     "split_clients",

@@ -1,0 +1,228 @@
+//! HTTP/2 to clients (`http2 on`, `listen ... http2`) with the h2 crate: a TLS connection that chose `h2` by ALPN,
+//! or a plain one that starts with HTTP/2's connection preface (prior knowledge; nginx takes no `Upgrade: h2c`).
+//! Each stream is one request served by the HTTP/1.1 flow ([`super::http::serve_requests`]) over an in-memory
+//! pipe ([`stream`]): every location, handler, balancer, retry, filter, error page and log line is the one
+//! HTTP/1.1 has, at the cost of writing the request and parsing the answer once more (the design choice: one
+//! request path, not two). The connection's limits and the HTTP/2 attacks' bounds are here.
+
+mod answer;
+mod stream;
+
+use super::client::ClientConn;
+use super::conn_snapshot::ConnSnapshot;
+use crate::config::model::Http2Conf;
+use crate::runtime::tokio_io::TokioIo;
+use crate::runtime::{timeout, Conn, Runtime};
+use crate::shard::Shard;
+use bytes::Bytes;
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// HTTP/2's connection preface (RFC 9113 3.4), the first bytes of a prior-knowledge client.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// How a connection on an `http2` address speaks.
+pub(super) enum Detected {
+    Http1,
+    /// `h2` (TLS, by ALPN) or `h2c` (plain, by its preface): the value of `$http2`.
+    Http2(&'static str),
+    /// It closed (or timed out) before saying.
+    Closed,
+}
+
+/// Tells HTTP/2 from HTTP/1 on an `http2` address: ALPN on a TLS connection; on a plain one, the first bytes
+/// (read into the client buffer within the default server's `client_header_timeout`, as nginx's first read).
+pub(super) async fn detect<R: Runtime>(conn: &mut ClientConn<R>, at: &ConnSnapshot) -> Detected {
+    if let Some(tls) = conn.sock.tls() {
+        return match tls.alpn_protocol() {
+            Some(b"h2") => Detected::Http2("h2"),
+            _ => Detected::Http1,
+        };
+    }
+    let deadline = Instant::now() + at.defaults.client_header_timeout;
+    loop {
+        let got = conn.bufs.client.readable();
+        let n = got.len().min(PREFACE.len());
+        if got[..n] != PREFACE[..n] {
+            return Detected::Http1;
+        }
+        if n == PREFACE.len() {
+            return Detected::Http2("h2c");
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match timeout::<R, _>(wait, conn.bufs.client.fill_untimed(&mut conn.sock)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            // a short head that closed: the HTTP/1 flow answers or logs it as it would
+            _ if n > 0 => return Detected::Http1,
+            _ => return Detected::Closed,
+        }
+    }
+}
+
+/// What a connection's streams share with its accept loop.
+struct ConnState {
+    /// Streams being served.
+    active: Cell<usize>,
+    /// Streams answered in full.
+    answered: Cell<u64>,
+    /// Streams the client reset before their answer was complete.
+    reset_by_peer: Cell<u64>,
+    /// When the last stream ended (the idle `keepalive_timeout` runs from then).
+    last: Cell<Instant>,
+}
+
+/// The facts of the connection every stream's request sees (`$remote_addr`, `$ssl_*`, `$proxy_protocol_*`).
+#[derive(Clone)]
+pub(super) struct ConnFacts {
+    pub(super) remote: SocketAddr,
+    pub(super) local: SocketAddr,
+    pub(super) listen: SocketAddr,
+    pub(super) kind: &'static str,
+    pub(super) tls: Option<crate::tls::TlsFacts>,
+    pub(super) proxy: Option<crate::http::proxy_protocol::ProxyAddrs>,
+    pub(super) tlvs: Vec<u8>,
+    pub(super) connection: u64,
+    pub(super) chunk_size: usize,
+    /// `http2_body_preread_size`: a body without `content-length` this short is sent on with its length.
+    pub(super) preread: usize,
+}
+
+/// Resets by the client beyond the answered streams and this many times the stream limit close the connection
+/// with `ENHANCE_YOUR_CALM` (rapid reset, CVE-2023-44487; nginx refuses streams past twice its limit per read).
+const RESET_ALLOWANCE: u64 = 2;
+
+/// The h2 settings of an address: the stream limit and windows, the header list bound (the total of
+/// `large_client_header_buffers`), and h2's own bounds on reset streams and buffered sends.
+fn builder(conf: &Http2Conf, header_list: u32) -> h2::server::Builder {
+    let mut b = h2::server::Builder::new();
+    b.max_concurrent_streams(conf.max_concurrent_streams)
+        .initial_window_size(conf.body_preread_size.clamp(1, (1 << 31) - 1))
+        // as nginx: the connection's window opened all the way at once (each stream's bounds what it holds)
+        .initial_connection_window_size((1 << 31) - 1)
+        .max_frame_size(16 * 1024)
+        .max_header_list_size(header_list)
+        .max_send_buffer_size(conf.chunk_size as usize * 2)
+        .max_pending_accept_reset_streams(conf.max_concurrent_streams.max(20) as usize)
+        .max_local_error_reset_streams(Some(1024));
+    b
+}
+
+/// Serves an HTTP/2 connection until it closes: the handshake, then each stream as a task of its own.
+pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, conf: Http2Conf, kind: &'static str) {
+    let ClientConn {
+        shard,
+        sock,
+        mut bufs,
+        vars,
+        ..
+    } = conn;
+    let read = bufs.client.readable().to_vec();
+    bufs.client.consume(usize::MAX);
+    let facts = ConnFacts {
+        remote: vars.peer,
+        local: vars.local,
+        listen: at.listen(),
+        kind,
+        tls: bufs.tls.clone(),
+        proxy: bufs.proxy,
+        tlvs: bufs.tlvs.clone(),
+        connection: bufs.log.connection,
+        chunk_size: conf.chunk_size as usize,
+        preread: conf.body_preread_size as usize,
+    };
+    let header_list = at
+        .snap
+        .servers
+        .get(at.snap.http_ports.get(at.port).map_or(0, |p| p.default_server))
+        .map_or(32 * 1024, |s| {
+            let b = s.client.large_client_header_buffers;
+            b.capacity(s.client.client_header_buffer_size)
+        });
+    shard.give_buffers(bufs);
+    let io = TokioIo::new(sock, read);
+    let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
+    let mut h2 = match timeout::<R, _>(at.defaults.client_header_timeout, handshake).await {
+        Ok(Ok(c)) => c,
+        _ => return,
+    };
+    let state = Rc::new(ConnState {
+        active: Cell::new(0),
+        answered: Cell::new(0),
+        reset_by_peer: Cell::new(0),
+        last: Cell::new(Instant::now()),
+    });
+    let idle = at.defaults.keepalive_timeout;
+    let bound = u64::from(conf.max_concurrent_streams) * RESET_ALLOWANCE;
+    loop {
+        let wait = match state.active.get() {
+            0 => idle.saturating_sub(state.last.get().elapsed()),
+            _ => idle.max(Duration::from_secs(1)),
+        };
+        if wait.is_zero() || shard.draining() {
+            break;
+        }
+        let next = futures_lite::future::or(async { Some(timeout::<R, _>(wait, h2.accept()).await) }, async {
+            shard.stopped().await;
+            None
+        })
+        .await;
+        match next {
+            Some(Ok(Some(Ok((request, respond))))) => {
+                if state.reset_by_peer.get() > state.answered.get() + bound {
+                    h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    break;
+                }
+                spawn_stream(&shard, &state, &facts, request, respond);
+            }
+            // the idle wait ran out: checked again at the loop's top
+            Some(Err(_)) => {}
+            None => break,
+            Some(Ok(_)) => return,
+        }
+    }
+    h2.graceful_shutdown();
+    // the GOAWAY out and the streams in flight done, within the send timeout
+    let _ = timeout::<R, _>(at.defaults.send_timeout, async {
+        while let Some(Ok(_)) = h2.accept().await {}
+    })
+    .await;
+    let _ = timeout::<R, _>(at.defaults.send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
+}
+
+/// Runs one stream as a task of the shard (a panic in it ends that stream only).
+fn spawn_stream<R: Runtime>(
+    shard: &Rc<Shard<R>>,
+    state: &Rc<ConnState>,
+    facts: &ConnFacts,
+    request: http::Request<h2::RecvStream>,
+    respond: h2::server::SendResponse<Bytes>,
+) {
+    use futures_lite::FutureExt;
+    let (shard, state, facts) = (Rc::clone(shard), Rc::clone(state), facts.clone());
+    state.active.set(state.active.get() + 1);
+    R::spawn(async move {
+        let run = std::panic::AssertUnwindSafe(stream::serve(&shard, &facts, request, respond));
+        let end = run.catch_unwind().await.unwrap_or(stream::End::Failed);
+        match end {
+            stream::End::Answered => state.answered.set(state.answered.get() + 1),
+            stream::End::ResetByPeer => state.reset_by_peer.set(state.reset_by_peer.get() + 1),
+            stream::End::Failed => {}
+        }
+        state.active.set(state.active.get().saturating_sub(1));
+        state.last.set(Instant::now());
+    });
+}
+
+/// A connection's answer framing conditions that the stream code tests without sockets.
+#[cfg(test)]
+mod tests {
+    use super::PREFACE;
+
+    #[test]
+    fn preface_is_rfc_9113s() {
+        assert_eq!(PREFACE.len(), 24);
+        assert!(PREFACE.starts_with(b"PRI * HTTP/2.0"));
+    }
+}

@@ -1,0 +1,500 @@
+//! HTTP/2 to clients end to end, on both runtimes, with the h2 crate's client (over tokio in the test) and raw
+//! frames: many concurrent streams over one connection proxied to two backends (each answer the one asked for),
+//! a static file gzipped, request bodies with and without `content-length`, `$server_protocol`/`$http2`,
+//! HTTP/1.1 next to h2c on one address, ALPN `h2` and the `http/1.1` fallback over TLS; a malformed header
+//! (a stream reset with `PROTOCOL_ERROR`), and the attacks' bounds: rapid reset (GOAWAY `ENHANCE_YOUR_CALM`), a
+//! CONTINUATION flood, PING and SETTINGS floods (the server stops reading, the shard goes on), and a client that
+//! never opens its window (`send_timeout` resets the stream).
+
+mod support;
+
+use bytes::Bytes;
+use corelb_engine::runtime::glommio_rt::Glommio;
+use corelb_engine::runtime::tokio_io::TokioIo;
+use corelb_engine::runtime::tokio_rt::Tokio;
+use corelb_engine::runtime::{Conn, Runtime};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use support::backend::{Backend, Mode};
+use support::{free_addr, glommio_usable, Proxy};
+
+fn parse(text: &str) -> corelb_engine::config::model::Config {
+    corelb_engine::config::parse_str(text, Path::new("h2.conf")).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// The addresses of one test's config.
+struct Addrs {
+    h2c: SocketAddr,
+    tls: SocketAddr,
+    back_a: SocketAddr,
+    back_b: SocketAddr,
+}
+
+fn config_text(a: &Addrs, echo: SocketAddr, root: &Path, cert: &Path, key: &Path) -> String {
+    let (root, cert, key) = (root.display(), cert.display(), key.display());
+    format!(
+        "events {{}}\nhttp {{\n access_log off;\n\
+         upstream two {{ server {}; server {}; }}\n\
+         upstream echo {{ server {echo}; }}\n\
+         server {{ listen {}; http2 on; http2_max_concurrent_streams 10; send_timeout 1s; root {root};\n\
+           gzip on; gzip_types text/plain; gzip_min_length 10;\n\
+           location /two/ {{ proxy_pass http://two/; }}\n\
+           location /echo {{ proxy_pass http://echo; }}\n\
+           location = /vars {{ return 200 \"$server_protocol|$http2|$request|$host|$scheme\\n\"; }} }}\n\
+         server {{ listen {} ssl; http2 on; ssl_certificate {cert}; ssl_certificate_key {key};\n\
+           location / {{ return 200 \"tls $server_protocol|$http2|$scheme\\n\"; }} }}\n\
+         server {{ listen {}; location / {{ return 200 \"a $uri\"; }} }}\n\
+         server {{ listen {}; location / {{ return 200 \"b $uri\"; }} }}\n}}\n",
+        a.back_a, a.back_b, a.h2c, a.tls, a.back_a, a.back_b
+    )
+}
+
+/// Runs `f` on a current-thread tokio runtime with a `LocalSet` (the client's connections are spawned there).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    tokio::task::LocalSet::new().block_on(&rt, f)
+}
+
+type Sender = h2::client::SendRequest<Bytes>;
+
+/// An h2 client over `io`, its connection driven by a local task.
+async fn h2_client<T>(io: T, builder: h2::client::Builder) -> Sender
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
+    let (send, conn) = builder.handshake::<_, Bytes>(io).await.expect("h2 handshake");
+    tokio::task::spawn_local(async move {
+        let _ = conn.await;
+    });
+    send
+}
+
+async fn h2c(addr: SocketAddr) -> Sender {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    h2_client(tcp, h2::client::Builder::new()).await
+}
+
+/// An answer: status, headers, body.
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Vec<u8>,
+}
+
+async fn request(send: &Sender, req: http::Request<()>, body: Option<&[u8]>) -> Result<Answer, h2::Error> {
+    let mut send = send.clone().ready().await?;
+    let (response, mut stream) = send.send_request(req, body.is_none())?;
+    if let Some(b) = body {
+        // within the window the server gives at first (64k), then as it releases it
+        let mut left = Bytes::copy_from_slice(b);
+        while !left.is_empty() {
+            stream.reserve_capacity(left.len());
+            let n = std::future::poll_fn(|cx| stream.poll_capacity(cx))
+                .await
+                .expect("capacity")?;
+            let part = left.split_to(n.min(left.len()));
+            stream.send_data(part, left.is_empty())?;
+        }
+    }
+    let response = response.await?;
+    let (parts, mut recv) = response.into_parts();
+    let mut body = Vec::new();
+    while let Some(d) = recv.data().await {
+        let d = d?;
+        body.extend_from_slice(&d);
+        let _ = recv.flow_control().release_capacity(d.len());
+    }
+    Ok(Answer {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body,
+    })
+}
+
+fn get(path: &str) -> http::Request<()> {
+    http::Request::get(format!("http://h2.test{path}"))
+        .body(())
+        .expect("request")
+}
+
+/// A self-signed ECDSA certificate for `localhost` in `dir`.
+fn write_cert(dir: &Path) -> (PathBuf, PathBuf) {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("certificate");
+    let (c, k) = (dir.join("h2.crt"), dir.join("h2.key"));
+    std::fs::write(&c, cert.pem()).expect("write certificate");
+    std::fs::write(&k, key.serialize_pem()).expect("write key");
+    (c, k)
+}
+
+#[derive(Debug)]
+struct AnyCert;
+
+impl rustls::client::danger::ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _e: &rustls::pki_types::CertificateDer<'_>,
+        _i: &[rustls::pki_types::CertificateDer<'_>],
+        _n: &rustls::pki_types::ServerName<'_>,
+        _o: &[u8],
+        _t: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &rustls::pki_types::CertificateDer<'_>,
+        d: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algs = rustls::crypto::ring::default_provider().signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(m, c, d, &algs)
+    }
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &rustls::pki_types::CertificateDer<'_>,
+        d: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algs = rustls::crypto::ring::default_provider().signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(m, c, d, &algs)
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        vec![rustls::SignatureScheme::ECDSA_NISTP256_SHA256]
+    }
+}
+
+fn client_tls(alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let mut c = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert))
+        .with_no_client_auth();
+    c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(c)
+}
+
+/// A TLS connection (through corelb's own tokio stream) offering `alpn`; the protocol the server chose.
+async fn tls_conn(addr: SocketAddr, alpn: &[&[u8]]) -> (<Tokio as Runtime>::Conn, Option<Vec<u8>>) {
+    let tcp = Tokio::connect(addr, Duration::from_secs(5)).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let tls = tcp.connect_tls(client_tls(alpn), name).await.expect("handshake");
+    let chosen = tls.upstream_tls().and_then(|s| s.alpn_protocol()).map(<[u8]>::to_vec);
+    (tls, chosen)
+}
+
+fn h2_sequence<R: Runtime>(tag: &str) {
+    let dir = std::env::temp_dir().join(format!("corelb-h2-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("test dir");
+    let text = "all work and no play makes jack a dull boy\n".repeat(500);
+    std::fs::write(dir.join("big.txt"), &text).expect("file");
+    let (cert, key) = write_cert(&dir);
+    let echo = Backend::start("echo", Mode::Echo);
+    let a = Addrs {
+        h2c: free_addr(),
+        tls: free_addr(),
+        back_a: free_addr(),
+        back_b: free_addr(),
+    };
+    let proxy = Proxy::start::<R>(parse(&config_text(&a, echo.addr, &dir, &cert, &key)), 1);
+    block_on(async {
+        let send = h2c(a.h2c).await;
+
+        // the variables of a stream
+        let v = request(&send, get("/vars"), None).await.expect("vars");
+        assert_eq!(v.status, 200);
+        assert_eq!(
+            String::from_utf8_lossy(&v.body),
+            "HTTP/2.0|h2c|GET /vars HTTP/2.0|h2.test|http\n"
+        );
+
+        // many concurrent streams over one connection, proxied to both backends in turn, each answer its own
+        let asks: Vec<_> = (0..60)
+            .map(|i| {
+                let send = send.clone();
+                tokio::task::spawn_local(async move {
+                    let a = request(&send, get(&format!("/two/s{i}")), None).await.expect("stream");
+                    (i, a.status, String::from_utf8_lossy(&a.body).into_owned())
+                })
+            })
+            .collect();
+        let (mut by_a, mut by_b) = (0, 0);
+        for ask in asks {
+            let (i, status, body) = ask.await.expect("task");
+            assert_eq!(status, 200);
+            match body.split_once(' ') {
+                Some(("a", uri)) => {
+                    by_a += 1;
+                    assert_eq!(uri, format!("/s{i}"));
+                }
+                Some(("b", uri)) => {
+                    by_b += 1;
+                    assert_eq!(uri, format!("/s{i}"));
+                }
+                _ => panic!("{body}"),
+            }
+        }
+        assert_eq!((by_a, by_b), (30, 30), "round robin over one connection's streams");
+
+        // a static file, gzipped for a client that takes it
+        let mut req = get("/big.txt");
+        req.headers_mut()
+            .insert("accept-encoding", "gzip".parse().expect("value"));
+        let f = request(&send, req, None).await.expect("file");
+        assert_eq!(f.status, 200);
+        assert_eq!(
+            f.headers.get("content-encoding").map(|v| v.as_bytes()),
+            Some(&b"gzip"[..])
+        );
+        let mut plain = String::new();
+        flate2::read::GzDecoder::new(&f.body[..])
+            .read_to_string(&mut plain)
+            .expect("gunzip");
+        assert_eq!(plain, text);
+        let f = request(&send, get("/big.txt"), None).await.expect("file");
+        assert_eq!(f.body, text.as_bytes());
+
+        // request bodies: with content-length, without one (short: sent on with its length; long: as chunks)
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        for (len, with_length) in [(10, true), (10, false), (200_000, true), (200_000, false)] {
+            let mut req = http::Request::post("http://h2.test/echo").body(()).expect("request");
+            if with_length {
+                req.headers_mut()
+                    .insert("content-length", len.to_string().parse().expect("value"));
+            }
+            let e = request(&send, req, Some(&body[..len])).await;
+            let e = e.unwrap_or_else(|err| panic!("upload {len} {with_length}: {err}"));
+            assert_eq!(e.status, 200, "upload {len} {with_length}");
+            assert_eq!(e.body, &body[..len], "upload {len} {with_length}");
+        }
+
+        // ALPN: h2 when offered, http/1.1 otherwise, over one TLS address
+        let (tls, chosen) = tls_conn(a.tls, &[b"h2", b"http/1.1"]).await;
+        assert_eq!(chosen.as_deref(), Some(&b"h2"[..]));
+        let s = h2_client(TokioIo::new(tls, Vec::new()), h2::client::Builder::new()).await;
+        let t = request(
+            &s,
+            http::Request::get("https://localhost/").body(()).expect("req"),
+            None,
+        )
+        .await;
+        assert_eq!(
+            String::from_utf8_lossy(&t.expect("tls h2").body),
+            "tls HTTP/2.0|h2|https\n"
+        );
+        let (mut tls, chosen) = tls_conn(a.tls, &[b"http/1.1"]).await;
+        assert_eq!(chosen.as_deref(), Some(&b"http/1.1"[..]));
+        use futures_lite::{AsyncReadExt, AsyncWriteExt};
+        tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("write");
+        let mut got = Vec::new();
+        let _ = tls.read_to_end(&mut got).await;
+        let got = String::from_utf8_lossy(&got);
+        assert!(
+            got.starts_with("HTTP/1.1 200") && got.ends_with("tls HTTP/1.1||https\n"),
+            "{got}"
+        );
+
+        // a client that never opens its window: the answer's wait for it ends at send_timeout (1s), the stream reset
+        let mut b = h2::client::Builder::new();
+        b.initial_window_size(0);
+        let tcp = tokio::net::TcpStream::connect(a.h2c).await.expect("connect");
+        let stalled = h2_client(tcp, b).await;
+        let mut s = stalled.ready().await.expect("ready");
+        let (response, _) = s.send_request(get("/big.txt"), true).expect("send");
+        let response = tokio::time::timeout(Duration::from_secs(10), response)
+            .await
+            .expect("headers")
+            .expect("ok");
+        let mut recv = response.into_body();
+        let data = tokio::time::timeout(Duration::from_secs(10), recv.data())
+            .await
+            .expect("not reset in time");
+        assert!(matches!(data, Some(Err(ref e)) if e.is_reset()), "{data:?}");
+    });
+
+    // HTTP/1.1 next to h2c on the same address
+    let mut plain = TcpStream::connect(a.h2c).expect("connect");
+    plain
+        .write_all(b"GET /vars HTTP/1.1\r\nHost: one\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut got = String::new();
+    plain.read_to_string(&mut got).expect("read");
+    assert!(got.ends_with("HTTP/1.1||GET /vars HTTP/1.1|one|http\n"), "{got}");
+
+    attacks(a.h2c);
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One frame's bytes.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+const HEADERS: u8 = 1;
+const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const PING: u8 = 6;
+const GOAWAY: u8 = 7;
+const CONTINUATION: u8 = 9;
+const END_STREAM: u8 = 1;
+const END_HEADERS: u8 = 4;
+
+/// `GET / http` in HPACK's static table (`:method GET`, `:scheme http`, `:path /`), then `:authority h`.
+const GET_BLOCK: &[u8] = &[0x82, 0x86, 0x84, 0x01, 0x01, b'h'];
+
+/// A raw connection that has sent the preface and an empty SETTINGS frame.
+fn raw(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    s.write_all(&frame(SETTINGS, 0, 0, &[])).expect("settings");
+    s
+}
+
+/// Reads frames until one of `kind` comes (its flags, stream and payload), or the connection ends (`None`).
+fn read_until(s: &mut TcpStream, kind: u8) -> Option<(u8, u32, Vec<u8>)> {
+    loop {
+        let mut h = [0u8; 9];
+        s.read_exact(&mut h).ok()?;
+        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let mut payload = vec![0u8; len];
+        s.read_exact(&mut payload).ok()?;
+        if h[3] == kind {
+            let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+            return Some((h[4], stream, payload));
+        }
+    }
+}
+
+/// A literal header field without indexing (HPACK 6.2.2), name and value under 127 bytes.
+fn literal(name: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x00, name.len() as u8];
+    out.extend_from_slice(name);
+    out.push(value.len() as u8);
+    out.extend_from_slice(value);
+    out
+}
+
+/// Whether the server shut `s` (GOAWAY or end of stream) while `writes` frames of `one` were sent; false when it
+/// kept taking them all.
+fn server_refuses_flood(s: &mut TcpStream, one: &[u8], writes: usize) -> bool {
+    s.set_write_timeout(Some(Duration::from_secs(3))).expect("timeout");
+    let batch: Vec<u8> = one.repeat(256);
+    for _ in 0..writes / 256 {
+        if s.write_all(&batch).is_err() {
+            // the server stopped reading (its socket buffers full) or closed
+            return true;
+        }
+    }
+    false
+}
+
+fn attacks(addr: SocketAddr) {
+    // a malformed header (`connection`): the stream is reset with PROTOCOL_ERROR, the connection goes on
+    let mut s = raw(addr);
+    let mut block = GET_BLOCK.to_vec();
+    block.extend(literal(b"connection", b"close"));
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+        .expect("headers");
+    let (_, stream, payload) = read_until(&mut s, RST_STREAM).expect("a reset");
+    assert_eq!((stream, payload), (1, vec![0, 0, 0, 1]), "PROTOCOL_ERROR on stream 1");
+
+    // rapid reset: streams opened and cancelled at once, past the bound: GOAWAY with ENHANCE_YOUR_CALM
+    let mut s = raw(addr);
+    let mut burst = Vec::new();
+    for i in 0..2000u32 {
+        let id = 2 * i + 1;
+        burst.extend(frame(HEADERS, END_STREAM | END_HEADERS, id, GET_BLOCK));
+        burst.extend(frame(RST_STREAM, 0, id, &8u32.to_be_bytes()));
+    }
+    let _ = s.write_all(&burst);
+    let (_, _, payload) = read_until(&mut s, GOAWAY).expect("GOAWAY after rapid resets");
+    assert_eq!(payload.get(4..8), Some(&[0, 0, 0, 0x0b][..]), "ENHANCE_YOUR_CALM");
+
+    // a CONTINUATION flood: headers that never end are cut once past the header list bound
+    let mut s = raw(addr);
+    s.write_all(&frame(HEADERS, 0, 1, GET_BLOCK)).expect("headers");
+    let filler = literal(b"x-filler", &[b'y'; 100]);
+    let cont = frame(CONTINUATION, 0, 1, &filler.repeat(100));
+    assert!(
+        server_refuses_flood(&mut s, &cont, 100_000),
+        "a CONTINUATION flood was taken whole"
+    );
+
+    // PING and SETTINGS floods from clients that never read: the server stops reading them
+    for one in [frame(PING, 0, 0, &[7; 8]), frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 100])] {
+        let mut s = raw(addr);
+        assert!(
+            server_refuses_flood(&mut s, &one, 4_000_000),
+            "a flood of {} was taken whole",
+            one[3]
+        );
+    }
+
+    // the shard serves on
+    let mut plain = TcpStream::connect(addr).expect("connect");
+    plain
+        .write_all(b"GET /vars HTTP/1.1\r\nHost: one\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut got = String::new();
+    plain.read_to_string(&mut got).expect("read");
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+}
+
+#[test]
+fn http2_tokio() {
+    h2_sequence::<Tokio>("tokio");
+}
+
+#[test]
+fn http2_glommio() {
+    if glommio_usable() {
+        h2_sequence::<Glommio>("glommio");
+    }
+}
+
+#[test]
+fn http2_config() {
+    let parse_err = |t: &str| {
+        corelb_engine::config::parse_str(t, Path::new("h2.conf"))
+            .unwrap_err()
+            .to_string()
+    };
+    let ok = "events {}\nhttp { http2 on; http2_max_concurrent_streams 4; http2_chunk_size 4k;\n\
+              http2_recv_buffer_size 64k; http2_body_preread_size 0;\n\
+              server { listen 127.0.0.1:1 http2; location / { http2_chunk_size 1k; return 204; } } }\n";
+    let c = parse(ok);
+    let s = &c.http.as_ref().expect("http").servers[0];
+    assert!(s.http2.on && s.listens[0].http2);
+    assert_eq!((s.http2.max_concurrent_streams, s.http2.chunk_size), (4, 4096));
+    assert_eq!(
+        parse_err("events {}\nhttp { server { location / { http2 on; } } }\n"),
+        "[emerg] \"http2\" directive is not allowed here in h2.conf:2"
+    );
+    assert_eq!(
+        parse_err("events {}\nhttp { http2_chunk_size 0; }\n"),
+        "[emerg] the http2 chunk size cannot be zero in h2.conf:2"
+    );
+    assert_eq!(
+        parse_err("events {}\nhttp { server { http2_recv_buffer_size 1m; } }\n"),
+        "[emerg] \"http2_recv_buffer_size\" directive is not allowed here in h2.conf:2"
+    );
+}
