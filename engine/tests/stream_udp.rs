@@ -20,9 +20,10 @@ fn dir(tag: &str) -> PathBuf {
     d
 }
 
-/// A loopback UDP port free now (the proxy binds it next).
-fn udp_addr() -> SocketAddr {
-    let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
+/// A UDP port of `ip` free now (the proxy binds it next). Each runtime's test has a loopback address of its own,
+/// where no other socket of the test process binds, so a port released here is not taken meanwhile.
+fn udp_addr(ip: &str) -> SocketAddr {
+    let s = UdpSocket::bind((ip, 0)).expect("bind");
     s.local_addr().expect("addr")
 }
 
@@ -63,12 +64,12 @@ fn ask(c: &UdpSocket, data: &str, wait: Duration) -> Option<String> {
     }
 }
 
-fn udp<R: Runtime>() {
+fn udp<R: Runtime>(ip: &str) {
     let d = dir(std::any::type_name::<R>().rsplit("::").next().unwrap_or("rt"));
     let (a, b) = (backend("a"), backend("b"));
     // a port no UDP socket holds: a datagram to it comes back as ICMP port unreachable
     let dead = dead_addr();
-    let (two, failing, ret, requests) = (udp_addr(), udp_addr(), udp_addr(), udp_addr());
+    let (two, failing, ret, requests) = (udp_addr(ip), udp_addr(ip), udp_addr(ip), udp_addr(ip));
     let text = format!(
         r#"events {{}}
 stream {{
@@ -143,12 +144,12 @@ stream {{
 
 #[test]
 fn tokio_proxies_udp_sessions() {
-    udp::<Tokio>();
+    udp::<Tokio>("127.0.0.21");
 }
 
 #[test]
 fn glommio_proxies_udp_sessions() {
     if glommio_usable() {
-        udp::<Glommio>();
+        udp::<Glommio>("127.0.0.22");
     }
 }

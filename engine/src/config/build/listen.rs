@@ -337,7 +337,7 @@ mod tests {
             "[emerg] invalid backlog \"backlog=0\" in t.conf:1"
         );
         assert!(t
-            .listen(&listen_directive("listen 443 http2;"), 0)
+            .listen(&listen_directive("listen 8443 http2;"), 0)
             .is_ok_and(|l| l.iter().all(|l| l.http2)));
         assert_eq!(
             err(t.listen(&listen_directive("listen 443 ssl proxy_protocol;"), 0)),
