@@ -217,8 +217,11 @@ where
                 (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => Poll::Ready(Err(e)),
                 (Poll::Ready(Ok(())), _) | (_, Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
                 _ => {
-                    let now = Instant::now();
-                    pause.set([ab.pause_left(now), ba.pause_left(now)].into_iter().flatten().min());
+                    // only a paced direction reads the clock
+                    if ab.paused.is_some() || ba.paused.is_some() {
+                        let now = Instant::now();
+                        pause.set([ab.pause_left(now), ba.pause_left(now)].into_iter().flatten().min());
+                    }
                     Poll::Pending
                 }
             }

@@ -479,9 +479,10 @@ impl<R: Runtime> Session<'_, R> {
                 Idle,
                 Stop,
             }
-            let now = Instant::now();
-            let up_wait = moved.upload.as_ref().and_then(|p| p.budget(now).err());
-            let down_wait = moved.download.as_ref().and_then(|p| p.budget(now).err());
+            let paced = moved.upload.is_some() || moved.download.is_some();
+            let now = if paced { Some(Instant::now()) } else { None };
+            let wait = |p: &Option<Pacer>| p.as_ref().zip(now).and_then(|(p, now)| p.budget(now).err());
+            let (up_wait, down_wait) = (wait(&moved.upload), wait(&moved.download));
             let answer_buf = &mut *answer;
             let event = futures_lite::future::or(
                 futures_lite::future::or(
