@@ -4,7 +4,7 @@
 //! loaded; the per-request path holds `&PeerSlot` through the config snapshot and touches nothing but atomics.
 //! Each shard also has a [`ShardSlot`] of connection and request counters here, handed to it at start-up.
 //! `sticky learn`'s session tables ([`LearnTable`]) and the `limit_req`/`limit_conn` tables ([`ReqTable`],
-//! [`ConnTable`]) live here too, by zone name. Nothing here depends on an async
+//! [`ConnTable`]) and the resolvers' `status_zone=` counters ([`ResolverStats`]) live here too, by zone name. Nothing here depends on an async
 //! runtime.
 
 #![forbid(unsafe_code)]
@@ -17,6 +17,7 @@ mod latency;
 mod least_time;
 mod limit;
 mod peak_ewma;
+mod resolver;
 mod shard_slot;
 mod slot;
 mod sticky;
@@ -31,6 +32,7 @@ pub use limit::{
     REQ_BYTES_PER_ENTRY,
 };
 pub use peak_ewma::{PeakEwma, DECAY_MS};
+pub use resolver::{Answered, Asked, ResolverStats};
 pub use shard_slot::{HttpPhase, ShardSlot, ShardStats};
 pub use slot::{HealthStats, PeerFlags, PeerSlot, PeerStats, StatusClass};
 pub use sticky::{LearnTable, SessionKey, Sid, SID_MAX};

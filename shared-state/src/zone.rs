@@ -1,6 +1,7 @@
 //! `Zone`: the registry of peer slots by identity, consulted at config load so a reload keeps unchanged peers' state.
 
 use crate::limit::{ConnTable, ReqTable};
+use crate::resolver::ResolverStats;
 use crate::shard_slot::{ShardSlot, ShardStats};
 use crate::slot::PeerSlot;
 use crate::sticky::LearnTable;
@@ -37,6 +38,8 @@ pub struct Zone {
     limit_req: Mutex<HashMap<String, Arc<ReqTable>>>,
     /// `limit_conn_zone` tables by block (`http`, `stream`) and zone name, kept as `limit_req`'s.
     limit_conn: Mutex<HashMap<(bool, String), Arc<ConnTable>>>,
+    /// The resolvers' `status_zone=` counters by zone name; a reload keeps those of a name it still uses.
+    resolvers: Mutex<HashMap<String, Arc<ResolverStats>>>,
 }
 
 /// The slots by identity, and what gives each new peer its id.
@@ -246,6 +249,18 @@ impl Zone {
         tables.retain(|(stream, name), _| conn.contains(&(*stream, name.as_str())));
     }
 
+    /// The counters of resolver status zone `name` (kept from the last load, else new).
+    pub fn resolver_stats(&self, name: &str) -> Arc<ResolverStats> {
+        let mut zones = self.resolvers.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(zones.entry(name.to_string()).or_default())
+    }
+
+    /// Forgets the resolver status zones a config no longer names.
+    pub fn retain_resolvers(&self, names: &[&str]) {
+        let mut zones = self.resolvers.lock().unwrap_or_else(PoisonError::into_inner);
+        zones.retain(|name, _| names.contains(&name.as_str()));
+    }
+
     /// How many times a config has been attached.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -353,6 +368,17 @@ mod tests {
         let a = key("u", "x", 1);
         let s = z.attach(&[a.clone(), a]);
         assert!(Arc::ptr_eq(&s[0], &s[1]));
+    }
+
+    #[test]
+    fn resolver_zones_are_kept_by_name() {
+        let zone = Zone::new();
+        let a = zone.resolver_stats("dns");
+        a.asked(crate::Asked::Name);
+        assert!(Arc::ptr_eq(&a, &zone.resolver_stats("dns")), "kept");
+        assert!(!Arc::ptr_eq(&a, &zone.resolver_stats("other")));
+        zone.retain_resolvers(&["other"]);
+        assert_eq!(zone.resolver_stats("dns").requests(), [0; 3], "forgotten, then new");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `resolver ADDRESS... [valid=TIME] [ipv4=on|off] [ipv6=on|off]` and `resolver_timeout`, read as nginx's
+//! `resolver ADDRESS... [valid=TIME] [ipv4=on|off] [ipv6=on|off] [status_zone=NAME]` and `resolver_timeout`, read as nginx's
 //! `ngx_resolver_create` reads them: name servers on port 53 unless one is written, names among them resolved at
 //! load through the system resolver.
 
@@ -6,7 +6,9 @@ use super::error::ConfigError;
 use super::parser::Directive;
 use super::url::{parse_url, UrlOpts};
 use super::value::parse_time;
+use corelb_shared_state::{Answered, Asked, ResolverStats};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// nginx's `resolver_timeout` default.
@@ -28,6 +30,44 @@ pub struct ResolverConf {
     /// What the answers are kept under: a hash of what decides them (servers, `valid=`, `ipv4=`, `ipv6=`), so
     /// that lines alike share their answers, also across a reload.
     pub cache_key: u64,
+    /// `status_zone=` (nginx Plus): the zone whose counters the API and `/metrics` show.
+    pub status_zone: Option<String>,
+    /// That zone's counters, bound when the snapshot is built ([`ResolverConf::bind_stats`]).
+    pub stats: StatsLink,
+}
+
+/// The counters of a resolver's status zone. Not part of what a `resolver` line says: two lines alike are equal
+/// whatever their links.
+#[derive(Debug, Clone, Default)]
+pub struct StatsLink(pub Option<Arc<ResolverStats>>);
+
+impl PartialEq for StatsLink {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for StatsLink {}
+
+impl ResolverConf {
+    /// Counts a query sent (when the resolver has a status zone).
+    pub fn count_asked(&self, what: Asked) {
+        if let Some(s) = &self.stats.0 {
+            s.asked(what);
+        }
+    }
+
+    /// Counts how a query ended.
+    pub fn count_answered(&self, how: Answered) {
+        if let Some(s) = &self.stats.0 {
+            s.answered(how);
+        }
+    }
+
+    /// Binds the counters of its status zone (from `zone_of`, by name); a resolver without one keeps none.
+    pub fn bind_stats(&mut self, zone_of: &impl Fn(&str) -> Arc<ResolverStats>) {
+        self.stats = StatsLink(self.status_zone.as_deref().map(zone_of));
+    }
 }
 
 /// The [`ResolverConf::cache_key`] of these settings.
@@ -47,6 +87,8 @@ pub fn parse(d: &Directive) -> Result<ResolverConf, ConfigError> {
         ipv6: true,
         timeout: DEFAULT_TIMEOUT,
         cache_key: 0,
+        status_zone: None,
+        stats: StatsLink::default(),
     };
     let invalid = |a: &str| ConfigError::invalid(format!("invalid parameter: {a}"), &d.span);
     let flag = |a: &str, v: &str| match v {
@@ -63,6 +105,11 @@ pub fn parse(d: &Directive) -> Result<ResolverConf, ConfigError> {
             conf.ipv4 = flag(a, v)?;
         } else if let Some(v) = a.strip_prefix("ipv6=") {
             conf.ipv6 = flag(a, v)?;
+        } else if let Some(v) = a.strip_prefix("status_zone=") {
+            if v.is_empty() {
+                return Err(invalid(a));
+            }
+            conf.status_zone = Some(v.to_string());
         } else {
             let opts = UrlOpts {
                 default_port: 53,
@@ -112,6 +159,31 @@ mod tests {
         let key = |a: &str| read(a).unwrap().cache_key;
         assert_eq!(key("127.0.0.1 valid=5s"), key("127.0.0.1:53 valid=5s"));
         assert_ne!(key("127.0.0.1"), key("127.0.0.1 ipv6=off"));
+        assert_eq!(
+            key("127.0.0.1"),
+            key("127.0.0.1 status_zone=dns"),
+            "the zone decides no answer"
+        );
+    }
+
+    #[test]
+    fn status_zone_counts_once_bound() {
+        let mut c = read("127.0.0.1 status_zone=dns").unwrap();
+        assert_eq!(c.status_zone.as_deref(), Some("dns"));
+        c.count_asked(Asked::Name);
+        let zone = corelb_shared_state::Zone::new();
+        c.bind_stats(&|name| zone.resolver_stats(name));
+        c.count_asked(Asked::Srv);
+        c.count_answered(Answered::NxDomain);
+        let s = zone.resolver_stats("dns");
+        assert_eq!(s.requests(), [0, 1, 0], "counted from the binding on");
+        assert_eq!(s.responses()[Answered::NxDomain as usize], 1);
+        let mut plain = read("127.0.0.1").unwrap();
+        plain.bind_stats(&|name| zone.resolver_stats(name));
+        assert!(plain.stats.0.is_none());
+        assert!(read("127.0.0.1 status_zone=")
+            .unwrap_err()
+            .contains("invalid parameter: status_zone="));
     }
 
     #[test]

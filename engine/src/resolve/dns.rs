@@ -43,6 +43,28 @@ pub enum DnsError {
     BadName,
 }
 
+impl DnsError {
+    /// How a query that failed so is counted in a resolver's status zone.
+    pub fn answered(self) -> corelb_shared_state::Answered {
+        use corelb_shared_state::Answered;
+        match self {
+            DnsError::Format => Answered::FormErr,
+            DnsError::ServFail => Answered::ServFail,
+            DnsError::NotFound => Answered::NxDomain,
+            DnsError::NotImplemented => Answered::NotImp,
+            DnsError::Refused => Answered::Refused,
+            DnsError::TimedOut => Answered::TimedOut,
+            DnsError::BadName => Answered::Unknown,
+        }
+    }
+}
+
+/// How a query that ended with `r` is counted in a resolver's status zone.
+pub fn answered<T>(r: &Result<T, DnsError>) -> corelb_shared_state::Answered {
+    r.as_ref()
+        .map_or_else(|e| e.answered(), |_| corelb_shared_state::Answered::NoError)
+}
+
 /// One decoded answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {

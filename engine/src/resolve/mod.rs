@@ -151,8 +151,21 @@ fn merge(v4: Option<Result<Answer, DnsError>>, v6: Option<Result<Answer, DnsErro
     (Ok(Rc::from(addrs)), ttl)
 }
 
-/// One family's query, to the servers in turn from `first`, until an answer or `conf.timeout`.
+/// One family's query, counted in the resolver's status zone.
 async fn ask<R: Runtime>(conf: &ResolverConf, name: &str, family: Family, first: usize) -> Result<Answer, DnsError> {
+    conf.count_asked(corelb_shared_state::Asked::Name);
+    let r = ask_servers::<R>(conf, name, family, first).await;
+    conf.count_answered(dns::answered(&r));
+    r
+}
+
+/// One family's query, to the servers in turn from `first`, until an answer or `conf.timeout`.
+async fn ask_servers<R: Runtime>(
+    conf: &ResolverConf,
+    name: &str,
+    family: Family,
+    first: usize,
+) -> Result<Answer, DnsError> {
     let deadline = Instant::now() + conf.timeout;
     let mut server_at = first;
     loop {

@@ -62,10 +62,23 @@ pub struct Found {
     pub weight: u16,
 }
 
-/// The addresses of every name resolved so far.
+/// How a name's lookups have gone (`/metrics` shows it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NameStatus {
+    /// How many addresses it has now.
+    pub addresses: usize,
+    /// How its last lookup ended (`None`: not asked yet).
+    pub last: Option<Result<(), DnsError>>,
+    /// Lookups so far, and those that failed.
+    pub lookups: u64,
+    pub failures: u64,
+}
+
+/// The addresses of every name resolved so far, and how its lookups went.
 #[derive(Debug, Default)]
 pub struct Answers {
     map: Mutex<HashMap<NameKey, Arc<[Found]>>>,
+    status: Mutex<HashMap<NameKey, NameStatus>>,
 }
 
 impl Answers {
@@ -89,6 +102,30 @@ impl Answers {
     /// Forgets the names `keep` says are no longer used.
     pub fn retain(&self, keep: impl Fn(&NameKey) -> bool) {
         self.lock().retain(|k, _| keep(k));
+        self.lock_status().retain(|k, _| keep(k));
+    }
+
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, HashMap<NameKey, NameStatus>> {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records how a lookup of `key` ended, and how many addresses the name has after it.
+    pub fn record(&self, key: &NameKey, result: Result<(), DnsError>) {
+        let addresses = self.get(key).map_or(0, |f| f.len());
+        let mut status = self.lock_status();
+        let s = status.entry(key.clone()).or_default();
+        s.lookups += 1;
+        s.failures += u64::from(result.is_err());
+        s.last = Some(result);
+        s.addresses = addresses;
+    }
+
+    /// Every name asked so far with its status, by host and service.
+    pub fn statuses(&self) -> Vec<(NameKey, NameStatus)> {
+        let mut all: Vec<(NameKey, NameStatus)> =
+            self.lock_status().iter().map(|(k, s)| (k.clone(), s.clone())).collect();
+        all.sort_by(|a, b| (&a.0.host, &a.0.service, a.0.resolver).cmp(&(&b.0.host, &b.0.service, b.0.resolver)));
+        all
     }
 
     /// Puts in `config` the lines of every resolved name: each `resolve` line is followed by the lines of its
@@ -247,11 +284,13 @@ where
         });
         let mut changed = false;
         for ((key, conf), result) in asks.into_iter().zip(results) {
+            let ended = result.as_ref().map(|_| ()).map_err(|e| *e);
             let (next, found) = outcome(conf, key, result);
             due.insert(key.clone(), Instant::now() + next);
             if let Some(found) = found {
                 changed |= answers.set(key, found);
             }
+            answers.record(key, ended);
         }
         if changed || unpublished {
             unpublished = !(process.publish)();
@@ -535,6 +574,30 @@ mod tests {
                 "c.t.test [10.0.0.3:90] w5 b",
             ]
         );
+    }
+
+    #[test]
+    fn each_lookup_is_recorded_with_the_addresses_after_it() {
+        let c = config("upstream u { zone z 1m; server a.test:81 resolve; }");
+        let (key, _) = names_of(&c).remove(0);
+        let answers = Answers::default();
+        answers.set(
+            &key,
+            vec![found("10.0.0.1", 0, "", 0, 1), found("10.0.0.2", 0, "", 0, 1)],
+        );
+        answers.record(&key, Ok(()));
+        answers.record(&key, Err(DnsError::ServFail));
+        let all = answers.statuses();
+        assert_eq!(all.len(), 1);
+        let want = NameStatus {
+            addresses: 2,
+            last: Some(Err(DnsError::ServFail)),
+            lookups: 2,
+            failures: 1,
+        };
+        assert_eq!(all[0], (key.clone(), want), "SERVFAIL keeps the addresses");
+        answers.retain(|_| false);
+        assert!(answers.statuses().is_empty());
     }
 
     #[test]

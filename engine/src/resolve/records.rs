@@ -36,8 +36,22 @@ pub struct Records {
     truncated: bool,
 }
 
-/// `name`'s records of `kind` by `conf`'s name servers, starting at server `first`.
+/// `name`'s records of `kind` by `conf`'s name servers, starting at server `first`, counted in the resolver's
+/// status zone.
 pub fn ask(conf: &ResolverConf, name: &str, kind: RecordType, first: usize) -> Result<Records, DnsError> {
+    use corelb_shared_state::Asked;
+    conf.count_asked(if kind == RecordType::SRV {
+        Asked::Srv
+    } else {
+        Asked::Name
+    });
+    let r = ask_servers(conf, name, kind, first);
+    conf.count_answered(super::dns::answered(&r));
+    r
+}
+
+/// [`ask`] without the counting.
+fn ask_servers(conf: &ResolverConf, name: &str, kind: RecordType, first: usize) -> Result<Records, DnsError> {
     let deadline = Instant::now() + conf.timeout;
     let mut at = first;
     loop {

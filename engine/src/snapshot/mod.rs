@@ -31,6 +31,7 @@ pub mod logs;
 pub mod proxied;
 pub mod realip;
 pub mod request_body;
+pub mod resolvers;
 pub mod return_text;
 pub mod rewrite;
 pub mod route;
@@ -181,6 +182,8 @@ pub struct Snapshot {
     /// The http and stream blocks' `limit_*_zone`s with their tables (the API reads their counters).
     pub http_limits: LimitZones,
     pub stream_limits: LimitZones,
+    /// The resolvers' `status_zone=` counters (the API's `/resolvers/`).
+    pub resolvers: resolvers::ResolverZones,
 }
 
 /// The least client read buffer (request bodies stream through it too).
@@ -188,7 +191,8 @@ pub const MIN_CLIENT_BUFFER: usize = 16 * 1024;
 
 impl Snapshot {
     /// Builds the snapshot of `config`, binding peers to their slots in `zone`.
-    pub fn build(config: Config, zone: &Zone, generation: u64) -> Result<Snapshot, SnapshotError> {
+    pub fn build(mut config: Config, zone: &Zone, generation: u64) -> Result<Snapshot, SnapshotError> {
+        let resolvers = resolvers::ResolverZones::bind(&mut config, zone);
         let mut http_plans = Vec::new();
         let mut http_ports: Vec<HttpPort> = Vec::new();
         let mut servers = Vec::new();
@@ -287,6 +291,7 @@ impl Snapshot {
             config_generation: generation,
             http_limits,
             stream_limits,
+            resolvers,
         })
     }
 

@@ -52,6 +52,10 @@ impl ApiError {
         )
     }
 
+    fn resolver_not_found() -> Self {
+        Self::new(404, "ResolverZoneNotFound", "resolver zone not found".into())
+    }
+
     fn internal() -> Self {
         Self::new(500, "InternalError", "internal error".into())
     }
@@ -92,6 +96,13 @@ pub fn handle(shared: &Shared, write: bool, req: &AdminRequest<'_>) -> AdminResp
                 id.and_then(|id| body.map(|body| Change::Modify(id, body)))
                     .and_then(|c| change::apply(shared, b, name, c))
             }
+            ("DELETE", Target::Resolvers(Some(name))) => {
+                let Some(stats) = snap.resolvers.get(name) else {
+                    return ApiError::resolver_not_found().response(version, None);
+                };
+                stats.reset();
+                return AdminResponse::json(204, Vec::new());
+            }
             ("DELETE", Target::Server(b, name, id)) => {
                 server_id(id).and_then(|id| change::apply(shared, b, name, Change::Remove(id)))
             }
@@ -112,6 +123,7 @@ fn allowed(target: Target<'_>) -> &'static str {
     match target {
         Target::Servers(..) => "GET, HEAD, POST",
         Target::Server(..) => "GET, HEAD, PATCH, DELETE",
+        Target::Resolvers(Some(_)) => "GET, HEAD, DELETE",
         _ => "GET, HEAD",
     }
 }
@@ -141,6 +153,7 @@ fn read(
             return Err(ApiError::new(404, code, text.into()));
         }
         Target::BlockRoot(b) => Json::strings(&route::block_endpoints(b, version)),
+        Target::Resolvers(name) => views::resolvers(&snap.resolvers, name).ok_or_else(ApiError::resolver_not_found)?,
         Target::LimitReqs(name) => views::limit_reqs(&snap.http_limits, name)
             .ok_or_else(|| ApiError::new(404, "LimitReqNotFound", "limit_req not found".into()))?,
         Target::LimitConns(b, name) => {

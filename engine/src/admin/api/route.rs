@@ -21,7 +21,6 @@ pub enum Block {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoZones {
     Slabs,
-    Resolvers,
     ServerZones(Block),
     LocationZones,
     Caches,
@@ -33,7 +32,6 @@ impl NoZones {
     pub fn not_found(self) -> (&'static str, &'static str) {
         match self {
             NoZones::Slabs => ("SlabNotFound", "slab not found"),
-            NoZones::Resolvers => ("ResolverZoneNotFound", "resolver zone not found"),
             NoZones::ServerZones(_) => ("ServerZoneNotFound", "server zone not found"),
             NoZones::LocationZones => ("LocationZoneNotFound", "location zone not found"),
             NoZones::Caches => ("CacheNotFound", "cache not found"),
@@ -67,6 +65,8 @@ pub enum Target<'a> {
     EmptyNamed(NoZones),
     /// `/api/N/http`, `/api/N/stream`.
     BlockRoot(Block),
+    /// `/api/N/resolvers` (`None`), `/api/N/resolvers/NAME` (version 5 on).
+    Resolvers(Option<&'a str>),
     /// `/api/N/http/limit_reqs` (`None`), `/api/N/http/limit_reqs/NAME`.
     LimitReqs(Option<&'a str>),
     /// `/api/N/http/limit_conns`, `/api/N/stream/limit_conns` (`None`), and one zone of them.
@@ -210,7 +210,7 @@ fn target<'a>(segments: &[&'a str], version: u32) -> Option<Target<'a>> {
         ("ssl", []) => Some(Target::Ssl),
         ("workers", []) => since(9, Target::Workers),
         ("slabs", [] | [_]) => empty(1, NoZones::Slabs, name),
-        ("resolvers", [] | [_]) => empty(5, NoZones::Resolvers, name),
+        ("resolvers", [] | [_]) => since(5, Target::Resolvers(name)),
         ("http", _) => block_target(Block::Http, rest, version),
         ("stream", _) => block_target(Block::Stream, rest, version),
         _ => None,
@@ -300,6 +300,9 @@ mod tests {
             Ok((5, Target::Empty(NoZones::LocationZones)))
         );
         assert_eq!(t("4/resolvers"), Err(RouteError::PathNotFound));
+        assert_eq!(t("5/resolvers"), Ok((5, Target::Resolvers(None))));
+        assert_eq!(t("9/resolvers/dns/"), Ok((9, Target::Resolvers(Some("dns")))));
+        assert_eq!(t("9/resolvers/dns/x"), Err(RouteError::PathNotFound));
         assert_eq!(t("5/http/limit_reqs"), Err(RouteError::PathNotFound));
         assert_eq!(t("5/stream/limit_conns"), Err(RouteError::PathNotFound));
         assert_eq!(t("8/workers"), Err(RouteError::PathNotFound));

@@ -6,9 +6,10 @@ use super::route::Block;
 use crate::balance::{Peer, UpstreamPlan};
 use crate::config::model::UpstreamConf;
 use crate::snapshot::limits::LimitZones;
+use crate::snapshot::resolvers::ResolverZones;
 use crate::snapshot::Snapshot;
 use crate::state::Shared;
-use corelb_shared_state::{PeerFlags, PeerStats, TimeMetric, Zone};
+use corelb_shared_state::{Answered, Asked, PeerFlags, PeerStats, TimeMetric, Zone};
 use std::borrow::Cow;
 
 /// An upstream of the running snapshot with its plan.
@@ -87,6 +88,31 @@ pub fn limit_conns(zones: &LimitZones, name: Option<&str>) -> Option<Json> {
     };
     let all = zones.conn.iter().map(|z| (z.name.as_str(), z.table.decisions.get()));
     by_name(all, name, one)
+}
+
+/// `/resolvers`, or one zone of it: nginx Plus's `requests` (`name`, `srv`, `addr`) and `responses` (by code).
+pub fn resolvers(zones: &ResolverZones, name: Option<&str>) -> Option<Json> {
+    let one = |s: &corelb_shared_state::ResolverStats| {
+        let fields = |names: &'static [&'static str], counts: &[u64]| {
+            Json::Obj(
+                names
+                    .iter()
+                    .zip(counts)
+                    .map(|(n, c)| ((*n).into(), Json::Num(*c)))
+                    .collect(),
+            )
+        };
+        Json::obj([
+            ("requests", fields(&Asked::NAMES, &s.requests())),
+            ("responses", fields(&Answered::NAMES, &s.responses())),
+        ])
+    };
+    match name {
+        Some(n) => zones.get(n).map(one),
+        None => Some(Json::Obj(
+            zones.zones.iter().map(|(n, s)| (n.clone().into(), one(s))).collect(),
+        )),
+    }
 }
 
 /// The object of every `(name, counts)` by name, or the one of `name`.

@@ -1,7 +1,9 @@
 //! The Prometheus text (0.0.4) encoding of a [`Reading`], through `prometheus-client`'s collector interface: every
 //! family is written from the reading's plain data, so the encoder holds no metric objects of its own.
 
-use super::read::{PeerReading, Reading};
+use super::read::{NameReading, PeerReading, Reading};
+use crate::resolve::names::NameStatus;
+use corelb_shared_state::{Answered, Asked};
 use corelb_shared_state::{LatencySnapshot, LATENCY_BOUNDS_US, LATENCY_BUCKETS};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
@@ -81,7 +83,8 @@ impl Collector for Reading {
         self.encode_process(&mut enc)?;
         self.encode_shards(&mut enc)?;
         encode_peers(&mut enc, "upstream_peer", &self.http, Protocol::Http)?;
-        encode_peers(&mut enc, "stream_upstream_peer", &self.stream, Protocol::Stream)
+        encode_peers(&mut enc, "stream_upstream_peer", &self.stream, Protocol::Stream)?;
+        self.encode_resolvers(&mut enc)
     }
 }
 
@@ -121,6 +124,75 @@ impl Reading {
             "start_time_seconds",
             "When the process started, seconds since the Unix epoch.",
             [(none, gauge(c.started_at))],
+        )
+    }
+
+    /// The resolvers' status zones (nginx Plus's `/resolvers/`) and the state of every `resolve` name.
+    fn encode_resolvers(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        let requests = self.resolvers.iter().flat_map(|r| {
+            let by = Asked::NAMES.iter().zip(r.requests);
+            by.map(|(kind, n)| ([("zone", r.zone.as_str()), ("type", *kind)], counter(n)))
+        });
+        family(
+            enc,
+            "resolver_requests",
+            "Queries a resolver with status_zone= sent, by type (name: A/AAAA, srv: SRV, addr: PTR).",
+            requests,
+        )?;
+        let responses = self.resolvers.iter().flat_map(|r| {
+            let by = Answered::NAMES.iter().zip(r.responses);
+            by.map(|(code, n)| ([("zone", r.zone.as_str()), ("code", *code)], counter(n)))
+        });
+        family(
+            enc,
+            "resolver_responses",
+            "How a resolver's queries ended, by answer code (timedout: no answer in resolver_timeout).",
+            responses,
+        )?;
+        let labels = |n: &'_ NameReading| [("name", n.host.clone()), ("service", n.service.clone())];
+        let gauges = |f: fn(&NameStatus) -> i64| self.names.iter().map(move |n| (labels(n), gauge(f(&n.status))));
+        family(
+            enc,
+            "resolve_name_addresses",
+            "The addresses a `server NAME resolve` name has now.",
+            gauges(|s| i64::try_from(s.addresses).unwrap_or(i64::MAX)),
+        )?;
+        family(
+            enc,
+            "resolve_name_ok",
+            "1 when the name's last lookup succeeded, 0 when it failed (then its addresses were kept, or removed on NXDOMAIN).",
+            gauges(|s| i64::from(matches!(s.last, Some(Ok(()))))),
+        )?;
+        let counters = |f: fn(&NameStatus) -> u64| self.names.iter().map(move |n| (labels(n), counter(f(&n.status))));
+        family(
+            enc,
+            "resolve_name_lookups",
+            "Lookups of the name so far.",
+            counters(|s| s.lookups),
+        )?;
+        family(
+            enc,
+            "resolve_name_failures",
+            "Lookups of the name that failed.",
+            counters(|s| s.failures),
+        )?;
+        let last_error = self.names.iter().filter_map(|n| {
+            let Some(Err(e)) = n.status.last else { return None };
+            let code = Answered::NAMES[e.answered() as usize];
+            Some((
+                [
+                    ("name", n.host.clone()),
+                    ("service", n.service.clone()),
+                    ("code", code.to_string()),
+                ],
+                gauge(1i64),
+            ))
+        });
+        family(
+            enc,
+            "resolve_name_last_error",
+            "Present, with the answer code, while the name's last lookup failed.",
+            last_error,
         )
     }
 

@@ -53,9 +53,11 @@ fn text(status: u16, allow: Option<&'static str>, body: Vec<u8>) -> AdminRespons
 
 #[cfg(test)]
 mod tests {
-    use super::read::{PeerReading, PeerState};
+    use super::read::{NameReading, PeerReading, PeerState, ResolverReading};
     use super::*;
     use crate::control::ControlStats;
+    use crate::resolve::dns::DnsError;
+    use crate::resolve::names::NameStatus;
     use corelb_shared_state::{LatencySnapshot, PeerStats, ShardStats};
 
     fn reading() -> Reading {
@@ -109,6 +111,33 @@ mod tests {
             ],
             http: vec![peer("a.test:81", false, PeerState::Draining)],
             stream: vec![peer("127.0.0.1:81", true, PeerState::Up)],
+            resolvers: vec![ResolverReading {
+                zone: "dns".into(),
+                requests: [7, 2, 0],
+                responses: [5, 0, 1, 2, 0, 0, 1, 0],
+            }],
+            names: vec![
+                NameReading {
+                    host: "a.test".into(),
+                    service: String::new(),
+                    status: NameStatus {
+                        addresses: 2,
+                        last: Some(Err(DnsError::ServFail)),
+                        lookups: 4,
+                        failures: 1,
+                    },
+                },
+                NameReading {
+                    host: "s.test".into(),
+                    service: "http".into(),
+                    status: NameStatus {
+                        addresses: 3,
+                        last: Some(Ok(())),
+                        lookups: 1,
+                        failures: 0,
+                    },
+                },
+            ],
         }
     }
 
@@ -143,10 +172,24 @@ mod tests {
             format!(r#"corelb_upstream_peer_response_seconds_sum{{{labels}}} 11.0006"#),
             "# TYPE corelb_stream_upstream_peer_session_seconds histogram".into(),
             "# TYPE corelb_stream_upstream_peer_sent_bytes_total counter".into(),
+            r#"corelb_resolver_requests_total{zone="dns",type="name"} 7"#.into(),
+            r#"corelb_resolver_requests_total{zone="dns",type="srv"} 2"#.into(),
+            r#"corelb_resolver_responses_total{zone="dns",code="nxdomain"} 2"#.into(),
+            r#"corelb_resolver_responses_total{zone="dns",code="timedout"} 1"#.into(),
+            r#"corelb_resolve_name_addresses{name="a.test",service=""} 2"#.into(),
+            r#"corelb_resolve_name_ok{name="a.test",service=""} 0"#.into(),
+            r#"corelb_resolve_name_ok{name="s.test",service="http"} 1"#.into(),
+            r#"corelb_resolve_name_lookups_total{name="a.test",service=""} 4"#.into(),
+            r#"corelb_resolve_name_failures_total{name="a.test",service=""} 1"#.into(),
+            r#"corelb_resolve_name_last_error{name="a.test",service="",code="servfail"} 1"#.into(),
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
         assert!(!text.contains("corelb_stream_upstream_peer_responses_total"));
+        assert!(
+            !text.contains(r#"corelb_resolve_name_last_error{name="s.test""#),
+            "no error: no series"
+        );
         assert!(text.contains("# TYPE corelb_upstream_peer_sent_bytes_total counter"));
     }
 

@@ -3,6 +3,7 @@
 
 use crate::balance::{Peer, UpstreamPlan};
 use crate::control::ControlStats;
+use crate::resolve::names::{Answers, NameStatus};
 use crate::state::Shared;
 use corelb_shared_state::{LatencySnapshot, PeerFlags, PeerStats, ShardStats};
 use std::collections::HashSet;
@@ -78,6 +79,25 @@ pub struct PeerReading {
     pub latency: LatencySnapshot,
 }
 
+/// One resolver status zone's counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolverReading {
+    pub zone: String,
+    /// By [`corelb_shared_state::Asked::NAMES`].
+    pub requests: [u64; 3],
+    /// By [`corelb_shared_state::Answered::NAMES`].
+    pub responses: [u64; 8],
+}
+
+/// One `server NAME resolve` name's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameReading {
+    pub host: String,
+    /// The `service=` (empty for a plain name).
+    pub service: String,
+    pub status: NameStatus,
+}
+
 /// Everything one scrape exposes.
 #[derive(Debug, Clone)]
 pub struct Reading {
@@ -86,6 +106,8 @@ pub struct Reading {
     pub shards: Vec<ShardStats>,
     pub http: Vec<PeerReading>,
     pub stream: Vec<PeerReading>,
+    pub resolvers: Vec<ResolverReading>,
+    pub names: Vec<NameReading>,
 }
 
 impl Reading {
@@ -97,8 +119,37 @@ impl Reading {
             shards: shared.zone.shard_stats(),
             http: peers(&snap.http_plans, now),
             stream: peers(&snap.stream_plans, now),
+            resolvers: snap
+                .resolvers
+                .zones
+                .iter()
+                .map(|(zone, s)| ResolverReading {
+                    zone: zone.clone(),
+                    requests: s.requests(),
+                    responses: s.responses(),
+                })
+                .collect(),
+            names: names(&shared.control.names),
         }
     }
+}
+
+/// The names of `resolve` lines asked so far, each once (a name asked through two resolvers is shown by the
+/// first in order: the series have no resolver label).
+fn names(answers: &Answers) -> Vec<NameReading> {
+    let mut out: Vec<NameReading> = Vec::new();
+    for (key, status) in answers.statuses() {
+        let service = key.service.unwrap_or_default();
+        if out.iter().any(|n| n.host == key.host && n.service == service) {
+            continue;
+        }
+        out.push(NameReading {
+            host: key.host,
+            service,
+            status,
+        });
+    }
+    out
 }
 
 /// The peers of `plans`, primary then backup, each identity once (a `server` line repeated in an upstream shares
