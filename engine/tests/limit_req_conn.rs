@@ -298,6 +298,54 @@ fn limit_conn_is_never_exceeded_across_shards() {
     on_both(conn_limit);
 }
 
+/// A client that closes while its request waits on the upstream gives its `limit_conn` unit back at once (nginx
+/// watches the client while the upstream is asked: limit_conn.t's `passed`), counted as a client abort (499).
+/// (`/here` serves files, 404: a `return` would answer before the preaccess phase and never be limited.)
+fn client_gone_while_upstream_asked(start: Start<'_>) {
+    let gate = Arc::new(Gate::default());
+    let held = Backend::start("held", Mode::Held(Arc::clone(&gate)));
+    let listen = free_addr();
+    let held_at = held.addr;
+    let _p = start(&format!(
+        "events {{}}
+        http {{
+            limit_conn_zone $server_port zone=c:1m;
+            server {{
+                listen {listen};
+                location / {{ limit_conn c 1; proxy_pass http://{held_at}; }}
+                location /here {{ limit_conn c 1; root /nonexistent-corelb-test; }}
+                location = /metrics {{ metrics; }}
+            }}
+        }}"
+    ));
+    let mut waiting = Client::connect(listen);
+    waiting.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(
+        wait_until(Duration::from_secs(5), || held.active() == 1),
+        "held at the backend"
+    );
+    assert_eq!(get(listen, "/here").status, 503, "the unit is taken");
+    drop(waiting);
+    assert!(
+        wait_until(Duration::from_secs(5), || get(listen, "/here").status == 404),
+        "the unit is back once the client is gone, while the upstream still holds the request"
+    );
+    assert_eq!(held.active(), 1, "the backend never answered");
+    let metrics = support::get(listen, "/metrics").expect("metrics").text();
+    let aborts: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("corelb_shard_client_aborts_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(aborts, 1, "{metrics}");
+    gate.open();
+}
+
+#[test]
+fn a_client_gone_while_the_upstream_is_asked_frees_its_unit() {
+    on_both(client_gone_while_upstream_asked);
+}
+
 /// A 32k zone keeps 512 keys: after 2000 others, the limited key's state is gone (nginx frees its oldest nodes
 /// when the zone is full), so it passes again; the new keys all passed (nothing "could not allocate").
 fn full_table(start: Start<'_>) {

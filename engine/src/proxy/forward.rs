@@ -5,7 +5,7 @@
 use super::body::{forward_body, BodyCopy, BodyError, Limits, Relay};
 use super::charset::{CharsetEdits, RecodeStream};
 use super::client::{ClientConn, Routed};
-use super::exchange::{exchange, ResponseInfo, StreamedBody, TryIo, TryTarget};
+use super::exchange::{exchange, Failure, FailureKind, ResponseInfo, Sent, StreamedBody, TryIo, TryTarget};
 use super::gzip::{self, CopyIo, GzipAnswer, GzipEdits, GzipOut};
 use super::retry::{NextStep, RetryState};
 use crate::access_log::head_vars::HeadVars;
@@ -14,7 +14,7 @@ use crate::balance::{Attempt, Outcome, Peer};
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::response::{parse_response, write_client_head_with, ClientHead, HeadEdits};
 use crate::http::{BodyFraming, Rejection};
-use crate::runtime::Runtime;
+use crate::runtime::{Conn, Runtime};
 use crate::shard::Buffers;
 use crate::snapshot::charset::CharsetScratch;
 use crate::snapshot::proxied::ProxiedEdits;
@@ -184,12 +184,6 @@ impl<R: Runtime> ClientConn<R> {
         if let (Some(s), Some(c)) = (sticky, retry.attempt.current_choice()) {
             s.on_try(c, &mut self.bufs.sticky);
         }
-        let body = (!retry.replayable).then_some(StreamedBody {
-            client: &mut self.sock,
-            framing: req.body,
-            max: req.max_body,
-            timeout: req.timeouts.body,
-        });
         let io = TryIo {
             request: &self.bufs.request,
             client_buf: &mut self.bufs.client,
@@ -206,7 +200,32 @@ impl<R: Runtime> ClientConn<R> {
             addr: peer.addr,
         };
         let started = Instant::now();
-        match exchange::<R>(to, body, io).await {
+        let tried = if retry.replayable {
+            // nginx watches the client while the upstream is asked: a client that closes frees its place (its
+            // limit_conn unit, the upstream connection) at once, answered 499 (`proxy_ignore_client_abort off`)
+            let gone = self.sock.closed();
+            futures_lite::future::or(async { Some(exchange::<R>(to, None, io).await) }, async {
+                gone.await;
+                None
+            })
+            .await
+        } else {
+            let body = StreamedBody {
+                client: &mut self.sock,
+                framing: req.body,
+                max: req.max_body,
+                timeout: req.timeouts.body,
+            };
+            Some(exchange::<R>(to, Some(body), io).await)
+        };
+        let Some(tried) = tried else {
+            return TryResult::Failed(Failure {
+                kind: FailureKind::ClientGone,
+                stale: false,
+                sent: Sent::Yes,
+            });
+        };
+        match tried {
             Ok((conn, info)) if !retry.retry_on_status(info.status, req.kind()) => {
                 retry.header_read();
                 peer.slot.count_response(info.status);

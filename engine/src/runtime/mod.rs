@@ -27,6 +27,10 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     /// Waits for bytes and copies the first of them into `buf` without consuming them (0: end of stream); a
     /// plain stream only.
     fn peek(&self, buf: &mut [u8]) -> impl Future<Output = io::Result<usize>>;
+    /// Resolves when the peer has closed or reset the socket while nothing it sent waits unread (nginx's
+    /// `ngx_http_upstream_check_broken_connection`: a `recv` with `MSG_PEEK` once the socket is readable); stays
+    /// pending once bytes wait (a pipelined request, a TLS alert), and for an HTTP/2 stream's pipe.
+    fn closed(&self) -> impl Future<Output = ()>;
     /// Runs a TLS server handshake with `config` over this plain stream; the connection that comes back reads
     /// and writes through the session. `session_id` goes into the session's tickets (`$ssl_session_id` of a
     /// connection that resumes it).

@@ -123,6 +123,19 @@ impl<S: Tcp> Conn for MaybeTls<S> {
         MaybeTls::Bridge(Box::new(end))
     }
 
+    /// Peeks at the socket under the session, as nginx does for TLS connections too (the session's buffered
+    /// records are not looked at: a close is seen in the socket).
+    async fn closed(&self) {
+        let Some(s) = self.tcp() else {
+            return std::future::pending().await;
+        };
+        let mut byte = [0u8; 1];
+        match s.peek(&mut byte).await {
+            Ok(0) | Err(_) => {}
+            Ok(_) => std::future::pending().await,
+        }
+    }
+
     /// A TLS stream has nothing to peek at before its session's own reads.
     async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
