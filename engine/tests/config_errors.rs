@@ -2209,15 +2209,33 @@ http { server {
             4,
             Same,
         ),
+        // nginx checks the buffer sizes when it merges the http block, and names the block's last line
         case(
-            "proxy_max_temp_file_size",
+            "proxy_buffers_merge",
             r#"events {}
 http {
- proxy_max_temp_file_size 0;
+ proxy_buffers 1 4k;
+ server { listen 127.0.0.1:1;
+ location / { }
+ }
 }
 "#
             .to_string(),
-            r#""proxy_max_temp_file_size" directive is not supported by corelb"#,
+            r#"there must be at least 2 "proxy_buffers""#,
+            5,
+            Differs,
+        ),
+        case(
+            "proxy_busy_buffers_size_merge",
+            r#"events {}
+http { server { listen 127.0.0.1:1;
+ location / {
+ proxy_busy_buffers_size 1k;
+ }
+} }
+"#
+            .to_string(),
+            r#""proxy_busy_buffers_size" must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers""#,
             3,
             Differs,
         ),

@@ -42,6 +42,9 @@ pub struct ErrorPagesConf {
     /// An upstream's `X-Accel-Charset` names the answer's charset; off with `proxy_ignore_headers
     /// X-Accel-Charset`.
     pub accel_charset: bool,
+    /// An upstream's `X-Accel-Buffering` turns `proxy_buffering` off or on for its answer; off with
+    /// `proxy_ignore_headers X-Accel-Buffering`.
+    pub accel_buffering: bool,
 }
 
 impl Default for ErrorPagesConf {
@@ -52,6 +55,7 @@ impl Default for ErrorPagesConf {
             intercept: false,
             accel_redirect: true,
             accel_charset: true,
+            accel_buffering: true,
         }
     }
 }

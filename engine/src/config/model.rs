@@ -475,8 +475,11 @@ pub struct HttpProxyConf {
     pub pass_request_body: bool,
     /// `proxy_set_body VALUE`: sent as the body instead of the client's.
     pub set_body: Option<KeyTemplate>,
-    /// `proxy_buffering`, default on. corelb relays a response as it arrives either way (docs/directives.md).
+    /// `proxy_buffering`, default on: a response is read ahead of a slow client into at most `read_ahead` bytes
+    /// (off: relayed as it arrives).
     pub buffering: bool,
+    /// `proxy_buffers N SIZE` in all (default 8 × 4k): how far a buffered response is read ahead of the client.
+    pub read_ahead: usize,
     /// `proxy_request_buffering`, default on. corelb sends a body upstream as it arrives either way (`off`'s
     /// behaviour; a body already whole in the client buffer can go to the next peer, docs/directives.md).
     pub request_buffering: bool,
@@ -501,6 +504,7 @@ impl Default for HttpProxyConf {
             set_body: None,
             buffering: true,
             request_buffering: true,
+            read_ahead: 8 * 4096,
             resolver: None,
         }
     }

@@ -7,6 +7,7 @@ use super::charset::{CharsetEdits, RecodeStream};
 use super::client::{ClientConn, Routed};
 use super::exchange::{exchange, Failure, FailureKind, ResponseInfo, Sent, StreamedBody, TryIo, TryTarget};
 use super::gzip::{self, CopyIo, GzipAnswer, GzipEdits, GzipOut};
+use super::read_ahead;
 use super::retry::{NextStep, RetryState};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::TryPeer;
@@ -277,6 +278,14 @@ impl<R: Runtime> ClientConn<R> {
         let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
             return (false, info.head_len as u64);
         };
+        // `proxy_buffering` (an upstream's `X-Accel-Buffering` decides for its answer): read ahead of the client;
+        // not with `limit_rate` (its pace is the client's), nor for an answer that is compressed or recoded
+        let accel = from
+            .plan
+            .accel_buffering
+            .then(|| read_ahead::accel_buffering(resp.headers))
+            .flatten();
+        let buffering = accel.unwrap_or(from.plan.conf.buffering) && req.rate.is_none();
         let now = crate::clock::now_secs();
         let gzip = from
             .plan
@@ -368,7 +377,8 @@ impl<R: Runtime> ClientConn<R> {
         };
         let head_bytes = bufs.out.len();
         let (ubuf, out) = (&mut bufs.upstream, &mut bufs.out);
-        let sent = if compress || recode.is_some() {
+        let mut sent_to = None;
+        let mut sent = if compress || recode.is_some() {
             let mut stream = from
                 .plan
                 .gzip
@@ -400,20 +410,46 @@ impl<R: Runtime> ClientConn<R> {
                 self.shard.gzip.give(s);
             }
             moved.map(|m| (m.read, m.sent))
+        } else if buffering {
+            let ahead = from.plan.conf.read_ahead;
+            let whole =
+                read_ahead::read_ahead::<R>(&mut conn, ubuf, &mut self.decoder, &mut self.sock, out, copy, ahead);
+            whole.await.map(|w| {
+                sent_to = Some(w.sent_to);
+                (w.read, w.read)
+            })
         } else {
             forward_body::<R>(&mut conn, ubuf, &mut self.decoder, &mut self.sock, out, copy)
                 .await
                 .map(|n| (n, n))
         };
+        let mut upstream = Some(conn);
+        let reusable = info.reusable && from.plan.upstream_keepalive;
+        if let (Some(at), Ok(_)) = (sent_to, &sent) {
+            // the upstream's part is over: its connection goes back to the pool while the client takes the rest
+            if reusable && bufs.upstream.readable().is_empty() {
+                if let Some(c) = upstream.take() {
+                    from.shard
+                        .pool_put(from.snap, from.plan.upstream, from.addr, c, info.age.served_one());
+                }
+            }
+            if let Err(e) = read_ahead::finish::<R>(&mut self.sock, &bufs.out, at, req.timeouts.send).await {
+                sent = Err(BodyError::Write(e));
+            }
+            bufs.out.clear();
+            if bufs.out.capacity() > read_ahead::KEPT_OUT {
+                bufs.out = Vec::with_capacity(read_ahead::KEPT_OUT);
+            }
+        }
         let (read, body) = *sent.as_ref().unwrap_or(&(0, 0));
         bufs.log.answered(status, head_bytes, body);
         let received = info.head_len as u64 + read;
         bufs.log.try_received(received, read);
         let keep = match sent {
             Ok(_) => {
-                if info.reusable && from.plan.upstream_keepalive && bufs.upstream.readable().is_empty() {
+                if let Some(c) = upstream.filter(|_| reusable && bufs.upstream.readable().is_empty()) {
                     from.shard
-                        .pool_put(from.snap, from.plan.upstream, from.addr, conn, info.age.served_one());
+                        .pool_put(from.snap, from.plan.upstream, from.addr, c, info.age.served_one());
                 }
                 keep_client.keeps()
             }

@@ -21,6 +21,7 @@ mod phase;
 mod proxy_header;
 pub mod pump;
 pub mod queue;
+pub mod read_ahead;
 mod request_body;
 pub mod request_log;
 pub mod retry;

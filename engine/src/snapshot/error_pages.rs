@@ -104,6 +104,7 @@ mod tests {
             intercept: true,
             accel_redirect: true,
             accel_charset: true,
+            accel_buffering: true,
         };
         let plan = ErrorPagesPlan::new(&conf, Some(3), ServerTokens::Off, &HeadersPlan::default()).unwrap();
         assert_eq!(plan.page(404).map(|p| p.value.raw()), Some("http://a/"));

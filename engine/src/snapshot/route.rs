@@ -297,6 +297,8 @@ pub struct ProxyPlan {
     pub accel_redirect: bool,
     /// An upstream's `X-Accel-Charset` is read (`proxy_ignore_headers X-Accel-Charset` turns it off).
     pub accel_charset: bool,
+    /// An upstream's `X-Accel-Buffering` is read (`proxy_ignore_headers X-Accel-Buffering` turns it off).
+    pub accel_buffering: bool,
     /// `proxy_pass https://`: the TLS session each upstream connection opens (`None`: plain).
     pub tls: Option<Arc<crate::tls::client_config::UpstreamTls>>,
 }
@@ -364,6 +366,7 @@ impl ProxyPlan {
             errors: None,
             accel_redirect: loc.error_pages.accel_redirect,
             accel_charset: loc.error_pages.accel_charset,
+            accel_buffering: loc.error_pages.accel_buffering,
             tls: None,
         }
     }

@@ -15,12 +15,13 @@ pub struct ErrorPagesLayer {
     pages: Option<Vec<ErrorPage>>,
     recursive: Option<bool>,
     intercept: Option<bool>,
-    /// `proxy_ignore_headers`: whether it names `X-Accel-Redirect`, and `X-Accel-Charset`.
-    ignore_accel: Option<(bool, bool)>,
+    /// `proxy_ignore_headers`: whether it names `X-Accel-Redirect`, `X-Accel-Charset`, `X-Accel-Buffering`.
+    ignore_accel: Option<(bool, bool, bool)>,
 }
 
 /// The values `proxy_ignore_headers` takes (nginx's `ngx_http_upstream_ignore_headers_masks`). Only
-/// `X-Accel-Redirect` changes what corelb does: it caches nothing and does not act on the others.
+/// `X-Accel-Redirect`, `X-Accel-Charset` and `X-Accel-Buffering` change what corelb does: it caches nothing and does
+/// not act on the others.
 const IGNORABLE: &[&str] = &[
     "X-Accel-Redirect",
     "X-Accel-Expires",
@@ -67,6 +68,7 @@ impl ErrorPagesLayer {
             intercept: self.intercept.unwrap_or(false),
             accel_redirect: !self.ignore_accel.is_some_and(|i| i.0),
             accel_charset: !self.ignore_accel.is_some_and(|i| i.1),
+            accel_buffering: !self.ignore_accel.is_some_and(|i| i.2),
         }
     }
 }
@@ -74,16 +76,17 @@ impl ErrorPagesLayer {
 /// `proxy_ignore_headers FIELD ...` (nginx's bitmask slot: each value one of [`IGNORABLE`], without case; the
 /// lines of a level add up): whether this line or the level's earlier ones name `X-Accel-Redirect`, and
 /// `X-Accel-Charset`.
-fn ignore_headers(set: Option<(bool, bool)>, d: &Directive) -> Result<(bool, bool), ConfigError> {
-    let (mut redirect, mut charset) = set.unwrap_or((false, false));
+fn ignore_headers(set: Option<(bool, bool, bool)>, d: &Directive) -> Result<(bool, bool, bool), ConfigError> {
+    let (mut redirect, mut charset, mut buffering) = set.unwrap_or((false, false, false));
     for v in &d.args {
         if !IGNORABLE.iter().any(|n| n.eq_ignore_ascii_case(v)) {
             return Err(invalid(v, d));
         }
         redirect |= v.eq_ignore_ascii_case("X-Accel-Redirect");
         charset |= v.eq_ignore_ascii_case("X-Accel-Charset");
+        buffering |= v.eq_ignore_ascii_case("X-Accel-Buffering");
     }
-    Ok((redirect, charset))
+    Ok((redirect, charset, buffering))
 }
 
 fn invalid(v: &str, d: &Directive) -> ConfigError {

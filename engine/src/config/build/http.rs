@@ -469,7 +469,7 @@ impl ServerDraft {
                 ret: l.ret,
                 script: l.script.ops,
                 admin: l.admin,
-                proxy: own.proxy_conf(),
+                proxy: own.proxy_conf(&l.span)?,
                 client: own.client_conf(),
                 files: own.files.conf(prefix),
                 headers: own.headers.conf(),

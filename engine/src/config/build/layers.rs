@@ -52,6 +52,12 @@ pub struct ProxyLayer {
     set_body: Option<KeyTemplate>,
     buffering: Option<bool>,
     request_buffering: Option<bool>,
+    /// `proxy_buffers N SIZE`.
+    buffers: Option<(usize, usize)>,
+    buffer_size: Option<usize>,
+    busy_buffers_size: Option<usize>,
+    max_temp_file_size: Option<usize>,
+    temp_file_write_size: Option<usize>,
     resolver: Option<crate::config::resolver::ResolverConf>,
     resolver_timeout: Option<Duration>,
 }
@@ -171,6 +177,20 @@ impl Layers {
             "proxy_pass_request_body" => flag_slot(&mut p.pass_request_body, d)?,
             "proxy_buffering" => flag_slot(&mut p.buffering, d)?,
             "proxy_request_buffering" => flag_slot(&mut p.request_buffering, d)?,
+            "proxy_buffers" => {
+                unset(&p.buffers, d)?;
+                let invalid = || directive_err(d, "invalid value");
+                let n = arg(d, 0).parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(invalid)?;
+                let size = value::parse_size(arg(d, 1))
+                    .and_then(|n| usize::try_from(n).ok())
+                    .filter(|&n| n > 0)
+                    .ok_or_else(invalid)?;
+                p.buffers = Some((n, size));
+            }
+            "proxy_buffer_size" => size_slot(&mut p.buffer_size, d)?,
+            "proxy_busy_buffers_size" => size_slot(&mut p.busy_buffers_size, d)?,
+            "proxy_max_temp_file_size" => size_slot(&mut p.max_temp_file_size, d)?,
+            "proxy_temp_file_write_size" => size_slot(&mut p.temp_file_write_size, d)?,
             "proxy_set_body" => {
                 unset(&p.set_body, d)?;
                 p.set_body = Some(cx.vars.compile(arg(d, 0), Module::Http, &d.span)?);
@@ -282,6 +302,11 @@ impl Layers {
                 set_body: p.set_body.clone().or_else(|| pp.set_body.clone()),
                 buffering: p.buffering.or(pp.buffering),
                 request_buffering: p.request_buffering.or(pp.request_buffering),
+                buffers: p.buffers.or(pp.buffers),
+                buffer_size: p.buffer_size.or(pp.buffer_size),
+                busy_buffers_size: p.busy_buffers_size.or(pp.busy_buffers_size),
+                max_temp_file_size: p.max_temp_file_size.or(pp.max_temp_file_size),
+                temp_file_write_size: p.temp_file_write_size.or(pp.temp_file_write_size),
                 resolver: p.resolver.clone().or_else(|| pp.resolver.clone()),
                 resolver_timeout: p.resolver_timeout.or(pp.resolver_timeout),
             },
@@ -320,11 +345,13 @@ impl Layers {
         }
     }
 
-    /// The proxy settings with nginx's defaults for what no level set.
-    pub fn proxy_conf(&self) -> HttpProxyConf {
+    /// The proxy settings with nginx's defaults for what no level set, checked as nginx's merge checks the
+    /// buffer sizes (`span`: where an error is reported).
+    pub fn proxy_conf(&self, span: &crate::config::model::Span) -> Result<HttpProxyConf, ConfigError> {
         let p = &self.proxy;
         let d = HttpProxyConf::default();
-        HttpProxyConf {
+        let read_ahead = check_buffers(p).map_err(|m| ConfigError::invalid(m, span))?;
+        Ok(HttpProxyConf {
             http_version_11: p.http_version_11.unwrap_or(d.http_version_11),
             set_headers: p.set_headers.clone().unwrap_or(d.set_headers),
             connect_timeout: p.connect_timeout.unwrap_or(d.connect_timeout),
@@ -344,11 +371,12 @@ impl Layers {
             set_body: p.set_body.clone().or(d.set_body),
             buffering: p.buffering.unwrap_or(d.buffering),
             request_buffering: p.request_buffering.unwrap_or(d.request_buffering),
+            read_ahead,
             resolver: p.resolver.clone().map(|mut r| {
                 r.timeout = p.resolver_timeout.unwrap_or(r.timeout);
                 std::sync::Arc::new(r)
             }),
-        }
+        })
     }
 
     /// This level's `resolver` and `resolver_timeout`, for the upstreams' `resolve` lines (the http level's).
@@ -416,6 +444,42 @@ fn size_slot(slot: &mut Option<usize>, d: &Directive) -> Result<(), ConfigError>
         .ok_or_else(|| directive_err(d, "invalid value"))?;
     *slot = Some(size);
     Ok(())
+}
+
+/// nginx's page size: the default of `proxy_buffer_size` and of each of the 8 `proxy_buffers`.
+const PAGE: usize = 4096;
+
+/// nginx's checks of the buffer sizes at a merge (`ngx_http_proxy_merge_loc_conf`), in its order; the bytes a
+/// response is read ahead of the client (`proxy_buffers` in all).
+fn check_buffers(p: &ProxyLayer) -> Result<usize, String> {
+    let (n, each) = p.buffers.unwrap_or((8, PAGE));
+    if n < 2 {
+        return Err("there must be at least 2 \"proxy_buffers\"".into());
+    }
+    let size = p.buffer_size.unwrap_or(PAGE).max(each);
+    let of_both = "the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\"";
+    let busy = p.busy_buffers_size.unwrap_or(2 * size);
+    if busy < size {
+        return Err(format!(
+            "\"proxy_busy_buffers_size\" must be equal to or greater than {of_both}"
+        ));
+    }
+    if busy > (n - 1).saturating_mul(each) {
+        return Err(
+            "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer".into(),
+        );
+    }
+    if p.temp_file_write_size.unwrap_or(2 * size) < size {
+        return Err(format!(
+            "\"proxy_temp_file_write_size\" must be equal to or greater than {of_both}"
+        ));
+    }
+    if p.max_temp_file_size.is_some_and(|m| m != 0 && m < size) {
+        return Err(format!(
+            "\"proxy_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be equal to or greater than {of_both}"
+        ));
+    }
+    Ok(n.saturating_mul(each))
 }
 
 /// The message of an error, without its ` in FILE:LINE`.
@@ -507,12 +571,45 @@ mod tests {
         let mut child = Layers::default();
         child.proxy.read_timeout = Some(Duration::from_secs(9));
         let merged = child.over(&parent);
-        let conf = merged.proxy_conf();
+        let span = crate::config::model::Span::default();
+        let conf = merged.proxy_conf(&span).unwrap();
         assert_eq!(conf.read_timeout, Duration::from_secs(9));
         assert_eq!(conf.connect_timeout, Duration::from_secs(1));
         assert_eq!(conf.send_timeout, Duration::from_secs(60));
         assert_eq!(merged.client_conf().client_max_body_size, 10);
         assert_eq!(Layers::default().client_conf(), ClientConf::default());
-        assert_eq!(Layers::default().proxy_conf(), HttpProxyConf::default());
+        assert_eq!(Layers::default().proxy_conf(&span).unwrap(), HttpProxyConf::default());
+    }
+
+    #[test]
+    fn buffer_sizes_checked_as_nginx_merges_them() {
+        let check =
+            |buffers: Option<(usize, usize)>, buffer: Option<usize>, busy: Option<usize>, max: Option<usize>| {
+                let p = ProxyLayer {
+                    buffers,
+                    buffer_size: buffer,
+                    busy_buffers_size: busy,
+                    max_temp_file_size: max,
+                    ..ProxyLayer::default()
+                };
+                check_buffers(&p)
+            };
+        assert_eq!(check(None, None, None, None), Ok(32768), "8 4k");
+        assert_eq!(check(Some((4, 16384)), None, None, Some(0)), Ok(65536));
+        assert!(check(Some((1, 4096)), None, None, None)
+            .unwrap_err()
+            .contains("at least 2"));
+        assert!(check(None, None, Some(1024), None)
+            .unwrap_err()
+            .contains("equal to or greater"));
+        assert!(check(Some((2, 4096)), None, None, None)
+            .unwrap_err()
+            .contains("minus one buffer"));
+        assert!(check(None, Some(65536), None, None)
+            .unwrap_err()
+            .contains("minus one buffer"));
+        assert!(check(None, None, None, Some(1024))
+            .unwrap_err()
+            .contains("must be equal to zero"));
     }
 }
