@@ -41,7 +41,18 @@ impl<R: Runtime> ClientConn<R> {
         if !plan.is_resolved() && snap.http_plans.get(plan.upstream).is_none() {
             return false;
         }
-        let held = if plan.passes_client_body() {
+        let held = if plan.passes_client_body() && req.body == BodyFraming::Chunked && !plan.conf.http_version_11 {
+            // an HTTP/1.0 upstream cannot take a chunked body: nginx reads it whole and sends its length
+            match self.hold_dechunked(req).await {
+                Ok(()) => Ok(true),
+                Err(BodyError::Chunk(_)) => Err(Rejection::bad("malformed chunked body")),
+                Err(BodyError::TooLarge) => Err(Rejection::new(413, "body larger than client_max_body_size")),
+                Err(BodyError::Read(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    Err(Rejection::new(408, "client timed out sending the body"))
+                }
+                Err(_) => return false,
+            }
+        } else if plan.passes_client_body() {
             hold_whole_body(req, &mut self.bufs, &mut self.decoder)
         } else {
             // `proxy_pass_request_body off` or `proxy_set_body`: nginx reads the client's body first, then sends
@@ -146,6 +157,47 @@ impl<R: Runtime> ClientConn<R> {
                 }
             }
         }
+    }
+
+    /// Reads a chunked body whole, without its framing, behind the upstream head, whose `Transfer-Encoding:
+    /// chunked` line becomes its `Content-Length` (for an HTTP/1.0 upstream). At most `client_max_body_size`, or
+    /// [`DECHUNKED_MAX`] when that is 0 (corelb keeps the body in memory where nginx spills it to a file).
+    async fn hold_dechunked(&mut self, req: &Routed) -> Result<(), BodyError> {
+        let limit = match req.max_body {
+            0 => DECHUNKED_MAX,
+            n => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+        let mut body = Vec::new();
+        let bufs = &mut self.bufs;
+        let read = super::body::collect_body::<R>(
+            &mut self.sock,
+            &mut bufs.client,
+            BodyFraming::Chunked,
+            &mut self.decoder,
+            req.timeouts.body,
+            limit,
+            &mut body,
+        )
+        .await;
+        if let Err(e) = read {
+            match &e {
+                BodyError::Chunk(_) => self.shard.counters.count_bad_request(),
+                BodyError::Read(_) | BodyError::Truncated => self.shard.counters.count_client_abort(),
+                _ => {}
+            }
+            return Err(e);
+        }
+        let line: &[u8] = b"\r\nTransfer-Encoding: chunked\r\n";
+        let head = &mut bufs.request;
+        if let Some(at) = head.windows(line.len()).position(|w| w == line) {
+            let mut length = Vec::with_capacity(32);
+            length.extend_from_slice(b"\r\nContent-Length: ");
+            crate::http::pages::append_decimal(&mut length, body.len() as u64);
+            length.extend_from_slice(b"\r\n");
+            head.splice(at..at + line.len(), length);
+        }
+        head.extend_from_slice(&body);
+        Ok(())
     }
 
     /// The upstream of the URL host a resolved plan's request goes to: its address, or the addresses the
@@ -462,6 +514,9 @@ impl<R: Runtime> ClientConn<R> {
         (keep, received)
     }
 }
+
+/// The most a chunked body for an HTTP/1.0 upstream is held in memory when `client_max_body_size` is 0.
+const DECHUNKED_MAX: usize = 16 << 20;
 
 fn log_response_error(logs: Option<&crate::log::ErrorLogs>, addr: SocketAddr, e: &BodyError) {
     crate::log_in!(

@@ -81,6 +81,10 @@ pub struct ClientLayer {
     pool_size: Option<usize>,
     /// `client_body_buffer_size` (checked, without effect: a body goes through the client buffer, no file).
     body_buffer_size: Option<usize>,
+    /// `client_body_in_file_only` and `client_body_in_single_buffer` (checked, without effect: corelb writes no
+    /// body to a file, and a body it holds is in one buffer).
+    body_in_file_only: Option<bool>,
+    body_in_single_buffer: Option<bool>,
     access_log: Option<LevelLogs>,
     /// `error_log` lines of the level (several add up; a level with any replaces the inherited ones).
     error_log: Option<Vec<(String, Option<String>)>>,
@@ -244,6 +248,15 @@ impl Layers {
             "client_header_buffer_size" => size_slot(&mut c.header_buffer_size, d)?,
             "connection_pool_size" => size_slot(&mut c.pool_size, d)?,
             "client_body_buffer_size" => size_slot(&mut c.body_buffer_size, d)?,
+            "client_body_in_file_only" => {
+                unset(&c.body_in_file_only, d)?;
+                let v = arg(d, 0);
+                if !["off", "on", "clean"].iter().any(|k| k.eq_ignore_ascii_case(v)) {
+                    return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span));
+                }
+                c.body_in_file_only = Some(!v.eq_ignore_ascii_case("off"));
+            }
+            "client_body_in_single_buffer" => flag_slot(&mut c.body_in_single_buffer, d)?,
             // nginx's file reading buffers: corelb reads files through its own (docs/directives.md)
             "output_buffers" => {
                 header_buffers(d)?;
@@ -326,6 +339,8 @@ impl Layers {
                 header_buffer_size: c.header_buffer_size.or(pc.header_buffer_size),
                 pool_size: c.pool_size.or(pc.pool_size),
                 body_buffer_size: c.body_buffer_size.or(pc.body_buffer_size),
+                body_in_file_only: c.body_in_file_only.or(pc.body_in_file_only),
+                body_in_single_buffer: c.body_in_single_buffer.or(pc.body_in_single_buffer),
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
                 error_log: c.error_log.clone().or_else(|| pc.error_log.clone()),
                 open_log_cache: c.open_log_cache.or(pc.open_log_cache),
