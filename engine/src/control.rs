@@ -28,7 +28,7 @@ pub enum ApplyError {
     #[error("could not start the health checks ({0})")]
     Health(io::Error),
     /// A listen address the new config adds cannot be bound (nginx's wording).
-    #[error("bind() to {addr} failed ({})", errno_text(.source))]
+    #[error("bind() to {} failed ({})", crate::config::unix_addr::Display(.addr), errno_text(.source))]
     Bind { addr: SocketAddr, source: io::Error },
 }
 
@@ -169,6 +169,9 @@ impl Control {
         .and_then(|snap| Self::publish(snap, &mut health, current, self.reweigh.get()))
         {
             Ok(generation) => {
+                // a unix-domain listener the new config has not: its socket closed, its file removed (nginx)
+                let keep: Vec<SocketAddr> = listen_addrs(&current.load().config).map(|(a, _)| a).collect();
+                crate::runtime::unix::close_removed(&keep);
                 done.fetch_add(1, Ordering::Relaxed);
                 self.loaded_at_ms.store(crate::clock::now_ms(), Ordering::Relaxed);
                 Ok(generation)
@@ -287,6 +290,10 @@ fn listen_addrs(config: &Config) -> impl Iterator<Item = (SocketAddr, bool)> + '
 
 fn try_bind(addr: SocketAddr, udp: bool) -> io::Result<()> {
     use socket2::{Domain, Protocol, Socket, Type};
+    if crate::config::unix_addr::is_unix(&addr) {
+        // one socket for the process, bound here and kept: the shards accept on duplicates of it
+        return crate::runtime::unix::bind_listener(addr, crate::runtime::unix::BACKLOG);
+    }
     let sock = if udp {
         Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?
     } else {

@@ -283,13 +283,13 @@ impl<R: Runtime> Session<'_, R> {
                 Level::Alert,
                 "socket() failed ({}) while connecting to upstream {}",
                 crate::config::error::errno_text(e),
-                addr
+                crate::config::unix_addr::Display(&addr)
             ),
             _ => crate::log_in!(
                 self.errors,
                 Level::Error,
                 "connect() to {} failed ({e}) while connecting to upstream",
-                addr
+                crate::config::unix_addr::Display(&addr)
             ),
         }
     }
@@ -389,7 +389,7 @@ impl<R: Runtime> Session<'_, R> {
         let halves = (&mut up_half, &mut down_half);
         let end = pump::<R, _, _>(client, &mut upstream, halves, srv.timeout, ends).await;
         if let PumpEnd::Failed(e) = &end {
-            crate::log_in!(self.errors, Level::Info, "stream to {} ended: {e}", peer.addr);
+            crate::log_in!(self.errors, Level::Info, "stream to {} ended: {e}", crate::config::unix_addr::Display(&peer.addr));
         }
         rec.proxied(
             (down_half.bytes, up_half.read),

@@ -29,7 +29,9 @@ impl AccessPlan {
         if !self.rules.denies(client) {
             return None;
         }
-        crate::log_error!("access forbidden by rule, client: {}", client.ip());
+        let mut text = Vec::new();
+        crate::http::vars::append_addr_ip(&mut text, &client);
+        crate::log_error!("access forbidden by rule, client: {}", String::from_utf8_lossy(&text));
         Some(&self.forbidden)
     }
 }
