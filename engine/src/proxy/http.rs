@@ -595,11 +595,7 @@ fn route_pass<'s, const FIRST: bool>(
     let upstream = proxy.and_then(|p| snap.http_plans.get(p.upstream));
     let proxy_host = match (upstream, resolved_host) {
         (Some(u), _) => u.name.as_str(),
-        (None, Some(r)) => bufs
-            .proxy_url
-            .get(r)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .unwrap_or(""),
+        (None, Some(r)) => crate::snapshot::var_pass::proxy_host_text(&bufs.proxy_url, &r),
         (None, None) => "",
     };
     // an index file's internal redirect is a new location search, as after a `rewrite ... last`
