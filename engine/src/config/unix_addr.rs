@@ -88,6 +88,12 @@ pub fn path_of(addr: &SocketAddr) -> Option<&'static str> {
     SLOTS.get(n)?.get().copied()
 }
 
+/// The IP of a client address, `None` for a unix-domain client (whose `ip_hash` key is nginx's pseudo address).
+#[inline]
+pub fn client_ip(addr: &SocketAddr) -> Option<std::net::IpAddr> {
+    (!is_unix(addr)).then(|| addr.ip())
+}
+
 /// `addr` as nginx prints a socket address with its port (`ngx_sock_ntop(.., 1)`): `127.0.0.1:80`, `[::1]:80`,
 /// `unix:/path`.
 pub struct Display<'a>(pub &'a SocketAddr);
@@ -97,6 +103,19 @@ impl std::fmt::Display for Display<'_> {
         match path_of(self.0) {
             Some(p) => write!(f, "unix:{p}"),
             None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+/// The address part of `addr` as nginx prints a client (`$remote_addr`, `client: ...` in the error log): the IP,
+/// or `unix:PATH` (`unix:` for an accepted client).
+pub struct Ip<'a>(pub &'a SocketAddr);
+
+impl std::fmt::Display for Ip<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match path_of(self.0) {
+            Some(p) => write!(f, "unix:{p}"),
+            None => write!(f, "{}", self.0.ip()),
         }
     }
 }
@@ -120,6 +139,8 @@ mod tests {
         assert_eq!(to_text(&a), "unix:/tmp/corelb-unix-addr-test.sock");
         assert_eq!(to_text(&unnamed()), "unix:");
         assert_eq!(path_of(&unnamed()), Some(""));
+        assert_eq!(Ip(&unnamed()).to_string(), "unix:");
+        assert_eq!(Ip(&"[::1]:80".parse().unwrap()).to_string(), "::1");
     }
 
     #[test]

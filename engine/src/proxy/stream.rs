@@ -237,7 +237,7 @@ impl Admission<'_> {
             };
             let mut key = Vec::new();
             if limits
-                .check(&vars, &mut key, &rec.limit_conn, units, conn.remote.ip())
+                .check(&vars, &mut key, &rec.limit_conn, units, conn.remote)
                 .is_some()
             {
                 rec.status = SERVICE_UNAVAILABLE;
@@ -250,7 +250,7 @@ impl Admission<'_> {
                 errors,
                 Level::Error,
                 "access forbidden by rule, client: {}",
-                conn.remote.ip()
+                crate::config::unix_addr::Ip(&conn.remote)
             );
             rec.status = FORBIDDEN;
             return false;
@@ -301,7 +301,7 @@ impl<R: Runtime> Session<'_, R> {
             return;
         };
         let mut key = Vec::new();
-        plan.key.eval_into(vars, vars.conn.remote.ip(), &mut key);
+        plan.key.eval_into(vars, crate::config::unix_addr::client_ip(&vars.conn.remote), &mut key);
         let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
         let rules = next::stream_rules(srv.next_upstream);
         rec.status = BAD_GATEWAY;

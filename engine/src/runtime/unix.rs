@@ -83,6 +83,16 @@ pub fn close_removed(keep: &[SocketAddr]) {
     });
 }
 
+/// Closes the process's descriptor of the listening socket of token `addr` and removes its file (one listener's
+/// part of [`remove_all`]).
+pub fn remove(addr: SocketAddr) {
+    let Some(path) = unix_addr::path_of(&addr) else { return };
+    let mut map = bound().lock().unwrap_or_else(|p| p.into_inner());
+    if map.remove(path).is_some() {
+        remove_file(path);
+    }
+}
+
 /// At exit: closes every listening socket and removes its file (nginx's `ngx_close_listening_sockets`).
 pub fn remove_all() {
     close_removed(&[]);
@@ -140,7 +150,7 @@ mod tests {
         let mut got = [0u8; 2];
         s.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"hi");
-        close_removed(&[]);
+        remove(addr);
         assert!(!path.exists());
         drop((a, b));
         assert!(connect(&addr).is_err());

@@ -29,9 +29,7 @@ impl AccessPlan {
         if !self.rules.denies(client) {
             return None;
         }
-        let mut text = Vec::new();
-        crate::http::vars::append_addr_ip(&mut text, &client);
-        crate::log_error!("access forbidden by rule, client: {}", String::from_utf8_lossy(&text));
+        crate::log_error!("access forbidden by rule, client: {}", crate::config::unix_addr::Ip(&client));
         Some(&self.forbidden)
     }
 }
