@@ -255,11 +255,13 @@ fn stream_both_ways<R: Runtime>(name: &str) {
     let dir = temp_dir(name);
     let (front, echo, denied) = (dir.join("front.sock"), dir.join("echo.sock"), dir.join("denied.sock"));
     unix_echo(&echo);
-    let (to_echo, to_front, to_denied) = (free_addr(), free_addr(), free_addr());
+    let (to_echo, to_front, to_denied, to_var) = (free_addr(), free_addr(), free_addr(), free_addr());
     let text = format!(
         "events {{}}
         stream {{
             upstream e {{ server unix:{echo}; }}
+            map $server_port $dest {{ default unix:{echo}; }}
+            server {{ listen {to_var}; proxy_pass $dest; }}
             server {{ listen {to_echo}; proxy_pass e; }}
             server {{ listen {to_front}; proxy_pass unix:{front}; }}
             server {{ listen {to_denied}; proxy_pass unix:{denied}; }}
@@ -280,6 +282,7 @@ fn stream_both_ways<R: Runtime>(name: &str) {
         String::from_utf8_lossy(&out).into_owned()
     };
     assert_eq!(talk(to_echo, b"ping"), "ping", "a TCP client to a unix-socket backend");
+    assert_eq!(talk(to_var, b"pong"), "pong", "proxy_pass with variables to unix:PATH");
     assert_eq!(
         talk(to_front, b"x"),
         format!("[unix:][][unix:{}]", front.display()),
