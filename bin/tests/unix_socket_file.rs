@@ -28,14 +28,20 @@ fn spawn(conf: &Path) -> KillOnDrop {
 fn get_unix(path: &Path) -> String {
     let mut s = UnixStream::connect(path).expect("connect to the socket");
     s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").expect("send");
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .expect("send");
     let mut all = String::new();
     let _ = s.read_to_string(&mut all);
-    all.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
+    all.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
 }
 
 fn write_conf(path: &Path, runtime: &str, port: u16, socks: &[&Path]) {
-    let listens: String = socks.iter().map(|s| format!("listen unix:{};\n", s.display())).collect();
+    let listens: String = socks
+        .iter()
+        .map(|s| format!("listen unix:{};\n", s.display()))
+        .collect();
     let conf = format!(
         "worker_processes 2;\nworker_runtime {runtime};\nevents {{}}\nhttp {{\n\
          server {{ listen 127.0.0.1:{port};\n{listens} return 200 \"$server_addr\"; }}\n}}\n"
@@ -47,7 +53,10 @@ fn write_conf(path: &Path, runtime: &str, port: u16, socks: &[&Path]) {
 fn started(runtime: &str, port: u16, child: &mut KillOnDrop) -> bool {
     let listening = wait_listening(port, child);
     if let Ok(Some(st)) = child.try_wait() {
-        assert!(runtime == "glommio" && matches!(st.code(), Some(4 | 5)), "{runtime}: {st:?}");
+        assert!(
+            runtime == "glommio" && matches!(st.code(), Some(4 | 5)),
+            "{runtime}: {st:?}"
+        );
         skip::skip(skip::Skip {
             need: skip::Need::IoUring,
             cases: 1,
@@ -80,7 +89,10 @@ fn socket_file(runtime: &str, stop: &str) {
     // a reload without b: b's file goes, a keeps serving
     write_conf(&conf, runtime, port, &[&a]);
     signal(child.id(), "HUP");
-    assert!(wait_until(START_LIMIT, || !b.exists()), "{runtime}: b.sock stays after the reload");
+    assert!(
+        wait_until(START_LIMIT, || !b.exists()),
+        "{runtime}: b.sock stays after the reload"
+    );
     assert_eq!(get_unix(&a), format!("unix:{}", a.display()));
 
     signal(child.id(), stop);

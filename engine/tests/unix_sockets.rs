@@ -45,13 +45,19 @@ fn exchange(mut s: impl Read + Write, request: &str) -> String {
 fn get_unix(path: &Path, uri: &str) -> String {
     let s = UnixStream::connect(path).expect("connect to the unix listener");
     s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    exchange(s, &format!("GET {uri} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"))
+    exchange(
+        s,
+        &format!("GET {uri} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"),
+    )
 }
 
 fn get_tcp(addr: std::net::SocketAddr, uri: &str) -> String {
     let s = TcpStream::connect(addr).expect("connect to the proxy");
     s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    exchange(s, &format!("GET {uri} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"))
+    exchange(
+        s,
+        &format!("GET {uri} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"),
+    )
 }
 
 fn body(answer: &str) -> &str {
@@ -230,7 +236,10 @@ fn http_to_unix_backend<R: Runtime>(name: &str) {
     for _ in 0..6 {
         assert_eq!(body(&get_tcp(listen, "/u")), "unix-backend /u");
     }
-    assert!(accepts.load(Ordering::SeqCst) <= 2, "the pools keep their unix connections");
+    assert!(
+        accepts.load(Ordering::SeqCst) <= 2,
+        "the pools keep their unix connections"
+    );
 
     let a = get_tcp(listen, "/implicit/x");
     assert_eq!(body(&a), "unix-backend /there/x", "{a}");

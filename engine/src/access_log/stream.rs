@@ -196,9 +196,7 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
     match v {
         StreamVar::RemoteAddr => addr_ip(out, &rec.remote),
         // nginx: a unix-domain client's binary address is its text (`unix:`)
-        StreamVar::BinaryRemoteAddr if crate::config::unix_addr::is_unix(&rec.remote) => {
-            addr_ip(out, &rec.remote)
-        }
+        StreamVar::BinaryRemoteAddr if crate::config::unix_addr::is_unix(&rec.remote) => addr_ip(out, &rec.remote),
         StreamVar::BinaryRemoteAddr => match rec.remote.ip() {
             IpAddr::V4(ip) => append_escaped(out, &ip.octets(), escape),
             IpAddr::V6(ip) => append_escaped(out, &ip.octets(), escape),

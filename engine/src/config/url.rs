@@ -54,7 +54,10 @@ pub fn parse_url(text: &str, opts: UrlOpts) -> Result<Url, &'static str> {
 fn parse_unix(text: &str, opts: UrlOpts) -> Result<Url, &'static str> {
     let rest = text.get(5..).unwrap_or_default();
     let (path, uri) = match rest.find(':') {
-        Some(at) if opts.uri_part => (rest.get(..at).unwrap_or_default(), rest.get(at + 1..).map(str::to_string)),
+        Some(at) if opts.uri_part => (
+            rest.get(..at).unwrap_or_default(),
+            rest.get(at + 1..).map(str::to_string),
+        ),
         _ => (rest, None),
     };
     let token = super::unix_addr::intern(path)?;
@@ -310,13 +313,19 @@ mod tests {
         assert!(u.unix);
         assert_eq!(u.host, "unix:/tmp/url-test.sock");
         assert_eq!(u.addrs.len(), 1);
-        assert_eq!(super::super::unix_addr::path_of(&u.addrs[0]), Some("/tmp/url-test.sock"));
+        assert_eq!(
+            super::super::unix_addr::path_of(&u.addrs[0]),
+            Some("/tmp/url-test.sock")
+        );
         let pass = UrlOpts {
             uri_part: true,
             ..http()
         };
         let u = parse_url("unix:/tmp/url-test.sock:/prefix/", pass).unwrap();
-        assert_eq!((u.host.as_str(), u.uri.as_deref()), ("unix:/tmp/url-test.sock", Some("/prefix/")));
+        assert_eq!(
+            (u.host.as_str(), u.uri.as_deref()),
+            ("unix:/tmp/url-test.sock", Some("/prefix/"))
+        );
         let u = parse_url("unix:/tmp/url-test.sock", pass).unwrap();
         assert_eq!(u.uri, None);
         // without a uri part, a colon belongs to the path

@@ -192,7 +192,13 @@ mod tests {
             read: Duration::from_secs(5),
         };
         let v = http(addr, b"GET / HTTP/1.0\r\n\r\n", limits, None);
-        assert_eq!(v, Verdict { passed: true, status: 204 });
+        assert_eq!(
+            v,
+            Verdict {
+                passed: true,
+                status: 204
+            }
+        );
         let _ = std::fs::remove_dir_all(&dir);
         assert!(!tcp(addr, limits).passed, "the path is gone");
     }

@@ -157,7 +157,9 @@ impl<R: Runtime> ClientConn<R> {
         if target.host(url).starts_with(b"unix:") {
             // a unix path that is not a valid one (empty, too long, the table full) fails as a connect would
             let token = target.unix.ok_or(())?;
-            return crate::snapshot::var_pass::unix_upstream(proxy_host, token).map(Box::new).ok_or(());
+            return crate::snapshot::var_pass::unix_upstream(proxy_host, token)
+                .map(Box::new)
+                .ok_or(());
         }
         let addrs = match (target.addr, plan.conf.resolver.as_deref()) {
             (Some(addr), _) => std::rc::Rc::from([addr]),

@@ -877,7 +877,9 @@ fn write_upstream_head(
     out: UpstreamHeadOut<'_>,
 ) {
     match up {
-        Some(up) => up.key.eval_into(vars, crate::config::unix_addr::client_ip(&vars.conn.remote), out.key),
+        Some(up) => up
+            .key
+            .eval_into(vars, crate::config::unix_addr::client_ip(&vars.conn.remote), out.key),
         // a URL host's addresses are tried in turn: no key
         None => out.key.clear(),
     }

@@ -301,7 +301,8 @@ impl<R: Runtime> Session<'_, R> {
             return;
         };
         let mut key = Vec::new();
-        plan.key.eval_into(vars, crate::config::unix_addr::client_ip(&vars.conn.remote), &mut key);
+        plan.key
+            .eval_into(vars, crate::config::unix_addr::client_ip(&vars.conn.remote), &mut key);
         let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
         let rules = next::stream_rules(srv.next_upstream);
         rec.status = BAD_GATEWAY;
@@ -389,7 +390,12 @@ impl<R: Runtime> Session<'_, R> {
         let halves = (&mut up_half, &mut down_half);
         let end = pump::<R, _, _>(client, &mut upstream, halves, srv.timeout, ends).await;
         if let PumpEnd::Failed(e) = &end {
-            crate::log_in!(self.errors, Level::Info, "stream to {} ended: {e}", crate::config::unix_addr::Display(&peer.addr));
+            crate::log_in!(
+                self.errors,
+                Level::Info,
+                "stream to {} ended: {e}",
+                crate::config::unix_addr::Display(&peer.addr)
+            );
         }
         rec.proxied(
             (down_half.bytes, up_half.read),

@@ -32,7 +32,9 @@ pub fn target(snap: &Snapshot, value: &[u8]) -> Option<PassTarget> {
     }
     if text.len() > 5 && text.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("unix:")) {
         // a unix-domain path named per session: interned once (a lock while the table grows, bounded by its size)
-        return crate::config::unix_addr::intern(text.get(5..)?).ok().map(PassTarget::Addr);
+        return crate::config::unix_addr::intern(text.get(5..)?)
+            .ok()
+            .map(PassTarget::Addr);
     }
     text.parse::<SocketAddr>().ok().map(PassTarget::Addr)
 }
@@ -73,7 +75,8 @@ pub async fn direct<R: Runtime>(
             crate::log_in!(
                 errors,
                 Level::Error,
-                "connect() to {} failed ({e}) while connecting to upstream", crate::config::unix_addr::Display(&addr)
+                "connect() to {} failed ({e}) while connecting to upstream",
+                crate::config::unix_addr::Display(&addr)
             );
             return;
         }
@@ -99,7 +102,12 @@ pub async fn direct<R: Runtime>(
     let ends = if srv.half_close { Ends::Both } else { Ends::First };
     let end = pump::<R, _, _>(client, &mut upstream, (&mut up_half, &mut down_half), srv.timeout, ends).await;
     if let PumpEnd::Failed(e) = &end {
-        crate::log_in!(errors, Level::Info, "stream to {} ended: {e}", crate::config::unix_addr::Display(&addr));
+        crate::log_in!(
+            errors,
+            Level::Info,
+            "stream to {} ended: {e}",
+            crate::config::unix_addr::Display(&addr)
+        );
     }
     rec.proxied(
         (down_half.bytes, up_half.read),

@@ -145,7 +145,10 @@ impl Listener for GlommioListener {
     async fn accept(&self) -> io::Result<(Self::Conn, SocketAddr)> {
         let s = self.0.accept().await.map_err(io::Error::from)?;
         if let Some(token) = self.1 {
-            return Ok((MaybeTls::Plain(GlommioConn::unix(s, token)), crate::config::unix_addr::unnamed()));
+            return Ok((
+                MaybeTls::Plain(GlommioConn::unix(s, token)),
+                crate::config::unix_addr::unnamed(),
+            ));
         }
         let peer = s.peer_addr().map_err(io::Error::from)?;
         Ok((MaybeTls::Plain(GlommioConn::new(s)), peer))
@@ -248,7 +251,10 @@ impl Runtime for Glommio {
             let s = super::unix::connect(&addr)?;
             // SAFETY: `into_raw_fd` hands over the connected socket's only descriptor, which glommio's stream owns.
             let s = unsafe { TcpStream::from_raw_fd(s.into_raw_fd()) };
-            return Ok(MaybeTls::Plain(GlommioConn::unix(s, crate::config::unix_addr::unnamed())));
+            return Ok(MaybeTls::Plain(GlommioConn::unix(
+                s,
+                crate::config::unix_addr::unnamed(),
+            )));
         }
         // glommio refuses a zero timeout; io_uring links the connect to a timeout of its own.
         TcpStream::connect_timeout(addr, timeout.max(Duration::from_millis(1)))

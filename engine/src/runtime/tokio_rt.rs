@@ -90,7 +90,10 @@ impl Listener for TokioListener {
                 match ready.try_io(|l| super::unix::accept(l.get_ref())) {
                     Ok(s) => {
                         let s = tokio::net::TcpStream::from_std(s?)?;
-                        return Ok((MaybeTls::Plain(TokioConn(s, Some(*token))), crate::config::unix_addr::unnamed()));
+                        return Ok((
+                            MaybeTls::Plain(TokioConn(s, Some(*token))),
+                            crate::config::unix_addr::unnamed(),
+                        ));
                     }
                     Err(_would_block) => continue,
                 }
@@ -192,9 +195,9 @@ impl Runtime for Tokio {
                 .map_err(io::Error::from)?;
             return Ok(TokioListener::Unix(fd, addr));
         }
-        Ok(TokioListener::Tcp(tokio::net::TcpListener::from_std(reuseport_socket(
-            addr, backlog,
-        )?)?))
+        Ok(TokioListener::Tcp(tokio::net::TcpListener::from_std(
+            reuseport_socket(addr, backlog)?,
+        )?))
     }
 
     fn udp_connect(addr: SocketAddr) -> io::Result<TokioUdp> {

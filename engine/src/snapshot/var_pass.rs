@@ -255,7 +255,7 @@ fn parse_unix(url: &mut Vec<u8>, start: usize) -> Parsed {
             if url.get(uri_from) == Some(&b'?') {
                 url.insert(uri_from, b'/');
             }
-            (path_from + i, (uri_from < url.len()).then(|| uri_from..url.len()))
+            (path_from + i, (uri_from < url.len()).then_some(uri_from..url.len()))
         }
         None => (url.len(), None),
     };
@@ -457,6 +457,24 @@ mod tests {
         assert_eq!(host_port("backend"), ("backend", 80));
         assert_eq!(host_port("[::1]"), ("[::1]", 80));
         assert_eq!(host_port("[::1]:81"), ("[::1]", 81));
+    }
+
+    #[test]
+    fn unix_urls_as_nginx_reads_them() {
+        // the path keeps its case and ends at the first `:`, after which comes the URI
+        assert_eq!(
+            parsed("http://unix:/Tmp/S.sock:/a?b"),
+            Ok(("unix:/Tmp/S.sock".into(), None, Some("/a?b".into())))
+        );
+        assert_eq!(parsed("http://unix:/tmp/s.sock"), Ok(("unix:/tmp/s.sock".into(), None, None)));
+        assert_eq!(parsed("http://unix:/tmp/s.sock:"), Ok(("unix:/tmp/s.sock".into(), None, None)));
+        let mut b = b"http://unix:/tmp/var-pass.sock:/x".to_vec();
+        let t = target_of(&mut b).unwrap();
+        assert_eq!(proxy_host_text(&b, &t.proxy_host), "localhost");
+        let token = t.unix.unwrap();
+        assert_eq!(crate::config::unix_addr::to_text(&token), "unix:/tmp/var-pass.sock");
+        let plan = unix_upstream("localhost", token).unwrap();
+        assert_eq!(plan.primary.len(), 1);
     }
 
     #[test]

@@ -157,19 +157,31 @@ impl HttpListens {
             return Ok(());
         };
         if entry.servers.contains(&server) {
-            return Err(ConfigError::invalid(format!("a duplicate listen {}", crate::config::unix_addr::Display(&addr)), at));
+            return Err(ConfigError::invalid(
+                format!("a duplicate listen {}", crate::config::unix_addr::Display(&addr)),
+                at,
+            ));
         }
         entry.servers.push(server);
         if params.options {
             if entry.options {
-                return Err(ConfigError::invalid(format!("duplicate listen options for {}", crate::config::unix_addr::Display(&addr)), at));
+                return Err(ConfigError::invalid(
+                    format!(
+                        "duplicate listen options for {}",
+                        crate::config::unix_addr::Display(&addr)
+                    ),
+                    at,
+                ));
             }
             entry.options = true;
         }
         if params.default_server {
             if entry.default_server {
                 return Err(ConfigError::invalid(
-                    format!("a duplicate default server for {}", crate::config::unix_addr::Display(&addr)),
+                    format!(
+                        "a duplicate default server for {}",
+                        crate::config::unix_addr::Display(&addr)
+                    ),
                     at,
                 ));
             }
