@@ -466,8 +466,14 @@ mod tests {
             parsed("http://unix:/Tmp/S.sock:/a?b"),
             Ok(("unix:/Tmp/S.sock".into(), None, Some("/a?b".into())))
         );
-        assert_eq!(parsed("http://unix:/tmp/s.sock"), Ok(("unix:/tmp/s.sock".into(), None, None)));
-        assert_eq!(parsed("http://unix:/tmp/s.sock:"), Ok(("unix:/tmp/s.sock".into(), None, None)));
+        assert_eq!(
+            parsed("http://unix:/tmp/s.sock"),
+            Ok(("unix:/tmp/s.sock".into(), None, None))
+        );
+        assert_eq!(
+            parsed("http://unix:/tmp/s.sock:"),
+            Ok(("unix:/tmp/s.sock".into(), None, None))
+        );
         let mut b = b"http://unix:/tmp/var-pass.sock:/x".to_vec();
         let t = target_of(&mut b).unwrap();
         assert_eq!(proxy_host_text(&b, &t.proxy_host), "localhost");
