@@ -7,7 +7,7 @@
 //! descriptor ([`listener_for`]); the kernel hands each connection to one of the shards waiting in `accept`.
 //! nginx's workers share their master's listening socket in the same way. As nginx does, a path that exists
 //! already fails the bind (`EADDRINUSE`: nginx does not remove a stale socket either), the socket file is made
-//! `0666` (nginx's `chmod`), and the file is removed when a reload drops the address ([`close_removed`]) and at
+//! `0666` (nginx's `chmod`), and the file is removed when a reload drops the address ([`remove`], from `control::Control::apply`) and at
 //! exit ([`remove_all`]).
 //!
 //! **Carried by the runtime's TCP stream type.** Both runtimes' TCP streams are wrappers of a socket descriptor
@@ -68,21 +68,6 @@ pub fn listener_for(addr: SocketAddr, backlog: i32) -> io::Result<UnixListener> 
     l.try_clone()
 }
 
-/// After a reload: closes the process's descriptor of every listening socket whose token is not in `keep` and
-/// removes its file, as nginx does for a listener the new config has not (the shards close theirs as they follow
-/// the new snapshot).
-pub fn close_removed(keep: &[SocketAddr]) {
-    let keep: Vec<&str> = keep.iter().filter_map(unix_addr::path_of).collect();
-    let mut map = bound().lock().unwrap_or_else(|p| p.into_inner());
-    map.retain(|path, _| {
-        let kept = keep.contains(path);
-        if !kept {
-            remove_file(path);
-        }
-        kept
-    });
-}
-
 /// Closes the process's descriptor of the listening socket of token `addr` and removes its file (one listener's
 /// part of [`remove_all`]).
 pub fn remove(addr: SocketAddr) {
@@ -95,7 +80,10 @@ pub fn remove(addr: SocketAddr) {
 
 /// At exit: closes every listening socket and removes its file (nginx's `ngx_close_listening_sockets`).
 pub fn remove_all() {
-    close_removed(&[]);
+    let mut map = bound().lock().unwrap_or_else(|p| p.into_inner());
+    for (path, _) in map.drain() {
+        remove_file(path);
+    }
 }
 
 fn remove_file(path: &str) {
