@@ -333,3 +333,65 @@ fn refused_by_name() {
         "[emerg] no path in the unix domain socket in \"unix:\" of the \"listen\" directive in /etc/corelb/u.conf:3"
     );
 }
+
+fn reloads<R: Runtime>(name: &str) {
+    let dir = temp_dir(name);
+    let (a, b) = (dir.join("a.sock"), dir.join("b.sock"));
+    let (listen, held) = (free_addr(), support::dead_addr());
+    let text = |socks: &[&Path], extra: &str| {
+        let listens: String = socks.iter().map(|s| format!("listen unix:{};", s.display())).collect();
+        format!(
+            "events {{}}\nhttp {{ server {{ listen {listen}; {listens} location / {{ return 200 \"$server_addr\"; }} }}\n{extra}}}\n"
+        )
+    };
+    let p = start::<R>(&text(&[&a], ""));
+    let config = |t: String| parse_str(&t, Path::new("/etc/corelb/unix.conf")).expect("config");
+    let reload = |t: String| {
+        let next = config(t);
+        p.shared
+            .apply(corelb_engine::control::ChangeKind::Reload, move |_| Ok(next))
+    };
+    assert_eq!(body(&get_unix(&a, "/")), format!("unix:{}", a.display()));
+
+    // a reload adds b: bound by the control plane, accepted on by the shards as they follow
+    reload(text(&[&a, &b], "")).expect("reload adding b");
+    let answered = support::wait_until(Duration::from_secs(10), || {
+        UnixStream::connect(&b).is_ok_and(|s| {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            body(&exchange(s, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"))
+                == format!("unix:{}", b.display())
+        })
+    });
+    assert!(answered, "b is served after the reload");
+
+    // a refused change (a TCP address another socket holds, after b2's bind) leaves no socket of its own behind
+    let b2 = dir.join("b2.sock");
+    let refused = reload(text(
+        &[&a, &b, &b2],
+        &format!("server {{ listen {held}; return 200 x; }}\n"),
+    ));
+    assert!(refused.is_err(), "a held address fails the change");
+    assert!(!b2.exists(), "the refused change's unix socket is gone");
+    assert!(b.exists() && a.exists());
+
+    // a reload without b removes b's file; a goes on
+    reload(text(&[&a], "")).expect("reload dropping b");
+    assert!(!b.exists(), "b's file goes with its listener");
+    assert_eq!(body(&get_unix(&a, "/")), format!("unix:{}", a.display()));
+    drop(p);
+    let token = corelb_engine::config::unix_addr::intern(a.to_str().expect("utf-8")).expect("token");
+    corelb_engine::runtime::unix::remove(token);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn reloads_tokio() {
+    reloads::<Tokio>("reload-tokio");
+}
+
+#[test]
+fn reloads_glommio() {
+    if glommio_usable() {
+        reloads::<Glommio>("reload-glommio");
+    }
+}
