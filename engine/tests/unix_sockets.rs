@@ -1,7 +1,7 @@
 //! Unix-domain sockets end to end, on both runtimes: an http client over `listen unix:` proxied to a TCP backend
 //! (with nginx's `$remote_addr` `unix:`, empty `$remote_port`, `$server_addr` `unix:PATH`), a TCP client proxied
 //! to a unix-socket backend (`server unix:`, `proxy_pass http://unix:PATH:/uri`, keepalive kept, `$upstream_addr`
-//! `unix:PATH`), the stream module both ways, `allow`/`deny unix:` and `set_real_ip_from unix:`, and the one
+//! `unix:PATH`, the API's and the metrics' peer `unix:PATH`), the stream module both ways (and `proxy_pass $var`), `allow`/`deny unix:` and `set_real_ip_from unix:`, and the one
 //! socket file the control plane binds for every shard (removed by `runtime::unix::remove`, what the process does
 //! for each at exit; bin/tests/unix_socket_file.rs stops a real process).
 
@@ -210,7 +210,7 @@ fn http_to_unix_backend<R: Runtime>(name: &str) {
     let text = format!(
         "events {{}}
         http {{
-            upstream u {{ server unix:{back}; keepalive 4; }}
+            upstream u {{ zone u 64k; server unix:{back}; keepalive 4; }}
             server {{
                 listen {listen};
                 location /u {{
@@ -221,6 +221,8 @@ fn http_to_unix_backend<R: Runtime>(name: &str) {
                 }}
                 location /implicit/ {{ proxy_pass http://unix:{back}:/there/; }}
                 location /inet {{ deny unix:; proxy_pass http://u; }}
+                location /api/ {{ api; }}
+                location = /metrics {{ metrics; }}
             }}
         }}",
         back = back.display(),
@@ -243,6 +245,12 @@ fn http_to_unix_backend<R: Runtime>(name: &str) {
 
     let a = get_tcp(listen, "/implicit/x");
     assert_eq!(body(&a), "unix-backend /there/x", "{a}");
+    // the API and the metrics name the peer as nginx prints it
+    let printed = format!("unix:{}", back.display());
+    let api = get_tcp(listen, "/api/9/http/upstreams/u");
+    assert!(api.contains(&format!("\"server\":\"{printed}\"")), "{api}");
+    let metrics = get_tcp(listen, "/metrics");
+    assert!(metrics.contains(&format!("\"{printed}\"")), "{metrics}");
     // a TCP client is no unix one: `deny unix:` does not match it
     assert_eq!(body(&get_tcp(listen, "/inet")), "unix-backend /inet");
     let _ = std::fs::remove_dir_all(&dir);
