@@ -1,9 +1,10 @@
 //! Unix-domain sockets end to end, on both runtimes: an http client over `listen unix:` proxied to a TCP backend
 //! (with nginx's `$remote_addr` `unix:`, empty `$remote_port`, `$server_addr` `unix:PATH`), a TCP client proxied
 //! to a unix-socket backend (`server unix:`, `proxy_pass http://unix:PATH:/uri`, keepalive kept, `$upstream_addr`
-//! `unix:PATH`, the API's and the metrics' peer `unix:PATH`), the stream module both ways (and `proxy_pass $var`), `allow`/`deny unix:` and `set_real_ip_from unix:`, and the one
-//! socket file the control plane binds for every shard (removed by `runtime::unix::remove`, what the process does
-//! for each at exit; bin/tests/unix_socket_file.rs stops a real process).
+//! `unix:PATH`, the API's and the metrics' peer `unix:PATH`), the stream module both ways (and `proxy_pass $var`),
+//! `allow`/`deny unix:` and `set_real_ip_from unix:`, reloads that add, drop or fail to add a unix listener, and
+//! the one socket file the control plane binds for every shard (removed by `runtime::unix::remove`, what the
+//! process does for each at exit; bin/tests/unix_socket_file.rs stops a real process).
 
 mod support;
 
