@@ -28,7 +28,7 @@ pub enum ApplyError {
     #[error("could not start the health checks ({0})")]
     Health(io::Error),
     /// A listen address the new config adds cannot be bound (nginx's wording).
-    #[error("bind() to {addr} failed ({})", errno_text(.source))]
+    #[error("bind() to {} failed ({})", crate::config::unix_addr::Display(.addr), errno_text(.source))]
     Bind { addr: SocketAddr, source: io::Error },
 }
 
@@ -161,7 +161,10 @@ impl Control {
             ChangeKind::Resolve => (&self.resolve_changes, None),
         };
         let names = &self.names;
-        match Self::build(current, zone, |old| {
+        let before: Vec<SocketAddr> = listen_addrs(&current.load().config).map(|(a, _)| a).collect();
+        // the unix-domain sockets this change bound (the process's own: see runtime/unix.rs)
+        let mut fresh = Vec::new();
+        match Self::build(current, zone, &mut fresh, |old| {
             let mut config = change(old)?;
             names.fill(&mut config);
             Ok(config)
@@ -169,11 +172,20 @@ impl Control {
         .and_then(|snap| Self::publish(snap, &mut health, current, self.reweigh.get()))
         {
             Ok(generation) => {
+                // a unix-domain listener the new config has not: its socket closed, its file removed (nginx)
+                let after: Vec<SocketAddr> = listen_addrs(&current.load().config).map(|(a, _)| a).collect();
+                for gone in before.iter().filter(|a| !after.contains(a)) {
+                    crate::runtime::unix::remove(*gone);
+                }
                 done.fetch_add(1, Ordering::Relaxed);
                 self.loaded_at_ms.store(crate::clock::now_ms(), Ordering::Relaxed);
                 Ok(generation)
             }
             Err(e) => {
+                // a refused change binds nothing for good: the unix sockets it bound go again
+                for addr in fresh {
+                    crate::runtime::unix::remove(addr);
+                }
                 if let Some(f) = failed {
                     f.fetch_add(1, Ordering::Relaxed);
                 }
@@ -185,12 +197,13 @@ impl Control {
     fn build(
         current: &ArcSwap<Snapshot>,
         zone: &Zone,
+        fresh: &mut Vec<SocketAddr>,
         change: impl FnOnce(&Config) -> Result<Config, ApplyError>,
     ) -> Result<(Arc<Snapshot>, Arc<Snapshot>), ApplyError> {
         let old = current.load_full();
         let config = change(&old.config)?;
         // Before the build: building attaches the new peers to the zone, which a refused change must not do.
-        try_new_listens(&old.config, &config)?;
+        try_new_listens(&old.config, &config, fresh)?;
         let snap = Snapshot::build(config, zone, old.generation + 1)?;
         Ok((old, Arc::new(snap)))
     }
@@ -266,14 +279,18 @@ impl ControlThread {
 }
 
 /// Binds each listen address `new` has and `old` has not, the way a shard will (`SO_REUSEPORT`), and lets it go: an
-/// address another program holds fails the change before anything moved. Addresses kept are not touched.
-fn try_new_listens(old: &Config, new: &Config) -> Result<(), ApplyError> {
+/// address another program holds fails the change before anything moved. Addresses kept are not touched. A
+/// unix-domain socket is bound for good (the shards accept on duplicates of it) and its token pushed on `fresh`.
+fn try_new_listens(old: &Config, new: &Config, fresh: &mut Vec<SocketAddr>) -> Result<(), ApplyError> {
     let before: Vec<(SocketAddr, bool)> = listen_addrs(old).collect();
     for (addr, udp) in listen_addrs(new) {
         if before.contains(&(addr, udp)) {
             continue;
         }
         try_bind(addr, udp).map_err(|source| ApplyError::Bind { addr, source })?;
+        if crate::config::unix_addr::is_unix(&addr) {
+            fresh.push(addr);
+        }
     }
     Ok(())
 }
@@ -287,6 +304,10 @@ fn listen_addrs(config: &Config) -> impl Iterator<Item = (SocketAddr, bool)> + '
 
 fn try_bind(addr: SocketAddr, udp: bool) -> io::Result<()> {
     use socket2::{Domain, Protocol, Socket, Type};
+    if crate::config::unix_addr::is_unix(&addr) {
+        // one socket for the process, bound here and kept: the shards accept on duplicates of it
+        return crate::runtime::unix::bind_listener(addr, crate::runtime::unix::BACKLOG);
+    }
     let sock = if udp {
         Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?
     } else {

@@ -266,6 +266,8 @@ pub fn run(config: Config, runtime: RuntimeKind, startup: &Startup) -> Result<u8
     } else {
         running.finish_access_logs();
     }
+    // nginx's `ngx_close_listening_sockets` at exit: the unix-domain sockets' files go
+    crate::runtime::unix::remove_all();
     if let Some(p) = &files.pid {
         let _ = std::fs::remove_file(p);
     }

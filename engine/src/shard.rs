@@ -400,7 +400,7 @@ impl<R: Runtime> Shard<R> {
 /// Why a shard could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("bind() to {addr} failed ({source})")]
+    #[error("bind() to {} failed ({})", crate::config::unix_addr::Display(.addr), crate::config::error::errno_text(.source))]
     Bind { addr: SocketAddr, source: io::Error },
     #[error("could not start shard {shard} ({source})")]
     Thread { shard: usize, source: io::Error },

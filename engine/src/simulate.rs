@@ -231,7 +231,7 @@ impl<'p> Simulator<'p> {
             };
         }
         let mut key = std::mem::take(&mut self.key);
-        self.plan.key.eval_into(req, req.remote, &mut key);
+        self.plan.key.eval_into(req, Some(req.remote), &mut key);
         let out = self.run_key_ms(&key, req.non_idempotent(), hold, now_ms);
         self.key = key;
         out

@@ -2581,13 +2581,13 @@ http {
             "unix",
             r#"events {}
 http { upstream u {
- server unix:/tmp/x.sock;
+ server unix:;
 } }
 "#
             .to_string(),
-            r#"unix domain sockets are not supported by corelb in upstream "unix:/tmp/x.sock""#,
+            r#"no path in the unix domain socket in upstream "unix:""#,
             3,
-            Differs,
+            Same,
         ),
         case(
             "unknown_var",

@@ -249,7 +249,7 @@ pub(super) fn append_addr(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
             append_decimal(out, u64::from(v4.port()));
         }
         v6 => {
-            let _ = write!(out, "{v6}");
+            let _ = write!(out, "{}", crate::config::unix_addr::Display(&v6));
         }
     }
 }

@@ -194,14 +194,17 @@ pub fn render(format: &StreamFormat, rec: &StreamRecord, cx: &StreamContext<'_>,
 
 fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_>, out: &mut Vec<u8>) {
     match v {
-        StreamVar::RemoteAddr => append_ip(out, rec.remote.ip()),
+        StreamVar::RemoteAddr => addr_ip(out, &rec.remote),
+        // nginx: a unix-domain client's binary address is its text (`unix:`)
+        StreamVar::BinaryRemoteAddr if crate::config::unix_addr::is_unix(&rec.remote) => addr_ip(out, &rec.remote),
         StreamVar::BinaryRemoteAddr => match rec.remote.ip() {
             IpAddr::V4(ip) => append_escaped(out, &ip.octets(), escape),
             IpAddr::V6(ip) => append_escaped(out, &ip.octets(), escape),
         },
-        StreamVar::RemotePort => append_decimal(out, u64::from(rec.remote.port())),
-        StreamVar::RealipRemoteAddr => append_ip(out, rec.peer.ip()),
-        StreamVar::RealipRemotePort => append_decimal(out, u64::from(rec.peer.port())),
+        // a unix-domain socket has no port: nginx writes nothing
+        StreamVar::RemotePort => nonzero(out, rec.remote.port()),
+        StreamVar::RealipRemoteAddr => addr_ip(out, &rec.peer),
+        StreamVar::RealipRemotePort => nonzero(out, rec.peer.port()),
         StreamVar::ProxyProtocolAddr => {
             append_escaped(out, rec.proxy.as_ref().map_or(&[][..], |p| p.src.as_bytes()), escape)
         }
@@ -215,8 +218,8 @@ fn value(v: StreamVar, escape: Escape, rec: &StreamRecord, cx: &StreamContext<'_
             crate::http::vars::append_tlv(&rec.tlvs, name, &mut value);
             append_escaped(out, &value, escape);
         }
-        StreamVar::ServerAddr => append_ip(out, rec.local.ip()),
-        StreamVar::ServerPort => append_decimal(out, u64::from(rec.local.port())),
+        StreamVar::ServerAddr => addr_ip(out, &rec.local),
+        StreamVar::ServerPort => nonzero(out, rec.local.port()),
         StreamVar::Protocol => out.extend_from_slice(if rec.udp { b"UDP" } else { b"TCP" }),
         StreamVar::Connection => append_decimal(out, rec.connection),
         StreamVar::Pid => append_decimal(out, u64::from(std::process::id())),
@@ -296,13 +299,12 @@ fn nonzero(out: &mut Vec<u8>, port: u16) {
     }
 }
 
-fn append_ip(out: &mut Vec<u8>, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => append_ipv4(out, v4),
-        IpAddr::V6(v6) => {
-            use std::io::Write;
-            let _ = write!(out, "{v6}");
-        }
+/// The address part of `addr` (`$remote_addr`, `$server_addr`): IPv4 without the formatting machinery, a
+/// unix-domain socket as `unix:PATH`.
+fn addr_ip(out: &mut Vec<u8>, addr: &std::net::SocketAddr) {
+    match addr {
+        std::net::SocketAddr::V4(v4) => append_ipv4(out, *v4.ip()),
+        other => crate::http::vars::append_addr_ip(out, other),
     }
 }
 

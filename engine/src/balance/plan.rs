@@ -204,10 +204,14 @@ impl KeySpec {
     /// Writes a request's key bytes into `out` (a reused buffer): nothing, the client address as `ip_hash` reads
     /// it, or the `hash` template over the request's variables. The one key evaluation of the HTTP proxy, the
     /// stream proxy and the simulator.
-    pub fn eval_into(&self, vars: &dyn VarSource, client: IpAddr, out: &mut Vec<u8>) {
+    pub fn eval_into(&self, vars: &dyn VarSource, client: Option<IpAddr>, out: &mut Vec<u8>) {
         match self {
             KeySpec::None => out.clear(),
-            KeySpec::ClientAddr => super::ip_hash::key_into(client, out),
+            KeySpec::ClientAddr => match client {
+                Some(ip) => super::ip_hash::key_into(ip, out),
+                // a unix-domain client: the empty key, hashed as nginx's three zero bytes
+                None => out.clear(),
+            },
             KeySpec::Template(t) => t.eval_into(vars, out),
         }
     }

@@ -51,6 +51,9 @@ impl AccessRules {
     /// client's family that matches decides; none matching allows. An IPv4-mapped IPv6 client is checked against
     /// the IPv4 rules when there are any, as nginx does.
     pub fn denies(&self, client: SocketAddr) -> bool {
+        if super::unix_addr::is_unix(&client) {
+            return self.denies_unix();
+        }
         match client.ip() {
             IpAddr::V4(a) => Self::first_v4(&self.v4, u32::from(a)),
             IpAddr::V6(a) => match a.to_ipv4_mapped() {

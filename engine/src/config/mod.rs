@@ -32,6 +32,7 @@ pub mod state_file;
 pub mod sticky;
 pub mod stream_format;
 pub mod tls;
+pub mod unix_addr;
 pub mod url;
 pub mod value;
 pub mod var;

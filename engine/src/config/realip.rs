@@ -26,7 +26,7 @@ pub enum RealIpHeader {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RealIpConf {
     pub from: Vec<Cidr>,
-    /// `set_real_ip_from unix:`: trust connections over a unix socket (corelb listens on none).
+    /// `set_real_ip_from unix:`: trust connections over a unix-domain socket (`listen unix:`).
     pub unix: bool,
     pub header: RealIpHeader,
     pub recursive: bool,

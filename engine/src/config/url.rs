@@ -33,17 +33,41 @@ pub struct Url {
     pub uri: Option<String>,
     /// The addresses: one per resolved address (per port of a `listen` range). Empty for an unresolved name.
     pub addrs: Vec<SocketAddr>,
+    /// A unix-domain socket (`unix:/path`): `host` is `unix:/path`, `addrs` its one token
+    /// ([`super::unix_addr`]), the port 0.
+    pub unix: bool,
 }
 
 /// `ngx_parse_url`.
 pub fn parse_url(text: &str, opts: UrlOpts) -> Result<Url, &'static str> {
     if text.len() >= 5 && text.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("unix:")) {
-        return Err("unix domain sockets are not supported by corelb");
+        return parse_unix(text, opts);
     }
     if text.starts_with('[') {
         return parse_inet6(text, opts);
     }
     parse_inet(text, opts)
+}
+
+/// `ngx_parse_unix_domain_url`: `unix:/path`, and for `proxy_pass` `unix:/path:/uri` (the path ends at the first
+/// `:`).
+fn parse_unix(text: &str, opts: UrlOpts) -> Result<Url, &'static str> {
+    let rest = text.get(5..).unwrap_or_default();
+    let (path, uri) = match rest.find(':') {
+        Some(at) if opts.uri_part => (
+            rest.get(..at).unwrap_or_default(),
+            rest.get(at + 1..).map(str::to_string),
+        ),
+        _ => (rest, None),
+    };
+    let token = super::unix_addr::intern(path)?;
+    Ok(Url {
+        host: format!("unix:{path}"),
+        uri: uri.filter(|u| !u.is_empty()),
+        addrs: vec![token],
+        unix: true,
+        ..Url::default()
+    })
 }
 
 /// Splits off a `/uri` or `?args` part (nginx looks for the first `/`, and a `?` before it).
@@ -280,10 +304,33 @@ mod tests {
         assert_eq!(parse_url("[zz]:80", http()), Err("invalid IPv6 address"));
         assert_eq!(parse_url("::1:80", http()), Err("invalid port"));
         assert_eq!(parse_url("no-such-host.invalid", http()), Err("host not found"));
+        assert_eq!(parse_url("unix:", http()), Err("no path in the unix domain socket"));
+    }
+
+    #[test]
+    fn unix_domain_urls() {
+        let u = parse_url("unix:/tmp/url-test.sock", listen()).unwrap();
+        assert!(u.unix);
+        assert_eq!(u.host, "unix:/tmp/url-test.sock");
+        assert_eq!(u.addrs.len(), 1);
         assert_eq!(
-            parse_url("unix:/tmp/s", http()),
-            Err("unix domain sockets are not supported by corelb")
+            super::super::unix_addr::path_of(&u.addrs[0]),
+            Some("/tmp/url-test.sock")
         );
+        let pass = UrlOpts {
+            uri_part: true,
+            ..http()
+        };
+        let u = parse_url("unix:/tmp/url-test.sock:/prefix/", pass).unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.uri.as_deref()),
+            ("unix:/tmp/url-test.sock", Some("/prefix/"))
+        );
+        let u = parse_url("unix:/tmp/url-test.sock", pass).unwrap();
+        assert_eq!(u.uri, None);
+        // without a uri part, a colon belongs to the path
+        let u = parse_url("unix:/tmp/a:b", http()).unwrap();
+        assert_eq!(u.host, "unix:/tmp/a:b");
     }
 
     #[test]

@@ -35,17 +35,32 @@ pub struct Limits {
     pub read: Duration,
 }
 
+/// A connect to `addr` within `limit`: TCP, or for a unix-domain peer (`server unix:PATH`) a connect to its path
+/// (immediate, as unix-domain connects are), carried by a std TCP stream as the runtimes carry such sockets
+/// (`runtime/unix.rs`): reads, writes and timeouts are the same socket calls.
+fn connect(addr: &SocketAddr, limit: Duration) -> io::Result<TcpStream> {
+    match crate::config::unix_addr::path_of(addr) {
+        None => TcpStream::connect_timeout(addr, limit),
+        Some(path) => {
+            use std::os::fd::{FromRawFd, IntoRawFd};
+            let s = std::os::unix::net::UnixStream::connect(path)?;
+            // SAFETY: `into_raw_fd` hands over the connected socket's only descriptor, which the stream then owns.
+            Ok(unsafe { TcpStream::from_raw_fd(s.into_raw_fd()) })
+        }
+    }
+}
+
 /// A TCP connect check: passes when the connection is accepted within the limit.
 pub fn tcp(addr: SocketAddr, limits: Limits) -> Verdict {
     Verdict {
-        passed: TcpStream::connect_timeout(&addr, limits.connect).is_ok(),
+        passed: connect(&addr, limits.connect).is_ok(),
         status: 0,
     }
 }
 
 /// An HTTP check: sends `request`, reads the response (the body only when `matcher` tests it) and judges it.
 pub fn http(addr: SocketAddr, request: &[u8], limits: Limits, matcher: Option<&Matcher>) -> Verdict {
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, limits.connect) else {
+    let Ok(mut stream) = connect(&addr, limits.connect) else {
         return Verdict::FAILED;
     };
     let deadline = Instant::now() + limits.read;
@@ -155,6 +170,37 @@ mod tests {
             }
         });
         (addr, h)
+    }
+
+    #[test]
+    fn a_unix_peer_is_probed_over_its_path() {
+        let dir = std::env::temp_dir().join(format!("corelb-probe-unix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.sock");
+        let _ = std::fs::remove_file(&path);
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            if let Ok((mut c, _)) = l.accept() {
+                let mut buf = [0u8; 1024];
+                let _ = c.read(&mut buf);
+                let _ = c.write_all(b"HTTP/1.0 204 No Content\r\n\r\n");
+            }
+        });
+        let addr = crate::config::unix_addr::intern(path.to_str().unwrap()).unwrap();
+        let limits = Limits {
+            connect: Duration::from_secs(5),
+            read: Duration::from_secs(5),
+        };
+        let v = http(addr, b"GET / HTTP/1.0\r\n\r\n", limits, None);
+        assert_eq!(
+            v,
+            Verdict {
+                passed: true,
+                status: 204
+            }
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(!tcp(addr, limits).passed, "the path is gone");
     }
 
     #[test]

@@ -335,6 +335,13 @@ pub fn append_tlv(tlvs: &[u8], name: TlvName, out: &mut Vec<u8>) -> Result<(), B
 /// Writes nginx's v1 header for a connection from `client` to `local` (`ngx_proxy_protocol_write`): `PROXY TCP4
 /// 127.0.0.1 127.0.0.1 40000 8080\r\n`.
 pub fn write_v1(client: SocketAddr, local: SocketAddr, out: &mut Vec<u8>) {
+    use crate::config::unix_addr::is_unix;
+    // a unix-domain client: nginx's `PROXY UNKNOWN` (and for a TCP client of a unix listener, whose local address
+    // has no IP or port, where nginx would write the path into a TCP line)
+    if is_unix(&client) || is_unix(&local) {
+        out.extend_from_slice(b"PROXY UNKNOWN\r\n");
+        return;
+    }
     let family = if client.is_ipv4() { "TCP4" } else { "TCP6" };
     let _ = write!(
         out,
@@ -350,6 +357,17 @@ pub fn write_v1(client: SocketAddr, local: SocketAddr, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_unix_client_gets_nginx_s_unknown_line() {
+        let mut out = Vec::new();
+        let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        write_v1(crate::config::unix_addr::unnamed(), local, &mut out);
+        assert_eq!(out, b"PROXY UNKNOWN\r\n");
+        out.clear();
+        write_v1("127.0.0.2:1234".parse().unwrap(), local, &mut out);
+        assert_eq!(out, b"PROXY TCP4 127.0.0.2 127.0.0.1 1234 8080\r\n");
+    }
 
     fn done(buf: &[u8]) -> Header {
         match read(buf) {

@@ -7,6 +7,19 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 /// Which addresses may name the client for the one that sent them (`set_real_ip_from`).
 pub trait Trust {
     fn trusts(&self, ip: IpAddr) -> bool;
+
+    /// `set_real_ip_from unix:`: whether a client over a unix-domain socket is trusted.
+    fn trusts_unix(&self) -> bool {
+        false
+    }
+
+    /// Whether a sender at `addr` is trusted: its IP, or for a unix-domain socket [`Trust::trusts_unix`].
+    fn trusts_addr(&self, addr: &SocketAddr) -> bool {
+        match crate::config::unix_addr::is_unix(addr) {
+            true => self.trusts_unix(),
+            false => self.trusts(addr.ip()),
+        }
+    }
 }
 
 impl<F: Fn(IpAddr) -> bool> Trust for F {
@@ -61,7 +74,7 @@ fn walk(addr: &mut SocketAddr, xff: &[u8], trust: &impl Trust, recursive: bool) 
     let mut len = xff.len();
     let stop = |found: bool| if found { Walk::Stopped } else { Walk::None };
     loop {
-        if !trust.trusts(addr.ip()) {
+        if !trust.trusts_addr(addr) {
             return stop(found);
         }
         if len == 0 {

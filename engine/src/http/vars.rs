@@ -16,6 +16,18 @@ fn append_ip(out: &mut Vec<u8>, ip: IpAddr) {
     let _ = write!(out, "{ip}");
 }
 
+/// Writes the address part of `addr` as nginx's `$remote_addr` and `$server_addr` have it: the IP, or `unix:PATH`
+/// for a unix-domain socket (`unix:` for a client, whose address has no path).
+pub fn append_addr_ip(out: &mut Vec<u8>, addr: &SocketAddr) {
+    match crate::config::unix_addr::path_of(addr) {
+        None => append_ip(out, addr.ip()),
+        Some(path) => {
+            out.extend_from_slice(b"unix:");
+            out.extend_from_slice(path.as_bytes());
+        }
+    }
+}
+
 fn append_port(out: &mut Vec<u8>, port: u16) {
     crate::http::pages::append_decimal(out, u64::from(port));
 }
@@ -178,16 +190,21 @@ impl VarSource for ConnVars {
     fn append(&self, var: &Var, out: &mut Vec<u8>) {
         match var {
             Var::Hostname | Var::NginxVersion | Var::Pid => append_process(var, out),
-            Var::RemoteAddr => append_ip(out, self.remote.ip()),
+            Var::RemoteAddr => append_addr_ip(out, &self.remote),
+            // nginx: a unix-domain client's binary address is its text (`unix:`)
+            Var::BinaryRemoteAddr if crate::config::unix_addr::is_unix(&self.remote) => {
+                append_addr_ip(out, &self.remote)
+            }
             Var::BinaryRemoteAddr => match self.remote.ip() {
                 IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
                 IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
             },
             Var::RemotePort => append_nonzero_port(out, self.remote.port()),
-            Var::RealipRemoteAddr => append_ip(out, self.peer.ip()),
+            Var::RealipRemoteAddr => append_addr_ip(out, &self.peer),
             Var::RealipRemotePort => append_nonzero_port(out, self.peer.port()),
-            Var::ServerAddr => append_ip(out, self.local.ip()),
-            Var::ServerPort => append_port(out, self.local.port()),
+            Var::ServerAddr => append_addr_ip(out, &self.local),
+            // a unix-domain listener has no port: nginx writes nothing
+            Var::ServerPort => append_nonzero_port(out, self.local.port()),
             _ => {}
         }
     }
@@ -286,7 +303,7 @@ impl VarSource for RequestVars<'_, '_, '_> {
             Var::Args => out.extend_from_slice(req.query().as_bytes()),
             Var::Host => match req.host {
                 Some(h) => out.extend(h.iter().map(u8::to_ascii_lowercase)),
-                None => append_ip(out, self.conn.local.ip()),
+                None => append_addr_ip(out, &self.conn.local),
             },
             Var::RequestMethod => out.extend_from_slice(req.method.as_bytes()),
             Var::Scheme => out.extend_from_slice(if self.ext.tls.is_some() { b"https" } else { b"http" }),
@@ -310,7 +327,7 @@ impl VarSource for RequestVars<'_, '_, '_> {
                     out.extend_from_slice(h.value);
                     out.extend_from_slice(b", ");
                 }
-                append_ip(out, self.conn.remote.ip());
+                append_addr_ip(out, &self.conn.remote);
             }
             Var::Http(name) => out.extend_from_slice(req.header(name).unwrap_or(b"")),
             Var::Arg(name) => out.extend_from_slice(arg(req.args().unwrap_or(""), name).as_bytes()),

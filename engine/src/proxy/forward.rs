@@ -206,7 +206,14 @@ impl<R: Runtime> ClientConn<R> {
     async fn resolve_host(&mut self, plan: &ProxyPlan) -> Result<Box<crate::balance::UpstreamPlan>, ()> {
         let target = crate::snapshot::var_pass::target_of(&mut self.bufs.proxy_url).ok_or(())?;
         let url = &self.bufs.proxy_url;
-        let proxy_host = std::str::from_utf8(url.get(target.proxy_host.clone()).unwrap_or_default()).unwrap_or("");
+        let proxy_host = crate::snapshot::var_pass::proxy_host_text(url, &target.proxy_host);
+        if target.host(url).starts_with(b"unix:") {
+            // a unix path that is not a valid one (empty, too long, the table full) fails as a connect would
+            let token = target.unix.ok_or(())?;
+            return crate::snapshot::var_pass::unix_upstream(proxy_host, token)
+                .map(Box::new)
+                .ok_or(());
+        }
         let addrs = match (target.addr, plan.conf.resolver.as_deref()) {
             (Some(addr), _) => std::rc::Rc::from([addr]),
             (None, Some(conf)) => match self.shard.resolver.lookup::<R>(conf, target.host(url)).await {

@@ -595,11 +595,7 @@ fn route_pass<'s, const FIRST: bool>(
     let upstream = proxy.and_then(|p| snap.http_plans.get(p.upstream));
     let proxy_host = match (upstream, resolved_host) {
         (Some(u), _) => u.name.as_str(),
-        (None, Some(r)) => bufs
-            .proxy_url
-            .get(r)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .unwrap_or(""),
+        (None, Some(r)) => crate::snapshot::var_pass::proxy_host_text(&bufs.proxy_url, &r),
         (None, None) => "",
     };
     // an index file's internal redirect is a new location search, as after a `rewrite ... last`
@@ -881,7 +877,9 @@ fn write_upstream_head(
     out: UpstreamHeadOut<'_>,
 ) {
     match up {
-        Some(up) => up.key.eval_into(vars, vars.conn.remote.ip(), out.key),
+        Some(up) => up
+            .key
+            .eval_into(vars, crate::config::unix_addr::client_ip(&vars.conn.remote), out.key),
         // a URL host's addresses are tried in turn: no key
         None => out.key.clear(),
     }

@@ -25,7 +25,7 @@ pub(super) fn preaccess<'a>(
     units: &mut Vec<ConnUnit>,
 ) -> Preaccess<'a> {
     let status = &vars.ext.cache.limits;
-    let client = vars.conn.remote.ip();
+    let client = vars.conn.remote;
     let delay = match plan.req.as_ref().map(|r| r.check(vars, key, status, client)) {
         Some(ReqOutcome::Reject(answer)) => return Preaccess::Answer(answer),
         Some(ReqOutcome::Delay(d)) => d,

@@ -48,8 +48,8 @@ impl<R: Runtime> HeaderRead<'_, R> {
                 Read::Broken(b) => {
                     crate::log_error!(
                         "{b} while reading PROXY protocol, client: {}, server: {}",
-                        self.peer.ip(),
-                        self.local
+                        crate::config::unix_addr::Ip(&self.peer),
+                        crate::config::unix_addr::Display(&self.local)
                     );
                     return Err(NoHeader::Broken);
                 }
@@ -61,23 +61,23 @@ impl<R: Runtime> HeaderRead<'_, R> {
                 Ok(Ok(_)) => {
                     crate::log_info!(
                         "client closed connection while reading PROXY protocol, client: {}, server: {}",
-                        self.peer.ip(),
-                        self.local
+                        crate::config::unix_addr::Ip(&self.peer),
+                        crate::config::unix_addr::Display(&self.local)
                     );
                     return Err(NoHeader::Gone);
                 }
                 Ok(Err(e)) => {
                     crate::log_info!(
                         "recv() failed ({e}) while reading PROXY protocol, client: {}",
-                        self.peer.ip()
+                        crate::config::unix_addr::Ip(&self.peer)
                     );
                     return Err(NoHeader::Gone);
                 }
                 Err(_) => {
                     crate::log_info!(
                         "client timed out while reading PROXY protocol, client: {}, server: {}",
-                        self.peer.ip(),
-                        self.local
+                        crate::config::unix_addr::Ip(&self.peer),
+                        crate::config::unix_addr::Display(&self.local)
                     );
                     return Err(NoHeader::Gone);
                 }

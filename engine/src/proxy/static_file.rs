@@ -39,7 +39,7 @@ use crate::snapshot::route::LocationPlan;
 use crate::snapshot::ServerPlan;
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -812,10 +812,11 @@ pub(super) fn moved_to_slash(uri: &[u8], req: &FileRequest<'_>, out: &mut Vec<u8
             let host = host.strip_suffix(b".").unwrap_or(host);
             out.extend(host.iter().map(u8::to_ascii_lowercase));
         }
-        None => append_ip(out, req.local.ip()),
+        None => crate::http::vars::append_addr_ip(out, &req.local),
     }
+    // a unix-domain listener has no port (nginx's `ngx_inet_get_port` is 0 there)
     let port = req.local.port();
-    if port != 80 {
+    if port != 80 && port != 0 {
         out.push(b':');
         append_decimal(out, u64::from(port));
     }
@@ -825,12 +826,6 @@ pub(super) fn moved_to_slash(uri: &[u8], req: &FileRequest<'_>, out: &mut Vec<u8
         out.push(b'?');
         out.extend_from_slice(req.args);
     }
-}
-
-/// An address as nginx's `ngx_sock_ntop` prints it without a port (IPv6 without brackets).
-fn append_ip(out: &mut Vec<u8>, ip: IpAddr) {
-    use std::io::Write;
-    let _ = write!(out, "{ip}");
 }
 
 /// The head of an answer from files: nginx's header filter order (status line, `Server`, `Date`,

@@ -237,7 +237,7 @@ impl Admission<'_> {
             };
             let mut key = Vec::new();
             if limits
-                .check(&vars, &mut key, &rec.limit_conn, units, conn.remote.ip())
+                .check(&vars, &mut key, &rec.limit_conn, units, conn.remote)
                 .is_some()
             {
                 rec.status = SERVICE_UNAVAILABLE;
@@ -250,7 +250,7 @@ impl Admission<'_> {
                 errors,
                 Level::Error,
                 "access forbidden by rule, client: {}",
-                conn.remote.ip()
+                crate::config::unix_addr::Ip(&conn.remote)
             );
             rec.status = FORBIDDEN;
             return false;
@@ -283,13 +283,13 @@ impl<R: Runtime> Session<'_, R> {
                 Level::Alert,
                 "socket() failed ({}) while connecting to upstream {}",
                 crate::config::error::errno_text(e),
-                addr
+                crate::config::unix_addr::Display(&addr)
             ),
             _ => crate::log_in!(
                 self.errors,
                 Level::Error,
                 "connect() to {} failed ({e}) while connecting to upstream",
-                addr
+                crate::config::unix_addr::Display(&addr)
             ),
         }
     }
@@ -301,7 +301,8 @@ impl<R: Runtime> Session<'_, R> {
             return;
         };
         let mut key = Vec::new();
-        plan.key.eval_into(vars, vars.conn.remote.ip(), &mut key);
+        plan.key
+            .eval_into(vars, crate::config::unix_addr::client_ip(&vars.conn.remote), &mut key);
         let mut attempt = Attempt::new(plan, srv.next_upstream_tries, &key);
         let rules = next::stream_rules(srv.next_upstream);
         rec.status = BAD_GATEWAY;
@@ -389,7 +390,12 @@ impl<R: Runtime> Session<'_, R> {
         let halves = (&mut up_half, &mut down_half);
         let end = pump::<R, _, _>(client, &mut upstream, halves, srv.timeout, ends).await;
         if let PumpEnd::Failed(e) = &end {
-            crate::log_in!(self.errors, Level::Info, "stream to {} ended: {e}", peer.addr);
+            crate::log_in!(
+                self.errors,
+                Level::Info,
+                "stream to {} ended: {e}",
+                crate::config::unix_addr::Display(&peer.addr)
+            );
         }
         rec.proxied(
             (down_half.bytes, up_half.read),

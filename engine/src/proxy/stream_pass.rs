@@ -24,11 +24,17 @@ pub enum PassTarget {
 }
 
 /// The target `value` names: an upstream of that name (without case, as nginx compares hosts), else an address
-/// with a port; `None` for a name only a resolver could find.
+/// with a port or `unix:PATH`; `None` for a name only a resolver could find.
 pub fn target(snap: &Snapshot, value: &[u8]) -> Option<PassTarget> {
     let text = std::str::from_utf8(value).ok()?;
     if let Some(i) = snap.stream_plans.iter().position(|p| p.name.eq_ignore_ascii_case(text)) {
         return Some(PassTarget::Upstream(i));
+    }
+    if text.len() > 5 && text.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("unix:")) {
+        // a unix-domain path named per session: interned once (a lock while the table grows, bounded by its size)
+        return crate::config::unix_addr::intern(text.get(5..)?)
+            .ok()
+            .map(PassTarget::Addr);
     }
     text.parse::<SocketAddr>().ok().map(PassTarget::Addr)
 }
@@ -69,7 +75,8 @@ pub async fn direct<R: Runtime>(
             crate::log_in!(
                 errors,
                 Level::Error,
-                "connect() to {addr} failed ({e}) while connecting to upstream"
+                "connect() to {} failed ({e}) while connecting to upstream",
+                crate::config::unix_addr::Display(&addr)
             );
             return;
         }
@@ -95,7 +102,12 @@ pub async fn direct<R: Runtime>(
     let ends = if srv.half_close { Ends::Both } else { Ends::First };
     let end = pump::<R, _, _>(client, &mut upstream, (&mut up_half, &mut down_half), srv.timeout, ends).await;
     if let PumpEnd::Failed(e) = &end {
-        crate::log_in!(errors, Level::Info, "stream to {addr} ended: {e}");
+        crate::log_in!(
+            errors,
+            Level::Info,
+            "stream to {} ended: {e}",
+            crate::config::unix_addr::Display(&addr)
+        );
     }
     rec.proxied(
         (down_half.bytes, up_half.read),

@@ -358,7 +358,8 @@ impl<R: Runtime> Session<'_, R> {
             return;
         };
         let mut key = Vec::new();
-        plan.key.eval_into(vars, vars.conn.remote.ip(), &mut key);
+        plan.key
+            .eval_into(vars, crate::config::unix_addr::client_ip(&vars.conn.remote), &mut key);
         let mut attempt = Attempt::new(plan, self.srv.next_upstream_tries, &key);
         let rules = next::stream_rules(self.srv.next_upstream);
         let timed = plan.timed();

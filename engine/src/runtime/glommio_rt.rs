@@ -26,17 +26,30 @@ const RING_DEPTH: usize = 256;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Glommio;
 
-/// A glommio TCP stream.
+/// A glommio TCP stream; a unix-domain connection rides the same type ([`super::unix`]), with its address token.
 #[derive(Debug)]
 pub struct GlommioConn {
     stream: TcpStream,
     /// The last read found the socket empty and yielded once instead of arming a poll.
     yielded: bool,
+    /// A unix-domain socket's token (its listener's, or the unnamed one of a connect).
+    unix: Option<SocketAddr>,
 }
 
 impl GlommioConn {
     fn new(stream: TcpStream) -> Self {
-        GlommioConn { stream, yielded: false }
+        GlommioConn {
+            stream,
+            yielded: false,
+            unix: None,
+        }
+    }
+
+    fn unix(stream: TcpStream, token: SocketAddr) -> Self {
+        GlommioConn {
+            unix: Some(token),
+            ..GlommioConn::new(stream)
+        }
     }
 }
 
@@ -108,28 +121,44 @@ impl Peek for GlommioConn {
 
 impl Tcp for GlommioConn {
     fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        self.stream.set_nodelay(on).map_err(io::Error::from)
+        match self.unix {
+            None => self.stream.set_nodelay(on).map_err(io::Error::from),
+            Some(_) => Ok(()),
+        }
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.stream.local_addr().map_err(io::Error::from)
+        match self.unix {
+            None => self.stream.local_addr().map_err(io::Error::from),
+            Some(token) => Ok(token),
+        }
     }
 }
 
-/// A glommio listener on a socket bound with `SO_REUSEPORT`.
-pub struct GlommioListener(TcpListener);
+/// A glommio listener on a socket bound with `SO_REUSEPORT`, or on the shard's descriptor of a unix-domain socket
+/// (`Some` token): glommio's TCP listener accepts through io_uring with no TCP-only call, so it serves both.
+pub struct GlommioListener(TcpListener, Option<SocketAddr>);
 
 impl Listener for GlommioListener {
     type Conn = MaybeTls<GlommioConn>;
 
     async fn accept(&self) -> io::Result<(Self::Conn, SocketAddr)> {
         let s = self.0.accept().await.map_err(io::Error::from)?;
+        if let Some(token) = self.1 {
+            return Ok((
+                MaybeTls::Plain(GlommioConn::unix(s, token)),
+                crate::config::unix_addr::unnamed(),
+            ));
+        }
         let peer = s.peer_addr().map_err(io::Error::from)?;
         Ok((MaybeTls::Plain(GlommioConn::new(s)), peer))
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr().map_err(io::Error::from)
+        match self.1 {
+            None => self.0.local_addr().map_err(io::Error::from),
+            Some(token) => Ok(token),
+        }
     }
 }
 
@@ -182,11 +211,21 @@ impl Runtime for Glommio {
     }
 
     fn bind(addr: SocketAddr, backlog: i32) -> io::Result<GlommioListener> {
+        if crate::config::unix_addr::is_unix(&addr) {
+            let l = super::unix::listener_for(addr, backlog)?;
+            // SAFETY: the fd is a listening unix-domain stream socket (the shard's own duplicate) whose ownership
+            // moves into glommio's listener, which only accepts on it.
+            return Ok(GlommioListener(
+                unsafe { TcpListener::from_raw_fd(l.into_raw_fd()) },
+                Some(addr),
+            ));
+        }
         let std_listener = reuseport_socket(addr, backlog)?;
         // SAFETY: the fd is a bound, listening TCP socket whose ownership moves into glommio's listener.
-        Ok(GlommioListener(unsafe {
-            TcpListener::from_raw_fd(std_listener.into_raw_fd())
-        }))
+        Ok(GlommioListener(
+            unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) },
+            None,
+        ))
     }
 
     fn udp_connect(addr: SocketAddr) -> io::Result<GlommioUdp> {
@@ -208,6 +247,15 @@ impl Runtime for Glommio {
     }
 
     async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self::Conn> {
+        if crate::config::unix_addr::is_unix(&addr) {
+            let s = super::unix::connect(&addr)?;
+            // SAFETY: `into_raw_fd` hands over the connected socket's only descriptor, which glommio's stream owns.
+            let s = unsafe { TcpStream::from_raw_fd(s.into_raw_fd()) };
+            return Ok(MaybeTls::Plain(GlommioConn::unix(
+                s,
+                crate::config::unix_addr::unnamed(),
+            )));
+        }
         // glommio refuses a zero timeout; io_uring links the connect to a timeout of its own.
         TcpStream::connect_timeout(addr, timeout.max(Duration::from_millis(1)))
             .await

@@ -9,6 +9,7 @@ pub mod pktinfo;
 pub mod tls_stream;
 pub mod tokio_io;
 pub mod tokio_rt;
+pub mod unix;
 
 use futures_lite::{AsyncRead, AsyncWrite};
 use std::future::Future;

@@ -16,9 +16,10 @@ use tokio::io::{AsyncRead as TokioRead, AsyncWrite as TokioWrite, ReadBuf};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tokio;
 
-/// A tokio TCP stream seen through `futures_lite`'s I/O traits.
+/// A tokio TCP stream seen through `futures_lite`'s I/O traits; a unix-domain connection rides the same type
+/// ([`super::unix`]), with its address token in `.1`.
 #[derive(Debug)]
-pub struct TokioConn(tokio::net::TcpStream);
+pub struct TokioConn(tokio::net::TcpStream, Option<SocketAddr>);
 
 impl AsyncRead for TokioConn {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
@@ -53,28 +54,58 @@ impl Peek for TokioConn {
 
 impl Tcp for TokioConn {
     fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        self.0.set_nodelay(on)
+        match self.1 {
+            None => self.0.set_nodelay(on),
+            Some(_) => Ok(()),
+        }
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
+        match self.1 {
+            None => self.0.local_addr(),
+            Some(token) => Ok(token),
+        }
     }
 }
 
-/// A tokio listener bound with `SO_REUSEPORT`.
+/// A tokio listener: a TCP one bound with `SO_REUSEPORT`, or the shard's descriptor of a unix-domain socket
+/// ([`super::unix`]) with its token.
 #[derive(Debug)]
-pub struct TokioListener(tokio::net::TcpListener);
+pub enum TokioListener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::io::unix::AsyncFd<std::os::unix::net::UnixListener>, SocketAddr),
+}
 
 impl Listener for TokioListener {
     type Conn = MaybeTls<TokioConn>;
 
     async fn accept(&self) -> io::Result<(Self::Conn, SocketAddr)> {
-        let (s, addr) = self.0.accept().await?;
-        Ok((MaybeTls::Plain(TokioConn(s)), addr))
+        match self {
+            TokioListener::Tcp(l) => {
+                let (s, addr) = l.accept().await?;
+                Ok((MaybeTls::Plain(TokioConn(s, None)), addr))
+            }
+            TokioListener::Unix(fd, token) => loop {
+                let mut ready = fd.readable().await?;
+                match ready.try_io(|l| super::unix::accept(l.get_ref())) {
+                    Ok(s) => {
+                        let s = tokio::net::TcpStream::from_std(s?)?;
+                        return Ok((
+                            MaybeTls::Plain(TokioConn(s, Some(*token))),
+                            crate::config::unix_addr::unnamed(),
+                        ));
+                    }
+                    Err(_would_block) => continue,
+                }
+            },
+        }
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
+        match self {
+            TokioListener::Tcp(l) => l.local_addr(),
+            TokioListener::Unix(_, token) => Ok(*token),
+        }
     }
 }
 
@@ -157,9 +188,16 @@ impl Runtime for Tokio {
     }
 
     fn bind(addr: SocketAddr, backlog: i32) -> io::Result<TokioListener> {
-        Ok(TokioListener(tokio::net::TcpListener::from_std(reuseport_socket(
-            addr, backlog,
-        )?)?))
+        if crate::config::unix_addr::is_unix(&addr) {
+            let l = super::unix::listener_for(addr, backlog)?;
+            // SAFETY: the listener owns its descriptor, which stays open and the same for the `AsyncFd`'s life.
+            let fd = unsafe { tokio::io::unix::AsyncFd::register_with_interest(l, tokio::io::Interest::READABLE) }
+                .map_err(io::Error::from)?;
+            return Ok(TokioListener::Unix(fd, addr));
+        }
+        Ok(TokioListener::Tcp(tokio::net::TcpListener::from_std(
+            reuseport_socket(addr, backlog)?,
+        )?))
     }
 
     fn udp_connect(addr: SocketAddr) -> io::Result<TokioUdp> {
@@ -179,8 +217,12 @@ impl Runtime for Tokio {
     }
 
     async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self::Conn> {
+        if crate::config::unix_addr::is_unix(&addr) {
+            let s = tokio::net::TcpStream::from_std(super::unix::connect(&addr)?)?;
+            return Ok(MaybeTls::Plain(TokioConn(s, Some(crate::config::unix_addr::unnamed()))));
+        }
         match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
-            Ok(r) => r.map(|s| MaybeTls::Plain(TokioConn(s))),
+            Ok(r) => r.map(|s| MaybeTls::Plain(TokioConn(s, None))),
             Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
         }
     }

@@ -29,7 +29,10 @@ impl AccessPlan {
         if !self.rules.denies(client) {
             return None;
         }
-        crate::log_error!("access forbidden by rule, client: {}", client.ip());
+        crate::log_error!(
+            "access forbidden by rule, client: {}",
+            crate::config::unix_addr::Ip(&client)
+        );
         Some(&self.forbidden)
     }
 }

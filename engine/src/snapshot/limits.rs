@@ -11,7 +11,6 @@ use crate::config::limit::{LimitAnswer, LimitsConf, Zones};
 use crate::http::limit_status::{ConnStatus, LimitStatus, ReqStatus};
 use corelb_shared_state::{ConnTable, ConnUnit, Decided, ReqTable, ReqVerdict, Zone};
 use std::hash::Hasher;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,11 +128,12 @@ impl ReqPlan {
         src: &dyn VarSource,
         key: &mut Vec<u8>,
         status: &LimitStatus,
-        client: IpAddr,
+        client: std::net::SocketAddr,
     ) -> ReqOutcome<'_> {
         if status.req_checked() {
             return ReqOutcome::Pass;
         }
+        let client = crate::config::unix_addr::Ip(&client);
         let mut pending: Pending = [None; MAX_REQ_LIMITS];
         let mut decided: Option<(usize, ReqVerdict)> = None;
         let last = self.lines.len().saturating_sub(1);
@@ -293,11 +293,12 @@ impl ConnPlan {
         key: &mut Vec<u8>,
         status: &LimitStatus,
         units: &mut Vec<ConnUnit>,
-        client: IpAddr,
+        client: std::net::SocketAddr,
     ) -> Option<&FixedAnswer> {
         if status.conn_checked() {
             return None;
         }
+        let client = crate::config::unix_addr::Ip(&client);
         for (zone, limit) in &self.lines {
             key.clear();
             zone.key.eval_into(src, key);

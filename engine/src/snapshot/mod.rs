@@ -58,7 +58,7 @@ pub enum SnapshotError {
     Plan(#[from] PlanError),
     #[error("proxy_pass names upstream #{0}, which does not exist")]
     NoSuchUpstream(usize),
-    #[error("a duplicate listen {0}")]
+    #[error("a duplicate listen {}", crate::config::unix_addr::Display(.0))]
     DuplicateListen(SocketAddr),
     /// An access log file could not be opened (nginx's `open() "PATH" failed (...)`).
     #[error("{0}")]

@@ -14,6 +14,8 @@ use std::net::{IpAddr, SocketAddr};
 pub struct Trusted {
     v4: Vec<(u32, u32)>,
     v6: Vec<(u128, u128)>,
+    /// `set_real_ip_from unix:`.
+    unix: bool,
 }
 
 /// Sorts `ranges` and merges the ones that overlap or touch.
@@ -55,6 +57,7 @@ impl Trusted {
         Trusted {
             v4: merged(v4, |n: u32| n.checked_add(1)),
             v6: merged(v6, |n: u128| n.checked_add(1)),
+            unix: conf.unix,
         }
     }
 }
@@ -65,6 +68,10 @@ impl Trust for Trusted {
             IpAddr::V4(a) => contains(&self.v4, u32::from(a)),
             IpAddr::V6(a) => contains(&self.v6, u128::from(a)),
         }
+    }
+
+    fn trusts_unix(&self) -> bool {
+        self.unix
     }
 }
 
@@ -111,7 +118,7 @@ impl RealIpPlan {
     /// A stream session's client: the PROXY protocol source when `peer` is trusted.
     pub fn stream(&self, peer: SocketAddr, proxy: Option<&ProxyAddrs>) -> Option<SocketAddr> {
         let p = proxy?;
-        if !self.trusted.trusts(peer.ip()) {
+        if !self.trusted.trusts_addr(&peer) {
             return None;
         }
         p.client()

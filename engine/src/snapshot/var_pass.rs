@@ -62,11 +62,14 @@ pub enum Picked<'s> {
 pub struct Target {
     /// The host (lower case; an IPv6 address in its brackets).
     pub host: Range<usize>,
-    /// `$proxy_host`: the host, with `:PORT` when the URL has a port other than 80.
+    /// `$proxy_host`: the host, with `:PORT` when the URL has a port other than 80; empty for a unix-domain
+    /// socket, whose `$proxy_host` is `localhost` ([`proxy_host_text`]).
     pub proxy_host: Range<usize>,
     pub port: u16,
     /// The host is an address: no lookup.
     pub addr: Option<std::net::IpAddr>,
+    /// `http://unix:/path[:/uri]`: the socket's token ([`crate::config::unix_addr`]).
+    pub unix: Option<std::net::SocketAddr>,
 }
 
 impl Target {
@@ -74,6 +77,22 @@ impl Target {
     pub fn host<'u>(&self, url: &'u [u8]) -> &'u [u8] {
         url.get(self.host.clone()).unwrap_or_default()
     }
+}
+
+/// `$proxy_host` of a target's range in `url`: `localhost` for the empty range of a unix-domain socket (nginx's
+/// `Host` to such a peer).
+pub fn proxy_host_text<'u>(url: &'u [u8], range: &Range<usize>) -> &'u str {
+    if range.is_empty() {
+        return "localhost";
+    }
+    std::str::from_utf8(url.get(range.clone()).unwrap_or_default()).unwrap_or("")
+}
+
+/// The upstream nginx makes of a unix-domain URL (one peer, round robin's defaults), named `name`.
+pub fn unix_upstream(name: &str, token: std::net::SocketAddr) -> Option<UpstreamPlan> {
+    let line = crate::config::model::ServerLine::new(name, vec![token]);
+    let conf = UpstreamConf::new(name, crate::config::model::Method::RoundRobin, vec![line]);
+    UpstreamPlan::build_with(&conf, || std::sync::Arc::new(corelb_shared_state::PeerSlot::new())).ok()
 }
 
 /// The upstream nginx makes of a URL host's addresses (`ngx_http_upstream_create_round_robin_peer`): round
@@ -98,6 +117,19 @@ pub fn target_of(url: &mut Vec<u8>) -> Option<Target> {
 
 fn target(url: &[u8], parsed: &Parsed) -> Target {
     let host = url.get(parsed.host.clone()).unwrap_or_default();
+    if parsed.unix {
+        // the path is named at request time: interned once (a lock while the table grows, bounded by its size)
+        let token = std::str::from_utf8(host.get(5..).unwrap_or_default())
+            .ok()
+            .and_then(|p| crate::config::unix_addr::intern(p).ok());
+        return Target {
+            host: parsed.host.clone(),
+            proxy_host: parsed.host.start..parsed.host.start,
+            port: 0,
+            addr: None,
+            unix: token,
+        };
+    }
     let port = parsed.port.unwrap_or(80);
     let proxy_host = match parsed.port {
         Some(p) if p != 80 => parsed.host.start..parsed.host.end + 1 + p.to_string().len(),
@@ -115,6 +147,7 @@ fn target(url: &[u8], parsed: &Parsed) -> Target {
         proxy_host,
         port,
         addr,
+        unix: None,
     }
 }
 
@@ -153,6 +186,8 @@ struct Parsed {
     host: Range<usize>,
     port: Option<u16>,
     uri: Option<Range<usize>>,
+    /// `unix:/path` (the host's range holds `unix:` and the path, case kept).
+    unix: bool,
 }
 
 /// nginx's checks of an evaluated URL (`http://HOST[:PORT][/URI]`); the host is lower-cased in place. A URI that
@@ -167,6 +202,9 @@ fn parse(url: &mut Vec<u8>) -> Result<Parsed, Miss> {
     }
     let start = 7;
     let rest = url.get(start..).unwrap_or_default();
+    if rest.len() > 5 && rest.get(..5).is_some_and(|p| p.eq_ignore_ascii_case(b"unix:")) {
+        return Ok(parse_unix(url, start));
+    }
     let end = start + rest.iter().position(|&c| c == b'/' || c == b'?').unwrap_or(rest.len());
     let authority = url.get(start..end).unwrap_or_default();
     // `[v6]:port` or `host:port`
@@ -203,7 +241,30 @@ fn parse(url: &mut Vec<u8>) -> Result<Parsed, Miss> {
         host: start..host_end,
         port,
         uri,
+        unix: false,
     })
+}
+
+/// `http://unix:/path[:/uri]` (nginx's `ngx_parse_unix_domain_url`: the path ends at the first `:`).
+fn parse_unix(url: &mut Vec<u8>, start: usize) -> Parsed {
+    let path_from = start + 5;
+    let rest = url.get(path_from..).unwrap_or_default();
+    let (host_end, uri) = match rest.iter().position(|&c| c == b':') {
+        Some(i) => {
+            let uri_from = path_from + i + 1;
+            if url.get(uri_from) == Some(&b'?') {
+                url.insert(uri_from, b'/');
+            }
+            (path_from + i, (uri_from < url.len()).then_some(uri_from..url.len()))
+        }
+        None => (url.len(), None),
+    };
+    Parsed {
+        host: start..host_end,
+        port: None,
+        uri,
+        unix: true,
+    }
 }
 
 /// The host and port of an implicit upstream's name (`host`, `host:port`, `[v6]:port`; no port is 80).
@@ -317,7 +378,7 @@ impl VarPass {
             Some(c) => Ok(Found::Upstream(&c.plan, parsed.uri)),
             None => {
                 let t = target(url, &parsed);
-                if t.addr.is_none() && !self.has_resolver {
+                if t.addr.is_none() && t.unix.is_none() && !self.has_resolver {
                     return Err(Miss::NoResolver(parsed.host));
                 }
                 Ok(Found::Host(t, parsed.uri))
@@ -396,6 +457,30 @@ mod tests {
         assert_eq!(host_port("backend"), ("backend", 80));
         assert_eq!(host_port("[::1]"), ("[::1]", 80));
         assert_eq!(host_port("[::1]:81"), ("[::1]", 81));
+    }
+
+    #[test]
+    fn unix_urls_as_nginx_reads_them() {
+        // the path keeps its case and ends at the first `:`, after which comes the URI
+        assert_eq!(
+            parsed("http://unix:/Tmp/S.sock:/a?b"),
+            Ok(("unix:/Tmp/S.sock".into(), None, Some("/a?b".into())))
+        );
+        assert_eq!(
+            parsed("http://unix:/tmp/s.sock"),
+            Ok(("unix:/tmp/s.sock".into(), None, None))
+        );
+        assert_eq!(
+            parsed("http://unix:/tmp/s.sock:"),
+            Ok(("unix:/tmp/s.sock".into(), None, None))
+        );
+        let mut b = b"http://unix:/tmp/var-pass.sock:/x".to_vec();
+        let t = target_of(&mut b).unwrap();
+        assert_eq!(proxy_host_text(&b, &t.proxy_host), "localhost");
+        let token = t.unix.unwrap();
+        assert_eq!(crate::config::unix_addr::to_text(&token), "unix:/tmp/var-pass.sock");
+        let plan = unix_upstream("localhost", token).unwrap();
+        assert_eq!(plan.primary.len(), 1);
     }
 
     #[test]

@@ -199,7 +199,7 @@ pub fn peer(p: &Peer, backup: bool, block: Block, now: u64) -> Json {
     let s = p.slot.stats();
     let mut f = vec![
         ("id", Json::Num(u64::from(s.id))),
-        ("server", Json::str(p.addr.to_string())),
+        ("server", Json::str(crate::config::unix_addr::to_text(&p.addr))),
         ("name", Json::str(p.server.to_string())),
         ("backup", Json::Bool(backup)),
         ("weight", Json::Num(u64::from(p.weight))),
@@ -284,7 +284,7 @@ fn health_checks(s: &PeerStats) -> Json {
 pub fn server_conf(p: &Peer, backup: bool, block: Block) -> Json {
     let mut f = vec![
         ("id", Json::Num(u64::from(p.slot.id()))),
-        ("server", Json::str(p.addr.to_string())),
+        ("server", Json::str(crate::config::unix_addr::to_text(&p.addr))),
         ("weight", Json::Num(u64::from(p.weight))),
         ("max_conns", Json::Num(u64::from(p.max_conns))),
         ("max_fails", Json::Num(u64::from(p.max_fails))),

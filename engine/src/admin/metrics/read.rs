@@ -166,7 +166,7 @@ fn peers(plans: &[UpstreamPlan], now: u64) -> Vec<PeerReading> {
                 }
                 out.push(PeerReading {
                     upstream: plan.name.clone(),
-                    peer: p.addr.to_string(),
+                    peer: crate::config::unix_addr::to_text(&p.addr),
                     server: p.server.to_string(),
                     backup,
                     state: PeerState::of(p, now),

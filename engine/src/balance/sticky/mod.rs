@@ -66,7 +66,7 @@ pub type ServerIds = Vec<Box<[u8]>>;
 pub fn server_id(addr: std::net::SocketAddr, route: Option<&str>) -> Box<[u8]> {
     match route {
         Some(r) => r.as_bytes().into(),
-        None => md5::hex(addr.to_string().as_bytes()).into(),
+        None => md5::hex(crate::config::unix_addr::to_text(&addr).as_bytes()).into(),
     }
 }
 

@@ -411,8 +411,10 @@ impl HttpState {
         };
         let u = url::parse_url(rest, opts)
             .map_err(|e| ConfigError::invalid(format!("{e} in upstream \"{rest}\""), &d.span))?;
-        // nginx's `$proxy_host`: the port only when it is not the scheme's.
-        let proxy_host = if u.no_port || u.port == default_port {
+        // nginx's `$proxy_host`: `localhost` for a unix-domain socket, the port only when it is not the scheme's.
+        let proxy_host = if u.unix {
+            "localhost".to_string()
+        } else if u.no_port || u.port == default_port {
             u.host.clone()
         } else {
             format!("{}:{}", u.host, u.port_text)

@@ -157,19 +157,31 @@ impl HttpListens {
             return Ok(());
         };
         if entry.servers.contains(&server) {
-            return Err(ConfigError::invalid(format!("a duplicate listen {addr}"), at));
+            return Err(ConfigError::invalid(
+                format!("a duplicate listen {}", crate::config::unix_addr::Display(&addr)),
+                at,
+            ));
         }
         entry.servers.push(server);
         if params.options {
             if entry.options {
-                return Err(ConfigError::invalid(format!("duplicate listen options for {addr}"), at));
+                return Err(ConfigError::invalid(
+                    format!(
+                        "duplicate listen options for {}",
+                        crate::config::unix_addr::Display(&addr)
+                    ),
+                    at,
+                ));
             }
             entry.options = true;
         }
         if params.default_server {
             if entry.default_server {
                 return Err(ConfigError::invalid(
-                    format!("a duplicate default server for {addr}"),
+                    format!(
+                        "a duplicate default server for {}",
+                        crate::config::unix_addr::Display(&addr)
+                    ),
                     at,
                 ));
             }
@@ -225,6 +237,10 @@ impl StreamListens {
             } else if !common_param(p, d, &mut params, UNSUPPORTED_STREAM)? {
                 return Err(ConfigError::invalid(format!("the invalid \"{p}\" parameter"), &d.span));
             }
+        }
+        if udp && addrs.iter().any(crate::config::unix_addr::is_unix) {
+            // a unix-domain datagram socket: corelb's UDP sessions key on an inet client address and port
+            return Err(not_supported("udp\" on \"unix:", d));
         }
         if udp {
             // nginx's checks, in its order

@@ -196,7 +196,7 @@ impl Upstreams {
         if i == known {
             if let Some(e) = self.entries.get_mut(i) {
                 e.name = name.to_string();
-                if url.addrs.len() == 1 && url.port != 0 {
+                if url.addrs.len() == 1 && (url.port != 0 || url.unix) {
                     e.implicit.push(implicit_line(text, url.addrs.clone(), at));
                 }
             }
