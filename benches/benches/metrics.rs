@@ -101,6 +101,8 @@ fn reading(peers: usize) -> Reading {
         shards: vec![ShardStats::default(); 2],
         http: (0..peers).map(peer).collect(),
         stream: Vec::new(),
+        resolvers: Vec::new(),
+        names: Vec::new(),
     }
 }
 
