@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""User-space instructions per proxied request, counted by callgrind: a figure the machine's load cannot move.
+"""User-space instructions per request, counted by callgrind: a figure the machine's load cannot move.
 
-  python3 tools/bench/instructions.py [--requests N] [--warmup W] [--shape plain|routing] [--keep DIR] BINARY ...
+  python3 tools/bench/instructions.py [--requests N] [--warmup W] [--shape SHAPE] [--keep DIR] BINARY ...
 
 Each BINARY (a corelb build, or an nginx binary: a file named nginx*) runs one config shape on free loopback ports
 under `valgrind --tool=callgrind`: a front proxying to three of its own `return` servers, upstream keepalive on,
-no access log. `plain` is examples/quickstart.conf's shape; `routing` is a typical real config's routing on top
-of it (two `map`s, one read by `proxy_set_header` and one by `add_header`; two regex locations the request passes
-by; three `add_header` lines). nginx runs as `nginx -p DIR -g "daemon off; master_process off;"` (one process, no
-worker), so that the same config counts the same work. After W warm-up requests the counters are zeroed
-(`callgrind_control -z`), N keepalive requests are sent (500 per connection), and the counters are dumped; the
-figure is every thread's instructions over N (the front's and the backends' work). Needs valgrind (Debian's
-package). Stdlib only.
+no access log. The shapes:
+- `plain`: examples/quickstart.conf's shape;
+- `routing`: a typical real config's routing on top of it (two `map`s, one read by `proxy_set_header` and one by
+  `add_header`; two regex locations the request passes by; three `add_header` lines);
+- `limits`: a `limit_req` and a `limit_conn` that never limit, on the proxied location;
+- `limited`: a `limit_req` that refuses every measured request with 503 before it is proxied;
+- `static`: a 1 KiB file from `root` (nothing proxied);
+- `gzip`: a 100 KiB JSON file from `root`, gzipped on the fly (`gzip_comp_level` 1, nginx's default) for a client
+  that sends `Accept-Encoding: gzip`; the answer is checked once (decompressed, it is the file) and its size on the
+  wire printed.
+nginx runs as `nginx -p DIR -g "daemon off; master_process off;"` (one process, no worker), so that the same config
+counts the same work. After W warm-up requests the counters are zeroed (`callgrind_control -z`), N keepalive
+requests are sent (500 per connection), and the counters are dumped; the figure is every thread's instructions
+over N (the front's and the backends' work). Needs valgrind (Debian's package). Stdlib only.
 """
 import argparse
 import glob
@@ -38,12 +45,7 @@ http {{
     server {{
         listen 127.0.0.1:{front};
 {locations}
-        location / {{
-            proxy_pass http://backends;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-{proxied}
-        }}
+{front_location}
     }}
     server {{ listen 127.0.0.1:{b1}; return 200 "a\\n"; }}
     server {{ listen 127.0.0.1:{b2}; return 200 "b\\n"; }}
@@ -72,17 +74,88 @@ ROUTING = {
 }
 
 
-def config(shape, ports, prefix=None):
+# `limits`: limit_req and limit_conn on every request, never limiting (what the limits cost when nothing is limited)
+LIMITS = {
+    "maps": """    limit_req_zone $binary_remote_addr zone=r:1m rate=100000r/s;
+    limit_conn_zone $binary_remote_addr zone=c:1m;""",
+    "proxied": """            limit_req zone=r burst=100000 nodelay;
+            limit_conn c 1000;""",
+}
+
+# `limited`: every request refused by limit_req (503) before it is proxied (what a limited request costs)
+LIMITED = {
+    "maps": """    limit_req_zone $binary_remote_addr zone=r:1m rate=1r/m;
+    limit_req_log_level info;
+    error_log /dev/null crit;""",
+    "proxied": """            limit_req zone=r;""",
+}
+
+
+
+PROXIED = """        location / {{
+            proxy_pass http://backends;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+{proxied}
+        }}"""
+
+# `static`: a 1 KiB file from `root` (no proxying); `gzip`: a 100 KiB JSON file from `root`, compressed on the fly
+# at nginx's default gzip_comp_level 1 for a client that accepts gzip
+STATIC = {
+    "location": """        location / {{
+            root {files};
+            types {{ text/html html; application/json json; }}
+{served}
+        }}""",
+    "path": "/small.html",
+}
+GZIP = {
+    "location": STATIC["location"],
+    "served": """            gzip on;
+            gzip_types application/json;""",
+    "path": "/data.json",
+    "headers": "Accept-Encoding: gzip\r\n",
+}
+
+
+SHAPES = {"plain": {}, "routing": ROUTING, "limits": LIMITS, "limited": LIMITED, "static": STATIC, "gzip": GZIP}
+
+
+def files(d):
+    """The `static` and `gzip` shapes' files, the same bytes every run: a 1 KiB page and a 100 KiB JSON array of
+    records (seeded), written into `d`."""
+    import json
+    import random
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "small.html"), "w", encoding="utf-8") as fh:
+        fh.write(("<p>" + "corelb " * 146)[:1020] + "</p>\n")
+    rnd = random.Random(1)
+    words = ["alpha", "beta", "gamma", "delta", "upstream", "server", "location", "proxy", "zone", "weight"]
+    records, size = [], 0
+    while size < 100 * 1024:
+        r = {"id": len(records), "name": " ".join(rnd.choice(words) for _ in range(3)), "weight": rnd.randint(1, 100),
+             "addr": f"10.{rnd.randint(0, 255)}.{rnd.randint(0, 255)}.{rnd.randint(1, 254)}:{rnd.randint(1024, 65535)}",
+             "up": rnd.random() > 0.1, "latency_ms": round(rnd.uniform(0.1, 250.0), 3)}
+        records.append(r)
+        size += len(json.dumps(r)) + 2
+    with open(os.path.join(d, "data.json"), "w", encoding="utf-8") as fh:
+        json.dump(records, fh, indent=1)
+
+
+def config(shape, ports, prefix=None, files_dir=""):
     front, b1, b2, b3 = ports
-    parts = ROUTING if shape == "routing" else {}
+    parts = SHAPES[shape]
     main = ""
     if prefix is not None:
         main = f"pid {prefix}/nginx.pid;\nerror_log {prefix}/error.log;"
+    front_location = parts.get("location", PROXIED).format(
+        proxied=parts.get("proxied", ""), files=files_dir, served=parts.get("served", "")
+    )
     return CONF.format(
         main=main,
+        front_location=front_location,
         maps=parts.get("maps", ""),
         locations=parts.get("locations", ""),
-        proxied=parts.get("proxied", ""),
         front=front,
         b1=b1,
         b2=b2,
@@ -115,34 +188,83 @@ def wait_listening(port, proc, limit=120.0):
     raise SystemExit(f"nothing listens on {port} after {limit} s")
 
 
-def send(port, n):
-    """n GETs, 500 per keepalive connection (below nginx's keepalive_requests 1000); every answer must be a 200."""
+def send(port, n, shape, status="200"):
+    """n GETs of the shape's path, 500 per keepalive connection (below nginx's keepalive_requests 1000); every answer
+    must have `status` (the `limited` shape's are 503s, but the first of the warm-up)."""
     while n > 0:
-        send_on_one(port, min(n, 500))
+        send_on_one(port, min(n, 500), shape, status)
         n -= 500
 
 
-def send_on_one(port, n):
-    req = b"GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: curl/8.0\r\n\r\n"
+def request(shape):
+    parts = SHAPES[shape]
+    path, headers = parts.get("path", "/"), parts.get("headers", "")
+    return f"GET {path} HTTP/1.1\r\nHost: x\r\nUser-Agent: curl/8.0\r\n{headers}\r\n".encode()
+
+
+def read_answer(s, buf):
+    """One answer from socket `s` (bytes already read in `buf`): (head, body, what is left of buf). A body is framed
+    by Content-Length or chunked (nginx's gzip answers)."""
+    while True:
+        end = buf.find(b"\r\n\r\n")
+        if end >= 0:
+            head = buf[:end].decode("latin-1")
+            if re.search(r"(?im)^transfer-encoding:\s*chunked", head):
+                body, pos = b"", end + 4
+                while True:
+                    eol = buf.find(b"\r\n", pos)
+                    if eol >= 0:
+                        size = int(buf[pos:eol].split(b";")[0], 16)
+                        if len(buf) >= eol + 2 + size + 2:
+                            if size == 0:
+                                # no trailers are sent: the last chunk is followed by the empty line
+                                return head, body, buf[eol + 4:]
+                            body += buf[eol + 2:eol + 2 + size]
+                            pos = eol + 2 + size + 2
+                            continue
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise SystemExit("the front closed the connection")
+                    buf += chunk
+            m = re.search(r"(?im)^content-length:\s*(\d+)", head)
+            total = end + 4 + (int(m.group(1)) if m else 0)
+            if len(buf) >= total:
+                return head, buf[end + 4:total], buf[total:]
+        chunk = s.recv(65536)
+        if not chunk:
+            raise SystemExit("the front closed the connection")
+        buf += chunk
+
+
+def send_on_one(port, n, shape, status="200"):
+    req = request(shape)
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         buf = b""
         for _ in range(n):
             s.sendall(req)
-            while True:
-                end = buf.find(b"\r\n\r\n")
-                if end >= 0:
-                    head = buf[:end].decode("latin-1")
-                    m = re.search(r"(?im)^content-length:\s*(\d+)", head)
-                    total = end + 4 + (int(m.group(1)) if m else 0)
-                    if len(buf) >= total:
-                        if not head.startswith("HTTP/1.1 200"):
-                            raise SystemExit(f"unexpected answer: {head.splitlines()[0]}")
-                        buf = buf[total:]
-                        break
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise SystemExit("the front closed the connection")
-                buf += chunk
+            head, _, buf = read_answer(s, buf)
+            if not head.startswith("HTTP/1.1 " + status) and status != "any":
+                raise SystemExit(f"unexpected answer: {head.splitlines()[0]}")
+
+
+def check_body(port, shape, files_dir):
+    """The `static` and `gzip` shapes' answer checked once, off the counted requests: the file's bytes (gzip: once
+    decompressed, with Content-Encoding gzip). Returns the body's size on the wire."""
+    import gzip
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(request(shape))
+        head, body, _ = read_answer(s, b"")
+    path = SHAPES[shape]["path"]
+    with open(os.path.join(files_dir, path.lstrip("/")), "rb") as fh:
+        want = fh.read()
+    got = body
+    if shape == "gzip":
+        if not re.search(r"(?im)^content-encoding:\s*gzip", head):
+            raise SystemExit(f"the gzip shape's answer is not gzip-encoded: {head!r}")
+        got = gzip.decompress(body)
+    if got != want:
+        raise SystemExit(f"the {shape} shape's answer differs from {path} ({len(got)} bytes, not {len(want)})")
+    return len(body)
 
 
 def is_nginx(binary):
@@ -156,7 +278,9 @@ def count(binary, requests, warmup, shape, keep=None):
         conf = os.path.join(d, "front.conf")
         nginx = is_nginx(binary)
         with open(conf, "w", encoding="utf-8") as fh:
-            fh.write(config(shape, ports, d if nginx else None))
+            fh.write(config(shape, ports, d if nginx else None, os.path.join(d, "files")))
+        if "path" in SHAPES[shape]:
+            files(os.path.join(d, "files"))
         out = os.path.join(d, "callgrind.out")
         cmd = [binary, "-c", conf]
         if nginx:
@@ -168,9 +292,11 @@ def count(binary, requests, warmup, shape, keep=None):
         )
         try:
             wait_listening(front, proc)
-            send(front, warmup)
+            expect = "503" if shape == "limited" else "200"
+            send(front, warmup, shape, "any" if shape == "limited" else expect)
+            wire = check_body(front, shape, os.path.join(d, "files")) if "path" in SHAPES[shape] else None
             subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            send(front, requests)
+            send(front, requests, shape, expect)
             subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         finally:
             proc.terminate()
@@ -191,7 +317,7 @@ def count(binary, requests, warmup, shape, keep=None):
             m = re.search(r"^totals:\s*(\d+)", text, re.M) or re.search(r"^summary:\s*(\d+)", text, re.M)
             if m:
                 total += int(m.group(1))
-        return total / requests
+        return total / requests, wire
 
 
 def main():
@@ -199,7 +325,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--keep", metavar="DIR", help="copy each binary's callgrind profiles under DIR")
-    ap.add_argument("--shape", choices=["plain", "routing"], default="plain", help="the config (see above)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="plain", help="the config (see above)")
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
     for b in args.binaries:
@@ -207,9 +333,10 @@ def main():
             raise SystemExit(f"not an executable: {b}")
     results = []
     for b in args.binaries:
-        per = count(b, args.requests, args.warmup, args.shape, args.keep)
+        per, wire = count(b, args.requests, args.warmup, args.shape, args.keep)
         results.append((b, per))
-        print(f"{per:12.0f} instructions per request  {b}", flush=True)
+        size = f"  ({wire} body bytes on the wire)" if wire is not None else ""
+        print(f"{per:12.0f} instructions per request  {b}{size}", flush=True)
     if len(results) > 1:
         base = results[0][1]
         for b, per in results[1:]:
