@@ -269,7 +269,9 @@ mod tests {
 
     /// JSON-like text: records of a few words and numbers, as an API answers.
     fn records() -> Vec<u8> {
-        let words = ["alpha", "beta", "gamma", "delta", "upstream", "server", "location", "proxy"];
+        let words = [
+            "alpha", "beta", "gamma", "delta", "upstream", "server", "location", "proxy",
+        ];
         (0..3000u32)
             .flat_map(|i| {
                 let w = |k: u32| words[((i * 7 + k * 13) % 8) as usize];
@@ -308,7 +310,10 @@ mod tests {
         let fast = raw_deflate_size(2, &text);
         // nginx's level 1 answer: header, zlib-rs's deflate_fast stream, trailer
         assert_eq!(out.len(), 10 + fast + 8, "quick {quick}, fast {fast}");
-        assert!(fast * 10 < quick * 9, "deflate_fast {fast} B is not clearly smaller than deflate_quick {quick} B");
+        assert!(
+            fast * 10 < quick * 9,
+            "deflate_fast {fast} B is not clearly smaller than deflate_quick {quick} B"
+        );
         assert_eq!(out[8], 4, "XFL still says level 1 (fastest), as zlib writes it");
     }
 
