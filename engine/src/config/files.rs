@@ -45,6 +45,9 @@ pub struct FilesConf {
     pub try_files: Option<Arc<TryFiles>>,
     /// `max_ranges N` (default: no limit, nginx's `NGX_MAX_INT32_VALUE`); `0` turns ranges off.
     pub max_ranges: u32,
+    /// `sendfile on` (default off): a file's bytes go from the page cache to the socket with sendfile(2), at most
+    /// `sendfile_max_chunk` bytes a call (default 2m; `0`: no limit). `None`: off.
+    pub sendfile: Option<u64>,
 }
 
 impl Default for FilesConf {
@@ -61,6 +64,7 @@ impl Default for FilesConf {
             if_modified_since: IfModifiedSince::Exact,
             max_ranges: i32::MAX as u32,
             try_files: None,
+            sendfile: None,
         }
     }
 }

@@ -26,6 +26,7 @@ mod request_body;
 pub mod request_log;
 pub mod retry;
 pub mod rewrite_phase;
+mod sendfile;
 mod static_file;
 pub mod stream;
 mod stream_pass;

@@ -11,6 +11,7 @@ use super::charset::RecodeStream;
 use super::client::{ClientConn, Routed};
 use super::gzip::{self as gz, FileEncoding, FileFacts};
 use super::limit_rate::{send_paced, Pacer};
+use super::sendfile::{self, FileSpan};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::RequestRecord;
 use crate::config::charset::Recode;
@@ -29,7 +30,7 @@ use crate::http::var_cache::VarCache;
 use crate::http::vars::{ConnVars, RequestExt, RequestVars};
 use crate::log::ErrorLogs;
 use crate::log::Level;
-use crate::runtime::Runtime;
+use crate::runtime::{Conn, Runtime};
 use crate::snapshot::captures::WithCaptures;
 use crate::snapshot::charset::{AnswerCharset, CharsetPlan, CharsetScratch};
 use crate::snapshot::files::{FilesPlan, IndexName};
@@ -80,6 +81,8 @@ pub(super) struct OpenFile<'s> {
     etag: bool,
     /// A `gzip_static` file (`FILE.gz`) sent as it is with `Content-Encoding: gzip`.
     precompressed: bool,
+    /// The location's `sendfile on` with its `sendfile_max_chunk` (`None`: off).
+    sendfile: Option<u64>,
     /// `gzip_static on` found `FILE.gz`: `Vary` under `gzip_vary on`, whatever is sent.
     vary: bool,
     /// The preconditions made it a 304.
@@ -593,6 +596,7 @@ fn open_gz<'s>(
         content_type: plan.content_type(uri),
         etag: plan.etag,
         precompressed: true,
+        sendfile: plan.sendfile,
         vary,
         not_modified: false,
         ranges: Ranges::Whole,
@@ -775,6 +779,7 @@ fn open<'s>(
         content_type: plan.content_type(uri),
         etag: plan.etag,
         precompressed: false,
+        sendfile: plan.sendfile,
         vary: false,
         not_modified: false,
         ranges: Ranges::Whole,
@@ -1318,7 +1323,7 @@ impl<R: Runtime> ClientConn<R> {
         let complete = match &ranges {
             Ranges::Single(start, end) => {
                 let mut sent = 0;
-                self.send_span(&f.file, (*start, *end), req, pacer.as_mut(), log, &mut sent)
+                self.send_span(&f, (*start, *end), req, pacer.as_mut(), log, &mut sent)
                     .await?
             }
             Ranges::Multi(list) => {
@@ -1327,10 +1332,7 @@ impl<R: Runtime> ClientConn<R> {
                     let before = self.bufs.out.len();
                     append_part_header(&mut self.bufs.out, &boundary, content_type, range, f.size);
                     sent += (self.bufs.out.len() - before) as u64;
-                    if !self
-                        .send_span(&f.file, range, req, pacer.as_mut(), log, &mut sent)
-                        .await?
-                    {
+                    if !self.send_span(&f, range, req, pacer.as_mut(), log, &mut sent).await? {
                         return Ok(false);
                     }
                 }
@@ -1347,8 +1349,15 @@ impl<R: Runtime> ClientConn<R> {
         Ok(complete && keep.keeps())
     }
 
-    /// The whole file after the head already in the output buffer, 32k at a time through it; whether it was
-    /// all sent (a file that shrank was not).
+    /// The `sendfile_max_chunk` to send a file's bytes with sendfile(2) (nginx's `sendfile on`), or `None` for
+    /// the buffer: sendfile off, a connection that cannot (TLS, glommio, HTTP/2: [`crate::runtime::Conn::can_send_file`]),
+    /// bytes recoded by the charset filter, or `limit_rate` (whose pauses are measured per buffer).
+    fn sendfile_for(&self, sendfile: Option<u64>, pacer: Option<&Pacer>, log: Sending<'_>) -> Option<u64> {
+        sendfile.filter(|_| pacer.is_none() && log.recode.is_none() && self.sock.can_send_file())
+    }
+
+    /// The whole file after the head already in the output buffer, 32k at a time through it, or by sendfile(2);
+    /// whether it was all sent (a file that shrank was not).
     async fn send_whole(
         &mut self,
         f: &mut OpenFile<'_>,
@@ -1356,6 +1365,20 @@ impl<R: Runtime> ClientConn<R> {
         mut pacer: Option<&mut Pacer>,
         log: Sending<'_>,
     ) -> io::Result<bool> {
+        if let Some(max_chunk) = self.sendfile_for(f.sendfile, pacer.as_deref(), log) {
+            let span = FileSpan {
+                file: &f.file,
+                start: 0,
+                end: f.size,
+                max_chunk,
+                timeout: req.timeouts.send,
+            };
+            let (sock, bufs) = (&mut self.sock, &mut self.bufs);
+            let whole = sendfile::send_span::<R>(sock, &bufs.out, span, |n| {
+                bufs.log.answered(log.status, log.head_len, n)
+            });
+            return whole.await;
+        }
         let mut left = f.size;
         let mut start = log.head_len;
         let mut sent = 0u64;
@@ -1388,13 +1411,32 @@ impl<R: Runtime> ClientConn<R> {
     /// their offset 32k at a time; `sent` counts the body bytes. The buffer is left empty. Whether all were sent.
     async fn send_span(
         &mut self,
-        file: &File,
+        file: &OpenFile<'_>,
         (mut pos, end): (u64, u64),
         req: &Routed,
         mut pacer: Option<&mut Pacer>,
         log: Sending<'_>,
         sent: &mut u64,
     ) -> io::Result<bool> {
+        if let Some(max_chunk) = self.sendfile_for(file.sendfile, pacer.as_deref(), log) {
+            let span = FileSpan {
+                file: &file.file,
+                start: pos,
+                end,
+                max_chunk,
+                timeout: req.timeouts.send,
+            };
+            let before = *sent;
+            let (sock, bufs) = (&mut self.sock, &mut self.bufs);
+            let done = sendfile::send_span::<R>(sock, &bufs.out, span, |n| {
+                *sent = before + n;
+                bufs.log.answered(log.status, log.head_len, before + n)
+            })
+            .await;
+            self.bufs.out.clear();
+            return done;
+        }
+        let file = &file.file;
         while pos < end {
             let start = self.bufs.out.len();
             let want = usize::try_from(end - pos).unwrap_or(CHUNK).min(CHUNK);

@@ -50,6 +50,13 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     ) -> impl Future<Output = io::Result<Self>>
     where
         Self: Sized;
+    /// Whether [`Conn::send_file`] moves a file's bytes with sendfile(2) here: a plain socket of the tokio
+    /// runtime (glommio 0.9 has no sendfile or splice, a TLS session encrypts in user space, an HTTP/2 stream is a
+    /// pipe).
+    fn can_send_file(&self) -> bool;
+    /// Sends up to `len` bytes of `file` from `offset` with sendfile(2), waiting until the socket takes some; the
+    /// bytes sent (0: the file ended before `offset`). `Unsupported` where [`Conn::can_send_file`] is false.
+    fn send_file(&self, file: &std::fs::File, offset: u64, len: usize) -> impl Future<Output = io::Result<usize>>;
     /// The TLS session of a TLS connection.
     fn tls(&self) -> Option<&rustls::ServerConnection>;
     /// The TLS session of a connection to an `https` upstream.

@@ -101,6 +101,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
 pub trait Tcp: AsyncRead + AsyncWrite + Unpin + Peek + 'static {
     fn set_nodelay(&self, on: bool) -> io::Result<()>;
     fn local_addr(&self) -> io::Result<SocketAddr>;
+    /// Whether [`Tcp::send_file`] works on this runtime's sockets.
+    fn can_send_file(&self) -> bool {
+        false
+    }
+    /// sendfile(2) of up to `len` bytes of `file` from `offset` once the socket is writable (see
+    /// [`Conn::send_file`]).
+    fn send_file(
+        &self,
+        _file: &std::fs::File,
+        _offset: u64,
+        _len: usize,
+    ) -> impl std::future::Future<Output = io::Result<usize>> {
+        std::future::ready(Err(io::ErrorKind::Unsupported.into()))
+    }
 }
 
 impl<S: Tcp> Conn for MaybeTls<S> {
@@ -121,6 +135,17 @@ impl<S: Tcp> Conn for MaybeTls<S> {
 
     fn bridge(end: PipeEnd) -> Self {
         MaybeTls::Bridge(Box::new(end))
+    }
+
+    fn can_send_file(&self) -> bool {
+        matches!(self, MaybeTls::Plain(s) if s.can_send_file())
+    }
+
+    async fn send_file(&self, file: &std::fs::File, offset: u64, len: usize) -> io::Result<usize> {
+        match self {
+            MaybeTls::Plain(s) => s.send_file(file, offset, len).await,
+            _ => Err(io::ErrorKind::Unsupported.into()),
+        }
     }
 
     /// Peeks at the socket under the session, as nginx does for TLS connections too (the session's buffered

@@ -66,6 +66,25 @@ impl Tcp for TokioConn {
             Some(token) => Ok(token),
         }
     }
+
+    fn can_send_file(&self) -> bool {
+        true
+    }
+
+    async fn send_file(&self, file: &std::fs::File, offset: u64, len: usize) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let (sock, fd) = (self.0.as_raw_fd(), file.as_raw_fd());
+        let mut off = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // tokio clears the socket's write readiness when the call says EAGAIN, and waits for the next
+        self.0
+            .async_io(tokio::io::Interest::WRITABLE, || {
+                // SAFETY: both descriptors are open for the call (the stream and the file are borrowed), and
+                // `off` is a valid off_t the call advances
+                let n = unsafe { libc::sendfile(sock, fd, &mut off, len) };
+                usize::try_from(n).map_err(|_| io::Error::last_os_error())
+            })
+            .await
+    }
 }
 
 /// A tokio listener: a TCP one bound with `SO_REUSEPORT`, or the shard's descriptor of a unix-domain socket

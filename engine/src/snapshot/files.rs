@@ -38,6 +38,8 @@ pub struct FilesPlan {
     pub max_ranges: u32,
     /// `try_files` of the location.
     pub try_files: Option<Arc<crate::config::files::TryFiles>>,
+    /// `sendfile on` with its `sendfile_max_chunk` (`0`: no limit); `None`: off.
+    pub sendfile: Option<u64>,
     /// The location's `error_log` lines (`None`: the main log).
     pub errors: Option<Arc<crate::log::ErrorLogs>>,
 }
@@ -73,6 +75,7 @@ impl FilesPlan {
             if_modified_since: conf.if_modified_since,
             max_ranges: conf.max_ranges,
             try_files: conf.try_files.clone(),
+            sendfile: conf.sendfile,
             errors: None,
         }
     }

@@ -214,7 +214,12 @@ impl FilesLayer {
             max_ranges: self.max_ranges.or(parent.max_ranges),
             // nginx's try_files module has no merge: a level's own only
             try_files: self.try_files.clone(),
-            tuning: Tuning::default(),
+            // of the tuning directives only these two change what corelb does; the others are checked only
+            tuning: Tuning {
+                sendfile: self.tuning.sendfile.or(parent.tuning.sendfile),
+                sendfile_max_chunk: self.tuning.sendfile_max_chunk.or(parent.tuning.sendfile_max_chunk),
+                ..Tuning::default()
+            },
         }
     }
 
@@ -239,9 +244,14 @@ impl FilesLayer {
             if_modified_since: self.if_modified_since.unwrap_or(d.if_modified_since),
             max_ranges: self.max_ranges.unwrap_or(d.max_ranges),
             try_files: self.try_files.clone(),
+            sendfile: (self.tuning.sendfile == Some(true))
+                .then(|| self.tuning.sendfile_max_chunk.unwrap_or(SENDFILE_MAX_CHUNK)),
         }
     }
 }
+
+/// nginx's default `sendfile_max_chunk` (2m, since 1.21.4).
+const SENDFILE_MAX_CHUNK: u64 = 2 * 1024 * 1024;
 
 /// `root PATH` or `alias PATH` (`ngx_http_core_root`): nginx's checks; `root` drops one trailing `/` (`alias`
 /// keeps it); a path not starting with a variable is resolved against the prefix at load, one with variables is
