@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Memory per idle keepalive client connection: corelb (tokio, glommio) and nginx, the same config for each.
 
-  python3 tools/bench/idle_memory.py [--clients N] [--runtimes tokio,glommio] [--nginx PATH] [CORELB_BINARY]
+  python3 tools/bench/idle_memory.py [--clients N] [--runtimes tokio,glommio] [--nginx PATH] [--tls] [CORELB_BINARY]
 
 Each front (one worker) proxies to a backend (a `return 200` server of the same binary, its own process) through
 an upstream with `keepalive 16`, with `keepalive_timeout 300s`. N clients connect, each sends one request and
 reads its answer, then stays idle; the figure is the front's RSS growth (VmRSS of the front's processes, from
 /proc) divided by N, after a warm-up of 200 clients that are then closed (so that pools and allocator arenas are
-there before the baseline). Prints one line per front. Stdlib only; raises its own RLIMIT_NOFILE.
+there before the baseline). Prints one line per front. Stdlib only; raises its own RLIMIT_NOFILE. `--tls`: the
+front listens with `ssl` (an ECDSA P-256 certificate made with `openssl req`, TLS 1.3, no session resumption) and
+each client makes its handshake before its request (one at a time: slower to set up).
 """
 import argparse
 import os
@@ -71,8 +73,8 @@ http {{
     access_log off;
     upstream b {{ server 127.0.0.1:{backend}; keepalive 16; }}
     server {{
-        listen 127.0.0.1:{front};
-        keepalive_timeout 300s;
+        listen 127.0.0.1:{front}{ssl};
+{certs}        keepalive_timeout 300s;
         keepalive_requests 100000;
         location / {{ proxy_pass http://b; proxy_http_version 1.1; proxy_set_header Connection ""; }}
     }}
@@ -130,12 +132,52 @@ def open_clients(port, n):
     return socks
 
 
-def measure(kind, binary, clients):
+def open_tls_clients(port, n, ctx):
+    """n TLS connections, each with its handshake done and one request answered; returns them (kept open)."""
+    import ssl
+    socks = []
+    request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    for _ in range(n):
+        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=30), server_hostname="localhost")
+        s.sendall(request)
+        buf = b""
+        while not (buf.endswith(b"ok") and b"\r\n\r\n" in buf):
+            try:
+                chunk = s.recv(4096)
+            except ssl.SSLError as e:
+                raise SystemExit(f"a TLS client failed: {e}")
+            if not chunk:
+                raise SystemExit("the front closed a client connection")
+            buf += chunk
+        socks.append(s)
+    return socks
+
+
+def tls_files(d):
+    """An ECDSA P-256 certificate and key for `localhost` in `d`; the client context that trusts it."""
+    import ssl
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+    ctx = ssl.create_default_context(cafile=cert)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    return cert, key, ctx
+
+
+def measure(kind, binary, clients, tls=False):
     with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, "logs"), exist_ok=True)
         front, backend = free_port(), free_port()
+        ssl_on, certs, ctx = "", "", None
+        if tls:
+            cert, key, ctx = tls_files(d)
+            ssl_on = " ssl"
+            certs = (f"        ssl_certificate {cert};\n        ssl_certificate_key {key};\n"
+                     "        ssl_session_tickets off;\n        ssl_protocols TLSv1.2 TLSv1.3;\n")
         with open(os.path.join(d, "front.conf"), "w") as f:
-            f.write(FRONT.format(main="", conns=clients + 1000, backend=backend, front=front))
+            f.write(FRONT.format(main="", conns=clients + 1000, backend=backend, front=front, ssl=ssl_on,
+                                 certs=certs))
         with open(os.path.join(d, "backend.conf"), "w") as f:
             f.write(BACKEND.format(main="", backend=backend))
         back = start(command(kind, binary, os.path.join(d, "backend.conf"), d), d)
@@ -143,17 +185,19 @@ def measure(kind, binary, clients):
         try:
             wait_listening(backend, back)
             wait_listening(front, fr)
-            warm = open_clients(front, 200)
+            opener = (lambda p, n: open_tls_clients(p, n, ctx)) if tls else open_clients
+            warm = opener(front, 200)
             for s in warm:
                 s.close()
             time.sleep(1)
             pids = group_pids(fr.pid)
             before = rss_kib(pids)
-            held = open_clients(front, clients)
+            held = opener(front, clients)
             time.sleep(1)
             after = rss_kib(pids)
             per = (after - before) * 1024 / clients
-            print(f"{kind:8} {os.path.basename(binary):12} {clients} idle clients: RSS {before} -> {after} KiB, "
+            what = "idle TLS clients" if tls else "idle clients"
+            print(f"{kind:8} {os.path.basename(binary):12} {clients} {what}: RSS {before} -> {after} KiB, "
                   f"{per:,.0f} B per connection")
             for s in held:
                 s.close()
@@ -171,6 +215,7 @@ def main():
     ap.add_argument("--clients", type=int, default=9000)
     ap.add_argument("--runtimes", default="tokio,glommio")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
+    ap.add_argument("--tls", action="store_true", help="clients over TLS 1.3 (a handshake each)")
     ap.add_argument("binary", nargs="?", default="target/release/corelb")
     a = ap.parse_args()
     # each process holds the clients once (this one, the front); the hard limit is what a container allows
@@ -182,9 +227,9 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     for rt in a.runtimes.split(","):
         if rt:
-            measure(rt, a.binary, a.clients)
+            measure(rt, a.binary, a.clients, a.tls)
     if a.nginx and os.path.exists(a.nginx):
-        measure("nginx", a.nginx, a.clients)
+        measure("nginx", a.nginx, a.clients, a.tls)
 
 
 if __name__ == "__main__":
