@@ -60,6 +60,8 @@ pub(super) struct Routed {
     pub(super) rate: Option<super::limit_rate::RateLimit>,
     /// `limit_req`'s delay before the request goes on (zero: none).
     pub(super) delay: Duration,
+    /// The location's lingering close, when the connection closes after the answer.
+    pub(super) lingering: crate::config::model::Lingering,
 }
 
 impl Routed {
@@ -82,6 +84,11 @@ impl Routed {
         gzip: crate::snapshot::gzip::GzipAsk::No,
         rate: None,
         delay: Duration::ZERO,
+        lingering: crate::config::model::Lingering {
+            close: crate::config::model::LingeringClose::Off,
+            time: Duration::ZERO,
+            timeout: Duration::ZERO,
+        },
     };
 
     pub(super) fn kind(&self) -> RequestKind {
