@@ -581,25 +581,11 @@ const CHUNKED_LINE: &[u8] = b"\r\nTransfer-Encoding: chunked\r\n";
 
 /// Replaces the chunked line at `at` of the upstream head by `Content-Length: len` (the body is read whole).
 fn with_length(head: &mut Vec<u8>, at: usize, len: u64) {
+    use std::io::Write;
     let mut line = [0u8; 48];
-    let prefix = b"\r\nContent-Length: ";
-    line[..prefix.len()].copy_from_slice(prefix);
-    let mut n = prefix.len();
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut v = len;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    let d = &digits[i..];
-    line[n..n + d.len()].copy_from_slice(d);
-    n += d.len();
-    line[n..n + 2].copy_from_slice(b"\r\n");
-    n += 2;
+    let mut free = &mut line[..];
+    // (48 bytes hold the line with any u64)
+    let _ = write!(free, "\r\nContent-Length: {len}\r\n");
+    let n = 48 - free.len();
     head.splice(at..at + CHUNKED_LINE.len(), line[..n].iter().copied());
 }
