@@ -1,6 +1,6 @@
 //! nginx's lingering close, on both runtimes, plain and TLS: a connection that closes after its answer with bytes
 //! of the client's unread shuts its write side (a TLS session sends `close_notify` first) and reads on, so the
-//! client reads the whole answer and may still write; `lingering_close off` closes at once (the client's next bytes
+//! client reads the whole answer (however much more it sends) and may still write; `lingering_close off` closes at once (the client's next bytes
 //! are answered with a reset); `lingering_time` bounds how long a client that keeps sending holds it.
 
 mod support;
@@ -71,6 +71,23 @@ fn plain<R: Runtime>() {
     }
     // the client's close ends it
     conn.shutdown(std::net::Shutdown::Write).expect("shutdown");
+
+    // a request followed by far more than the proxy reads: the answer comes whole and the rest is drained
+    let conn = TcpStream::connect(on).expect("connect");
+    conn.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut writer = conn.try_clone().expect("clone");
+    let sending = std::thread::spawn(move || {
+        // (one write: the bytes after the head are on their way when the answer is decided; bytes a client starts
+        // sending only after it may meet a close without lingering, in nginx too)
+        let mut request = b"GET / HTTP/1.0\r\nHost: t\r\n\r\n".to_vec();
+        request.resize(request.len() + (1 << 20), b'x');
+        writer.write_all(&request)?;
+        writer.shutdown(std::net::Shutdown::Write)
+    });
+    let mut answer = Vec::new();
+    (&conn).read_to_end(&mut answer).expect("the whole answer, no reset");
+    assert!(String::from_utf8_lossy(&answer).ends_with("\r\n\r\nok"));
+    sending.join().expect("writer").expect("every byte taken");
 
     // off: closed at once, the next bytes meet a reset
     let (mut conn, answer) = answered(off);

@@ -134,6 +134,10 @@ impl Tcp for GlommioConn {
             Some(token) => Ok(token),
         }
     }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.stream.as_raw_fd()
+    }
 }
 
 /// A glommio listener on a socket bound with `SO_REUSEPORT`, or on the shard's descriptor of a unix-domain socket

@@ -33,6 +33,9 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     /// `ngx_http_upstream_check_broken_connection`: a `recv` with `MSG_PEEK` once the socket is readable); stays
     /// pending once bytes wait (a pipelined request, a TLS alert), and for an HTTP/2 stream's pipe.
     fn closed(&self) -> impl Future<Output = ()>;
+    /// Whether bytes the peer sent wait unread in the socket now (nginx's `read->ready` when it decides on a
+    /// lingering close); never for an HTTP/2 stream's pipe.
+    fn bytes_waiting(&self) -> bool;
     /// Runs a TLS server handshake with `config` over this plain stream; the connection that comes back reads
     /// and writes through the session. `session_id` goes into the session's tickets (`$ssl_session_id` of a
     /// connection that resumes it).

@@ -101,6 +101,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
 pub trait Tcp: AsyncRead + AsyncWrite + Unpin + Peek + 'static {
     fn set_nodelay(&self, on: bool) -> io::Result<()>;
     fn local_addr(&self) -> io::Result<SocketAddr>;
+    /// The socket's descriptor (open for the stream's life).
+    fn fd(&self) -> std::os::fd::RawFd;
 }
 
 impl<S: Tcp> Conn for MaybeTls<S> {
@@ -121,6 +123,24 @@ impl<S: Tcp> Conn for MaybeTls<S> {
 
     fn bridge(end: PipeEnd) -> Self {
         MaybeTls::Bridge(Box::new(end))
+    }
+
+    /// A `recv` of one byte with `MSG_PEEK | MSG_DONTWAIT` on the socket under the session.
+    fn bytes_waiting(&self) -> bool {
+        let Some(s) = self.tcp() else {
+            return false;
+        };
+        let mut byte = 0u8;
+        // SAFETY: a one-byte buffer of ours; the descriptor is the stream's, open while `s` is borrowed.
+        let n = unsafe {
+            libc::recv(
+                s.fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n > 0
     }
 
     /// Peeks at the socket under the session, as nginx does for TLS connections too (the session's buffered

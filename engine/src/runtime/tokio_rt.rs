@@ -67,6 +67,10 @@ impl Tcp for TokioConn {
             Some(token) => Ok(token),
         }
     }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.0)
+    }
 }
 
 /// A tokio listener: a TCP one bound with `SO_REUSEPORT`, or the shard's descriptor of a unix-domain socket
