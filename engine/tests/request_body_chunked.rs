@@ -1,4 +1,5 @@
-//! A chunked request body, on both runtimes: `$request_body` reads its data (waited for when it trickles in), an
+//! A chunked request body, on both runtimes: `$request_body` reads its data (as nginx keeps it in memory: what came
+//! with the head, then up to `client_body_buffer_size`), an
 //! error page after an intercepted answer reads the body that went upstream, and a body still arriving goes to an
 //! HTTP/1.1 upstream as nginx frames it (the data of each read as one chunk; a body whole before the request goes
 //! is sent with its `Content-Length`).
@@ -71,6 +72,11 @@ fn run<R: Runtime>() {
             server {{
                 listen {front};
                 location /var {{ add_header X-Body \"[$request_body]\"; proxy_pass http://{ok}; }}
+                location /small {{
+                    client_body_buffer_size 8;
+                    add_header X-Body \"[$request_body]\";
+                    proxy_pass http://{ok};
+                }}
                 location /page {{
                     proxy_pass http://{missing};
                     proxy_intercept_errors on;
@@ -97,6 +103,32 @@ fn run<R: Runtime>() {
     );
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-body").as_deref(), Some("[hello world]"), "{}", r.head);
+
+    // what nginx keeps in memory: the part read with the head, then `client_body_buffer_size` (a file beyond it,
+    // where the variable is empty)
+    let big = "a".repeat(2000);
+    let chunked_big = format!("7d0\r\n{big}\r\n0\r\n\r\n");
+    for (path, shown) in [("/var", format!("[{big}]")), ("/small", "[]".to_string())] {
+        let r = send_in_pieces(front, path, &[&chunked_big]);
+        assert_eq!(r.header("x-body").as_deref(), Some(shown.as_str()), "{path} chunked");
+        let mut c = Client::connect(front);
+        c.send(
+            format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 2000\r\nConnection: close\r\n\r\n{big}")
+                .as_bytes(),
+        );
+        let r = c.read_response().expect("an answer");
+        assert_eq!(
+            r.header("x-body").as_deref(),
+            Some(shown.as_str()),
+            "{path} with a length"
+        );
+    }
+    let r = send_in_pieces(front, "/small", &["a\r\n0123456789\r\n0\r\n\r\n"]);
+    assert_eq!(
+        r.header("x-body").as_deref(),
+        Some("[0123456789]"),
+        "read with the head"
+    );
 
     // the error page of an intercepted answer reads the body sent upstream
     let r = send_in_pieces(front, "/page", &["5\r\nhello\r\n0\r\n\r\n"]);

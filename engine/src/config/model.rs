@@ -583,6 +583,9 @@ pub struct ClientConf {
     pub error_log: Vec<(String, Option<String>)>,
     /// `lingering_close`, `lingering_time`, `lingering_timeout`.
     pub lingering: Lingering,
+    /// `client_body_buffer_size`, default 16k: how much of a request body nginx keeps in memory (more goes to a
+    /// temporary file); corelb holds no more than this for `$request_body`.
+    pub client_body_buffer_size: u64,
 }
 
 /// `lingering_close`: when a connection that closes after an answer reads (and drops) what the client still
@@ -653,6 +656,7 @@ impl Default for ClientConf {
             access_log: Vec::new(),
             error_log: Vec::new(),
             lingering: Lingering::default(),
+            client_body_buffer_size: 16 * 1024,
         }
     }
 }

@@ -192,7 +192,8 @@ impl<R: Runtime> ClientConn<R> {
         if let Some(at) = chunked_line(head) {
             with_length(head, at, body.len() as u64);
         }
-        bufs.body.in_request = Some(head.len());
+        let kept = body.len() as u64 <= super::request_body::in_memory(req.body_buffer, BodyFraming::Chunked);
+        bufs.body.in_request = kept.then_some(head.len());
         head.extend_from_slice(&body);
         Ok(())
     }
@@ -557,7 +558,8 @@ fn hold_whole_body(req: &Routed, bufs: &mut Buffers, decoder: &mut ChunkedDecode
                 // read whole before the request goes: nginx sends it with its length, as a buffered body
                 with_length(&mut bufs.request, at, data);
                 let request = &mut bufs.request;
-                bufs.body.in_request = Some(request.len());
+                let kept = data <= super::request_body::in_memory(req.body_buffer, BodyFraming::Chunked);
+                bufs.body.in_request = kept.then_some(request.len());
                 decoder.reset();
                 let _ = decoder.feed(&avail[..used], |d| request.extend_from_slice(d));
                 bufs.client.consume(used);
@@ -566,7 +568,8 @@ fn hold_whole_body(req: &Routed, bufs: &mut Buffers, decoder: &mut ChunkedDecode
             used
         }
     };
-    bufs.body.in_request = Some(bufs.request.len());
+    let kept = take as u64 <= super::request_body::in_memory(req.body_buffer, req.body);
+    bufs.body.in_request = kept.then_some(bufs.request.len());
     bufs.request.extend_from_slice(&avail[..take]);
     bufs.client.consume(take);
     Ok(true)

@@ -384,10 +384,10 @@ fn route_head<'s>(
     req: &mut Routed,
 ) -> Result<Option<Next<'s>>, Rejection> {
     bufs.pages.begin();
-    let had_body = bufs.body.ready;
+    let had_body = bufs.body.ready();
     let mut routed = route_pass::<true>(snap, port, conn, progress, bufs, Pass::First, req);
-    if matches!(routed, Ok(None)) && !had_body && bufs.body.ready {
-        // a chunked body for `$request_body`, copied whole: routed again with it
+    if matches!(routed, Ok(None)) && !had_body && bufs.body.ready() {
+        // the body for `$request_body`, all here: routed again with it
         bufs.pages.begin();
         routed = route_pass::<true>(snap, port, conn, progress, bufs, Pass::First, req);
     }
@@ -448,9 +448,11 @@ fn route_pass<'s, const FIRST: bool>(
 ) -> Result<Option<Next<'s>>, Rejection> {
     bufs.headers.reset();
     let first_pass = FIRST;
+    // the address's first header buffer (for the client's head only)
+    let first_size = if first_pass { snap.first_header_buffer(port) } else { 0 };
     if first_pass {
         let first = FirstBuffers {
-            size: snap.first_header_buffer(port),
+            size: first_size,
             large: snap.header_buffers(port, None),
         };
         head_buffers::check(bufs.client.readable(), first, |host| {
@@ -504,11 +506,10 @@ fn route_pass<'s, const FIRST: bool>(
             addrs: bufs.proxy.as_ref(),
             tlvs: &bufs.tlvs,
         },
-        body: match FIRST && !bufs.body.ready {
-            true => super::request_body::held(&head, bufs.client.readable(), bufs.client.capacity()),
-            // a chunked body's data, or the body an error page reads
-            false => bufs.body.text(),
-        },
+        // (after the first pass: the body an error page reads)
+        body: bufs
+            .body
+            .text(FIRST.then(|| bufs.client.readable().get(head.head_len..).unwrap_or_default())),
         tls: bufs.tls.as_ref(),
         http2: bufs.http2,
         upstream: kept.as_ref().map(|u| u as &dyn VarSource),
@@ -583,8 +584,7 @@ fn route_pass<'s, const FIRST: bool>(
     // request, when it is sure to run now (not routed again for its body)
     let early_wait = limits.is_some()
         && first_pass
-        && super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity(), &bufs.body)
-            != BodyWait::No;
+        && super::request_body::must_wait(loc, &head, body_room(first_size, &bufs.client), &bufs.body) != BodyWait::No;
     let (fixed_server, redirect, delay) = match limits {
         Some(plan) if !early_wait && !bufs.limited => {
             let vars = RequestVars {
@@ -642,11 +642,11 @@ fn route_pass<'s, const FIRST: bool>(
     };
     if first_pass {
         // routed again once the body is here (the location reads `$request_body`)
-        match super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity(), &bufs.body) {
+        match super::request_body::must_wait(loc, &head, body_room(first_size, &bufs.client), &bufs.body) {
             BodyWait::No => {}
             BodyWait::More => return Ok(None),
-            BodyWait::Dechunk => {
-                super::request_body::take_chunked(&mut bufs.body, bufs.client.readable(), head.head_len);
+            BodyWait::Hold => {
+                super::request_body::hold(&mut bufs.body, head.body, bufs.client.readable(), head.head_len);
                 return Ok(None);
             }
         }
@@ -780,6 +780,15 @@ fn route_pass<'s, const FIRST: bool>(
     Ok(Some(Next::Request(route)))
 }
 
+/// The client buffer as `$request_body`'s wait sees it (`first_size`: the address's first header buffer).
+fn body_room(first_size: usize, client: &crate::runtime::iobuf::IoBuf) -> super::request_body::Room<'_> {
+    super::request_body::Room {
+        readable: client.readable(),
+        capacity: client.capacity(),
+        first_buffer: first_size,
+    }
+}
+
 /// Where an answer's error page is looked for.
 #[derive(Clone, Copy)]
 struct PageAt<'s> {
@@ -860,7 +869,7 @@ fn route_pending<'s>(
         }
     };
     let routed = route_pass::<false>(snap, port, conn, (progress, None), bufs, pass, req);
-    bufs.body.ready = false;
+    bufs.body.unhold();
     match routed {
         Ok(Some(Next::Request(route))) => Some(route),
         _ => None,
@@ -906,6 +915,7 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for
         gzip: GzipAsk::No,
         rate: None,
         delay: Duration::ZERO,
+        body_buffer: client.client_body_buffer_size,
         lingering: client.lingering,
     }
 }

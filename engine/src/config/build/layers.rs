@@ -79,7 +79,7 @@ pub struct ClientLayer {
     header_buffers: Option<HeaderBuffers>,
     header_buffer_size: Option<usize>,
     pool_size: Option<usize>,
-    /// `client_body_buffer_size` (checked, without effect: a body goes through the client buffer, no file).
+    /// `client_body_buffer_size`: the most of a body held for `$request_body`.
     body_buffer_size: Option<usize>,
     /// `client_body_in_file_only` and `client_body_in_single_buffer` (checked, without effect: corelb writes no
     /// body to a file, and a body it holds is in one buffer).
@@ -430,6 +430,7 @@ impl Layers {
             client_header_buffer_size: c.header_buffer_size.unwrap_or(d.client_header_buffer_size),
             connection_pool_size: c.pool_size.unwrap_or(d.connection_pool_size),
             error_log: c.error_log.clone().unwrap_or_default(),
+            client_body_buffer_size: c.body_buffer_size.map_or(d.client_body_buffer_size, |s| s as u64),
             lingering: Lingering {
                 close: c.lingering_close.unwrap_or(d.lingering.close),
                 time: c.lingering_time.unwrap_or(d.lingering.time),
