@@ -223,10 +223,13 @@ pub(super) async fn serve_requests<R: Runtime>(mut conn: ClientConn<R>, mut at: 
         conn.shard.logs_written(conn.bufs.log.named_ticket).await;
     }
     // (not an HTTP/2 stream's pipe, nor after `return 444` or a client that left)
-    let unread = linger.is_some() && (!conn.bufs.client.readable().is_empty() || conn.sock.bytes_waiting());
     let linger = linger
-        .filter(|(conf, body)| super::linger::wanted(conf, *body, unread))
-        .filter(|_| conn.bufs.http2.is_none() && !matches!(conn.bufs.log.status, 444 | 499));
+        .filter(|_| conn.bufs.http2.is_none() && !matches!(conn.bufs.log.status, 444 | 499))
+        .filter(|(conf, body)| {
+            super::linger::wanted(conf, *body, || {
+                !conn.bufs.client.readable().is_empty() || conn.sock.bytes_waiting()
+            })
+        });
     let ClientConn {
         shard, mut sock, bufs, ..
     } = conn;

@@ -13,11 +13,11 @@ use std::time::Instant;
 const DROP_BUFFER: usize = 4096;
 
 /// Whether a connection that closes after its answer lingers: `always`, or `on` when the request had a body or
-/// bytes came after what was read (`ngx_http_finalize_connection`).
-pub fn wanted(conf: &Lingering, had_body: bool, unread: bool) -> bool {
+/// bytes came after what was read (`ngx_http_finalize_connection`); `unread` is asked only then.
+pub fn wanted(conf: &Lingering, had_body: bool, unread: impl FnOnce() -> bool) -> bool {
     match conf.close {
         LingeringClose::Off => false,
-        LingeringClose::On => had_body || unread,
+        LingeringClose::On => had_body || unread(),
         LingeringClose::Always => true,
     }
 }
@@ -60,12 +60,12 @@ mod tests {
     #[test]
     fn on_lingers_for_a_body_or_unread_bytes() {
         let mut conf = Lingering::default();
-        assert!(!wanted(&conf, false, false));
-        assert!(wanted(&conf, true, false) && wanted(&conf, false, true));
+        assert!(!wanted(&conf, false, || false));
+        assert!(wanted(&conf, true, || unreachable!()) && wanted(&conf, false, || true));
         conf.close = LingeringClose::Always;
-        assert!(wanted(&conf, false, false));
+        assert!(wanted(&conf, false, || false));
         conf.close = LingeringClose::Off;
-        assert!(!wanted(&conf, true, true));
+        assert!(!wanted(&conf, true, || true));
         assert_eq!(Lingering::default().time, Duration::from_secs(30));
     }
 }
