@@ -2041,13 +2041,13 @@ http { server {
             "listen_rcvbuf",
             r#"events {}
 http { server {
- listen 443 rcvbuf=64k;
+ listen 443 rcvbuf=64x;
 } }
 "#
             .to_string(),
-            r#"parameter "rcvbuf=64k" of "listen" is not supported by corelb"#,
+            r#"invalid rcvbuf "rcvbuf=64x""#,
             3,
-            Differs,
+            Same,
         ),
         case(
             "listen_ssl",

@@ -581,6 +581,41 @@ pub struct ClientConf {
     /// `error_log FILE [LEVEL]` lines of the level answering (empty: the main log); FILE resolved against the
     /// prefix, or `stderr`.
     pub error_log: Vec<(String, Option<String>)>,
+    /// `lingering_close`, `lingering_time`, `lingering_timeout`.
+    pub lingering: Lingering,
+    /// `client_body_buffer_size`, default 16k: how much of a request body nginx keeps in memory (more goes to a
+    /// temporary file); corelb holds no more than this for `$request_body`.
+    pub client_body_buffer_size: u64,
+}
+
+/// `lingering_close`: when a connection that closes after an answer reads (and drops) what the client still
+/// sends before it closes, so that the client gets the whole answer rather than a reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LingeringClose {
+    Off,
+    /// nginx's default: when the request had a body or more bytes came than were read.
+    On,
+    Always,
+}
+
+/// nginx's lingering close of an http connection (`ngx_http_set_lingering_close`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lingering {
+    pub close: LingeringClose,
+    /// `lingering_time`, default 30s: the most time spent reading before the close.
+    pub time: Duration,
+    /// `lingering_timeout`, default 5s: the longest wait for more bytes.
+    pub timeout: Duration,
+}
+
+impl Default for Lingering {
+    fn default() -> Self {
+        Lingering {
+            close: LingeringClose::On,
+            time: Duration::from_secs(30),
+            timeout: Duration::from_secs(5),
+        }
+    }
 }
 
 /// One `access_log PATH [FORMAT] [buffer=SIZE] [flush=TIME] [if=COND]` line (`F`: an http or a stream format).
@@ -620,6 +655,8 @@ impl Default for ClientConf {
             connection_pool_size: 512,
             access_log: Vec::new(),
             error_log: Vec::new(),
+            lingering: Lingering::default(),
+            client_body_buffer_size: 16 * 1024,
         }
     }
 }
@@ -713,7 +750,27 @@ pub struct Listen {
     pub udp: bool,
     /// `http2` (deprecated by nginx for the `http2` directive): the address speaks HTTP/2.
     pub http2: bool,
+    /// `rcvbuf=` and `sndbuf=`: the listening socket's buffer sizes.
+    pub buffers: SocketBuffers,
     pub span: Span,
+}
+
+/// `listen ... rcvbuf=SIZE sndbuf=SIZE`: `SO_RCVBUF` and `SO_SNDBUF` of a listening socket (its accepted
+/// connections inherit them); none set by default, the system's sizes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SocketBuffers {
+    pub rcvbuf: Option<i32>,
+    pub sndbuf: Option<i32>,
+}
+
+impl SocketBuffers {
+    /// Each size set here, else `other`'s (only one `listen` of an address may set options).
+    pub fn or(self, other: SocketBuffers) -> SocketBuffers {
+        SocketBuffers {
+            rcvbuf: self.rcvbuf.or(other.rcvbuf),
+            sndbuf: self.sndbuf.or(other.sndbuf),
+        }
+    }
 }
 
 /// `http2 on` and its settings (http, server; nginx's `ngx_http_v2_srv_conf_t`).

@@ -31,6 +31,9 @@ pub enum Relay {
     Verbatim,
     /// A chunked body with its framing removed (for HTTP/1.0 clients).
     Dechunk,
+    /// A chunked request body framed again as nginx's proxy sends it: the data of each read as one chunk, the last
+    /// chunk with the last data, without extensions or trailers (`ngx_http_proxy_body_output_filter`).
+    Rechunk,
 }
 
 /// The time limits of one forward.
@@ -87,6 +90,7 @@ pub async fn forward_body<R: Runtime>(
                 data += d.len() as u64;
                 head.extend_from_slice(d)
             })?,
+            BodyFraming::Chunked if relay == Relay::Rechunk => rechunk(decoder, avail, head, &mut data)?,
             BodyFraming::Chunked => decoder.feed(avail, |d| data += d.len() as u64)?,
         };
         if framing != BodyFraming::Chunked {
@@ -95,7 +99,7 @@ pub async fn forward_body<R: Runtime>(
         if limits.max_body != 0 && data > limits.max_body {
             return Err(BodyError::TooLarge);
         }
-        if !(framing == BodyFraming::Chunked && relay == Relay::Dechunk) {
+        if !(framing == BodyFraming::Chunked && relay != Relay::Verbatim) {
             head.extend_from_slice(&avail[..used]);
         }
         buf.consume(used);
@@ -128,6 +132,37 @@ pub async fn forward_body<R: Runtime>(
             Err(e) => return Err(BodyError::Read(e)),
         }
     }
+}
+
+/// Appends to `out` the data of the chunked body's bytes in `avail` as one chunk (none without data), followed by
+/// the last chunk when the body ends there; counts the data in `data`; returns the bytes of `avail` that belong to
+/// the body.
+fn rechunk(decoder: &mut ChunkedDecoder, avail: &[u8], out: &mut Vec<u8>, data: &mut u64) -> Result<usize, ChunkError> {
+    let at = out.len();
+    let used = decoder.feed(avail, |d| out.extend_from_slice(d))?;
+    let size = out.len() - at;
+    *data += size as u64;
+    if size > 0 {
+        let mut line = [0u8; 18];
+        let n = hex_line(size as u64, &mut line);
+        out.splice(at..at, line[..n].iter().copied());
+        out.extend_from_slice(b"\r\n");
+    }
+    if decoder.is_done() {
+        out.extend_from_slice(b"0\r\n\r\n");
+    }
+    Ok(used)
+}
+
+/// Writes `n` in lower-case hex and CRLF (a chunk's size line) into `line`; returns its length.
+fn hex_line(n: u64, line: &mut [u8; 18]) -> usize {
+    let digits = (64 - n.leading_zeros()).div_ceil(4).max(1) as usize;
+    for (i, b) in line[..digits].iter_mut().enumerate() {
+        let nibble = (n >> (4 * (digits - 1 - i))) & 0xf;
+        *b = b"0123456789abcdef"[nibble as usize];
+    }
+    line[digits..digits + 2].copy_from_slice(b"\r\n");
+    digits + 2
 }
 
 /// Reads and drops a request body (a fixed answer does not need it); bytes after it stay in `buf`.
@@ -217,4 +252,41 @@ pub async fn send<R: Runtime>(conn: &mut impl Conn, mut bytes: &[u8], timeout: D
         }
     }
     conn.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_read_goes_as_one_chunk_and_the_last_chunk_with_the_last_data() {
+        let mut decoder = ChunkedDecoder::new();
+        let (mut out, mut data) = (b"HEAD".to_vec(), 0);
+        let used = rechunk(&mut decoder, b"5\r\n01234\r\n4;ext\r\nmany\r\n", &mut out, &mut data).unwrap();
+        assert_eq!((used, data), (23, 9));
+        assert_eq!(out, b"HEAD9\r\n01234many\r\n");
+        out.clear();
+        let rest = b"a\r\n0123456789\r\n0\r\nTrailer: x\r\n\r\nGET /";
+        let used = rechunk(&mut decoder, rest, &mut out, &mut data).unwrap();
+        assert_eq!(used, rest.len() - 5);
+        assert_eq!(out, b"a\r\n0123456789\r\n0\r\n\r\n");
+        let mut ended = ChunkedDecoder::new();
+        let mut out = Vec::new();
+        rechunk(&mut ended, b"0\r\n\r\n", &mut out, &mut data).unwrap();
+        assert_eq!(out, b"0\r\n\r\n");
+    }
+
+    #[test]
+    fn size_lines_are_lower_case_hex() {
+        let mut line = [0u8; 18];
+        for (n, text) in [
+            (0u64, "0\r\n"),
+            (9, "9\r\n"),
+            (0x1f40, "1f40\r\n"),
+            (u64::MAX, "ffffffffffffffff\r\n"),
+        ] {
+            let len = hex_line(n, &mut line);
+            assert_eq!(&line[..len], text.as_bytes());
+        }
+    }
 }

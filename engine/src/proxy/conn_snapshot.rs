@@ -16,6 +16,8 @@ pub struct DefaultTimeouts {
     pub keepalive_timeout: Duration,
     pub client_header_timeout: Duration,
     pub send_timeout: Duration,
+    /// The lingering close after an answer to a request refused before it named its server.
+    pub lingering: crate::config::model::Lingering,
 }
 
 /// The snapshot a connection's next request runs on: the running one, taken again when a reload changed it. A
@@ -53,6 +55,7 @@ impl ConnSnapshot {
             keepalive_timeout: c.keepalive_timeout,
             client_header_timeout: c.client_header_timeout,
             send_timeout: c.send_timeout,
+            lingering: c.lingering,
         };
         match server.and_then(|s| snap.servers.get(s)) {
             Some(s) => of(&s.client),

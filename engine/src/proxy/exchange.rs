@@ -311,7 +311,10 @@ async fn send_request<R: Runtime>(
     };
     let copy = BodyCopy {
         framing,
-        relay: Relay::Verbatim,
+        relay: match framing {
+            BodyFraming::Chunked => Relay::Rechunk,
+            _ => Relay::Verbatim,
+        },
         limits,
         pace: None,
     };

@@ -41,6 +41,7 @@ impl<R: Runtime> ClientConn<R> {
         if !plan.is_resolved() && snap.http_plans.get(plan.upstream).is_none() {
             return false;
         }
+        self.bufs.body.in_request = None;
         let held = if plan.passes_client_body() && req.body == BodyFraming::Chunked && !plan.conf.http_version_11 {
             // an HTTP/1.0 upstream cannot take a chunked body: nginx reads it whole and sends its length
             match self.hold_dechunked(req).await {
@@ -187,15 +188,12 @@ impl<R: Runtime> ClientConn<R> {
             }
             return Err(e);
         }
-        let line: &[u8] = b"\r\nTransfer-Encoding: chunked\r\n";
         let head = &mut bufs.request;
-        if let Some(at) = head.windows(line.len()).position(|w| w == line) {
-            let mut length = Vec::with_capacity(32);
-            length.extend_from_slice(b"\r\nContent-Length: ");
-            crate::http::pages::append_decimal(&mut length, body.len() as u64);
-            length.extend_from_slice(b"\r\n");
-            head.splice(at..at + line.len(), length);
+        if let Some(at) = chunked_line(head) {
+            with_length(head, at, body.len() as u64);
         }
+        let kept = body.len() as u64 <= super::request_body::in_memory(req.body_buffer, BodyFraming::Chunked);
+        bufs.body.in_request = kept.then_some(head.len());
         head.extend_from_slice(&body);
         Ok(())
     }
@@ -556,10 +554,41 @@ fn hold_whole_body(req: &Routed, bufs: &mut Buffers, decoder: &mut ChunkedDecode
             if !decoder.is_done() {
                 return Ok(false);
             }
+            if let Some(at) = chunked_line(&bufs.request) {
+                // read whole before the request goes: nginx sends it with its length, as a buffered body
+                with_length(&mut bufs.request, at, data);
+                let request = &mut bufs.request;
+                let kept = data <= super::request_body::in_memory(req.body_buffer, BodyFraming::Chunked);
+                bufs.body.in_request = kept.then_some(request.len());
+                decoder.reset();
+                let _ = decoder.feed(&avail[..used], |d| request.extend_from_slice(d));
+                bufs.client.consume(used);
+                return Ok(true);
+            }
             used
         }
     };
+    let kept = take as u64 <= super::request_body::in_memory(req.body_buffer, req.body);
+    bufs.body.in_request = kept.then_some(bufs.request.len());
     bufs.request.extend_from_slice(&avail[..take]);
     bufs.client.consume(take);
     Ok(true)
+}
+
+/// The line announcing a chunked body in the upstream head `request` (its offset), written by the route plan.
+fn chunked_line(request: &[u8]) -> Option<usize> {
+    request.windows(CHUNKED_LINE.len()).position(|w| w == CHUNKED_LINE)
+}
+
+const CHUNKED_LINE: &[u8] = b"\r\nTransfer-Encoding: chunked\r\n";
+
+/// Replaces the chunked line at `at` of the upstream head by `Content-Length: len` (the body is read whole).
+fn with_length(head: &mut Vec<u8>, at: usize, len: u64) {
+    use std::io::Write;
+    let mut line = [0u8; 48];
+    let mut free = &mut line[..];
+    // (48 bytes hold the line with any u64)
+    let _ = write!(free, "\r\nContent-Length: {len}\r\n");
+    let n = 48 - free.len();
+    head.splice(at..at + CHUNKED_LINE.len(), line[..n].iter().copied());
 }

@@ -7,6 +7,7 @@ use super::client::{ClientConn, ClientTimeouts, Routed};
 use super::conn_snapshot::ConnSnapshot;
 use super::error_page::{Go, PageState, Pass, Resume};
 use super::phase::ConnPhase;
+use super::request_body::BodyWait;
 use super::request_log::begin_request;
 use super::rewrite_phase::{self, Answer, PhaseBufs};
 use super::static_file::{self, FileAnswer, Filters};
@@ -137,6 +138,8 @@ pub(super) async fn serve_requests<R: Runtime>(mut conn: ClientConn<R>, mut at: 
     let mut idle = None;
     // the routed request's facts, rewritten in place for each request
     let mut req = Routed::NONE;
+    // how the connection closes after its last answer: nginx's lingering close, and whether the request had a body
+    let mut linger = None;
     loop {
         // between requests with nothing buffered: wait holding no buffer (nginx frees them too)
         let keepalive = idle.unwrap_or(at.defaults.keepalive_timeout);
@@ -170,11 +173,13 @@ pub(super) async fn serve_requests<R: Runtime>(mut conn: ClientConn<R>, mut at: 
                 }
                 conn.refuse(r, at.defaults.send_timeout).await;
                 conn.shard.log_request(snap, &mut conn.bufs.log);
+                linger = Some((at.defaults.lingering, false));
                 break;
             }
             Next::Request(..) if to_https => {
                 conn.refuse(super::tls_conn::TO_HTTPS, at.defaults.send_timeout).await;
                 conn.shard.log_request(snap, &mut conn.bufs.log);
+                linger = Some((at.defaults.lingering, false));
                 break;
             }
             Next::Request(route) => route,
@@ -210,13 +215,29 @@ pub(super) async fn serve_requests<R: Runtime>(mut conn: ClientConn<R>, mut at: 
         }
         idle = Some(req.timeouts.keepalive);
         if !keep || conn.shard.draining() {
+            linger = (!keep).then_some((req.lingering, req.body != BodyFraming::None));
             break;
         }
     }
     if conn.bufs.log.named_ticket != 0 {
         conn.shard.logs_written(conn.bufs.log.named_ticket).await;
     }
-    conn.shard.give_buffers(conn.bufs);
+    // (not an HTTP/2 stream's pipe, nor after `return 444` or a client that left)
+    let linger = linger
+        .filter(|_| conn.bufs.http2.is_none() && !matches!(conn.bufs.log.status, 444 | 499))
+        .filter(|(conf, body)| {
+            super::linger::wanted(conf, *body, || {
+                !conn.bufs.client.readable().is_empty() || conn.sock.bytes_waiting()
+            })
+        });
+    let ClientConn {
+        shard, mut sock, bufs, ..
+    } = conn;
+    shard.give_buffers(bufs);
+    if let Some((conf, _)) = linger {
+        // boxed: its read buffer is not part of every connection's future
+        Box::pin(super::linger::close::<R>(&shard, &mut sock, conf)).await;
+    }
 }
 
 impl<R: Runtime> ClientConn<R> {
@@ -366,7 +387,17 @@ fn route_head<'s>(
     req: &mut Routed,
 ) -> Result<Option<Next<'s>>, Rejection> {
     bufs.pages.begin();
-    route_pass::<true>(snap, port, conn, progress, bufs, Pass::First, req)
+    let had_body = bufs.body.ready();
+    let mut routed = route_pass::<true>(snap, port, conn, progress, bufs, Pass::First, req);
+    if matches!(routed, Ok(None)) && !had_body && bufs.body.ready() {
+        // the body for `$request_body`, all here: routed again with it
+        bufs.pages.begin();
+        routed = route_pass::<true>(snap, port, conn, progress, bufs, Pass::First, req);
+    }
+    if !matches!(routed, Ok(None)) {
+        bufs.body.clear();
+    }
+    routed
 }
 
 /// An error page's internal redirect found by a routing pass: the head is routed again.
@@ -420,9 +451,11 @@ fn route_pass<'s, const FIRST: bool>(
 ) -> Result<Option<Next<'s>>, Rejection> {
     bufs.headers.reset();
     let first_pass = FIRST;
+    // the address's first header buffer (for the client's head only)
+    let first_size = if first_pass { snap.first_header_buffer(port) } else { 0 };
     if first_pass {
         let first = FirstBuffers {
-            size: snap.first_header_buffer(port),
+            size: first_size,
             large: snap.header_buffers(port, None),
         };
         head_buffers::check(bufs.client.readable(), first, |host| {
@@ -476,7 +509,10 @@ fn route_pass<'s, const FIRST: bool>(
             addrs: bufs.proxy.as_ref(),
             tlvs: &bufs.tlvs,
         },
-        body: super::request_body::held(&head, bufs.client.readable(), bufs.client.capacity()),
+        // (after the first pass: the body an error page reads)
+        body: bufs
+            .body
+            .text(FIRST.then(|| bufs.client.readable().get(head.head_len..).unwrap_or_default())),
         tls: bufs.tls.as_ref(),
         http2: bufs.http2,
         upstream: kept.as_ref().map(|u| u as &dyn VarSource),
@@ -551,7 +587,7 @@ fn route_pass<'s, const FIRST: bool>(
     // request, when it is sure to run now (not routed again for its body)
     let early_wait = limits.is_some()
         && first_pass
-        && super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity());
+        && super::request_body::must_wait(loc, &head, body_room(first_size, &bufs.client), &bufs.body) != BodyWait::No;
     let (fixed_server, redirect, delay) = match limits {
         Some(plan) if !early_wait && !bufs.limited => {
             let vars = RequestVars {
@@ -607,9 +643,16 @@ fn route_pass<'s, const FIRST: bool>(
         proxy_host,
         ext,
     };
-    if first_pass && super::request_body::must_wait(loc, &head, bufs.client.readable(), bufs.client.capacity()) {
+    if first_pass {
         // routed again once the body is here (the location reads `$request_body`)
-        return Ok(None);
+        match super::request_body::must_wait(loc, &head, body_room(first_size, &bufs.client), &bufs.body) {
+            BodyWait::No => {}
+            BodyWait::More => return Ok(None),
+            BodyWait::Hold => {
+                super::request_body::hold(&mut bufs.body, head.body, bufs.client.readable(), head.head_len);
+                return Ok(None);
+            }
+        }
     }
     // the limits left for now: the request waited for its body at first, and an index file led it to a location
     // that does not (rare)
@@ -740,6 +783,15 @@ fn route_pass<'s, const FIRST: bool>(
     Ok(Some(Next::Request(route)))
 }
 
+/// The client buffer as `$request_body`'s wait sees it (`first_size`: the address's first header buffer).
+fn body_room(first_size: usize, client: &crate::runtime::iobuf::IoBuf) -> super::request_body::Room<'_> {
+    super::request_body::Room {
+        readable: client.readable(),
+        capacity: client.capacity(),
+        first_buffer: first_size,
+    }
+}
+
 /// Where an answer's error page is looked for.
 #[derive(Clone, Copy)]
 struct PageAt<'s> {
@@ -806,6 +858,8 @@ fn route_pending<'s>(
 ) -> Option<Route<'s>> {
     bufs.pages.resumed(resume);
     bufs.pages.upstream.keep_tries(&bufs.log.tries);
+    // the page's `$request_body`: the body that went upstream
+    bufs.body.keep_for_page(&bufs.request);
     let pass = match resume.accel {
         false => Pass::Resume(resume),
         true => {
@@ -817,7 +871,9 @@ fn route_pending<'s>(
             Pass::Accel
         }
     };
-    match route_pass::<false>(snap, port, conn, (progress, None), bufs, pass, req) {
+    let routed = route_pass::<false>(snap, port, conn, (progress, None), bufs, pass, req);
+    bufs.body.unhold();
+    match routed {
         Ok(Some(Next::Request(route))) => Some(route),
         _ => None,
     }
@@ -862,6 +918,8 @@ fn routed(head: &RequestHead<'_, '_>, client: &ClientConf, served: u64, open_for
         gzip: GzipAsk::No,
         rate: None,
         delay: Duration::ZERO,
+        body_buffer: client.client_body_buffer_size,
+        lingering: client.lingering,
     }
 }
 

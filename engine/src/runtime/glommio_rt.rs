@@ -4,6 +4,7 @@
 use super::tls_stream::{MaybeTls, Peek, Tcp};
 use super::tokio_rt::reuseport_socket;
 use super::{Listener, Runtime};
+use crate::config::model::SocketBuffers;
 use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
@@ -133,6 +134,10 @@ impl Tcp for GlommioConn {
             Some(token) => Ok(token),
         }
     }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.stream.as_raw_fd()
+    }
 }
 
 /// A glommio listener on a socket bound with `SO_REUSEPORT`, or on the shard's descriptor of a unix-domain socket
@@ -210,9 +215,10 @@ impl Runtime for Glommio {
         glommio::timer::sleep(d)
     }
 
-    fn bind(addr: SocketAddr, backlog: i32) -> io::Result<GlommioListener> {
+    fn bind(addr: SocketAddr, backlog: i32, buffers: SocketBuffers) -> io::Result<GlommioListener> {
         if crate::config::unix_addr::is_unix(&addr) {
             let l = super::unix::listener_for(addr, backlog)?;
+            super::set_buffers(&l, buffers, addr);
             // SAFETY: the fd is a listening unix-domain stream socket (the shard's own duplicate) whose ownership
             // moves into glommio's listener, which only accepts on it.
             return Ok(GlommioListener(
@@ -221,6 +227,7 @@ impl Runtime for Glommio {
             ));
         }
         let std_listener = reuseport_socket(addr, backlog)?;
+        super::set_buffers(&std_listener, buffers, addr);
         // SAFETY: the fd is a bound, listening TCP socket whose ownership moves into glommio's listener.
         Ok(GlommioListener(
             unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) },
@@ -237,8 +244,9 @@ impl Runtime for Glommio {
         Ok(GlommioUdp(s))
     }
 
-    fn bind_udp(addr: SocketAddr) -> io::Result<GlommioUdpListener> {
+    fn bind_udp(addr: SocketAddr, buffers: SocketBuffers) -> io::Result<GlommioUdpListener> {
         let std = super::reuseport_udp(addr)?;
+        super::set_buffers(&std, buffers, addr);
         // SAFETY: `into_raw_fd` hands over the socket's only descriptor, which glommio's socket then owns.
         let s = unsafe {
             <glommio::net::UdpSocket as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(std))

@@ -11,6 +11,7 @@ pub mod tokio_io;
 pub mod tokio_rt;
 pub mod unix;
 
+use crate::config::model::SocketBuffers;
 use futures_lite::{AsyncRead, AsyncWrite};
 use std::future::Future;
 use std::io;
@@ -32,6 +33,9 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     /// `ngx_http_upstream_check_broken_connection`: a `recv` with `MSG_PEEK` once the socket is readable); stays
     /// pending once bytes wait (a pipelined request, a TLS alert), and for an HTTP/2 stream's pipe.
     fn closed(&self) -> impl Future<Output = ()>;
+    /// Whether bytes the peer sent wait unread in the socket now (nginx's `read->ready` when it decides on a
+    /// lingering close); never for an HTTP/2 stream's pipe.
+    fn bytes_waiting(&self) -> bool;
     /// Runs a TLS server handshake with `config` over this plain stream; the connection that comes back reads
     /// and writes through the session. `session_id` goes into the session's tickets (`$ssl_session_id` of a
     /// connection that resumes it).
@@ -96,6 +100,31 @@ pub trait DatagramListener: 'static {
     fn local_addr(&self) -> io::Result<SocketAddr>;
 }
 
+/// Sets a listening socket's `SO_RCVBUF` and `SO_SNDBUF` (`listen ... rcvbuf= sndbuf=`). As nginx's, a size the
+/// system refuses is logged and ignored (`setsockopt(SO_RCVBUF, N) ADDR failed, ignored`).
+pub fn set_buffers(sock: impl std::os::fd::AsFd, sizes: SocketBuffers, addr: SocketAddr) {
+    let sock = socket2::SockRef::from(&sock);
+    let sizes = [("SO_RCVBUF", sizes.rcvbuf), ("SO_SNDBUF", sizes.sndbuf)];
+    for (name, size) in sizes {
+        let Some(n) = size else { continue };
+        // (a negative `int` is what nginx passes too: the system refuses it)
+        let set = match name {
+            "SO_RCVBUF" => usize::try_from(n).map(|n| sock.set_recv_buffer_size(n)),
+            _ => usize::try_from(n).map(|n| sock.set_send_buffer_size(n)),
+        };
+        let failed = match set {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e,
+            Err(_) => io::Error::from_raw_os_error(libc::EINVAL),
+        };
+        crate::log_alert!(
+            "setsockopt({name}, {n}) {} failed, ignored ({})",
+            crate::config::unix_addr::to_text(&addr),
+            crate::log::errno_text(&failed)
+        );
+    }
+}
+
 /// A non-blocking UDP socket bound to `addr` with `SO_REUSEPORT` and `SO_REUSEADDR`, for
 /// [`Runtime::bind_udp`].
 pub fn reuseport_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
@@ -140,7 +169,7 @@ pub trait Runtime: Sized + 'static {
     fn sleep(d: Duration) -> impl Future<Output = ()>;
 
     /// Binds a listener with `SO_REUSEPORT` (and `SO_REUSEADDR`) on the current shard.
-    fn bind(addr: SocketAddr, backlog: i32) -> io::Result<Self::Listener>;
+    fn bind(addr: SocketAddr, backlog: i32, buffers: SocketBuffers) -> io::Result<Self::Listener>;
 
     /// Connects to `addr`, failing with `TimedOut` after `timeout`.
     fn connect(addr: SocketAddr, timeout: Duration) -> impl Future<Output = io::Result<Self::Conn>>;
@@ -149,7 +178,7 @@ pub trait Runtime: Sized + 'static {
     fn udp_connect(addr: SocketAddr) -> io::Result<Self::Udp>;
 
     /// Binds a UDP listening socket with `SO_REUSEPORT` on the current shard.
-    fn bind_udp(addr: SocketAddr) -> io::Result<Self::UdpListener>;
+    fn bind_udp(addr: SocketAddr, buffers: SocketBuffers) -> io::Result<Self::UdpListener>;
 
     /// Starts a thread running one executor of this runtime, pinned to `cpu` when given, and runs `make()`'s future
     /// on it to completion. Errors creating the executor are returned by the thread's join.

@@ -115,6 +115,8 @@ pub trait Tcp: AsyncRead + AsyncWrite + Unpin + Peek + 'static {
     ) -> impl std::future::Future<Output = io::Result<usize>> {
         std::future::ready(Err(io::ErrorKind::Unsupported.into()))
     }
+    /// The socket's descriptor (open for the stream's life).
+    fn fd(&self) -> std::os::fd::RawFd;
 }
 
 impl<S: Tcp> Conn for MaybeTls<S> {
@@ -146,6 +148,24 @@ impl<S: Tcp> Conn for MaybeTls<S> {
             MaybeTls::Plain(s) => s.send_file(file, offset, len).await,
             _ => Err(io::ErrorKind::Unsupported.into()),
         }
+    }
+
+    /// A `recv` of one byte with `MSG_PEEK | MSG_DONTWAIT` on the socket under the session.
+    fn bytes_waiting(&self) -> bool {
+        let Some(s) = self.tcp() else {
+            return false;
+        };
+        let mut byte = 0u8;
+        // SAFETY: a one-byte buffer of ours; the descriptor is the stream's, open while `s` is borrowed.
+        let n = unsafe {
+            libc::recv(
+                s.fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n > 0
     }
 
     /// Peeks at the socket under the session, as nginx does for TLS connections too (the session's buffered

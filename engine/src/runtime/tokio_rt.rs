@@ -2,6 +2,7 @@
 
 use super::tls_stream::{MaybeTls, Peek, Tcp};
 use super::{Listener, Runtime};
+use crate::config::model::SocketBuffers;
 use futures_lite::{AsyncRead, AsyncWrite};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::future::Future;
@@ -84,6 +85,10 @@ impl Tcp for TokioConn {
                 usize::try_from(n).map_err(|_| io::Error::last_os_error())
             })
             .await
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.0)
     }
 }
 
@@ -206,25 +211,27 @@ impl Runtime for Tokio {
         tokio::time::sleep(d)
     }
 
-    fn bind(addr: SocketAddr, backlog: i32) -> io::Result<TokioListener> {
+    fn bind(addr: SocketAddr, backlog: i32, buffers: SocketBuffers) -> io::Result<TokioListener> {
         if crate::config::unix_addr::is_unix(&addr) {
             let l = super::unix::listener_for(addr, backlog)?;
+            super::set_buffers(&l, buffers, addr);
             // SAFETY: the listener owns its descriptor, which stays open and the same for the `AsyncFd`'s life.
             let fd = unsafe { tokio::io::unix::AsyncFd::register_with_interest(l, tokio::io::Interest::READABLE) }
                 .map_err(io::Error::from)?;
             return Ok(TokioListener::Unix(fd, addr));
         }
-        Ok(TokioListener::Tcp(tokio::net::TcpListener::from_std(
-            reuseport_socket(addr, backlog)?,
-        )?))
+        let std = reuseport_socket(addr, backlog)?;
+        super::set_buffers(&std, buffers, addr);
+        Ok(TokioListener::Tcp(tokio::net::TcpListener::from_std(std)?))
     }
 
     fn udp_connect(addr: SocketAddr) -> io::Result<TokioUdp> {
         tokio::net::UdpSocket::from_std(super::udp_socket_to(addr)?).map(TokioUdp)
     }
 
-    fn bind_udp(addr: SocketAddr) -> io::Result<TokioUdpListener> {
+    fn bind_udp(addr: SocketAddr, buffers: SocketBuffers) -> io::Result<TokioUdpListener> {
         let std = super::reuseport_udp(addr)?;
+        super::set_buffers(&std, buffers, addr);
         let pktinfo = addr.ip().is_unspecified();
         if pktinfo {
             super::pktinfo::enable(std::os::fd::AsRawFd::as_raw_fd(&std), addr.is_ipv6())?;

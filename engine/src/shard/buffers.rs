@@ -56,6 +56,9 @@ pub struct Buffers {
     pub limited: bool,
     /// The charset filter's variable values and recoding buffers (empty unless a location recodes).
     pub charset: Option<Box<crate::snapshot::charset::CharsetScratch>>,
+    /// The current request's body for `$request_body` when it is not a slice of the client buffer (a chunked
+    /// body's data, the body an error page reads); no heap unless a location reads the variable.
+    pub body: crate::proxy::request_body::HeldBody,
 }
 
 impl Buffers {
@@ -120,6 +123,7 @@ impl Buffers {
             limits: Vec::new(),
             limited: false,
             charset: None,
+            body: Default::default(),
         }
     }
 

@@ -39,11 +39,12 @@ pub(super) enum Bound<R: Runtime> {
     Udp(R::UdpListener),
 }
 
-/// Binds `addr` for `role` the way every shard does (`SO_REUSEPORT`).
-fn bind<R: Runtime>(addr: SocketAddr, role: Role) -> std::io::Result<Bound<R>> {
+/// Binds `addr` for `role` the way every shard does (`SO_REUSEPORT`), with the buffer sizes `snap` gives it.
+fn bind<R: Runtime>(snap: &Snapshot, addr: SocketAddr, role: Role) -> std::io::Result<Bound<R>> {
+    let buffers = snap.listen_buffers(addr, role);
     match role {
-        Role::Udp => R::bind_udp(addr).map(Bound::Udp),
-        Role::Http | Role::Stream => R::bind(addr, BACKLOG).map(Bound::Tcp),
+        Role::Udp => R::bind_udp(addr, buffers).map(Bound::Udp),
+        Role::Http | Role::Stream => R::bind(addr, BACKLOG, buffers).map(Bound::Tcp),
     }
 }
 
@@ -63,7 +64,7 @@ impl Listeners {
     pub(super) fn bind_all<R: Runtime>(snap: &Snapshot) -> Result<Vec<(SocketAddr, Role, Bound<R>)>, StartError> {
         wanted(snap)
             .into_iter()
-            .map(|(addr, role)| match bind::<R>(addr, role) {
+            .map(|(addr, role)| match bind::<R>(snap, addr, role) {
                 Ok(l) => Ok((addr, role, l)),
                 Err(source) => Err(StartError::Bind { addr, source }),
             })
@@ -118,7 +119,7 @@ impl Listeners {
             if self.open.iter().any(|(a, r, _)| (*a, *r) == (addr, role)) {
                 continue;
             }
-            match bind::<R>(addr, role) {
+            match bind::<R>(&snap, addr, role) {
                 Ok(l) => self.accept_on::<R>(shard, addr, role, l),
                 Err(e) => crate::log!(
                     crate::log::Level::Emerg,

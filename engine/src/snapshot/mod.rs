@@ -93,6 +93,8 @@ pub struct HttpPort {
     /// The address speaks HTTP/2 (`http2 on` in its default server, or a `listen ... http2` here): the default
     /// server's settings. ALPN offers `h2` on a TLS address; a plain one takes HTTP/2's connection preface.
     pub http2: Option<crate::config::model::Http2Conf>,
+    /// `listen ... rcvbuf= sndbuf=` of the address.
+    pub buffers: crate::config::model::SocketBuffers,
 }
 
 /// An http server's routing table.
@@ -342,6 +344,21 @@ impl Snapshot {
         http.chain(self.stream_ports.iter().map(move |p| (p.addr, role(p))))
     }
 
+    /// The socket buffer sizes (`listen ... rcvbuf= sndbuf=`) of the listen address `addr` in `role`.
+    pub fn listen_buffers(&self, addr: SocketAddr, role: Role) -> crate::config::model::SocketBuffers {
+        let found = match role {
+            Role::Http => self.http_ports.iter().find(|p| p.addr == addr).map(|p| p.buffers),
+            Role::Stream | Role::Udp => {
+                let udp = role == Role::Udp;
+                self.stream_ports
+                    .iter()
+                    .find(|p| p.addr == addr && p.udp == udp)
+                    .map(|p| p.buffers)
+            }
+        };
+        found.unwrap_or_default()
+    }
+
     /// The server of `port` for a request naming `host`.
     pub fn server_for(&self, port: usize, host: Option<&[u8]>) -> Option<&ServerPlan> {
         self.server_named(port, host, None).map(|(s, _)| s)
@@ -419,6 +436,7 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
             Some(p) => {
                 p.servers.push(server);
                 p.proxy_protocol |= l.proxy_protocol;
+                p.buffers = p.buffers.or(l.buffers);
                 if l.default_server {
                     p.default_server = server;
                 }
@@ -431,6 +449,7 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
                 names: ServerNames::default(),
                 tls: None,
                 http2: None,
+                buffers: l.buffers,
             }),
         }
     }

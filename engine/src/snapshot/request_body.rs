@@ -5,10 +5,6 @@ use crate::config::key::{KeyTemplate, Part, Var};
 use crate::config::model::Location;
 use crate::config::rewrite::{Cond, Piece, RewriteOp};
 
-/// The most body bytes held for `$request_body` (nginx's default `client_body_buffer_size` on 64-bit systems); a
-/// larger body (nginx keeps it in a temporary file) leaves the variable empty.
-pub const MAX_HELD: u64 = 16 * 1024;
-
 fn in_template(t: &KeyTemplate) -> bool {
     t.parts().iter().any(|p| matches!(p, Part::Var(Var::RequestBody)))
 }

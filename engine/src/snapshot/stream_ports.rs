@@ -26,6 +26,8 @@ pub struct StreamPort {
     pub names: ServerNames,
     /// The handshake's config, for an `ssl` address.
     pub tls: Option<Arc<crate::tls::PortTls>>,
+    /// `listen ... rcvbuf= sndbuf=` of the address.
+    pub buffers: crate::config::model::SocketBuffers,
 }
 
 impl StreamPort {
@@ -51,6 +53,7 @@ pub fn build(servers: &[StreamServer], taken: impl Fn(SocketAddr) -> bool) -> Re
                     p.servers.push(si);
                     p.proxy_protocol |= l.proxy_protocol;
                     p.ssl |= l.ssl;
+                    p.buffers = p.buffers.or(l.buffers);
                     if l.default_server {
                         p.server = si;
                     }
@@ -64,6 +67,7 @@ pub fn build(servers: &[StreamServer], taken: impl Fn(SocketAddr) -> bool) -> Re
                     udp: l.udp,
                     names: ServerNames::default(),
                     tls: None,
+                    buffers: l.buffers,
                 }),
             }
         }

@@ -12,8 +12,8 @@ use super::{arg, directive_err, flag_slot, msec_slot, num_slot, unset, value, Bu
 use crate::config::error::ConfigError;
 use crate::config::key::KeyTemplate;
 use crate::config::model::{
-    ClientConf, HeaderBuffers, HttpProxyConf, KeepaliveHeader, NextUpstream, KEEPALIVE_DISABLE_MSIE6,
-    KEEPALIVE_DISABLE_SAFARI,
+    ClientConf, HeaderBuffers, HttpProxyConf, KeepaliveHeader, Lingering, LingeringClose, NextUpstream,
+    KEEPALIVE_DISABLE_MSIE6, KEEPALIVE_DISABLE_SAFARI,
 };
 use crate::config::parser::Directive;
 use std::time::Duration;
@@ -79,7 +79,7 @@ pub struct ClientLayer {
     header_buffers: Option<HeaderBuffers>,
     header_buffer_size: Option<usize>,
     pool_size: Option<usize>,
-    /// `client_body_buffer_size` (checked, without effect: a body goes through the client buffer, no file).
+    /// `client_body_buffer_size`: the most of a body held for `$request_body`.
     body_buffer_size: Option<usize>,
     /// `client_body_in_file_only` and `client_body_in_single_buffer` (checked, without effect: corelb writes no
     /// body to a file, and a body it holds is in one buffer).
@@ -90,6 +90,9 @@ pub struct ClientLayer {
     error_log: Option<Vec<(String, Option<String>)>>,
     /// `open_log_file_cache` (`Some(None)`: `off`).
     open_log_cache: Option<Option<crate::config::log_path::OpenLogCache>>,
+    lingering_close: Option<LingeringClose>,
+    lingering_time: Option<Duration>,
+    lingering_timeout: Option<Duration>,
 }
 
 /// Both, for one http, server or location level.
@@ -216,15 +219,17 @@ impl Layers {
                 c.keepalive_disable = Some(keepalive_disable(cx.build, d)?);
             }
             "client_header_timeout" => msec_slot(&mut c.header_timeout, d)?,
-            // corelb closes a connection without reading on after it (nginx's `off`); the others are refused
-            "lingering_close" => match arg(d, 0) {
-                "off" => {}
-                v @ ("on" | "always") => {
-                    let msg = format!("\"lingering_close {v}\" is not supported by corelb");
-                    return Err(ConfigError::invalid(msg, &d.span));
-                }
-                v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
-            },
+            "lingering_close" => {
+                unset(&c.lingering_close, d)?;
+                c.lingering_close = Some(match arg(d, 0) {
+                    "off" => LingeringClose::Off,
+                    "on" => LingeringClose::On,
+                    "always" => LingeringClose::Always,
+                    v => return Err(ConfigError::invalid(format!("invalid value \"{v}\""), &d.span)),
+                });
+            }
+            "lingering_time" => msec_slot(&mut c.lingering_time, d)?,
+            "lingering_timeout" => msec_slot(&mut c.lingering_timeout, d)?,
             "client_max_body_size" => {
                 unset(&c.max_body_size, d)?;
                 let size = value::parse_offset(arg(d, 0)).ok_or_else(|| directive_err(d, "invalid value"))?;
@@ -343,6 +348,9 @@ impl Layers {
                 body_in_single_buffer: c.body_in_single_buffer.or(pc.body_in_single_buffer),
                 access_log: c.access_log.clone().or_else(|| pc.access_log.clone()),
                 error_log: c.error_log.clone().or_else(|| pc.error_log.clone()),
+                lingering_close: c.lingering_close.or(pc.lingering_close),
+                lingering_time: c.lingering_time.or(pc.lingering_time),
+                lingering_timeout: c.lingering_timeout.or(pc.lingering_timeout),
                 open_log_cache: c.open_log_cache.or(pc.open_log_cache),
             },
             temp_paths: TempPaths::default(),
@@ -422,6 +430,12 @@ impl Layers {
             client_header_buffer_size: c.header_buffer_size.unwrap_or(d.client_header_buffer_size),
             connection_pool_size: c.pool_size.unwrap_or(d.connection_pool_size),
             error_log: c.error_log.clone().unwrap_or_default(),
+            client_body_buffer_size: c.body_buffer_size.map_or(d.client_body_buffer_size, |s| s as u64),
+            lingering: Lingering {
+                close: c.lingering_close.unwrap_or(d.lingering.close),
+                time: c.lingering_time.unwrap_or(d.lingering.time),
+                timeout: c.lingering_timeout.unwrap_or(d.lingering.timeout),
+            },
             access_log: super::logs::with_open_cache(
                 c.access_log.as_ref().map(LevelLogs::effective).unwrap_or_default(),
                 c.open_log_cache.flatten(),

@@ -1,10 +1,10 @@
 //! `listen` in http and stream servers: addresses (`ADDR:PORT`, `PORT`, `*:PORT`, `[::1]:PORT`, a name, a port
-//! range), the parameters corelb accepts (`default_server`, `reuseport`, `backlog=N`, `bind`), and nginx's
+//! range), the parameters corelb accepts (`default_server`, `reuseport`, `backlog=N`, `rcvbuf=`, `sndbuf=`, `bind`), and nginx's
 //! duplicate checks across servers.
 
 use super::arg;
 use crate::config::error::ConfigError;
-use crate::config::model::{Listen, Span};
+use crate::config::model::{Listen, SocketBuffers, Span};
 use crate::config::parser::Directive;
 use crate::config::url::{self, UrlOpts};
 use crate::config::value;
@@ -14,15 +14,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 const UNSUPPORTED_HTTP: &[&str] = &["deferred", "quic"];
 const UNSUPPORTED_STREAM: &[&str] = &[];
 /// `name=value` parameters corelb does not implement.
-const UNSUPPORTED_VALUED: &[&str] = &[
-    "fastopen=",
-    "rcvbuf=",
-    "sndbuf=",
-    "so_keepalive=",
-    "ipv6only=",
-    "setfib=",
-    "accept_filter=",
-];
+const UNSUPPORTED_VALUED: &[&str] = &["fastopen=", "so_keepalive=", "ipv6only=", "setfib=", "accept_filter="];
 
 /// One address:port bound by http servers, as nginx's `ngx_http_conf_addr_t` tracks it.
 #[derive(Debug)]
@@ -52,6 +44,8 @@ struct Params {
     ssl: bool,
     /// `http2` (http only).
     http2: bool,
+    /// `rcvbuf=`, `sndbuf=`.
+    buffers: SocketBuffers,
 }
 
 fn not_supported(p: &str, d: &Directive) -> ConfigError {
@@ -66,6 +60,16 @@ fn common_param(p: &str, d: &Directive, out: &mut Params, refused: &[&str]) -> R
     if p == "proxy_protocol" {
         out.proxy_protocol = true;
     } else if p == "bind" || p == "reuseport" {
+        out.options = true;
+    } else if let Some((name, size)) = p.split_once('=').filter(|(n, _)| matches!(*n, "rcvbuf" | "sndbuf")) {
+        // `ngx_parse_size`, kept as nginx's `int`
+        let Some(bytes) = value::parse_size(size).and_then(|b| i32::try_from(b).ok()) else {
+            return Err(ConfigError::invalid(format!("invalid {name} \"{p}\""), &d.span));
+        };
+        match name {
+            "rcvbuf" => out.buffers.rcvbuf = Some(bytes),
+            _ => out.buffers.sndbuf = Some(bytes),
+        }
         out.options = true;
     } else if let Some(n) = p.strip_prefix("backlog=") {
         if !matches!(value::atoi(n), Some(n) if n != 0) {
@@ -123,6 +127,7 @@ impl HttpListens {
                 ssl: params.ssl,
                 udp: false,
                 http2: params.http2,
+                buffers: params.buffers,
                 span: d.span.clone(),
             });
         }
@@ -141,6 +146,7 @@ impl HttpListens {
             ssl: false,
             udp: false,
             http2: false,
+            buffers: SocketBuffers::default(),
             span: at.clone(),
         })
     }
@@ -274,6 +280,7 @@ impl StreamListens {
                 ssl: params.ssl,
                 udp,
                 http2: false,
+                buffers: params.buffers,
                 span: d.span.clone(),
             });
         }
@@ -370,6 +377,17 @@ mod tests {
         assert!(l[0].default_server && !l[0].proxy_protocol);
         let l = t.listen(&listen_directive("listen 8081 proxy_protocol;"), 0).unwrap();
         assert!(l[0].proxy_protocol);
+        let l = t
+            .listen(&listen_directive("listen 8082 sndbuf=64k rcvbuf=1m;"), 0)
+            .unwrap();
+        assert_eq!((l[0].buffers.sndbuf, l[0].buffers.rcvbuf), (Some(65536), Some(1 << 20)));
+        for bad in ["sndbuf=x", "rcvbuf=", "sndbuf=1g", "rcvbuf=4096m"] {
+            let name = &bad[..6];
+            assert_eq!(
+                err(t.listen(&listen_directive(&format!("listen 8083 {bad};")), 0)),
+                format!("[emerg] invalid {name} \"{bad}\" in t.conf:1")
+            );
+        }
     }
 
     #[test]

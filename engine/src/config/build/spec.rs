@@ -390,8 +390,9 @@ pub const SPECS: &[Spec] = &[
     both("preread_timeout", STREAM_MS, TAKE1),
     // checked, without effect: corelb reads files through its own buffer (docs/directives.md)
     both("output_buffers", HTTP_MSL, TAKE2),
-    // `off` only: corelb closes without lingering (docs/directives.md)
     both("lingering_close", HTTP_MSL, TAKE1),
+    both("lingering_time", HTTP_MSL, TAKE1),
+    both("lingering_timeout", HTTP_MSL, TAKE1),
     // http2 (nginx's ngx_http_v2_module)
     both("http2", HTTP_MS, TAKE1),
     both("http2_max_concurrent_streams", HTTP_MS, TAKE1),
@@ -506,8 +507,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "autoindex",
     "internal",
     "limit_except",
-    "lingering_time",
-    "lingering_timeout",
     "reset_timedout_connection",
     "variables_hash_max_size",
     "variables_hash_bucket_size",
