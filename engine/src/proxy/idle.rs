@@ -83,7 +83,8 @@ mod tests {
         );
         println!("idle: connection {conn:?} B (tokio, glommio), husk {husk} B; serve future {serve:?} B");
         assert!(conn.0 <= 512 && conn.1 <= 512, "{conn:?}");
-        assert!(husk <= 2048, "{husk}");
+        // 2,096 B since the lingering close and $request_body of a chunked body (body merge)
+        assert!(husk <= 2112, "{husk}");
         // the connection task's future, which an idle connection still holds whole (bound: it must not grow)
         assert!(serve.0 <= 16 * 1024 && serve.1 <= 16 * 1024, "{serve:?}");
     }
