@@ -117,7 +117,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
                     ssl: false,
                     udp: false,
                     http2: false,
-                    buffers: Default::default(),
+                    socket: Default::default(),
                     span: Span::default(),
                 }],
                 server_names: Vec::new(),

@@ -750,23 +750,25 @@ pub struct Listen {
     pub udp: bool,
     /// `http2` (deprecated by nginx for the `http2` directive): the address speaks HTTP/2.
     pub http2: bool,
-    /// `rcvbuf=` and `sndbuf=`: the listening socket's buffer sizes.
-    pub buffers: SocketBuffers,
+    /// `backlog=`, `rcvbuf=` and `sndbuf=`: the listening socket's options.
+    pub socket: SocketOptions,
     pub span: Span,
 }
 
-/// `listen ... rcvbuf=SIZE sndbuf=SIZE`: `SO_RCVBUF` and `SO_SNDBUF` of a listening socket (its accepted
-/// connections inherit them); none set by default, the system's sizes.
+/// `listen ... backlog=N rcvbuf=SIZE sndbuf=SIZE`: the `listen(2)` backlog of a listening socket (default 511, as
+/// nginx's), and its `SO_RCVBUF` and `SO_SNDBUF` (its accepted connections inherit them; by default the system's).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SocketBuffers {
+pub struct SocketOptions {
+    pub backlog: Option<i32>,
     pub rcvbuf: Option<i32>,
     pub sndbuf: Option<i32>,
 }
 
-impl SocketBuffers {
+impl SocketOptions {
     /// Each size set here, else `other`'s (only one `listen` of an address may set options).
-    pub fn or(self, other: SocketBuffers) -> SocketBuffers {
-        SocketBuffers {
+    pub fn or(self, other: SocketOptions) -> SocketOptions {
+        SocketOptions {
+            backlog: self.backlog.or(other.backlog),
             rcvbuf: self.rcvbuf.or(other.rcvbuf),
             sndbuf: self.sndbuf.or(other.sndbuf),
         }

@@ -4,7 +4,7 @@
 use super::tls_stream::{MaybeTls, Peek, Tcp};
 use super::tokio_rt::reuseport_socket;
 use super::{Listener, Runtime};
-use crate::config::model::SocketBuffers;
+use crate::config::model::SocketOptions;
 use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{LocalExecutorBuilder, Placement};
@@ -215,7 +215,7 @@ impl Runtime for Glommio {
         glommio::timer::sleep(d)
     }
 
-    fn bind(addr: SocketAddr, backlog: i32, buffers: SocketBuffers) -> io::Result<GlommioListener> {
+    fn bind(addr: SocketAddr, backlog: i32, buffers: SocketOptions) -> io::Result<GlommioListener> {
         if crate::config::unix_addr::is_unix(&addr) {
             let l = super::unix::listener_for(addr, backlog)?;
             super::set_buffers(&l, buffers, addr);
@@ -244,7 +244,7 @@ impl Runtime for Glommio {
         Ok(GlommioUdp(s))
     }
 
-    fn bind_udp(addr: SocketAddr, buffers: SocketBuffers) -> io::Result<GlommioUdpListener> {
+    fn bind_udp(addr: SocketAddr, buffers: SocketOptions) -> io::Result<GlommioUdpListener> {
         let std = super::reuseport_udp(addr)?;
         super::set_buffers(&std, buffers, addr);
         // SAFETY: `into_raw_fd` hands over the socket's only descriptor, which glommio's socket then owns.

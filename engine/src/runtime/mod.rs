@@ -11,7 +11,7 @@ pub mod tokio_io;
 pub mod tokio_rt;
 pub mod unix;
 
-use crate::config::model::SocketBuffers;
+use crate::config::model::SocketOptions;
 use futures_lite::{AsyncRead, AsyncWrite};
 use std::future::Future;
 use std::io;
@@ -102,7 +102,7 @@ pub trait DatagramListener: 'static {
 
 /// Sets a listening socket's `SO_RCVBUF` and `SO_SNDBUF` (`listen ... rcvbuf= sndbuf=`). As nginx's, a size the
 /// system refuses is logged and ignored (`setsockopt(SO_RCVBUF, N) ADDR failed, ignored`).
-pub fn set_buffers(sock: impl std::os::fd::AsFd, sizes: SocketBuffers, addr: SocketAddr) {
+pub fn set_buffers(sock: impl std::os::fd::AsFd, sizes: SocketOptions, addr: SocketAddr) {
     let sock = socket2::SockRef::from(&sock);
     let sizes = [("SO_RCVBUF", sizes.rcvbuf), ("SO_SNDBUF", sizes.sndbuf)];
     for (name, size) in sizes {
@@ -169,7 +169,7 @@ pub trait Runtime: Sized + 'static {
     fn sleep(d: Duration) -> impl Future<Output = ()>;
 
     /// Binds a listener with `SO_REUSEPORT` (and `SO_REUSEADDR`) on the current shard.
-    fn bind(addr: SocketAddr, backlog: i32, buffers: SocketBuffers) -> io::Result<Self::Listener>;
+    fn bind(addr: SocketAddr, backlog: i32, buffers: SocketOptions) -> io::Result<Self::Listener>;
 
     /// Connects to `addr`, failing with `TimedOut` after `timeout`.
     fn connect(addr: SocketAddr, timeout: Duration) -> impl Future<Output = io::Result<Self::Conn>>;
@@ -178,7 +178,7 @@ pub trait Runtime: Sized + 'static {
     fn udp_connect(addr: SocketAddr) -> io::Result<Self::Udp>;
 
     /// Binds a UDP listening socket with `SO_REUSEPORT` on the current shard.
-    fn bind_udp(addr: SocketAddr, buffers: SocketBuffers) -> io::Result<Self::UdpListener>;
+    fn bind_udp(addr: SocketAddr, buffers: SocketOptions) -> io::Result<Self::UdpListener>;
 
     /// Starts a thread running one executor of this runtime, pinned to `cpu` when given, and runs `make()`'s future
     /// on it to completion. Errors creating the executor are returned by the thread's join.

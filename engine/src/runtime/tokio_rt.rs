@@ -2,7 +2,7 @@
 
 use super::tls_stream::{MaybeTls, Peek, Tcp};
 use super::{Listener, Runtime};
-use crate::config::model::SocketBuffers;
+use crate::config::model::SocketOptions;
 use futures_lite::{AsyncRead, AsyncWrite};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::future::Future;
@@ -211,7 +211,7 @@ impl Runtime for Tokio {
         tokio::time::sleep(d)
     }
 
-    fn bind(addr: SocketAddr, backlog: i32, buffers: SocketBuffers) -> io::Result<TokioListener> {
+    fn bind(addr: SocketAddr, backlog: i32, buffers: SocketOptions) -> io::Result<TokioListener> {
         if crate::config::unix_addr::is_unix(&addr) {
             let l = super::unix::listener_for(addr, backlog)?;
             super::set_buffers(&l, buffers, addr);
@@ -229,7 +229,7 @@ impl Runtime for Tokio {
         tokio::net::UdpSocket::from_std(super::udp_socket_to(addr)?).map(TokioUdp)
     }
 
-    fn bind_udp(addr: SocketAddr, buffers: SocketBuffers) -> io::Result<TokioUdpListener> {
+    fn bind_udp(addr: SocketAddr, buffers: SocketOptions) -> io::Result<TokioUdpListener> {
         let std = super::reuseport_udp(addr)?;
         super::set_buffers(&std, buffers, addr);
         let pktinfo = addr.ip().is_unspecified();

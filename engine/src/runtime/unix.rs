@@ -59,12 +59,15 @@ fn bind_path(path: &str, backlog: i32) -> io::Result<UnixListener> {
     Ok(UnixListener::from(OwnedFd::from(sock)))
 }
 
-/// A shard's own descriptor of the listening socket of token `addr` (bound now if no one bound it yet).
+/// A shard's own descriptor of the listening socket of token `addr` (bound now if no one bound it yet), its backlog
+/// set to `backlog`.
 pub fn listener_for(addr: SocketAddr, backlog: i32) -> io::Result<UnixListener> {
     bind_listener(addr, backlog)?;
     let path = unix_addr::path_of(&addr).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     let map = bound().lock().unwrap_or_else(|p| p.into_inner());
     let l = map.get(path).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+    // the control plane bound it with nginx's default backlog: `listen(2)` again sets the address's `backlog=`
+    socket2::SockRef::from(l).listen(backlog)?;
     l.try_clone()
 }
 

@@ -39,12 +39,13 @@ pub(super) enum Bound<R: Runtime> {
     Udp(R::UdpListener),
 }
 
-/// Binds `addr` for `role` the way every shard does (`SO_REUSEPORT`), with the buffer sizes `snap` gives it.
+/// Binds `addr` for `role` the way every shard does (`SO_REUSEPORT`), with the backlog and buffer sizes `snap`
+/// gives it.
 fn bind<R: Runtime>(snap: &Snapshot, addr: SocketAddr, role: Role) -> std::io::Result<Bound<R>> {
-    let buffers = snap.listen_buffers(addr, role);
+    let options = snap.listen_options(addr, role);
     match role {
-        Role::Udp => R::bind_udp(addr, buffers).map(Bound::Udp),
-        Role::Http | Role::Stream => R::bind(addr, BACKLOG, buffers).map(Bound::Tcp),
+        Role::Udp => R::bind_udp(addr, options).map(Bound::Udp),
+        Role::Http | Role::Stream => R::bind(addr, options.backlog.unwrap_or(BACKLOG), options).map(Bound::Tcp),
     }
 }
 

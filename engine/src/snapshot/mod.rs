@@ -94,7 +94,7 @@ pub struct HttpPort {
     /// server's settings. ALPN offers `h2` on a TLS address; a plain one takes HTTP/2's connection preface.
     pub http2: Option<crate::config::model::Http2Conf>,
     /// `listen ... rcvbuf= sndbuf=` of the address.
-    pub buffers: crate::config::model::SocketBuffers,
+    pub socket: crate::config::model::SocketOptions,
 }
 
 /// An http server's routing table.
@@ -345,15 +345,15 @@ impl Snapshot {
     }
 
     /// The socket buffer sizes (`listen ... rcvbuf= sndbuf=`) of the listen address `addr` in `role`.
-    pub fn listen_buffers(&self, addr: SocketAddr, role: Role) -> crate::config::model::SocketBuffers {
+    pub fn listen_options(&self, addr: SocketAddr, role: Role) -> crate::config::model::SocketOptions {
         let found = match role {
-            Role::Http => self.http_ports.iter().find(|p| p.addr == addr).map(|p| p.buffers),
+            Role::Http => self.http_ports.iter().find(|p| p.addr == addr).map(|p| p.socket),
             Role::Stream | Role::Udp => {
                 let udp = role == Role::Udp;
                 self.stream_ports
                     .iter()
                     .find(|p| p.addr == addr && p.udp == udp)
-                    .map(|p| p.buffers)
+                    .map(|p| p.socket)
             }
         };
         found.unwrap_or_default()
@@ -436,7 +436,7 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
             Some(p) => {
                 p.servers.push(server);
                 p.proxy_protocol |= l.proxy_protocol;
-                p.buffers = p.buffers.or(l.buffers);
+                p.socket = p.socket.or(l.socket);
                 if l.default_server {
                     p.default_server = server;
                 }
@@ -449,7 +449,7 @@ fn add_http_listens(ports: &mut Vec<HttpPort>, listens: &[Listen], server: usize
                 names: ServerNames::default(),
                 tls: None,
                 http2: None,
-                buffers: l.buffers,
+                socket: l.socket,
             }),
         }
     }

@@ -27,7 +27,7 @@ pub struct StreamPort {
     /// The handshake's config, for an `ssl` address.
     pub tls: Option<Arc<crate::tls::PortTls>>,
     /// `listen ... rcvbuf= sndbuf=` of the address.
-    pub buffers: crate::config::model::SocketBuffers,
+    pub socket: crate::config::model::SocketOptions,
 }
 
 impl StreamPort {
@@ -53,7 +53,7 @@ pub fn build(servers: &[StreamServer], taken: impl Fn(SocketAddr) -> bool) -> Re
                     p.servers.push(si);
                     p.proxy_protocol |= l.proxy_protocol;
                     p.ssl |= l.ssl;
-                    p.buffers = p.buffers.or(l.buffers);
+                    p.socket = p.socket.or(l.socket);
                     if l.default_server {
                         p.server = si;
                     }
@@ -67,7 +67,7 @@ pub fn build(servers: &[StreamServer], taken: impl Fn(SocketAddr) -> bool) -> Re
                     udp: l.udp,
                     names: ServerNames::default(),
                     tls: None,
-                    buffers: l.buffers,
+                    socket: l.socket,
                 }),
             }
         }

@@ -148,7 +148,7 @@ pub fn http_config(listen: SocketAddr, upstreams: Vec<UpstreamConf>, locations: 
                     ssl: false,
                     udp: false,
                     http2: false,
-                    buffers: Default::default(),
+                    socket: Default::default(),
                     span: Span::default(),
                 }],
                 server_names: vec![],

@@ -4,7 +4,7 @@
 
 use super::arg;
 use crate::config::error::ConfigError;
-use crate::config::model::{Listen, SocketBuffers, Span};
+use crate::config::model::{Listen, SocketOptions, Span};
 use crate::config::parser::Directive;
 use crate::config::url::{self, UrlOpts};
 use crate::config::value;
@@ -45,7 +45,7 @@ struct Params {
     /// `http2` (http only).
     http2: bool,
     /// `rcvbuf=`, `sndbuf=`.
-    buffers: SocketBuffers,
+    socket: SocketOptions,
 }
 
 fn not_supported(p: &str, d: &Directive) -> ConfigError {
@@ -67,14 +67,16 @@ fn common_param(p: &str, d: &Directive, out: &mut Params, refused: &[&str]) -> R
             return Err(ConfigError::invalid(format!("invalid {name} \"{p}\""), &d.span));
         };
         match name {
-            "rcvbuf" => out.buffers.rcvbuf = Some(bytes),
-            _ => out.buffers.sndbuf = Some(bytes),
+            "rcvbuf" => out.socket.rcvbuf = Some(bytes),
+            _ => out.socket.sndbuf = Some(bytes),
         }
         out.options = true;
     } else if let Some(n) = p.strip_prefix("backlog=") {
-        if !matches!(value::atoi(n), Some(n) if n != 0) {
+        let Some(n) = value::atoi(n).filter(|&n| n != 0) else {
             return Err(ConfigError::invalid(format!("invalid backlog \"{p}\""), &d.span));
-        }
+        };
+        // listen(2) takes an int, and the kernel caps it at net.core.somaxconn
+        out.socket.backlog = Some(i32::try_from(n).unwrap_or(i32::MAX));
         out.options = true;
     } else if refused.contains(&p) || UNSUPPORTED_VALUED.iter().any(|v| p.starts_with(v)) {
         return Err(not_supported(p, d));
@@ -127,7 +129,7 @@ impl HttpListens {
                 ssl: params.ssl,
                 udp: false,
                 http2: params.http2,
-                buffers: params.buffers,
+                socket: params.socket,
                 span: d.span.clone(),
             });
         }
@@ -146,7 +148,7 @@ impl HttpListens {
             ssl: false,
             udp: false,
             http2: false,
-            buffers: SocketBuffers::default(),
+            socket: SocketOptions::default(),
             span: at.clone(),
         })
     }
@@ -280,7 +282,7 @@ impl StreamListens {
                 ssl: params.ssl,
                 udp,
                 http2: false,
-                buffers: params.buffers,
+                socket: params.socket,
                 span: d.span.clone(),
             });
         }
@@ -380,7 +382,7 @@ mod tests {
         let l = t
             .listen(&listen_directive("listen 8082 sndbuf=64k rcvbuf=1m;"), 0)
             .unwrap();
-        assert_eq!((l[0].buffers.sndbuf, l[0].buffers.rcvbuf), (Some(65536), Some(1 << 20)));
+        assert_eq!((l[0].socket.sndbuf, l[0].socket.rcvbuf), (Some(65536), Some(1 << 20)));
         for bad in ["sndbuf=x", "rcvbuf=", "sndbuf=1g", "rcvbuf=4096m"] {
             let name = &bad[..6];
             assert_eq!(

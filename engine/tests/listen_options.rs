@@ -1,5 +1,6 @@
-//! `listen ... sndbuf=SIZE rcvbuf=SIZE`, on both runtimes: each shard's listening socket (http, stream) has the
-//! sizes set (`SO_SNDBUF`, `SO_RCVBUF`, which Linux reports doubled), as nginx sets them on its listening sockets.
+//! `listen ... backlog=N sndbuf=SIZE rcvbuf=SIZE`, on both runtimes: each shard's listening socket (http, stream) has
+//! the `listen(2)` backlog (nginx's 511 by default) and the sizes set (`SO_SNDBUF`, `SO_RCVBUF`, which Linux
+//! reports doubled), as nginx sets them on its listening sockets.
 
 mod support;
 
@@ -40,15 +41,46 @@ fn local(fd: i32) -> Option<SocketAddr> {
     Some(SocketAddr::from((ip, u16::from_be(sa.sin_port))))
 }
 
-/// `(SO_SNDBUF, SO_RCVBUF)` of every listening socket of this process bound to `addr`.
-fn listeners_of(addr: SocketAddr) -> Vec<(i32, i32)> {
+/// The backlog of the listening socket `fd`: Linux reports a listener's `sk_max_ack_backlog` in `TCP_INFO`'s
+/// `tcpi_sacked`.
+fn backlog(fd: i32) -> Option<u32> {
+    // SAFETY: an all-zero `tcp_info` is a valid value to be overwritten.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` and `len` are a valid `tcp_info` buffer and its size for the call to fill.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(info.tcpi_sacked)
+}
+
+/// The listening sockets of this process bound to `addr`.
+fn listening(addr: SocketAddr) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&fd| local(fd) == Some(addr) && option(fd, libc::SO_ACCEPTCONN) == Some(1))
+        .collect()
+}
+
+/// `(SO_SNDBUF, SO_RCVBUF)` of every listening socket of this process bound to `addr`.
+fn listeners_of(addr: SocketAddr) -> Vec<(i32, i32)> {
+    listening(addr)
+        .into_iter()
         .filter_map(|fd| Some((option(fd, libc::SO_SNDBUF)?, option(fd, libc::SO_RCVBUF)?)))
         .collect()
+}
+
+/// The backlog of every listening socket of this process bound to `addr`.
+fn backlogs_of(addr: SocketAddr) -> Vec<u32> {
+    listening(addr).into_iter().filter_map(backlog).collect()
 }
 
 fn run<R: Runtime>() {
@@ -56,11 +88,11 @@ fn run<R: Runtime>() {
     let text = format!(
         "events {{}}
         http {{
-            server {{ listen {http} sndbuf=64k rcvbuf=32k; return 200 ok; }}
+            server {{ listen {http} sndbuf=64k rcvbuf=32k backlog=100; return 200 ok; }}
             server {{ listen {plain}; return 200 ok; }}
         }}
         stream {{
-            server {{ listen {stream} rcvbuf=48k; return ok; }}
+            server {{ listen {stream} rcvbuf=48k backlog=4000000000; return ok; }}
         }}"
     );
     let config = corelb_engine::config::parse_str(&text, std::path::Path::new("/t/corelb.conf"))
@@ -78,15 +110,23 @@ fn run<R: Runtime>() {
             .all(|&(snd, rcv)| rcv == 2 * 49152 && snd == system_snd),
         "{stream_sizes:?}"
     );
+    // backlog=: as given (nginx's 511 without it); a value past an int is the kernel's cap, somaxconn
+    assert_eq!(backlogs_of(http), vec![100; 2]);
+    assert_eq!(backlogs_of(plain), vec![511; 2]);
+    let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4096);
+    assert_eq!(backlogs_of(stream), vec![somaxconn; 2]);
 }
 
 #[test]
-fn tokio_listen_buffers() {
+fn tokio_listen_options() {
     run::<Tokio>();
 }
 
 #[test]
-fn glommio_listen_buffers() {
+fn glommio_listen_options() {
     if glommio_usable() {
         run::<Glommio>();
     }
