@@ -407,7 +407,27 @@ fn server_refuses_flood(s: &mut TcpStream, one: &[u8], writes: usize) -> bool {
     false
 }
 
+/// Frames nginx answers itself with a connection error, each on a connection of its own: a GOAWAY too short
+/// (`FRAME_SIZE_ERROR`), a client's PUSH_PROMISE (`PROTOCOL_ERROR` at its header, its payload never sent), a
+/// WINDOW_UPDATE and a PING of the wrong length.
+fn frame_errors(addr: SocketAddr) {
+    let cases: [(&str, Vec<u8>, u32); 4] = [
+        ("short GOAWAY", frame(GOAWAY, 0, 0, &[]), 6),
+        ("PUSH_PROMISE", vec![0, 0, 4, 5, 0, 0, 0, 0, 1], 1),
+        ("WINDOW_UPDATE of 3", frame(8, 0, 0, &[0, 0, 1]), 6),
+        ("PING of 9", frame(PING, 0, 0, &[0; 9]), 6),
+    ];
+    for (what, bytes, code) in cases {
+        let mut s = raw(addr);
+        s.write_all(&bytes).expect("frame");
+        let (_, stream, payload) = read_until(&mut s, GOAWAY).unwrap_or_else(|| panic!("{what}: no GOAWAY"));
+        assert_eq!(stream, 0, "{what}");
+        assert_eq!(payload.get(4..8), Some(&code.to_be_bytes()[..]), "{what}");
+    }
+}
+
 fn attacks(addr: SocketAddr) {
+    frame_errors(addr);
     // a malformed header (`connection`): the stream is reset with PROTOCOL_ERROR, the connection goes on
     let mut s = raw(addr);
     let mut block = GET_BLOCK.to_vec();

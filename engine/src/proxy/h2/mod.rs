@@ -6,6 +6,7 @@
 //! request path, not two). The connection's limits and the HTTP/2 attacks' bounds are here.
 
 mod answer;
+mod frames;
 mod stream;
 
 use super::client::ClientConn;
@@ -141,7 +142,8 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
             b.capacity(s.client.client_header_buffer_size)
         });
     shard.give_buffers(bufs);
-    let io = TokioIo::new(sock, read);
+    let watch = Rc::new(frames::Watch::default());
+    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch));
     let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
     let mut h2 = match timeout::<R, _>(at.defaults.client_header_timeout, handshake).await {
         Ok(Ok(c)) => c,
@@ -163,13 +165,14 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
         if wait.is_zero() || shard.draining() {
             break;
         }
-        let next = futures_lite::future::or(async { Some(timeout::<R, _>(wait, h2.accept()).await) }, async {
+        let accept = async { Event::Accepted(timeout::<R, _>(wait, h2.accept()).await) };
+        let stop = async {
             shard.stopped().await;
-            None
-        })
-        .await;
-        match next {
-            Some(Ok(Some(Ok((request, respond))))) => {
+            Event::Stop
+        };
+        let refuse = async { Event::Refused(watch.failed().await) };
+        match futures_lite::future::or(accept, futures_lite::future::or(refuse, stop)).await {
+            Event::Accepted(Ok(Some(Ok((request, respond))))) => {
                 if state.reset_by_peer.get() > state.answered.get() + bound {
                     h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                     break;
@@ -177,9 +180,16 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
                 spawn_stream(&shard, &state, &facts, request, respond);
             }
             // the idle wait ran out: checked again at the loop's top
-            Some(Err(_)) => {}
-            None => break,
-            Some(Ok(_)) => return,
+            Event::Accepted(Err(_)) => {}
+            Event::Accepted(Ok(_)) => return,
+            Event::Refused(reason) => {
+                // nginx's connection error: GOAWAY with its code, the streams in flight ended with it
+                h2.abrupt_shutdown(reason);
+                let closed = std::future::poll_fn(|cx| h2.poll_closed(cx));
+                let _ = timeout::<R, _>(at.defaults.send_timeout, closed).await;
+                return;
+            }
+            Event::Stop => break,
         }
     }
     h2.graceful_shutdown();
@@ -189,6 +199,16 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     })
     .await;
     let _ = timeout::<R, _>(at.defaults.send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
+}
+
+/// What the connection's loop waits for.
+enum Event<T> {
+    /// h2's next stream (or its end, error or the idle wait running out).
+    Accepted(T),
+    /// A frame nginx answers with a connection error.
+    Refused(h2::Reason),
+    /// The shard stops.
+    Stop,
 }
 
 /// Runs one stream as a task of the shard (a panic in it ends that stream only).
