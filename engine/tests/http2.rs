@@ -43,6 +43,7 @@ fn config_text(a: &Addrs, echo: SocketAddr, root: &Path, cert: &Path, key: &Path
            gzip on; gzip_types text/plain; gzip_min_length 10;\n\
            location /two/ {{ proxy_pass http://two/; }}\n\
            location /echo {{ proxy_pass http://echo; }}\n\
+           location = /chunk1 {{ http2_chunk_size 1; return 200 \"body\"; }}\n\
            location = /vars {{ return 200 \"$server_protocol|$http2|$request|$host|$scheme\\n\"; }} }}\n\
          server {{ listen {} ssl; http2 on; ssl_certificate {cert}; ssl_certificate_key {key};\n\
            location / {{ return 200 \"tls $server_protocol|$http2|$scheme\\n\"; }} }}\n\
@@ -426,8 +427,35 @@ fn frame_errors(addr: SocketAddr) {
     }
 }
 
+/// A location's own `http2_chunk_size` (1): each byte of the answer a DATA frame of its own, the last one ending
+/// the stream.
+fn location_chunk_size(addr: SocketAddr) {
+    let mut s = raw(addr);
+    let mut block = vec![0x82, 0x86, 0x04, 7];
+    block.extend_from_slice(b"/chunk1");
+    block.extend_from_slice(&[0x01, 0x01, b'h']);
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+        .expect("headers");
+    let mut frames = Vec::new();
+    while let Some((flags, stream, payload)) = read_until(&mut s, 0) {
+        assert_eq!(stream, 1);
+        frames.push((flags, payload));
+        if flags & END_STREAM != 0 || frames.len() > 8 {
+            break;
+        }
+    }
+    let want: Vec<(u8, Vec<u8>)> = vec![
+        (0, b"b".to_vec()),
+        (0, b"o".to_vec()),
+        (0, b"d".to_vec()),
+        (1, b"y".to_vec()),
+    ];
+    assert_eq!(frames, want);
+}
+
 fn attacks(addr: SocketAddr) {
     frame_errors(addr);
+    location_chunk_size(addr);
     // a malformed header (`connection`): the stream is reset with PROTOCOL_ERROR, the connection goes on
     let mut s = raw(addr);
     let mut block = GET_BLOCK.to_vec();

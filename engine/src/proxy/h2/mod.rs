@@ -104,7 +104,7 @@ fn builder(conf: &Http2Conf, header_list: u32) -> h2::server::Builder {
         .initial_connection_window_size((1 << 31) - 1)
         .max_frame_size(16 * 1024)
         .max_header_list_size(header_list)
-        .max_send_buffer_size(conf.chunk_size as usize * 2)
+        .max_send_buffer_size(conf.largest_chunk_size as usize * 2)
         .max_pending_accept_reset_streams(conf.max_concurrent_streams.max(20) as usize)
         .max_local_error_reset_streams(Some(1024));
     b

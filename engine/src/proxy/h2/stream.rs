@@ -15,6 +15,7 @@ use crate::shard::Shard;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// Bytes the pipe holds each way: what a stream buffers between the HTTP/1.1 flow and its frames.
@@ -83,6 +84,8 @@ pub(super) async fn serve<R: Runtime>(
     bufs.tlvs.clear();
     bufs.tlvs.extend_from_slice(&facts.tlvs);
     bufs.http2 = Some(facts.kind);
+    let chunk = Rc::new(Cell::new(u32::try_from(facts.chunk_size).unwrap_or(u32::MAX)));
+    bufs.http2_chunk = Some(Rc::clone(&chunk));
     bufs.log.new_connection(facts.connection);
     let conn = ClientConn {
         shard: Rc::clone(shard),
@@ -98,7 +101,7 @@ pub(super) async fn serve<R: Runtime>(
         let to = answer::Relay {
             pipe: &ours,
             head_request: parts.method == http::Method::HEAD,
-            chunk: facts.chunk_size,
+            chunk: &chunk,
             send_timeout,
         };
         let sending = async {
