@@ -39,7 +39,8 @@ fn config_text(a: &Addrs, echo: SocketAddr, root: &Path, cert: &Path, key: &Path
         "events {{}}\nhttp {{\n access_log off;\n\
          upstream two {{ server {}; server {}; }}\n\
          upstream echo {{ server {echo}; }}\n\
-         server {{ listen {}; http2 on; http2_max_concurrent_streams 10; send_timeout 1s; root {root};\n\
+         server {{ listen {}; http2 on; http2_max_concurrent_streams 10; send_timeout 1s;\n\
+           client_body_timeout 1s; root {root};\n\
            gzip on; gzip_types text/plain; gzip_min_length 10;\n\
            location /two/ {{ proxy_pass http://two/; }}\n\
            location /echo {{ proxy_pass http://echo; }}\n\
@@ -453,8 +454,27 @@ fn location_chunk_size(addr: SocketAddr) {
     assert_eq!(frames, want);
 }
 
+/// A body whose DATA frame stops halfway (no `content-length`, so it is read before the request is routed): the
+/// stream is reset with `PROTOCOL_ERROR` after `client_body_timeout` (1s), as nginx's.
+fn body_timeout(addr: SocketAddr) {
+    let mut s = raw(addr);
+    let post = [0x83, 0x86, 0x84, 0x01, 0x01, b'h'];
+    s.write_all(&frame(HEADERS, END_HEADERS, 1, &post)).expect("headers");
+    s.write_all(&frame(0, END_STREAM, 1, b"0123456789")[..13])
+        .expect("half a DATA frame");
+    let started = std::time::Instant::now();
+    let (_, stream, payload) = read_until(&mut s, RST_STREAM).expect("a reset");
+    assert_eq!((stream, payload), (1, vec![0, 0, 0, 1]), "PROTOCOL_ERROR on stream 1");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 fn attacks(addr: SocketAddr) {
     frame_errors(addr);
+    body_timeout(addr);
     location_chunk_size(addr);
     // a malformed header (`connection`): the stream is reset with PROTOCOL_ERROR, the connection goes on
     let mut s = raw(addr);
