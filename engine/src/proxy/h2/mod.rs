@@ -205,14 +205,14 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         if wait.is_zero() || shard.draining() {
             break;
         }
-        if going_away.is_none() && shard.current_config_generation() != at.snap.config_generation {
+        let reloaded = going_away.is_none() && shard.current_config_generation() != at.snap.config_generation;
+        if (reloaded || going_away.is_some()) && state.active.get() == 0 {
+            // no stream left (an idle connection at the reload: h2's GOAWAY names its last stream)
+            return close::<R>(h2, h2::Reason::NO_ERROR, at.defaults.send_timeout).await;
+        }
+        if reloaded {
             watch.go_away(last_sid);
             going_away = Some(last_sid);
-        }
-        if going_away.is_some() && state.active.get() == 0 {
-            h2.abrupt_shutdown(h2::Reason::NO_ERROR);
-            let _ = timeout::<R, _>(at.defaults.send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
-            return;
         }
         let accept = async { Event::Accepted(timeout::<R, _>(wait, h2.accept()).await) };
         let refuse = async { Event::Refused(watch.failed().await) };
@@ -245,13 +245,8 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
             Event::Accepted(Err(_)) | Event::Reload => {}
             Event::Accepted(Ok(_)) => return,
             Event::HeaderTimeout(sid) => watch.time_out(sid),
-            Event::Refused(reason) => {
-                // nginx's connection error: GOAWAY with its code, the streams in flight ended with it
-                h2.abrupt_shutdown(reason);
-                let closed = std::future::poll_fn(|cx| h2.poll_closed(cx));
-                let _ = timeout::<R, _>(at.defaults.send_timeout, closed).await;
-                return;
-            }
+            // nginx's connection error: GOAWAY with its code, the streams in flight ended with it
+            Event::Refused(reason) => return close::<R>(h2, reason, at.defaults.send_timeout).await,
             Event::Stop => break,
         }
     }
@@ -262,6 +257,13 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
     })
     .await;
     let _ = timeout::<R, _>(at.defaults.send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
+}
+
+/// Sends GOAWAY with `reason` (h2's, naming the last stream it took) and closes the connection once what is
+/// queued is out, within `send_timeout`.
+async fn close<R: Runtime>(h2: &mut H2<R>, reason: h2::Reason, send_timeout: Duration) {
+    h2.abrupt_shutdown(reason);
+    let _ = timeout::<R, _>(send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
 }
 
 /// Completes when a header block has stayed incomplete for `client_header_timeout` (nginx's timer on a stream
