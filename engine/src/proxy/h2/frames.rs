@@ -296,7 +296,7 @@ impl<T: AsyncWrite + Unpin> Checked<T> {
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            self.own_sent += n;
+            self.own_sent = (self.own_sent + n).min(self.own_len);
             self.flush = true;
         }
     }
