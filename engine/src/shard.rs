@@ -124,6 +124,9 @@ pub struct Shard<R: Runtime> {
     active: Cell<usize>,
     accepting: Cell<usize>,
     stop: tokio::sync::Notify,
+    /// Woken when a reload puts a new config in place (HTTP/2 connections send GOAWAY then, as nginx's old
+    /// workers).
+    reload: tokio::sync::Notify,
     /// This shard's access log buffers.
     log: RefCell<ShardLog>,
     /// Connections accepted so far (for `$connection`).
@@ -155,6 +158,7 @@ impl<R: Runtime> Shard<R> {
             active: Cell::new(0),
             accepting: Cell::new(0),
             stop: tokio::sync::Notify::new(),
+            reload: tokio::sync::Notify::new(),
             log: RefCell::new(ShardLog::default()),
             accepted: Cell::new(0),
             gzip: Default::default(),
@@ -389,6 +393,16 @@ impl<R: Runtime> Shard<R> {
         self.shared.draining()
     }
 
+    /// The config generation of the running snapshot (changed by a reload, not by a weight change).
+    pub fn current_config_generation(&self) -> u64 {
+        self.shared.snapshot.load().config_generation
+    }
+
+    /// Completes at the shard's next tick after a reload put a new config in place.
+    pub async fn reloaded(&self) {
+        self.reload.notified().await;
+    }
+
     /// Completes when a graceful stop begins (for idle waits).
     pub async fn stopped(&self) {
         if !self.draining() {
@@ -473,6 +487,7 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
     let mut listeners = Listeners::spawn::<R>(&shard, bound, snap.generation);
     drop(snap);
     let mut ticks = 0u64;
+    let mut config = shard.current_config_generation();
     loop {
         let asleep = Instant::now();
         R::sleep(TICK).await;
@@ -488,6 +503,10 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
             }
         } else {
             listeners.follow::<R>(&shard);
+            if shard.current_config_generation() != config {
+                config = shard.current_config_generation();
+                shard.reload.notify_waiters();
+            }
         }
         shard.log_tick(false);
     }

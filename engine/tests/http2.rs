@@ -39,10 +39,12 @@ fn config_text(a: &Addrs, echo: SocketAddr, root: &Path, cert: &Path, key: &Path
         "events {{}}\nhttp {{\n access_log off;\n\
          upstream two {{ server {}; server {}; }}\n\
          upstream echo {{ server {echo}; }}\n\
-         server {{ listen {}; http2 on; http2_max_concurrent_streams 10; send_timeout 1s; root {root};\n\
+         server {{ listen {}; http2 on; http2_max_concurrent_streams 10; send_timeout 1s;\n\
+           client_body_timeout 1s; client_header_timeout 1s; root {root};\n\
            gzip on; gzip_types text/plain; gzip_min_length 10;\n\
            location /two/ {{ proxy_pass http://two/; }}\n\
            location /echo {{ proxy_pass http://echo; }}\n\
+           location = /chunk1 {{ http2_chunk_size 1; return 200 \"body\"; }}\n\
            location = /vars {{ return 200 \"$server_protocol|$http2|$request|$host|$scheme\\n\"; }} }}\n\
          server {{ listen {} ssl; http2 on; ssl_certificate {cert}; ssl_certificate_key {key};\n\
            location / {{ return 200 \"tls $server_protocol|$http2|$scheme\\n\"; }} }}\n\
@@ -335,6 +337,7 @@ fn h2_sequence<R: Runtime>(tag: &str) {
     assert!(got.ends_with("HTTP/1.1||GET /vars HTTP/1.1|one|http\n"), "{got}");
 
     attacks(a.h2c);
+    reload_goaway(a.h2c, &proxy, &config_text(&a, echo.addr, &dir, &cert, &key));
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -407,7 +410,167 @@ fn server_refuses_flood(s: &mut TcpStream, one: &[u8], writes: usize) -> bool {
     false
 }
 
+/// Frames nginx answers itself with a connection error, each on a connection of its own: a GOAWAY too short
+/// (`FRAME_SIZE_ERROR`), a client's PUSH_PROMISE (`PROTOCOL_ERROR` at its header, its payload never sent), a
+/// WINDOW_UPDATE and a PING of the wrong length.
+fn frame_errors(addr: SocketAddr) {
+    let cases: [(&str, Vec<u8>, u32); 4] = [
+        ("short GOAWAY", frame(GOAWAY, 0, 0, &[]), 6),
+        ("PUSH_PROMISE", vec![0, 0, 4, 5, 0, 0, 0, 0, 1], 1),
+        ("WINDOW_UPDATE of 3", frame(8, 0, 0, &[0, 0, 1]), 6),
+        ("PING of 9", frame(PING, 0, 0, &[0; 9]), 6),
+    ];
+    for (what, bytes, code) in cases {
+        let mut s = raw(addr);
+        s.write_all(&bytes).expect("frame");
+        let (_, stream, payload) = read_until(&mut s, GOAWAY).unwrap_or_else(|| panic!("{what}: no GOAWAY"));
+        assert_eq!(stream, 0, "{what}");
+        assert_eq!(payload.get(4..8), Some(&code.to_be_bytes()[..]), "{what}");
+    }
+}
+
+/// A location's own `http2_chunk_size` (1): each byte of the answer a DATA frame of its own, the last one ending
+/// the stream.
+fn location_chunk_size(addr: SocketAddr) {
+    let mut s = raw(addr);
+    let mut block = vec![0x82, 0x86, 0x04, 7];
+    block.extend_from_slice(b"/chunk1");
+    block.extend_from_slice(&[0x01, 0x01, b'h']);
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+        .expect("headers");
+    let mut frames = Vec::new();
+    while let Some((flags, stream, payload)) = read_until(&mut s, 0) {
+        assert_eq!(stream, 1);
+        frames.push((flags, payload));
+        if flags & END_STREAM != 0 || frames.len() > 8 {
+            break;
+        }
+    }
+    let want: Vec<(u8, Vec<u8>)> = vec![
+        (0, b"b".to_vec()),
+        (0, b"o".to_vec()),
+        (0, b"d".to_vec()),
+        (1, b"y".to_vec()),
+    ];
+    assert_eq!(frames, want);
+}
+
+/// A body whose DATA frame stops halfway (no `content-length`, so it is read before the request is routed): the
+/// stream is reset with `PROTOCOL_ERROR` after `client_body_timeout` (1s), as nginx's.
+fn body_timeout(addr: SocketAddr) {
+    let mut s = raw(addr);
+    let post = [0x83, 0x86, 0x84, 0x01, 0x01, b'h'];
+    s.write_all(&frame(HEADERS, END_HEADERS, 1, &post)).expect("headers");
+    s.write_all(&frame(0, END_STREAM, 1, b"0123456789")[..13])
+        .expect("half a DATA frame");
+    let started = std::time::Instant::now();
+    let (_, stream, payload) = read_until(&mut s, RST_STREAM).expect("a reset");
+    assert_eq!((stream, payload), (1, vec![0, 0, 0, 1]), "PROTOCOL_ERROR on stream 1");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Reads frames until a PING acknowledgement; the (kind, stream) of those before it.
+fn frames_before_pong(s: &mut TcpStream) -> Vec<(u8, u32)> {
+    let mut seen = Vec::new();
+    loop {
+        let mut h = [0u8; 9];
+        s.read_exact(&mut h).expect("a frame");
+        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let mut payload = vec![0u8; len];
+        s.read_exact(&mut payload).expect("its payload");
+        if h[3] == PING && h[4] & 1 != 0 {
+            return seen;
+        }
+        seen.push((h[3], u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff));
+    }
+}
+
+/// A HEADERS frame that stops halfway: after `client_header_timeout` (1s) its stream is reset with
+/// `PROTOCOL_ERROR` (h2 does not know the stream yet: corelb's own RST_STREAM); when the rest comes the stream is
+/// not served, and the connection answers a PING.
+fn header_timeout(addr: SocketAddr) {
+    let mut s = raw(addr);
+    let headers = frame(HEADERS, END_STREAM | END_HEADERS, 1, GET_BLOCK);
+    s.write_all(&headers[..12]).expect("half a HEADERS frame");
+    let started = std::time::Instant::now();
+    let (_, stream, payload) = read_until(&mut s, RST_STREAM).expect("a reset");
+    assert_eq!((stream, payload), (1, vec![0, 0, 0, 1]), "PROTOCOL_ERROR on stream 1");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    s.write_all(&headers[12..]).expect("the rest");
+    s.write_all(&frame(PING, 0, 0, b"SEE-THIS")).expect("ping");
+    let seen = frames_before_pong(&mut s);
+    assert!(
+        !seen.contains(&(HEADERS, 1)),
+        "the timed-out stream was served: {seen:?}"
+    );
+}
+
+/// A reload: GOAWAY (`NO_ERROR`) naming the last stream taken; that stream's answer goes on once the client opens
+/// its window, a stream opened after the GOAWAY is not served.
+fn reload_goaway(addr: SocketAddr, proxy: &Proxy, text: &str) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    // SETTINGS_INITIAL_WINDOW_SIZE 0: the answer waits for the window
+    s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 0]))
+        .expect("settings");
+    let mut block = vec![0x82, 0x86, 0x04, 8];
+    block.extend_from_slice(b"/big.txt");
+    block.extend_from_slice(&[0x01, 0x01, b'h']);
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+        .expect("headers");
+    let (_, stream, _) = read_until(&mut s, HEADERS).expect("the answer's head");
+    assert_eq!(stream, 1);
+    let next = parse(text);
+    proxy
+        .shared
+        .apply(corelb_engine::control::ChangeKind::Reload, move |_| Ok(next))
+        .expect("reload");
+    let (_, _, payload) = read_until(&mut s, GOAWAY).expect("GOAWAY after the reload");
+    assert_eq!(
+        payload.get(..8),
+        Some(&[0, 0, 0, 1, 0, 0, 0, 0][..]),
+        "last stream 1, NO_ERROR"
+    );
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 3, GET_BLOCK))
+        .expect("headers 3");
+    s.write_all(&frame(8, 0, 1, &(1u32 << 20).to_be_bytes()))
+        .expect("stream window");
+    let mut data = 0;
+    loop {
+        let mut h = [0u8; 9];
+        s.read_exact(&mut h).expect("a frame");
+        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let mut payload = vec![0u8; len];
+        s.read_exact(&mut payload).expect("its payload");
+        let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+        assert!(
+            !(h[3] == HEADERS && stream == 3),
+            "a stream after the GOAWAY was served"
+        );
+        if h[3] == 0 && stream == 1 {
+            data += len;
+            if h[4] & END_STREAM != 0 {
+                break;
+            }
+        }
+    }
+    assert_eq!(data, "all work and no play makes jack a dull boy\n".len() * 500);
+}
+
 fn attacks(addr: SocketAddr) {
+    frame_errors(addr);
+    body_timeout(addr);
+    header_timeout(addr);
+    location_chunk_size(addr);
     // a malformed header (`connection`): the stream is reset with PROTOCOL_ERROR, the connection goes on
     let mut s = raw(addr);
     let mut block = GET_BLOCK.to_vec();

@@ -575,6 +575,8 @@ pub struct ClientConf {
     /// `connection_pool_size` (http, server; default 512 on 64-bit hosts): checked against the large header
     /// buffers as nginx does; corelb has no memory pools.
     pub connection_pool_size: usize,
+    /// `http2_chunk_size` (http, server, location; default 8k): the largest DATA frame of an HTTP/2 answer.
+    pub http2_chunk_size: u32,
     /// The `access_log` lines in effect (those of the nearest level that has any); empty when the level says
     /// `access_log off` or no level has one.
     pub access_log: Vec<AccessLogConf>,
@@ -653,6 +655,7 @@ impl Default for ClientConf {
             large_client_header_buffers: HeaderBuffers::default(),
             client_header_buffer_size: CLIENT_HEADER_BUFFER,
             connection_pool_size: 512,
+            http2_chunk_size: 8 * 1024,
             access_log: Vec::new(),
             error_log: Vec::new(),
             lingering: Lingering::default(),
@@ -784,6 +787,9 @@ pub struct Http2Conf {
     pub max_concurrent_streams: u32,
     /// `http2_chunk_size` (default 8k): the largest DATA frame of an answer.
     pub chunk_size: u32,
+    /// The largest `http2_chunk_size` of the address's servers and their locations (set with the address's
+    /// settings; h2's send buffer per stream holds two of it).
+    pub largest_chunk_size: u32,
     /// `http2_recv_buffer_size` (http; default 256k): accepted; corelb reads through the connection's buffer.
     pub recv_buffer_size: u32,
     /// `http2_body_preread_size` (default 64k): each stream's initial receive window.
@@ -796,6 +802,7 @@ impl Default for Http2Conf {
             on: false,
             max_concurrent_streams: 128,
             chunk_size: 8 * 1024,
+            largest_chunk_size: 8 * 1024,
             recv_buffer_size: 256 * 1024,
             body_preread_size: 64 * 1024,
         }

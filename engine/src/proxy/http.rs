@@ -91,6 +91,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     bufs.proxy = None;
     bufs.tlvs.clear();
     bufs.http2 = None;
+    bufs.http2_chunk = None;
     let phase = ConnPhase::waiting(&shard.counters);
     let mut conn = ClientConn {
         shard,
@@ -676,6 +677,9 @@ fn route_pass<'s, const FIRST: bool>(
         c.prepare(&vars, CharsetScratch::lent(&mut bufs.charset));
     }
     let client_conf: &ClientConf = loc.map_or(&server.client, |l| &l.client);
+    if let Some(chunk) = &bufs.http2_chunk {
+        chunk.set(client_conf.http2_chunk_size);
+    }
     let pages = loc.map_or(&server.error_pages, |l| &l.error_pages).as_deref();
     let mut too_large = false;
     if let BodyFraming::Length(n) = head.body {

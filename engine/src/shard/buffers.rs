@@ -48,6 +48,8 @@ pub struct Buffers {
     pub tls: Option<crate::tls::TlsFacts>,
     /// `$http2` of the HTTP/2 stream these buffers serve (`h2`, `h2c`); none on an HTTP/1 connection.
     pub http2: Option<&'static str>,
+    /// Where the HTTP/2 stream's flow says its location's `http2_chunk_size` (read by the stream's relay).
+    pub http2_chunk: Option<std::rc::Rc<std::cell::Cell<u32>>>,
     /// The head an error page routes again, and what the current request's error pages did.
     pub pages: crate::proxy::error_page::PageBufs,
     /// The current request's `limit_conn` units (given back when it ends).
@@ -119,6 +121,7 @@ impl Buffers {
             sticky: Default::default(),
             tls: None,
             http2: None,
+            http2_chunk: None,
             pages: Default::default(),
             limits: Vec::new(),
             limited: false,

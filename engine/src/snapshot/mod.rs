@@ -392,7 +392,12 @@ fn http2_of_port(port: &HttpPort, servers: &[HttpServer]) -> Option<crate::confi
         .iter()
         .filter_map(|&i| servers.get(i))
         .any(|s| s.listens.iter().any(|l| l.addr == port.addr && l.http2));
-    let conf = servers.get(port.default_server)?.http2;
+    let mut conf = servers.get(port.default_server)?.http2;
+    let of_servers = port.servers.iter().filter_map(|&i| servers.get(i));
+    let chunks = of_servers.flat_map(|s| {
+        std::iter::once(s.client.http2_chunk_size).chain(s.locations.iter().map(|l| l.client.http2_chunk_size))
+    });
+    conf.largest_chunk_size = chunks.fold(conf.chunk_size, u32::max);
     (flag || conf.on).then_some(conf)
 }
 

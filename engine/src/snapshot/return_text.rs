@@ -26,7 +26,8 @@ impl ReturnText {
             out.extend_from_slice(b"\r\n");
             return;
         }
-        if !text.is_empty() {
+        // nginx types it whatever its length (`ngx_http_send_response`), but a 204 (its header filter)
+        if !text.is_empty() || status != 204 {
             out.extend_from_slice(b"Content-Type: text/plain\r\n");
         }
         if status != 204 && status != 304 {

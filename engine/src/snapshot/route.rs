@@ -112,7 +112,10 @@ impl FixedAnswer {
         head_start.extend_from_slice(server_name(tokens).as_bytes());
         head_start.extend_from_slice(b"\r\nDate: ");
         let mut head_mid = b"\r\n".to_vec();
-        if !body.is_empty() {
+        // nginx's `ngx_http_send_response` types a non-error answer even when its text is empty (`return 200;`),
+        // and its header filter drops the type of a 204
+        let typed = r.code < 400 && r.code != 204 && !redirect && !dynamic_body;
+        if !body.is_empty() || typed {
             head_mid.extend_from_slice(b"Content-Type: ");
             head_mid.extend_from_slice(content_type);
             head_mid.extend_from_slice(b"\r\n");
@@ -705,6 +708,18 @@ mod tests {
             "HTTP/1.1 200 OK\r\nServer: corelb\r\nDate: D\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\
              Connection: keep-alive\r\n\r\nhi"
         );
+        // `return 200;` is typed as nginx types it (an empty body), a 204 is not
+        for (code, typed) in [(200, true), (204, false)] {
+            out.clear();
+            FixedAnswer::of_return(&Return { code, text: None }, ServerTokens::Off).write(
+                b"D",
+                Connection::KEEP,
+                false,
+                &mut out,
+            );
+            let head = String::from_utf8(out.clone()).unwrap();
+            assert_eq!(head.contains("Content-Type: text/plain\r\n"), typed, "{head}");
+        }
         out.clear();
         FixedAnswer::of_return(
             &Return {

@@ -90,10 +90,12 @@ impl Http2Layer {
     pub fn conf(&self) -> Http2Conf {
         let d = Http2Conf::default();
         let clamp = |v: Option<u64>, d: u32| v.map_or(d, |n| u32::try_from(n).unwrap_or(u32::MAX));
+        let chunk_size = clamp(self.chunk_size, d.chunk_size).min(MAX_FRAME);
         Http2Conf {
             on: self.on.unwrap_or(d.on),
             max_concurrent_streams: clamp(self.max_concurrent_streams, d.max_concurrent_streams),
-            chunk_size: clamp(self.chunk_size, d.chunk_size).min(MAX_FRAME),
+            chunk_size,
+            largest_chunk_size: chunk_size,
             recv_buffer_size: clamp(self.recv_buffer_size, d.recv_buffer_size),
             body_preread_size: clamp(self.body_preread_size, d.body_preread_size),
         }

@@ -429,6 +429,7 @@ impl Layers {
             large_client_header_buffers: c.header_buffers.unwrap_or(d.large_client_header_buffers),
             client_header_buffer_size: c.header_buffer_size.unwrap_or(d.client_header_buffer_size),
             connection_pool_size: c.pool_size.unwrap_or(d.connection_pool_size),
+            http2_chunk_size: self.http2.conf().chunk_size,
             error_log: c.error_log.clone().unwrap_or_default(),
             client_body_buffer_size: c.body_buffer_size.map_or(d.client_body_buffer_size, |s| s as u64),
             lingering: Lingering {

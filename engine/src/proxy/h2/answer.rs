@@ -8,6 +8,7 @@ use crate::runtime::{timeout, Runtime};
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::SendStream;
+use std::cell::Cell;
 use std::time::Duration;
 
 /// The largest answer head the flow writes that is relayed (corelb's own heads and an upstream's, rewritten,
@@ -29,7 +30,9 @@ pub(super) struct Relay<'p> {
     pub(super) pipe: &'p PipeEnd,
     /// A `HEAD` request: its answer has no body whatever its head says.
     pub(super) head_request: bool,
-    pub(super) chunk: usize,
+    /// `http2_chunk_size` of the location that answers (the flow sets it when it picks the location): the
+    /// largest DATA frame.
+    pub(super) chunk: &'p Cell<u32>,
     pub(super) send_timeout: Duration,
 }
 
@@ -74,7 +77,8 @@ impl Relay<'_> {
         if body == Body::None {
             return Relayed::Done;
         }
-        match self.body::<R>(&mut send, body, &buf[rest..]).await {
+        let chunk = usize::try_from(self.chunk.get()).unwrap_or(usize::MAX).max(1);
+        match self.body::<R>(&mut send, body, &buf[rest..], chunk).await {
             Ok(()) => Relayed::Done,
             Err(Stop::Peer) => Relayed::ResetByPeer,
             Err(Stop::Broken) => {
@@ -119,37 +123,53 @@ impl Relay<'_> {
     }
 
     /// Sends the body: `first` (read with the head), then the rest from the pipe.
-    async fn body<R: Runtime>(&self, send: &mut SendStream<Bytes>, body: Body, first: &[u8]) -> Result<(), Stop> {
+    async fn body<R: Runtime>(
+        &self,
+        send: &mut SendStream<Bytes>,
+        body: Body,
+        first: &[u8],
+        chunk: usize,
+    ) -> Result<(), Stop> {
         let mut left = match body {
             Body::Length(n) => n,
             _ => u64::MAX,
         };
         let mut chunks = ChunkedDecoder::new();
-        let mut data: Vec<u8> = Vec::with_capacity(self.chunk);
-        let mut read = vec![0u8; self.chunk.min(16 * 1024)];
+        let mut data: Vec<u8> = Vec::with_capacity(chunk.min(64 * 1024));
+        let mut read = vec![0u8; chunk.clamp(4096, 16 * 1024)];
         let mut pending = first.to_vec();
+        // the flow was given its turn since the pipe was found empty
+        let mut yielded = false;
         loop {
             if pending.is_empty() {
-                // a frame short of the chunk size waits only for bytes already there (then it goes out)
+                // a frame short of the chunk size waits only for bytes already there, and for what the flow
+                // writes when it gets its turn (it shares this task): then it goes out
                 let n = if data.is_empty() {
                     self.pipe.read(&mut read).await.map_err(|_| Stop::Broken)?
                 } else {
                     let now = futures_lite::future::poll_once(self.pipe.read(&mut read)).await;
                     match now {
                         Some(r) => r.map_err(|_| Stop::Broken)?,
+                        None if !yielded => {
+                            yielded = true;
+                            futures_lite::future::yield_now().await;
+                            continue;
+                        }
                         None => {
-                            self.send::<R>(send, std::mem::take(&mut data), false).await?;
+                            yielded = false;
+                            self.send::<R>(send, std::mem::take(&mut data), false, chunk).await?;
                             continue;
                         }
                     }
                 };
+                yielded = false;
                 if n == 0 && !data.is_empty() {
-                    self.send::<R>(send, std::mem::take(&mut data), false).await?;
+                    self.send::<R>(send, std::mem::take(&mut data), false, chunk).await?;
                 }
                 if n == 0 {
                     // the end of the pipe ends a body read to its end; any other is cut short
                     return match body {
-                        Body::ToEnd => self.send::<R>(send, Vec::new(), true).await,
+                        Body::ToEnd => self.send::<R>(send, Vec::new(), true, chunk).await,
                         _ => Err(Stop::Broken),
                     };
                 }
@@ -162,7 +182,7 @@ impl Relay<'_> {
                         .map_err(|_| Stop::Broken)?;
                     pending.drain(..used.min(pending.len()));
                     if chunks.is_done() {
-                        return self.send::<R>(send, std::mem::take(&mut data), true).await;
+                        return self.send::<R>(send, std::mem::take(&mut data), true, chunk).await;
                     }
                 }
                 _ => {
@@ -171,26 +191,33 @@ impl Relay<'_> {
                     pending.drain(..n);
                     left -= n as u64;
                     if left == 0 {
-                        return self.send::<R>(send, std::mem::take(&mut data), true).await;
+                        return self.send::<R>(send, std::mem::take(&mut data), true, chunk).await;
                     }
                 }
             }
-            while data.len() >= self.chunk {
-                let rest = data.split_off(self.chunk);
-                self.send::<R>(send, std::mem::replace(&mut data, rest), false).await?;
+            while data.len() >= chunk {
+                let rest = data.split_off(chunk);
+                self.send::<R>(send, std::mem::replace(&mut data, rest), false, chunk)
+                    .await?;
             }
         }
     }
 
     /// Sends `data` as DATA frames within the window (waiting at most `send_timeout` for each opening); `end`:
     /// the last of the body.
-    async fn send<R: Runtime>(&self, send: &mut SendStream<Bytes>, data: Vec<u8>, end: bool) -> Result<(), Stop> {
+    async fn send<R: Runtime>(
+        &self,
+        send: &mut SendStream<Bytes>,
+        data: Vec<u8>,
+        end: bool,
+        chunk: usize,
+    ) -> Result<(), Stop> {
         let mut data = Bytes::from(data);
         if data.is_empty() {
             return send.send_data(data, end).map_err(|_| Stop::Peer);
         }
         while !data.is_empty() {
-            send.reserve_capacity(data.len().min(self.chunk));
+            send.reserve_capacity(data.len().min(chunk));
             let granted = timeout::<R, _>(self.send_timeout, std::future::poll_fn(|cx| send.poll_capacity(cx)));
             let n = match granted.await {
                 Ok(Some(Ok(n))) => n,
@@ -200,7 +227,7 @@ impl Relay<'_> {
             if n == 0 {
                 continue;
             }
-            let part = data.split_to(n.min(data.len()).min(self.chunk));
+            let part = data.split_to(n.min(data.len()).min(chunk));
             send.send_data(part, end && data.is_empty()).map_err(|_| Stop::Peer)?;
         }
         Ok(())

@@ -6,6 +6,7 @@
 //! request path, not two). The connection's limits and the HTTP/2 attacks' bounds are here.
 
 mod answer;
+mod frames;
 mod stream;
 
 use super::client::ClientConn;
@@ -103,7 +104,7 @@ fn builder(conf: &Http2Conf, header_list: u32) -> h2::server::Builder {
         .initial_connection_window_size((1 << 31) - 1)
         .max_frame_size(16 * 1024)
         .max_header_list_size(header_list)
-        .max_send_buffer_size(conf.chunk_size as usize * 2)
+        .max_send_buffer_size(conf.largest_chunk_size as usize * 2)
         .max_pending_accept_reset_streams(conf.max_concurrent_streams.max(20) as usize)
         .max_local_error_reset_streams(Some(1024));
     b
@@ -141,7 +142,8 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
             b.capacity(s.client.client_header_buffer_size)
         });
     shard.give_buffers(bufs);
-    let io = TokioIo::new(sock, read);
+    let watch = Rc::new(frames::Watch::default());
+    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch));
     let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
     let mut h2 = match timeout::<R, _>(at.defaults.client_header_timeout, handshake).await {
         Ok(Ok(c)) => c,
@@ -153,33 +155,99 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
         reset_by_peer: Cell::new(0),
         last: Cell::new(Instant::now()),
     });
+    let cx = LoopCx {
+        shard: &shard,
+        at: &at,
+        conf: &conf,
+        facts: &facts,
+        watch: &watch,
+        state: &state,
+    };
+    serve_streams(cx, &mut h2).await;
+}
+
+/// What the connection's loop works with.
+struct LoopCx<'a, R: Runtime> {
+    shard: &'a Rc<Shard<R>>,
+    at: &'a ConnSnapshot,
+    conf: &'a Http2Conf,
+    facts: &'a ConnFacts,
+    watch: &'a frames::Watch,
+    state: &'a Rc<ConnState>,
+}
+
+type H2<R> = h2::server::Connection<frames::Checked<TokioIo<<R as Runtime>::Conn>>, Bytes>;
+
+/// Takes the connection's streams until it ends: idle past `keepalive_timeout`, a connection error, the shard
+/// stopping (GOAWAY, the streams in flight finish), or a reload (nginx's GOAWAY with the last stream taken, the
+/// streams in flight finish, later ones are not served).
+async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
+    let LoopCx {
+        shard,
+        at,
+        conf,
+        facts,
+        watch,
+        state,
+    } = cx;
     let idle = at.defaults.keepalive_timeout;
     let bound = u64::from(conf.max_concurrent_streams) * RESET_ALLOWANCE;
+    // the highest stream taken, and the last one served after a reload
+    let mut last_sid = 0u32;
+    let mut going_away: Option<u32> = None;
     loop {
-        let wait = match state.active.get() {
-            0 => idle.saturating_sub(state.last.get().elapsed()),
+        let wait = match (state.active.get(), going_away) {
+            (0, _) => idle.saturating_sub(state.last.get().elapsed()),
+            // the streams in flight at a reload are watched for their end
+            (_, Some(_)) => Duration::from_millis(100),
             _ => idle.max(Duration::from_secs(1)),
         };
         if wait.is_zero() || shard.draining() {
             break;
         }
-        let next = futures_lite::future::or(async { Some(timeout::<R, _>(wait, h2.accept()).await) }, async {
+        let reloaded = going_away.is_none() && shard.current_config_generation() != at.snap.config_generation;
+        if (reloaded || going_away.is_some()) && state.active.get() == 0 {
+            // no stream left (an idle connection at the reload: h2's GOAWAY names its last stream)
+            return close::<R>(h2, h2::Reason::NO_ERROR, at.defaults.send_timeout).await;
+        }
+        if reloaded {
+            watch.go_away(last_sid);
+            going_away = Some(last_sid);
+        }
+        let accept = async { Event::Accepted(timeout::<R, _>(wait, h2.accept()).await) };
+        let refuse = async { Event::Refused(watch.failed().await) };
+        let header = header_timer::<R, _>(watch, at.defaults.client_header_timeout);
+        let reload = async {
+            shard.reloaded().await;
+            Event::Reload
+        };
+        let stop = async {
             shard.stopped().await;
-            None
-        })
-        .await;
-        match next {
-            Some(Ok(Some(Ok((request, respond))))) => {
+            Event::Stop
+        };
+        use futures_lite::future::or;
+        match or(accept, or(refuse, or(header, or(reload, stop)))).await {
+            Event::Accepted(Ok(Some(Ok((request, respond))))) => {
+                let sid = u32::from(respond.stream_id());
+                // a header block that timed out (its stream reset), or a stream after the reload's GOAWAY: nginx
+                // skips it
+                if watch.timed_out(sid) || going_away.is_some_and(|last| sid > last) {
+                    continue;
+                }
+                last_sid = last_sid.max(sid);
                 if state.reset_by_peer.get() > state.answered.get() + bound {
                     h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                     break;
                 }
-                spawn_stream(&shard, &state, &facts, request, respond);
+                spawn_stream(shard, state, facts, request, respond);
             }
-            // the idle wait ran out: checked again at the loop's top
-            Some(Err(_)) => {}
-            None => break,
-            Some(Ok(_)) => return,
+            // the idle wait ran out, or a reload: checked again at the loop's top
+            Event::Accepted(Err(_)) | Event::Reload => {}
+            Event::Accepted(Ok(_)) => return,
+            Event::HeaderTimeout(sid) => watch.time_out(sid),
+            // nginx's connection error: GOAWAY with its code, the streams in flight ended with it
+            Event::Refused(reason) => return close::<R>(h2, reason, at.defaults.send_timeout).await,
+            Event::Stop => break,
         }
     }
     h2.graceful_shutdown();
@@ -189,6 +257,44 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     })
     .await;
     let _ = timeout::<R, _>(at.defaults.send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
+}
+
+/// Sends GOAWAY with `reason` (h2's, naming the last stream it took) and closes the connection once what is
+/// queued is out, within `send_timeout`.
+async fn close<R: Runtime>(h2: &mut H2<R>, reason: h2::Reason, send_timeout: Duration) {
+    h2.abrupt_shutdown(reason);
+    let _ = timeout::<R, _>(send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
+}
+
+/// Completes when a header block has stayed incomplete for `client_header_timeout` (nginx's timer on a stream
+/// whose HEADERS have not all come): its stream.
+async fn header_timer<R: Runtime, T>(watch: &frames::Watch, wait: Duration) -> Event<T> {
+    loop {
+        // the adapter notes an open block while h2 reads, on this task: this is polled again right after
+        let (sid, since) = std::future::poll_fn(|_| match watch.header_block() {
+            Some(b) => std::task::Poll::Ready(b),
+            None => std::task::Poll::Pending,
+        })
+        .await;
+        R::sleep(wait.saturating_sub(since.elapsed())).await;
+        if watch.header_block() == Some((sid, since)) {
+            return Event::HeaderTimeout(sid);
+        }
+    }
+}
+
+/// What the connection's loop waits for.
+enum Event<T> {
+    /// h2's next stream (or its end, error or the idle wait running out).
+    Accepted(T),
+    /// A frame nginx answers with a connection error.
+    Refused(h2::Reason),
+    /// This stream's header block did not end within `client_header_timeout`.
+    HeaderTimeout(u32),
+    /// A reload put a new config in place.
+    Reload,
+    /// The shard stops.
+    Stop,
 }
 
 /// Runs one stream as a task of the shard (a panic in it ends that stream only).

@@ -15,6 +15,7 @@ use crate::shard::Shard;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// Bytes the pipe holds each way: what a stream buffers between the HTTP/1.1 flow and its frames.
@@ -63,9 +64,15 @@ pub(super) async fn serve<R: Runtime>(
     let mut preread = Vec::new();
     let mut ended = body.is_end_stream();
     if !ended && !parts.headers.contains_key(http::header::CONTENT_LENGTH) {
-        match preread_body(&mut body, &mut preread, facts.preread).await {
+        let wait = body_timeout(&at);
+        match preread_body::<R>(&mut body, &mut preread, facts.preread, wait).await {
             Ok(e) => ended = e,
-            Err(()) => return End::ResetByPeer,
+            Err(Preread::Reset) => return End::ResetByPeer,
+            // as nginx's stream whose body read timed out: reset with PROTOCOL_ERROR
+            Err(Preread::TimedOut) => {
+                respond.send_reset(Reason::PROTOCOL_ERROR);
+                return End::Failed;
+            }
         }
     }
     let mut head = Vec::with_capacity(256 + parts.headers.len() * 32 + preread.len());
@@ -83,6 +90,8 @@ pub(super) async fn serve<R: Runtime>(
     bufs.tlvs.clear();
     bufs.tlvs.extend_from_slice(&facts.tlvs);
     bufs.http2 = Some(facts.kind);
+    let chunk = Rc::new(Cell::new(u32::try_from(facts.chunk_size).unwrap_or(u32::MAX)));
+    bufs.http2_chunk = Some(Rc::clone(&chunk));
     bufs.log.new_connection(facts.connection);
     let conn = ClientConn {
         shard: Rc::clone(shard),
@@ -98,11 +107,11 @@ pub(super) async fn serve<R: Runtime>(
         let to = answer::Relay {
             pipe: &ours,
             head_request: parts.method == http::Method::HEAD,
-            chunk: facts.chunk_size,
+            chunk: &chunk,
             send_timeout,
         };
         let sending = async {
-            let first = Preread { bytes: &preread, ended };
+            let first = Read { bytes: &preread, ended };
             if send_body(&ours, &head, framing, first, body).await.is_err() {
                 // the client reset the stream, or the flow stopped reading: the flow sees the end of its body
                 ours.shutdown();
@@ -123,23 +132,48 @@ pub(super) async fn serve<R: Runtime>(
     }
 }
 
-/// Reads DATA frames into `out` while they fit in `limit` bytes; whether the body ended there.
-async fn preread_body(body: &mut RecvStream, out: &mut Vec<u8>, limit: usize) -> Result<bool, ()> {
+/// `client_body_timeout` of the address's default server: the wait for each DATA frame read before the request
+/// is routed (nginx's is the location's; the stream's is not known yet).
+fn body_timeout(at: &ConnSnapshot) -> std::time::Duration {
+    let server = at
+        .snap
+        .http_ports
+        .get(at.port)
+        .and_then(|p| at.snap.servers.get(p.default_server));
+    server.map_or(std::time::Duration::from_secs(60), |s| s.client.client_body_timeout)
+}
+
+/// Why reading the body ahead stopped.
+enum Preread {
+    /// The client reset the stream (or the connection ended).
+    Reset,
+    /// No DATA came within `client_body_timeout`.
+    TimedOut,
+}
+
+/// Reads DATA frames into `out` while they fit in `limit` bytes, each within `wait`; whether the body ended there.
+async fn preread_body<R: Runtime>(
+    body: &mut RecvStream,
+    out: &mut Vec<u8>,
+    limit: usize,
+    wait: std::time::Duration,
+) -> Result<bool, Preread> {
     while out.len() < limit {
-        match body.data().await {
-            None => return Ok(true),
-            Some(Ok(data)) => {
+        match crate::runtime::timeout::<R, _>(wait, body.data()).await {
+            Err(_) => return Err(Preread::TimedOut),
+            Ok(None) => return Ok(true),
+            Ok(Some(Ok(data))) => {
                 out.extend_from_slice(&data);
                 let _ = body.flow_control().release_capacity(data.len());
             }
-            Some(Err(_)) => return Err(()),
+            Ok(Some(Err(_))) => return Err(Preread::Reset),
         }
     }
     Ok(body.is_end_stream())
 }
 
 /// The body bytes read before the head was written.
-struct Preread<'a> {
+struct Read<'a> {
     bytes: &'a [u8],
     /// They were the whole body.
     ended: bool,
@@ -151,7 +185,7 @@ async fn send_body(
     pipe: &PipeEnd,
     head: &[u8],
     framing: Framing,
-    first: Preread<'_>,
+    first: Read<'_>,
     mut body: RecvStream,
 ) -> Result<(), ()> {
     pipe.write_all(head).await.map_err(drop)?;
