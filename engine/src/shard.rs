@@ -482,6 +482,8 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
         shard.shared.beat(index, ticks);
         if shard.draining() {
             shard.stop.notify_waiters();
+            // idle keepalive waits look at `draining` when woken
+            crate::runtime::deadline::wake_all();
             if shard.accepting.get() == 0 && shard.active.get() == 0 {
                 shard.log_tick(true);
                 return;
@@ -532,17 +534,45 @@ fn spawn_counted<R: Runtime>(shard: &Rc<Shard<R>>, task: impl std::future::Futur
     shard.active.set(shard.active.get() + 1);
     shard.shared.connections.fetch_add(1, Ordering::Relaxed);
     shard.counters.connection_opened();
-    let active = Active(Rc::clone(shard));
-    let index = shard.index;
-    R::spawn(async move {
-        if let Err(panic) = AssertUnwindSafe(task).catch_unwind().await {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("(no message)");
-            crate::log_alert!("shard {index}: a connection task panicked ({msg}); connection closed, shard goes on");
-        }
-        drop(active);
+    R::spawn(Counted {
+        task: AssertUnwindSafe(task).catch_unwind(),
+        active: Active(Rc::clone(shard)),
     });
+}
+
+/// A connection's task with its panics caught, counted while it lives. A struct rather than an async block: a block
+/// would hold the task's future twice (as captured, and as the future it awaits), an idle connection's included.
+struct Counted<R: Runtime, F> {
+    task: F,
+    active: Active<R>,
+}
+
+impl<R: Runtime, F> std::future::Future for Counted<R, F>
+where
+    F: std::future::Future<Output = std::thread::Result<()>>,
+{
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        // SAFETY: `task` is structurally pinned: it is never moved out of `self`, and is dropped in place with it.
+        let (task, index) = unsafe {
+            let this = self.get_unchecked_mut();
+            (std::pin::Pin::new_unchecked(&mut this.task), this.active.0.index)
+        };
+        match task.poll(cx) {
+            std::task::Poll::Pending => std::task::Poll::Pending,
+            std::task::Poll::Ready(Ok(())) => std::task::Poll::Ready(()),
+            std::task::Poll::Ready(Err(panic)) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(no message)");
+                crate::log_alert!(
+                    "shard {index}: a connection task panicked ({msg}); connection closed, shard goes on"
+                );
+                std::task::Poll::Ready(())
+            }
+        }
+    }
 }

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Memory per idle keepalive client connection: corelb (tokio, glommio) and nginx, the same config for each.
 
-  python3 tools/bench/idle_memory.py [--clients N] [--runtimes tokio,glommio] [--nginx PATH] [CORELB_BINARY]
+  python3 tools/bench/idle_memory.py [--clients N] [--warmup W] [--runtimes tokio,glommio] [--nginx PATH] [CORELB_BINARY]
 
 Each front (one worker) proxies to a backend (a `return 200` server of the same binary, its own process) through
 an upstream with `keepalive 16`, with `keepalive_timeout 300s`. N clients connect, each sends one request and
 reads its answer, then stays idle; the figure is the front's RSS growth (VmRSS of the front's processes, from
-/proc) divided by N, after a warm-up of 200 clients that are then closed (so that pools and allocator arenas are
-there before the baseline). Prints one line per front. Stdlib only; raises its own RLIMIT_NOFILE.
+/proc) divided by N, after a warm-up of W clients (200 unless told) that are then closed (so that pools and allocator
+arenas are there before the baseline). Clients come in batches of 500, each batch's requests sent at once: a
+front keeps what its busiest moment needed (spare buffer sets, allocator arenas), which a warm-up of 500 (one
+batch) has already paid before the baseline. Prints one line per front. Stdlib only; raises its own RLIMIT_NOFILE.
 """
 import argparse
 import os
@@ -130,7 +132,7 @@ def open_clients(port, n):
     return socks
 
 
-def measure(kind, binary, clients):
+def measure(kind, binary, clients, warmup):
     with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, "logs"), exist_ok=True)
         front, backend = free_port(), free_port()
@@ -143,7 +145,7 @@ def measure(kind, binary, clients):
         try:
             wait_listening(backend, back)
             wait_listening(front, fr)
-            warm = open_clients(front, 200)
+            warm = open_clients(front, warmup)
             for s in warm:
                 s.close()
             time.sleep(1)
@@ -169,6 +171,7 @@ def measure(kind, binary, clients):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=9000)
+    ap.add_argument("--warmup", type=int, default=200, help="clients served and closed before the baseline")
     ap.add_argument("--runtimes", default="tokio,glommio")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("binary", nargs="?", default="target/release/corelb")
@@ -182,9 +185,9 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     for rt in a.runtimes.split(","):
         if rt:
-            measure(rt, a.binary, a.clients)
+            measure(rt, a.binary, a.clients, a.warmup)
     if a.nginx and os.path.exists(a.nginx):
-        measure("nginx", a.nginx, a.clients)
+        measure("nginx", a.nginx, a.clients, a.warmup)
 
 
 if __name__ == "__main__":

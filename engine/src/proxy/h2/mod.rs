@@ -41,7 +41,7 @@ pub(super) async fn detect<R: Runtime>(conn: &mut ClientConn<R>, at: &ConnSnapsh
             _ => Detected::Http1,
         };
     }
-    let deadline = Instant::now() + at.defaults.client_header_timeout;
+    let deadline = Instant::now() + at.defaults().client_header_timeout;
     loop {
         let got = conn.bufs.client.readable();
         let n = got.len().min(PREFACE.len());
@@ -143,7 +143,7 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     shard.give_buffers(bufs);
     let io = TokioIo::new(sock, read);
     let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
-    let mut h2 = match timeout::<R, _>(at.defaults.client_header_timeout, handshake).await {
+    let mut h2 = match timeout::<R, _>(at.defaults().client_header_timeout, handshake).await {
         Ok(Ok(c)) => c,
         _ => return,
     };
@@ -153,7 +153,7 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
         reset_by_peer: Cell::new(0),
         last: Cell::new(Instant::now()),
     });
-    let idle = at.defaults.keepalive_timeout;
+    let idle = at.defaults().keepalive_timeout;
     let bound = u64::from(conf.max_concurrent_streams) * RESET_ALLOWANCE;
     loop {
         let wait = match state.active.get() {
@@ -184,11 +184,15 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     }
     h2.graceful_shutdown();
     // the GOAWAY out and the streams in flight done, within the send timeout
-    let _ = timeout::<R, _>(at.defaults.send_timeout, async {
+    let _ = timeout::<R, _>(at.defaults().send_timeout, async {
         while let Some(Ok(_)) = h2.accept().await {}
     })
     .await;
-    let _ = timeout::<R, _>(at.defaults.send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
+    let _ = timeout::<R, _>(
+        at.defaults().send_timeout,
+        std::future::poll_fn(|cx| h2.poll_closed(cx)),
+    )
+    .await;
 }
 
 /// Runs one stream as a task of the shard (a panic in it ends that stream only).
