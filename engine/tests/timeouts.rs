@@ -57,6 +57,27 @@ fn closes_idle_and_slow_clients<R: Runtime>() {
         took >= WAIT - Duration::from_millis(20) && took < late,
         "header timeout after {took:?}"
     );
+
+    // client_header_timeout: nothing at all (the wait for the first bytes, which holds no buffer), then a head sent
+    // half-way through it, which must be whole by the timeout counted from the connection's start
+    let mut c = Client::connect(listen);
+    let start = Instant::now();
+    assert!(c.closed());
+    let took = start.elapsed();
+    assert!(
+        took >= WAIT - Duration::from_millis(20) && took < late,
+        "silent client closed after {took:?}"
+    );
+    let mut c = Client::connect(listen);
+    let start = Instant::now();
+    std::thread::sleep(WAIT / 2);
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n");
+    assert!(c.closed());
+    let took = start.elapsed();
+    assert!(
+        took >= WAIT - Duration::from_millis(20) && took < late,
+        "header timeout after {took:?} (from the connection's start)"
+    );
 }
 
 #[test]

@@ -150,18 +150,28 @@ async fn run<R: Runtime>(slot: &mut ConnSlot<R>) {
         let ConnSlot::Open(open) = slot else {
             return;
         };
-        let keepalive = open.keepalive.unwrap_or_else(|| open.at.defaults().keepalive_timeout);
+        let wait = open.next_wait();
         // SAFETY: awaited here, within the future that holds the connection (`slot`): the wait cannot be leaked
         // apart from the connection.
-        woken = unsafe { open.conn.wait_idle(open.at.snap.client_buffer, keepalive) }.await;
+        woken = unsafe { open.conn.wait_idle(open.at.snap.client_buffer, wait) }.await;
     }
 }
 
-/// One burst: the connection's opening on its first, its requests for as long as they come without a wait, and
-/// its close (after them, or when `woken` says so).
+/// One burst: the connection's opening on its first (then a wait for its first bytes, if none came with its
+/// opening), its requests for as long as they come without a wait, and its close (after them, or when `woken` says
+/// so).
 async fn burst<R: Runtime>(slot: &mut ConnSlot<R>, woken: Woken) -> Flow {
-    if matches!(slot, ConnSlot::Accepted { .. }) && !open(slot).await {
-        return Flow::Closed;
+    if matches!(slot, ConnSlot::Accepted { .. }) {
+        if !open(slot).await {
+            return Flow::Closed;
+        }
+        // a connection that has sent nothing yet waits for its first request as for a next one, holding no buffer
+        // (nginx reads the first bytes before it allocates a request's buffers too)
+        if let ConnSlot::Open(conn) = slot {
+            if conn.conn.bufs.client.readable().is_empty() {
+                return Flow::Idle;
+            }
+        }
     }
     let ConnSlot::Open(conn) = slot else {
         return Flow::Closed;
@@ -258,6 +268,16 @@ impl<R: Runtime> OpenConn<R> {
             keepalive: None,
             to_https,
         }
+    }
+
+    /// How long the wait for the next request's first bytes may take: the last request's `keepalive_timeout`, or
+    /// before the first request what is left of the default server's `client_header_timeout` (nginx's wait for the
+    /// first bytes, which its head's timer goes on from).
+    fn next_wait(&self) -> Duration {
+        self.keepalive.unwrap_or_else(|| {
+            let header = self.at.defaults().client_header_timeout;
+            header.saturating_sub(self.progress.started.elapsed())
+        })
     }
 
     /// Serves requests for as long as the next one is there without a wait (the first one's, a pipelined one's,
@@ -429,7 +449,9 @@ impl<R: Runtime> ClientConn<R> {
         let mut deadline = if served == 0 || !self.bufs.client.readable().is_empty() {
             let now = Instant::now();
             arrived = Some(now);
-            head_deadline(now)
+            // the first head's runs from the connection's start, its wait for the first bytes included (nginx's
+            // timer, set at the accept)
+            head_deadline(if served == 0 { progress.started } else { now })
         } else {
             None
         };

@@ -254,9 +254,11 @@ mod tests {
             "idle: connection {conn:?} B (tokio, glommio), its wait {wait:?} B, the task's future {serve:?} B; \
              while served: a burst {burst:?} B and a buffer set of {set} B and its heap"
         );
-        assert!(conn.0 <= 320 && conn.1 <= 384, "{conn:?}");
-        assert!(wait.0 <= 128 && wait.1 <= 128, "{wait:?}");
-        assert!(serve.0 <= 768 && serve.1 <= 896, "{serve:?}");
+        assert!(conn.0 <= 256 && conn.1 <= 320, "{conn:?}");
+        assert!(wait.0 <= 96 && wait.1 <= 96, "{wait:?}");
+        // tokio's task is a 104-byte cell around the future (with the 8-byte counting wrapper), aligned to 128:
+        // up to 408 bytes it is 512
+        assert!(serve.0 <= 400 && serve.1 <= 512, "{serve:?}");
         // a burst's future is not an idle connection's (bound: it must not grow)
         assert!(burst.0 <= 16 * 1024 && burst.1 <= 16 * 1024, "{burst:?}");
     }
