@@ -114,11 +114,11 @@ pub struct Shard<R: Runtime> {
     date: RefCell<DateCache>,
     /// nginx's error pages under `server_tokens on`, then under `off`.
     errors: [Vec<FixedAnswer>; 2],
-    /// Boxed: a connection holds its set as a `Box` and swaps it for a husk while idle, so a take or a give moves
-    /// a pointer, not the 1,960-byte struct.
+    /// Boxed: a connection holds its set as a `Box` and lends it back while idle, so a take or a give moves a
+    /// pointer, not the 2-KiB struct.
     #[allow(clippy::vec_box)]
     spare: RefCell<Vec<Box<Buffers>>>,
-    /// Empty buffers for idle connections (as many as [`SPARE_BUFFERS`]).
+    /// Empty buffers for connections that close after a keepalive wait (as many as [`SPARE_BUFFERS`]).
     #[allow(clippy::vec_box)]
     husks: RefCell<Vec<Box<Buffers>>>,
     active: Cell<usize>,
@@ -329,7 +329,8 @@ impl<R: Runtime> Shard<R> {
         Box::new(Buffers::new(client_size))
     }
 
-    /// An empty set of buffers (no heap of its own) for an idle connection to hold its facts in; recycled.
+    /// An empty set of buffers (no heap of its own) for a connection closing after a keepalive wait to hold its facts
+    /// in; recycled.
     pub fn take_husk(&self) -> Box<Buffers> {
         self.husks
             .borrow_mut()

@@ -229,6 +229,40 @@ mod tests {
     }
 
     #[test]
+    fn a_connections_facts_park_beside_its_wait_and_stale_ones_are_not_inherited() {
+        use super::ConnFacts;
+        use crate::tls::TlsFacts;
+        let mut full = Buffers::new(1024);
+        full.log.new_connection(7);
+        full.log.named_ticket = 3;
+        full.log.routed = 2;
+        full.tlvs.extend_from_slice(b"tlv");
+        full.tls = Some(TlsFacts {
+            server_name: "a.example".into(),
+            ..TlsFacts::default()
+        });
+        let mut facts = ConnFacts::take(&mut full);
+        assert!(full.tlvs.is_empty() && full.tls.is_none() && full.proxy.is_none());
+        // the set the next bytes came into was another connection's: an HTTP/2 stream's, with TLS facts
+        let mut next = Buffers::new(1024);
+        next.tls = Some(TlsFacts::default());
+        next.http2 = Some("h2");
+        next.log.set = 5;
+        facts.put(&mut next);
+        assert_eq!((next.log.connection, next.log.named_ticket, next.log.routed), (7, 3, 2));
+        assert_eq!(next.tlvs, b"tlv");
+        assert_eq!(next.tls.as_ref().map(|t| t.server_name.as_str()), Some("a.example"));
+        assert_eq!((next.http2, next.log.set), (None, 0));
+        // a plain connection's facts put into a set a TLS connection left
+        let mut plain = Buffers::new(1024);
+        plain.log.new_connection(8);
+        let mut facts = ConnFacts::take(&mut plain);
+        facts.put(&mut next);
+        assert_eq!(next.log.connection, 8);
+        assert!(next.tls.is_none() && next.tlvs.is_empty() && next.proxy.is_none());
+    }
+
+    #[test]
     fn an_idle_connection_keeps_its_state_and_its_wait_not_its_buffers_nor_a_burst() {
         let conn = (
             std::mem::size_of::<ClientConn<Tokio>>(),
