@@ -114,11 +114,11 @@ pub struct Shard<R: Runtime> {
     date: RefCell<DateCache>,
     /// nginx's error pages under `server_tokens on`, then under `off`.
     errors: [Vec<FixedAnswer>; 2],
-    /// Boxed: a connection holds its set as a `Box` and swaps it for a husk while idle, so a take or a give moves
-    /// a pointer, not the 1,960-byte struct.
+    /// Boxed: a connection holds its set as a `Box` and lends it back while idle, so a take or a give moves a
+    /// pointer, not the 2-KiB struct.
     #[allow(clippy::vec_box)]
     spare: RefCell<Vec<Box<Buffers>>>,
-    /// Empty buffers for idle connections (as many as [`SPARE_BUFFERS`]).
+    /// Empty buffers for connections that close after a keepalive wait (as many as [`SPARE_BUFFERS`]).
     #[allow(clippy::vec_box)]
     husks: RefCell<Vec<Box<Buffers>>>,
     active: Cell<usize>,
@@ -333,7 +333,8 @@ impl<R: Runtime> Shard<R> {
         Box::new(Buffers::new(client_size))
     }
 
-    /// An empty set of buffers (no heap of its own) for an idle connection to hold its facts in; recycled.
+    /// An empty set of buffers (no heap of its own) for a connection closing after a keepalive wait to hold its facts
+    /// in; recycled.
     pub fn take_husk(&self) -> Box<Buffers> {
         self.husks
             .borrow_mut()
@@ -497,6 +498,8 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
         shard.shared.beat(index, ticks);
         if shard.draining() {
             shard.stop.notify_waiters();
+            // idle keepalive waits look at `draining` when woken
+            crate::runtime::deadline::wake_all();
             if shard.accepting.get() == 0 && shard.active.get() == 0 {
                 shard.log_tick(true);
                 return;
@@ -551,17 +554,45 @@ fn spawn_counted<R: Runtime>(shard: &Rc<Shard<R>>, task: impl std::future::Futur
     shard.active.set(shard.active.get() + 1);
     shard.shared.connections.fetch_add(1, Ordering::Relaxed);
     shard.counters.connection_opened();
-    let active = Active(Rc::clone(shard));
-    let index = shard.index;
-    R::spawn(async move {
-        if let Err(panic) = AssertUnwindSafe(task).catch_unwind().await {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("(no message)");
-            crate::log_alert!("shard {index}: a connection task panicked ({msg}); connection closed, shard goes on");
-        }
-        drop(active);
+    R::spawn(Counted {
+        task: AssertUnwindSafe(task).catch_unwind(),
+        active: Active(Rc::clone(shard)),
     });
+}
+
+/// A connection's task with its panics caught, counted while it lives. A struct rather than an async block: a block
+/// would hold the task's future twice (as captured, and as the future it awaits), an idle connection's included.
+struct Counted<R: Runtime, F> {
+    task: F,
+    active: Active<R>,
+}
+
+impl<R: Runtime, F> std::future::Future for Counted<R, F>
+where
+    F: std::future::Future<Output = std::thread::Result<()>>,
+{
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        // SAFETY: `task` is structurally pinned: it is never moved out of `self`, and is dropped in place with it.
+        let (task, index) = unsafe {
+            let this = self.get_unchecked_mut();
+            (std::pin::Pin::new_unchecked(&mut this.task), this.active.0.index)
+        };
+        match task.poll(cx) {
+            std::task::Poll::Pending => std::task::Poll::Pending,
+            std::task::Poll::Ready(Ok(())) => std::task::Poll::Ready(()),
+            std::task::Poll::Ready(Err(panic)) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(no message)");
+                crate::log_alert!(
+                    "shard {index}: a connection task panicked ({msg}); connection closed, shard goes on"
+                );
+                std::task::Poll::Ready(())
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! Long client timeouts (coarse deadlines, `runtime::deadline`) fire on both runtimes: not early, and not much
-//! late.
+//! late; so does a short `keepalive_timeout` (the runtime's timer), and a graceful stop closes idle keepalive
+//! connections at once.
 
 mod support;
 
@@ -56,6 +57,27 @@ fn closes_idle_and_slow_clients<R: Runtime>() {
         took >= WAIT - Duration::from_millis(20) && took < late,
         "header timeout after {took:?}"
     );
+
+    // client_header_timeout: nothing at all (the wait for the first bytes, which holds no buffer), then a head sent
+    // half-way through it, which must be whole by the timeout counted from the connection's start
+    let mut c = Client::connect(listen);
+    let start = Instant::now();
+    assert!(c.closed());
+    let took = start.elapsed();
+    assert!(
+        took >= WAIT - Duration::from_millis(20) && took < late,
+        "silent client closed after {took:?}"
+    );
+    let mut c = Client::connect(listen);
+    let start = Instant::now();
+    std::thread::sleep(WAIT / 2);
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n");
+    assert!(c.closed());
+    let took = start.elapsed();
+    assert!(
+        took >= WAIT - Duration::from_millis(20) && took < late,
+        "header timeout after {took:?} (from the connection's start)"
+    );
 }
 
 #[test]
@@ -67,5 +89,79 @@ fn tokio_long_client_timeouts_fire_in_time() {
 fn glommio_long_client_timeouts_fire_in_time() {
     if glommio_usable() {
         closes_idle_and_slow_clients::<Glommio>();
+    }
+}
+
+/// A config answering `ok` on `listen` with `keepalive` as its `keepalive_timeout`.
+fn keepalive_config(listen: std::net::SocketAddr, keepalive: Duration) -> Config {
+    let mut config = http_config(
+        listen,
+        vec![],
+        vec![return_location(LocationMatch::Prefix("/".into()), 200, Some("ok"))],
+    );
+    if let Some(server) = config.http.as_mut().and_then(|h| h.servers.first_mut()) {
+        server.client.keepalive_timeout = keepalive;
+        for l in &mut server.locations {
+            l.client.keepalive_timeout = keepalive;
+        }
+    }
+    config
+}
+
+/// A keepalive connection served once; the instant its request was sent.
+fn served_once(listen: std::net::SocketAddr) -> (Client, Instant) {
+    let mut c = Client::connect(listen);
+    let start = Instant::now();
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(c.read_response().map(|r| r.text()), Some("ok".to_string()));
+    (c, start)
+}
+
+fn short_keepalive_and_graceful_stop<R: Runtime>() {
+    // a keepalive_timeout under the coarse deadlines' threshold: the runtime's timer
+    let short = Duration::from_millis(200);
+    assert!(short < COARSE_FROM);
+    let listen = free_addr();
+    let p = Proxy::start::<R>(keepalive_config(listen, short), 1);
+    let (mut c, start) = served_once(listen);
+    assert!(c.closed());
+    let took = start.elapsed();
+    assert!(
+        took >= short - Duration::from_millis(20) && took < short + 20 * TICK,
+        "keepalive close after {took:?}"
+    );
+    // a connection served twice over idle waits, and pipelined requests answered in one burst
+    let (mut c, _) = served_once(listen);
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    for _ in 0..2 {
+        assert_eq!(c.read_response().map(|r| r.text()), Some("ok".to_string()));
+    }
+    drop(p);
+
+    // a graceful stop closes the idle keepalive connections long before their keepalive_timeout
+    let listen = free_addr();
+    let p = Proxy::start::<R>(keepalive_config(listen, Duration::from_secs(60)), 1);
+    let mut idle: Vec<Client> = (0..3).map(|_| served_once(listen).0).collect();
+    let start = Instant::now();
+    p.shared.drain();
+    for c in &mut idle {
+        assert!(c.closed());
+    }
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "idle connections closed {took:?} after the stop"
+    );
+}
+
+#[test]
+fn tokio_short_keepalive_and_graceful_stop_close_idle_connections() {
+    short_keepalive_and_graceful_stop::<Tokio>();
+}
+
+#[test]
+fn glommio_short_keepalive_and_graceful_stop_close_idle_connections() {
+    if glommio_usable() {
+        short_keepalive_and_graceful_stop::<Glommio>();
     }
 }

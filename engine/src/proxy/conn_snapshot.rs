@@ -21,14 +21,11 @@ pub struct DefaultTimeouts {
 }
 
 /// The snapshot a connection's next request runs on: the running one, taken again when a reload changed it. A
-/// request in flight keeps the one it started with.
+/// request in flight keeps the one it started with. (Small: an idle connection holds it.)
 pub struct ConnSnapshot {
     pub snap: Arc<Snapshot>,
     /// The listen address's index into `snap.http_ports`.
     pub port: usize,
-    listen: SocketAddr,
-    /// The default server's timeouts, before a request names its server.
-    pub defaults: DefaultTimeouts,
     /// The running config no longer listens here: the next request is served on `snap`, then the connection closes
     /// (as nginx's old workers close their keepalive connections).
     pub gone: bool,
@@ -39,33 +36,34 @@ impl ConnSnapshot {
     pub fn take<R: Runtime>(shard: &Shard<R>, listen: SocketAddr) -> Option<Self> {
         let snap = shard.snapshot();
         let port = snap.http_port_of(listen)?;
-        let defaults = Self::default_timeouts(&snap, port);
         Some(ConnSnapshot {
             snap,
             port,
-            listen,
-            defaults,
             gone: false,
         })
     }
 
-    fn default_timeouts(snap: &Snapshot, port: usize) -> DefaultTimeouts {
-        let server = snap.http_ports.get(port).map(|p| p.default_server);
+    /// The default server's timeouts, before a request names its server (looked up: a few loads).
+    pub fn defaults(&self) -> DefaultTimeouts {
+        let server = self.snap.http_ports.get(self.port).map(|p| p.default_server);
         let of = |c: &ClientConf| DefaultTimeouts {
             keepalive_timeout: c.keepalive_timeout,
             client_header_timeout: c.client_header_timeout,
             send_timeout: c.send_timeout,
             lingering: c.lingering,
         };
-        match server.and_then(|s| snap.servers.get(s)) {
+        match server.and_then(|s| self.snap.servers.get(s)) {
             Some(s) => of(&s.client),
             None => of(&ClientConf::default()),
         }
     }
 
-    /// The listen address the connection came on.
+    /// The listen address the connection came on (the port's, in the snapshot it was found in).
     pub fn listen(&self) -> SocketAddr {
-        self.listen
+        self.snap
+            .http_ports
+            .get(self.port)
+            .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |p| p.addr)
     }
 
     /// Moves to the running snapshot if a reload changed it (one atomic load when it did not).
@@ -73,7 +71,7 @@ impl ConnSnapshot {
         if self.gone || shard.current_generation() == self.snap.generation {
             return;
         }
-        match Self::take(shard, self.listen) {
+        match Self::take(shard, self.listen()) {
             Some(next) => *self = next,
             None => self.gone = true,
         }

@@ -3,9 +3,11 @@
 //! for the next request when both sides allow.
 
 use super::body::send;
+use super::burst::Burst;
 use super::client::{ClientConn, ClientTimeouts, Routed};
 use super::conn_snapshot::ConnSnapshot;
 use super::error_page::{Go, PageState, Pass, Resume};
+use super::idle::Woken;
 use super::phase::ConnPhase;
 use super::request_body::BodyWait;
 use super::request_log::begin_request;
@@ -31,6 +33,7 @@ use crate::snapshot::proxied::HostOrAddr;
 use crate::snapshot::route::{FixedAnswer, LocationPlan, ProxyPlan, Target};
 use crate::snapshot::{ServerPlan, Snapshot};
 use corelb_shared_state::HttpPhase;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -76,15 +79,133 @@ struct HeadWaits {
     head: Duration,
 }
 
+/// A client connection's state from its accept to its close, held by its task: what was accepted, then (after its
+/// TLS handshake, PROXY protocol header and HTTP/2 detection) the HTTP/1.1 connection, all that an idle one keeps.
+pub(super) enum ConnSlot<R: Runtime> {
+    Accepted {
+        shard: Rc<Shard<R>>,
+        sock: R::Conn,
+        remote: SocketAddr,
+        listen: SocketAddr,
+    },
+    Open(OpenConn<R>),
+    Closed,
+}
+
+/// An HTTP/1.1 connection between its bursts of requests.
+pub(super) struct OpenConn<R: Runtime> {
+    conn: ClientConn<R>,
+    at: ConnSnapshot,
+    progress: ConnProgress,
+    /// `keepalive_timeout` for the next wait: the last request's location's (none yet: the default server's).
+    keepalive: Option<Duration>,
+    /// Plain HTTP on a TLS address.
+    to_https: bool,
+}
+
+/// How a burst of requests ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    /// The last answer is sent and nothing of a next request is buffered: wait for it holding no buffer.
+    Idle,
+    Closed,
+}
+
 /// Serves one client connection accepted on the http listen address `listen` until it closes.
-pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: SocketAddr, listen: SocketAddr) {
+pub fn serve<R: Runtime>(
+    shard: Rc<Shard<R>>,
+    sock: R::Conn,
+    remote: SocketAddr,
+    listen: SocketAddr,
+) -> impl Future<Output = ()> {
+    // used in place by the task (an async fn's arguments are held twice: as given, and moved into its body)
+    let mut slot = ConnSlot::Accepted {
+        shard,
+        sock,
+        remote,
+        listen,
+    };
+    async move { run(&mut slot).await }
+}
+
+/// Serves the requests of `conn` (the HTTP/1.1 flow) until it closes: an HTTP/2 stream's over its pipe;
+/// `to_https`: plain HTTP on a TLS address.
+pub(super) fn serve_requests<R: Runtime>(
+    conn: ClientConn<R>,
+    at: ConnSnapshot,
+    to_https: bool,
+) -> impl Future<Output = ()> {
+    let mut slot = ConnSlot::Open(OpenConn::new(conn, at, to_https));
+    async move { run(&mut slot).await }
+}
+
+/// Runs a connection: its bursts of requests, each in a block of the thread's free list ([`Burst`]), and between
+/// them its keepalive waits, which hold no buffer (nginx frees them too) and none of a request's state.
+async fn run<R: Runtime>(slot: &mut ConnSlot<R>) {
+    let mut woken = Woken::Bytes;
+    loop {
+        let burst_slot = &mut *slot;
+        if Burst::new(move || burst(burst_slot, woken)).await == Flow::Closed {
+            return;
+        }
+        let ConnSlot::Open(open) = slot else {
+            return;
+        };
+        let wait = open.next_wait();
+        // SAFETY: awaited here, within the future that holds the connection (`slot`): the wait cannot be leaked
+        // apart from the connection.
+        woken = unsafe { open.conn.wait_idle(open.at.snap.client_buffer, wait) }.await;
+    }
+}
+
+/// One burst: the connection's opening on its first (then a wait for its first bytes, if none came with its
+/// opening), its requests for as long as they come without a wait, and its close (after them, or when `woken` says
+/// so).
+async fn burst<R: Runtime>(slot: &mut ConnSlot<R>, woken: Woken) -> Flow {
+    if matches!(slot, ConnSlot::Accepted { .. }) {
+        if !open(slot).await {
+            return Flow::Closed;
+        }
+        // a connection that has sent nothing yet waits for its first request as for a next one, holding no buffer
+        // (nginx reads the first bytes before it allocates a request's buffers too)
+        if let ConnSlot::Open(conn) = slot {
+            if conn.conn.bufs.client.readable().is_empty() {
+                return Flow::Idle;
+            }
+        }
+    }
+    let ConnSlot::Open(conn) = slot else {
+        return Flow::Closed;
+    };
+    if woken == Woken::Bytes && conn.serve_burst().await == Flow::Idle {
+        return Flow::Idle;
+    }
+    let ConnSlot::Open(conn) = std::mem::replace(slot, ConnSlot::Closed) else {
+        return Flow::Closed;
+    };
+    conn.close().await;
+    Flow::Closed
+}
+
+/// Opens an accepted connection: its TLS handshake, PROXY protocol header and HTTP/2 detection (an HTTP/2
+/// connection is served here, whole). False when it closed.
+async fn open<R: Runtime>(slot: &mut ConnSlot<R>) -> bool {
+    let ConnSlot::Accepted {
+        shard,
+        sock,
+        remote,
+        listen,
+    } = std::mem::replace(slot, ConnSlot::Closed)
+    else {
+        return false;
+    };
     let Some(at) = ConnSnapshot::take(&shard, listen) else {
-        return;
+        return false;
     };
     let mut bufs = shard.take_buffers(at.snap.client_buffer);
     let Some((sock, to_https)) = super::tls_conn::open::<R>(&at, sock, &mut bufs, &shard.counters).await else {
         shard.give_buffers(bufs);
-        return;
+        return false;
     };
     let vars = ConnVars::new(remote, sock.local_addr().unwrap_or(listen));
     bufs.log.new_connection(shard.next_connection_id());
@@ -103,7 +224,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
     };
     if at.snap.http_ports.get(at.port).is_some_and(|p| p.proxy_protocol) && !conn.proxy_header(&at).await {
         conn.shard.give_buffers(conn.bufs);
-        return;
+        return false;
     }
     if let Some(h2) = at
         .snap
@@ -112,132 +233,172 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, sock: R::Conn, remote: Socke
         .and_then(|p| p.http2)
         .filter(|_| !to_https)
     {
-        // out of line and boxed: an HTTP/1 connection's future keeps its size
+        // out of line and boxed: an HTTP/1 connection's burst keeps its size
         match Box::pin(super::h2::detect(&mut conn, &at)).await {
             super::h2::Detected::Http1 => {}
             super::h2::Detected::Http2(kind) => {
                 Box::pin(super::h2::serve(conn, at, h2, kind)).await;
-                return;
+                return false;
             }
             super::h2::Detected::Closed => {
                 conn.shard.give_buffers(conn.bufs);
-                return;
+                return false;
             }
         }
     }
-    serve_requests(conn, at, to_https).await;
+    *slot = ConnSlot::Open(OpenConn::new(conn, at, to_https));
+    true
 }
 
-/// Serves the requests of `conn` (the HTTP/1.1 flow) until it closes: a client connection's, or an HTTP/2
-/// stream's over its pipe; `to_https`: plain HTTP on a TLS address.
-pub(super) async fn serve_requests<R: Runtime>(mut conn: ClientConn<R>, mut at: ConnSnapshot, to_https: bool) {
-    let mut progress = ConnProgress {
-        served: 0,
-        started: Instant::now(),
-    };
-    // before the first request, the default server's; then the last request's location's
-    let mut idle = None;
-    // the routed request's facts, rewritten in place for each request
-    let mut req = Routed::NONE;
-    // how the connection closes after its last answer: nginx's lingering close, and whether the request had a body
-    let mut linger = None;
-    loop {
-        // between requests with nothing buffered: wait holding no buffer (nginx frees them too)
-        let keepalive = idle.unwrap_or(at.defaults.keepalive_timeout);
-        if progress.served > 0
-            && conn.bufs.client.readable().is_empty()
-            && !conn.wait_idle(at.snap.client_buffer, keepalive).await
-        {
-            break;
+/// The size of a burst's future: the block a connection holds only while it is served.
+#[cfg(test)]
+pub(super) fn burst_size<R: Runtime>() -> usize {
+    let mut slot = ConnSlot::<R>::Closed;
+    let size = std::mem::size_of_val(&burst(&mut slot, Woken::Close));
+    size
+}
+
+impl<R: Runtime> OpenConn<R> {
+    fn new(conn: ClientConn<R>, at: ConnSnapshot, to_https: bool) -> Self {
+        OpenConn {
+            conn,
+            at,
+            progress: ConnProgress {
+                served: 0,
+                started: Instant::now(),
+            },
+            keepalive: None,
+            to_https,
         }
-        at.refresh(&conn.shard);
-        let step = loop {
-            let waits = HeadWaits {
-                idle: idle.unwrap_or(at.defaults.keepalive_timeout),
-                head: at.defaults.client_header_timeout,
-            };
-            match conn.next_request(&at.snap, at.port, progress, waits, &mut req).await {
-                // The first bytes of a request after a keepalive wait: it runs on the config running now (the
-                // head is routed again, nothing of it consumed yet).
-                Next::Arrived => at.refresh(&conn.shard),
-                step => break step,
-            }
-        };
-        let snap = &*at.snap;
-        let route = match step {
-            Next::Closed | Next::Arrived => break,
-            Next::Reject(r) => {
-                if conn.bufs.log.routed != progress.served + 1 {
-                    let read = conn.bufs.client.readable();
-                    let requests = progress.served + 1;
-                    super::request_log::begin_refused(snap, at.port, conn.vars, read, requests, &mut conn.bufs.log);
+    }
+
+    /// How long the wait for the next request's first bytes may take: the last request's `keepalive_timeout`, or
+    /// before the first request what is left of the default server's `client_header_timeout` (nginx's wait for the
+    /// first bytes, which its head's timer goes on from).
+    fn next_wait(&self) -> Duration {
+        self.keepalive.unwrap_or_else(|| {
+            let header = self.at.defaults().client_header_timeout;
+            header.saturating_sub(self.progress.started.elapsed())
+        })
+    }
+
+    /// Serves requests for as long as the next one is there without a wait (the first one's, a pipelined one's,
+    /// or the bytes a keepalive wait brought).
+    async fn serve_burst(&mut self) -> Flow {
+        let OpenConn {
+            conn,
+            at,
+            progress,
+            keepalive: idle,
+            to_https,
+        } = self;
+        // the routed request's facts, rewritten in place for each request
+        let mut req = Routed::NONE;
+        loop {
+            at.refresh(&conn.shard);
+            let step = loop {
+                let defaults = at.defaults();
+                let waits = HeadWaits {
+                    idle: idle.unwrap_or(defaults.keepalive_timeout),
+                    head: defaults.client_header_timeout,
+                };
+                match conn.next_request(&at.snap, at.port, *progress, waits, &mut req).await {
+                    // The first bytes of a request after a keepalive wait: it runs on the config running now (the
+                    // head is routed again, nothing of it consumed yet).
+                    Next::Arrived => at.refresh(&conn.shard),
+                    step => break step,
                 }
-                conn.refuse(r, at.defaults.send_timeout).await;
+            };
+            let snap = &*at.snap;
+            let route = match step {
+                Next::Closed | Next::Arrived => return Flow::Closed,
+                Next::Reject(r) => {
+                    if conn.bufs.log.routed != progress.served + 1 {
+                        let read = conn.bufs.client.readable();
+                        let requests = progress.served + 1;
+                        let log = &mut conn.bufs.log;
+                        super::request_log::begin_refused(snap, at.port, conn.vars, read, requests, log);
+                    }
+                    conn.refuse(r, at.defaults().send_timeout).await;
+                    conn.shard.log_request(snap, &mut conn.bufs.log);
+                    conn.bufs.linger = Some((at.defaults().lingering, false));
+                    return Flow::Closed;
+                }
+                Next::Request(..) if *to_https => {
+                    conn.refuse(super::tls_conn::TO_HTTPS, at.defaults().send_timeout).await;
+                    conn.shard.log_request(snap, &mut conn.bufs.log);
+                    conn.bufs.linger = Some((at.defaults().lingering, false));
+                    return Flow::Closed;
+                }
+                Next::Request(route) => route,
+            };
+            req.keepalive = req.keepalive.and(!at.gone);
+            conn.shard.counters.count_request();
+            progress.served += 1;
+            if !req.delay.is_zero() && !conn.limit_delay(req.delay).await {
+                // the client left during limit_req's delay
+                conn.shard.counters.count_client_abort();
+                conn.bufs.log.answered(499, 0, 0);
                 conn.shard.log_request(snap, &mut conn.bufs.log);
-                linger = Some((at.defaults.lingering, false));
-                break;
+                return Flow::Closed;
             }
-            Next::Request(..) if to_https => {
-                conn.refuse(super::tls_conn::TO_HTTPS, at.defaults.send_timeout).await;
-                conn.shard.log_request(snap, &mut conn.bufs.log);
-                linger = Some((at.defaults.lingering, false));
-                break;
+            if !conn.continue_if_expected(&req).await {
+                return Flow::Closed;
             }
-            Next::Request(route) => route,
-        };
-        req.keepalive = req.keepalive.and(!at.gone);
-        conn.shard.counters.count_request();
-        progress.served += 1;
-        if !req.delay.is_zero() && !conn.limit_delay(req.delay).await {
-            // the client left during limit_req's delay
-            conn.shard.counters.count_client_abort();
-            conn.bufs.log.answered(499, 0, 0);
+            let mut keep = match route {
+                Route::Fixed(answer, headers) => conn.serve_fixed(answer, headers, &req).await,
+                Route::Redirect(answer, headers) => conn.serve_redirect(answer, headers, &req).await,
+                Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
+                Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
+                Route::Static(answer, headers, filters) => conn.serve_file(answer, headers, filters, &req).await,
+            };
+            if conn.bufs.pages.state.pending.is_some() {
+                // a proxied error (or intercepted answer) with an error page, out of line (boxed: the plain path's
+                // future keeps its shape)
+                keep = Box::pin(conn.serve_pending(snap, at.port, *progress, &req)).await;
+            }
             conn.shard.log_request(snap, &mut conn.bufs.log);
-            break;
-        }
-        if !conn.continue_if_expected(&req).await {
-            break;
-        }
-        let mut keep = match route {
-            Route::Fixed(answer, headers) => conn.serve_fixed(answer, headers, &req).await,
-            Route::Redirect(answer, headers) => conn.serve_redirect(answer, headers, &req).await,
-            Route::Proxy(plan) => conn.proxy(snap, plan, &req).await,
-            Route::Endpoint(endpoint, target) => conn.serve_endpoint(endpoint, &target, &req).await,
-            Route::Static(answer, headers, filters) => conn.serve_file(answer, headers, filters, &req).await,
-        };
-        if conn.bufs.pages.state.pending.is_some() {
-            // a proxied error (or intercepted answer) with an error page, out of line (boxed: the plain path's
-            // future keeps its shape)
-            keep = Box::pin(conn.serve_pending(snap, at.port, progress, &req)).await;
-        }
-        conn.shard.log_request(snap, &mut conn.bufs.log);
-        if conn.bufs.limited {
-            conn.bufs.end_limits();
-        }
-        idle = Some(req.timeouts.keepalive);
-        if !keep || conn.shard.draining() {
-            linger = (!keep).then_some((req.lingering, req.body != BodyFraming::None));
-            break;
+            if conn.bufs.limited {
+                conn.bufs.end_limits();
+            }
+            *idle = Some(req.timeouts.keepalive);
+            if !keep || conn.shard.draining() {
+                // how the connection closes after this answer: nginx's lingering close, and whether it had a body
+                conn.bufs.linger = (!keep).then_some((req.lingering, req.body != BodyFraming::None));
+                return Flow::Closed;
+            }
+            if conn.bufs.client.readable().is_empty() {
+                return Flow::Idle;
+            }
         }
     }
-    if conn.bufs.log.named_ticket != 0 {
-        conn.shard.logs_written(conn.bufs.log.named_ticket).await;
-    }
-    // (not an HTTP/2 stream's pipe, nor after `return 444` or a client that left)
-    let linger = linger
-        .filter(|_| conn.bufs.http2.is_none() && !matches!(conn.bufs.log.status, 444 | 499))
-        .filter(|(conf, body)| {
-            super::linger::wanted(conf, *body, || {
-                !conn.bufs.client.readable().is_empty() || conn.sock.bytes_waiting()
-            })
-        });
-    let ClientConn {
-        shard, mut sock, bufs, ..
-    } = conn;
-    shard.give_buffers(bufs);
-    if let Some((conf, _)) = linger {
-        // boxed: its read buffer is not part of every connection's future
-        Box::pin(super::linger::close::<R>(&shard, &mut sock, conf)).await;
+
+    /// Closes the connection once its named access-log lines are written; its buffers go back to the shard, then
+    /// it lingers as nginx's lingering close says (not an HTTP/2 stream's pipe, nor after `return 444` or a client
+    /// that left).
+    async fn close(self) {
+        let mut conn = self.conn;
+        if conn.bufs.log.named_ticket != 0 {
+            conn.shard.logs_written(conn.bufs.log.named_ticket).await;
+        }
+        let linger = conn
+            .bufs
+            .linger
+            .take()
+            .filter(|_| conn.bufs.http2.is_none() && !matches!(conn.bufs.log.status, 444 | 499))
+            .filter(|(conf, body)| {
+                super::linger::wanted(conf, *body, || {
+                    !conn.bufs.client.readable().is_empty() || conn.sock.bytes_waiting()
+                })
+            });
+        let ClientConn {
+            shard, mut sock, bufs, ..
+        } = conn;
+        shard.give_buffers(bufs);
+        if let Some((conf, _)) = linger {
+            // boxed: its read buffer is not part of every connection's future
+            Box::pin(super::linger::close::<R>(&shard, &mut sock, conf)).await;
+        }
     }
 }
 
@@ -252,7 +413,7 @@ impl<R: Runtime> ClientConn<R> {
             peer: self.vars.peer,
             local: self.vars.local,
         };
-        match read.read(at.defaults.client_header_timeout).await {
+        match read.read(at.defaults().client_header_timeout).await {
             Ok(addrs) => {
                 self.bufs.proxy = addrs;
                 true
@@ -313,7 +474,9 @@ impl<R: Runtime> ClientConn<R> {
         let mut deadline = if served == 0 || !self.bufs.client.readable().is_empty() {
             let now = Instant::now();
             arrived = Some(now);
-            head_deadline(now)
+            // the first head's runs from the connection's start, its wait for the first bytes included (nginx's
+            // timer, set at the accept)
+            head_deadline(if served == 0 { progress.started } else { now })
         } else {
             None
         };

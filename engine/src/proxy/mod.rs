@@ -4,6 +4,7 @@
 
 mod accel_redirect;
 pub mod body;
+mod burst;
 pub mod charset;
 mod client;
 pub mod conn_snapshot;

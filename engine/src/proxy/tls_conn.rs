@@ -29,7 +29,7 @@ pub async fn open<R: Runtime>(
     let accepting = Box::pin(crate::tls::accept::<R>(
         sock,
         config,
-        at.defaults.client_header_timeout,
+        at.defaults().client_header_timeout,
         facts,
     ));
     match accepting.await {

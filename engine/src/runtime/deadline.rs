@@ -66,6 +66,15 @@ thread_local! {
     static TABLE: RefCell<Table> = RefCell::new(Table::default());
 }
 
+/// Wakes every deadline of this thread, passed or not (a graceful stop: the waits that look at it then end).
+pub fn wake_all() {
+    TABLE.with(|t| {
+        for (_, waker) in t.borrow().slots.iter().flatten() {
+            waker.wake_by_ref();
+        }
+    });
+}
+
 /// Completes at (or up to one [`TICK`] after) a deadline, never on its first poll: it is meant for timeouts far
 /// longer than a tick.
 pub struct Deadline<R: Runtime> {

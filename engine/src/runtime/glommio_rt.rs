@@ -33,8 +33,9 @@ pub struct GlommioConn {
     stream: TcpStream,
     /// The last read found the socket empty and yielded once instead of arming a poll.
     yielded: bool,
-    /// A unix-domain socket's token (its listener's, or the unnamed one of a connect).
-    unix: Option<SocketAddr>,
+    /// A unix-domain socket's token (its listener's, or the unnamed one of a connect; boxed: every connection
+    /// holds the field, few the token).
+    unix: Option<Box<SocketAddr>>,
 }
 
 impl GlommioConn {
@@ -48,7 +49,7 @@ impl GlommioConn {
 
     fn unix(stream: TcpStream, token: SocketAddr) -> Self {
         GlommioConn {
-            unix: Some(token),
+            unix: Some(Box::new(token)),
             ..GlommioConn::new(stream)
         }
     }
@@ -129,9 +130,9 @@ impl Tcp for GlommioConn {
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        match self.unix {
+        match &self.unix {
             None => self.stream.local_addr().map_err(io::Error::from),
-            Some(token) => Ok(token),
+            Some(token) => Ok(**token),
         }
     }
 

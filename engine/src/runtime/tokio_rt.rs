@@ -18,9 +18,9 @@ use tokio::io::{AsyncRead as TokioRead, AsyncWrite as TokioWrite, ReadBuf};
 pub struct Tokio;
 
 /// A tokio TCP stream seen through `futures_lite`'s I/O traits; a unix-domain connection rides the same type
-/// ([`super::unix`]), with its address token in `.1`.
+/// ([`super::unix`]), with its address token in `.1` (boxed: every connection holds the field, few the token).
 #[derive(Debug)]
-pub struct TokioConn(tokio::net::TcpStream, Option<SocketAddr>);
+pub struct TokioConn(tokio::net::TcpStream, Option<Box<SocketAddr>>);
 
 impl AsyncRead for TokioConn {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
@@ -62,9 +62,9 @@ impl Tcp for TokioConn {
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        match self.1 {
+        match &self.1 {
             None => self.0.local_addr(),
-            Some(token) => Ok(token),
+            Some(token) => Ok(**token),
         }
     }
 
@@ -115,7 +115,7 @@ impl Listener for TokioListener {
                     Ok(s) => {
                         let s = tokio::net::TcpStream::from_std(s?)?;
                         return Ok((
-                            MaybeTls::Plain(TokioConn(s, Some(*token))),
+                            MaybeTls::Plain(TokioConn(s, Some(Box::new(*token)))),
                             crate::config::unix_addr::unnamed(),
                         ));
                     }
@@ -245,7 +245,8 @@ impl Runtime for Tokio {
     async fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self::Conn> {
         if crate::config::unix_addr::is_unix(&addr) {
             let s = tokio::net::TcpStream::from_std(super::unix::connect(&addr)?)?;
-            return Ok(MaybeTls::Plain(TokioConn(s, Some(crate::config::unix_addr::unnamed()))));
+            let token = Box::new(crate::config::unix_addr::unnamed());
+            return Ok(MaybeTls::Plain(TokioConn(s, Some(token))));
         }
         match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
             Ok(r) => r.map(|s| MaybeTls::Plain(TokioConn(s, None))),

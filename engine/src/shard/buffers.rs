@@ -1,6 +1,6 @@
 //! A connection's buffers (client and upstream reads, the answer, the upstream request, keys, the normalized
 //! path, the access log record), recycled by its shard so a request allocates nothing once they have grown, and
-//! the husk (no heap) that carries the connection's few facts while it waits idle without them.
+//! the husk (no heap) that carries the connection's few facts when it closes after a keepalive wait.
 
 use crate::access_log::record::RequestRecord;
 use crate::config::regex::Captures;
@@ -61,32 +61,13 @@ pub struct Buffers {
     /// The current request's body for `$request_body` when it is not a slice of the client buffer (a chunked
     /// body's data, the body an error page reads); no heap unless a location reads the variable.
     pub body: crate::proxy::request_body::HeldBody,
+    /// Set when the connection closes after its last answer: how it lingers (the lingering close of the request's
+    /// location, or of the default server for a refused head), and whether the request had a body. Read once by the
+    /// close, which takes it.
+    pub linger: Option<(crate::config::model::Lingering, bool)>,
 }
 
 impl Buffers {
-    /// Moves the connection's facts (its `$connection` number, PROXY protocol addresses, TLS handshake, last
-    /// access-log ticket and routed count: what is the connection's, not one request's) from `from` into these
-    /// buffers, leaving `from` fit for any connection. Swaps, so neither side allocates or frees.
-    pub fn take_facts_of(&mut self, from: &mut Buffers) {
-        self.log.connection = from.log.connection;
-        self.log.named_ticket = from.log.named_ticket;
-        self.log.routed = from.log.routed;
-        self.log.set = 0;
-        // (a plain connection has none of these: two compares each, not a swap of the large options)
-        if from.proxy.is_some() || self.proxy.is_some() {
-            std::mem::swap(&mut self.proxy, &mut from.proxy);
-            from.proxy = None;
-        }
-        if !from.tlvs.is_empty() || !self.tlvs.is_empty() {
-            std::mem::swap(&mut self.tlvs, &mut from.tlvs);
-            from.tlvs.clear();
-        }
-        if from.tls.is_some() || self.tls.is_some() {
-            std::mem::swap(&mut self.tls, &mut from.tls);
-            from.tls = None;
-        }
-    }
-
     /// The end of a request that went through limits: its `limit_conn` units back (nginx's request pool
     /// cleanup), its `$limit_*_status` unset for the next.
     pub fn end_limits(&mut self) {
@@ -95,7 +76,7 @@ impl Buffers {
         self.limited = false;
     }
 
-    /// Buffers with no heap of their own (every buffer empty, a client buffer of 0 bytes), to carry an idle
+    /// Buffers with no heap of their own (every buffer empty, a client buffer of 0 bytes), to carry a closing
     /// connection's facts.
     pub(super) fn husk() -> Self {
         Buffers {
@@ -127,10 +108,11 @@ impl Buffers {
             limited: false,
             charset: None,
             body: Default::default(),
+            linger: None,
         }
     }
 
-    pub(super) fn new(client_size: usize) -> Self {
+    pub(crate) fn new(client_size: usize) -> Self {
         Buffers {
             client: IoBuf::new(client_size),
             upstream: IoBuf::new(32 * 1024),
@@ -144,39 +126,5 @@ impl Buffers {
             rewrite: Vec::with_capacity(256),
             ..Self::husk()
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Buffers;
-    use crate::tls::TlsFacts;
-
-    #[test]
-    fn a_connections_facts_move_to_the_husk_and_back_and_stale_ones_are_not_inherited() {
-        let mut full = Buffers::new(1024);
-        full.log.new_connection(7);
-        full.log.named_ticket = 3;
-        full.log.routed = 2;
-        full.tlvs.extend_from_slice(b"tlv");
-        full.tls = Some(TlsFacts {
-            server_name: "a.example".into(),
-            ..TlsFacts::default()
-        });
-        let mut husk = Buffers::husk();
-        husk.take_facts_of(&mut full);
-        assert_eq!((husk.log.connection, husk.log.named_ticket, husk.log.routed), (7, 3, 2));
-        assert_eq!(husk.tlvs, b"tlv");
-        assert_eq!(husk.tls.as_ref().map(|t| t.server_name.as_str()), Some("a.example"));
-        assert!(full.tlvs.is_empty() && full.tls.is_none() && full.proxy.is_none());
-        // a spare set left with another connection's TLS facts: the plain connection taking it gets none
-        let mut next = Buffers::new(1024);
-        next.tls = Some(TlsFacts::default());
-        let mut plain = Buffers::husk();
-        plain.log.new_connection(8);
-        next.take_facts_of(&mut plain);
-        assert_eq!(next.log.connection, 8);
-        assert!(next.tls.is_none() && next.tlvs.is_empty());
-        assert_eq!(husk.client.capacity(), 0, "a husk has no client buffer");
     }
 }

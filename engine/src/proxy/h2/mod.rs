@@ -42,7 +42,7 @@ pub(super) async fn detect<R: Runtime>(conn: &mut ClientConn<R>, at: &ConnSnapsh
             _ => Detected::Http1,
         };
     }
-    let deadline = Instant::now() + at.defaults.client_header_timeout;
+    let deadline = Instant::now() + at.defaults().client_header_timeout;
     loop {
         let got = conn.bufs.client.readable();
         let n = got.len().min(PREFACE.len());
@@ -145,7 +145,7 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     let watch = Rc::new(frames::Watch::default());
     let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch));
     let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
-    let mut h2 = match timeout::<R, _>(at.defaults.client_header_timeout, handshake).await {
+    let mut h2 = match timeout::<R, _>(at.defaults().client_header_timeout, handshake).await {
         Ok(Ok(c)) => c,
         _ => return,
     };
@@ -190,7 +190,7 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         watch,
         state,
     } = cx;
-    let idle = at.defaults.keepalive_timeout;
+    let idle = at.defaults().keepalive_timeout;
     let bound = u64::from(conf.max_concurrent_streams) * RESET_ALLOWANCE;
     // the highest stream taken, and the last one served after a reload
     let mut last_sid = 0u32;
@@ -208,7 +208,7 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         let reloaded = going_away.is_none() && shard.current_config_generation() != at.snap.config_generation;
         if (reloaded || going_away.is_some()) && state.active.get() == 0 {
             // no stream left (an idle connection at the reload: h2's GOAWAY names its last stream)
-            return close::<R>(h2, h2::Reason::NO_ERROR, at.defaults.send_timeout).await;
+            return close::<R>(h2, h2::Reason::NO_ERROR, at.defaults().send_timeout).await;
         }
         if reloaded {
             watch.go_away(last_sid);
@@ -216,7 +216,7 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         }
         let accept = async { Event::Accepted(timeout::<R, _>(wait, h2.accept()).await) };
         let refuse = async { Event::Refused(watch.failed().await) };
-        let header = header_timer::<R, _>(watch, at.defaults.client_header_timeout);
+        let header = header_timer::<R, _>(watch, at.defaults().client_header_timeout);
         let reload = async {
             shard.reloaded().await;
             Event::Reload
@@ -246,17 +246,21 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
             Event::Accepted(Ok(_)) => return,
             Event::HeaderTimeout(sid) => watch.time_out(sid),
             // nginx's connection error: GOAWAY with its code, the streams in flight ended with it
-            Event::Refused(reason) => return close::<R>(h2, reason, at.defaults.send_timeout).await,
+            Event::Refused(reason) => return close::<R>(h2, reason, at.defaults().send_timeout).await,
             Event::Stop => break,
         }
     }
     h2.graceful_shutdown();
     // the GOAWAY out and the streams in flight done, within the send timeout
-    let _ = timeout::<R, _>(at.defaults.send_timeout, async {
+    let _ = timeout::<R, _>(at.defaults().send_timeout, async {
         while let Some(Ok(_)) = h2.accept().await {}
     })
     .await;
-    let _ = timeout::<R, _>(at.defaults.send_timeout, std::future::poll_fn(|cx| h2.poll_closed(cx))).await;
+    let _ = timeout::<R, _>(
+        at.defaults().send_timeout,
+        std::future::poll_fn(|cx| h2.poll_closed(cx)),
+    )
+    .await;
 }
 
 /// Sends GOAWAY with `reason` (h2's, naming the last stream it took) and closes the connection once what is

@@ -101,7 +101,7 @@ pub(super) async fn serve<R: Runtime>(
         vars: ConnVars::new(facts.remote, facts.local),
         phase: ConnPhase::waiting(&shard.counters),
     };
-    let send_timeout = at.defaults.send_timeout;
+    let send_timeout = at.defaults().send_timeout;
     let flow = crate::proxy::http::serve_requests(conn, at, false);
     let relay = async move {
         let to = answer::Relay {
