@@ -153,7 +153,8 @@ async fn run<R: Runtime>(slot: &mut ConnSlot<R>) {
         let wait = open.next_wait();
         // SAFETY: awaited here, within the future that holds the connection (`slot`): the wait cannot be leaked
         // apart from the connection.
-        woken = unsafe { open.conn.wait_idle(open.at.snap.client_buffer, wait) }.await;
+        let keepalive = open.progress.served > 0;
+        woken = unsafe { open.conn.wait_idle(open.at.snap.client_buffer, wait, keepalive) }.await;
     }
 }
 
