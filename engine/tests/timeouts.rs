@@ -142,6 +142,10 @@ fn short_keepalive_and_graceful_stop<R: Runtime>() {
     let listen = free_addr();
     let p = Proxy::start::<R>(keepalive_config(listen, Duration::from_secs(60)), 1);
     let mut idle: Vec<Client> = (0..3).map(|_| served_once(listen).0).collect();
+    // a connection still waiting for its first request is not idle (as nginx's): it is served, then closed
+    let mut first = Client::connect(listen);
+    // (accepted once a later client is served)
+    drop(served_once(listen));
     let start = Instant::now();
     p.shared.drain();
     for c in &mut idle {
@@ -152,6 +156,9 @@ fn short_keepalive_and_graceful_stop<R: Runtime>() {
         took < Duration::from_secs(5),
         "idle connections closed {took:?} after the stop"
     );
+    first.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(first.read_response().map(|r| r.text()), Some("ok".to_string()));
+    assert!(first.closed());
 }
 
 #[test]

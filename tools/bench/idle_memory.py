@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """Memory per idle keepalive client connection: corelb (tokio, glommio) and nginx, the same config for each.
 
-  python3 tools/bench/idle_memory.py [--clients N] [--warmup W] [--runtimes tokio,glommio] [--nginx PATH] [--tls]
-                                      [CORELB_BINARY]
+  python3 tools/bench/idle_memory.py [--clients N] [--warmup W] [--batch B] [--runtimes tokio,glommio] [--nginx PATH]
+      [--tls] [CORELB_BINARY]
 
 Each front (one worker) proxies to a backend (a `return 200` server of the same binary, its own process) through
 an upstream with `keepalive 16`, with `keepalive_timeout 300s`. N clients connect, each sends one request and
 reads its answer, then stays idle; the figure is the front's RSS growth (VmRSS of the front's processes, from
 /proc) divided by N, after a warm-up of W clients (200 unless told) that are then closed (so that pools and allocator
-arenas are there before the baseline). Clients come in batches of 500, each batch's requests sent at once: a
-front keeps what its busiest moment needed (spare buffer sets, allocator arenas), which a warm-up of 500 (one
-batch) has already paid before the baseline. Prints one line per front. Stdlib only; raises its own RLIMIT_NOFILE. `--tls`: the front listens
-with `ssl` (an ECDSA P-256 certificate made with `openssl req`, TLS 1.3, no session resumption) and each client
-makes its handshake before its request (one at a time: slower to set up).
+arenas are there before the baseline). Clients come in batches of B (500 unless told), each batch's requests sent
+at once: a front keeps what its busiest moment needed (spare buffer sets, allocator arenas), which a warm-up of one
+batch has already paid before the baseline; `--batch 1` serves the clients one at a time. Prints one line per front. Stdlib only; raises its own RLIMIT_NOFILE. `--tls`: the
+front listens with `ssl` (an ECDSA P-256 certificate made with `openssl req`, TLS 1.3, no session resumption) and
+each client makes its handshake before its request (one at a time, whatever the batch: slower to set up).
 """
 import argparse
 import os
@@ -104,14 +104,14 @@ def command(kind, binary, conf, prefix):
     return [binary, "-c", conf, "--runtime", kind]
 
 
-def open_clients(port, n):
-    """n connections, each with one request answered; returns the sockets (kept open)."""
+def open_clients(port, n, per_batch=500):
+    """n connections, each with one request answered, per_batch at a time; returns the sockets (kept open)."""
     socks = []
     sel = selectors.DefaultSelector()
     request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
-    for start_at in range(0, n, 500):
+    for start_at in range(0, n, per_batch):
         batch = []
-        for _ in range(min(500, n - start_at)):
+        for _ in range(min(per_batch, n - start_at)):
             s = socket.create_connection(("127.0.0.1", port))
             s.sendall(request)
             s.setblocking(False)
@@ -168,7 +168,7 @@ def tls_files(d):
     return cert, key, ctx
 
 
-def measure(kind, binary, clients, warmup, tls=False):
+def measure(kind, binary, clients, warmup, per_batch, tls=False):
     with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, "logs"), exist_ok=True)
         front, backend = free_port(), free_port()
@@ -188,7 +188,7 @@ def measure(kind, binary, clients, warmup, tls=False):
         try:
             wait_listening(backend, back)
             wait_listening(front, fr)
-            opener = (lambda p, n: open_tls_clients(p, n, ctx)) if tls else open_clients
+            opener = (lambda p, n: open_tls_clients(p, n, ctx)) if tls else (lambda p, n: open_clients(p, n, per_batch))
             warm = opener(front, warmup)
             for s in warm:
                 s.close()
@@ -217,6 +217,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=9000)
     ap.add_argument("--warmup", type=int, default=200, help="clients served and closed before the baseline")
+    ap.add_argument("--batch", type=int, default=500, help="clients whose requests are sent at once")
     ap.add_argument("--runtimes", default="tokio,glommio")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--tls", action="store_true", help="clients over TLS 1.3 (a handshake each)")
@@ -231,9 +232,9 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     for rt in a.runtimes.split(","):
         if rt:
-            measure(rt, a.binary, a.clients, a.warmup, a.tls)
+            measure(rt, a.binary, a.clients, a.warmup, a.batch, a.tls)
     if a.nginx and os.path.exists(a.nginx):
-        measure("nginx", a.nginx, a.clients, a.warmup, a.tls)
+        measure("nginx", a.nginx, a.clients, a.warmup, a.batch, a.tls)
 
 
 if __name__ == "__main__":

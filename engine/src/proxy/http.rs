@@ -152,9 +152,10 @@ async fn run<R: Runtime>(slot: &mut ConnSlot<R>) {
             return;
         };
         let wait = open.next_wait();
+        let keepalive = open.progress.served > 0;
         // SAFETY: awaited here, within the future that holds the connection (`slot`): the wait cannot be leaked
         // apart from the connection.
-        woken = unsafe { open.conn.wait_idle(open.at.snap.client_buffer, wait) }.await;
+        woken = unsafe { open.conn.wait_idle(open.at.snap.client_buffer, wait, keepalive) }.await;
     }
 }
 

@@ -130,25 +130,30 @@ pub(super) struct IdleWait<'a, R: Runtime> {
     timer: IdleTimer<R>,
     /// `conn.bufs` was given to the shard and is not the connection's until [`IdleWait::end`] puts a set back.
     lent: bool,
+    /// A keepalive wait, which a graceful stop ends; a new connection's wait for its first request is not ended by
+    /// it (nginx closes only its idle keepalive connections then).
+    keepalive: bool,
 }
 
 impl<R: Runtime> ClientConn<R> {
-    /// Waits up to `keepalive` (`keepalive_timeout`) for the next request's first bytes, or until a graceful stop,
-    /// with the buffers given back meanwhile (the client buffer is empty); they come back, from the shard's spare
-    /// sets, with a client buffer of `client_size` holding the bytes.
+    /// Waits up to `wait` for the next request's first bytes (`keepalive_timeout` after a request, or until a
+    /// graceful stop; before the first one, what is left of `client_header_timeout`), with the buffers given back
+    /// meanwhile (the client buffer is empty); they come back, from the shard's spare sets, with a client buffer of
+    /// `client_size` holding the bytes. `keepalive`: after a request (a graceful stop ends the wait).
     ///
     /// # Safety
     /// Until the wait is dropped, `self.bufs` is not the connection's (it went back to the shard; the wait puts a
     /// set back when it ends or is dropped): the wait must not be leaked. The caller awaits it inside the future
     /// that owns the connection, so that the connection can only be leaked with it.
-    pub(super) unsafe fn wait_idle(&mut self, client_size: usize, keepalive: Duration) -> IdleWait<'_, R> {
+    pub(super) unsafe fn wait_idle(&mut self, client_size: usize, wait: Duration, keepalive: bool) -> IdleWait<'_, R> {
         self.phase.between_reads(false);
         let mut wait = IdleWait {
             conn: self,
             facts: ConnFacts::NONE,
             client_size: u32::try_from(client_size).unwrap_or(u32::MAX),
-            timer: IdleTimer::Unarmed(keepalive),
+            timer: IdleTimer::Unarmed(wait),
             lent: false,
+            keepalive,
         };
         // SAFETY: the box is read out here, and from now on the wait writes a live one back (`end`) before it is
         // dropped, unwinding included; nothing reads `conn.bufs` meanwhile (the wait holds the connection's only
@@ -187,7 +192,7 @@ impl<R: Runtime> Future for IdleWait<'_, R> {
         if !this.lent {
             return Poll::Ready(Woken::Close);
         }
-        if this.conn.shard.draining() {
+        if this.keepalive && this.conn.shard.draining() {
             return Poll::Ready(this.end(None));
         }
         // the read registers the wake-up, as any read does; the spare set is taken only when bytes came
