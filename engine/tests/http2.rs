@@ -4,7 +4,10 @@
 //! HTTP/1.1 next to h2c on one address, ALPN `h2` and the `http/1.1` fallback over TLS; a malformed header
 //! (a stream reset with `PROTOCOL_ERROR`), and the attacks' bounds: rapid reset (GOAWAY `ENHANCE_YOUR_CALM`), a
 //! CONTINUATION flood, PING and SETTINGS floods (the server stops reading, the shard goes on), and a client that
-//! never opens its window (`send_timeout` resets the stream).
+//! never opens its window (`send_timeout` resets the stream). nginx's own answers, with raw frames: GOAWAY codes
+//! for frames of the wrong length or kind, a location's `http2_chunk_size`, RST_STREAM `PROTOCOL_ERROR` when a
+//! body's DATA or a header block stops past its timeout, REFUSED_STREAM for a body before the SETTINGS
+//! acknowledgement (small preread), and GOAWAY with the last stream on a reload.
 
 mod support;
 
