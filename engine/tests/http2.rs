@@ -4,7 +4,10 @@
 //! HTTP/1.1 next to h2c on one address, ALPN `h2` and the `http/1.1` fallback over TLS; a malformed header
 //! (a stream reset with `PROTOCOL_ERROR`), and the attacks' bounds: rapid reset (GOAWAY `ENHANCE_YOUR_CALM`), a
 //! CONTINUATION flood, PING and SETTINGS floods (the server stops reading, the shard goes on), and a client that
-//! never opens its window (`send_timeout` resets the stream).
+//! never opens its window (`send_timeout` resets the stream). nginx's own answers, with raw frames: GOAWAY codes
+//! for frames of the wrong length or kind, a location's `http2_chunk_size`, RST_STREAM `PROTOCOL_ERROR` when a
+//! body's DATA or a header block stops past its timeout, REFUSED_STREAM for a body before the SETTINGS
+//! acknowledgement (small preread), and GOAWAY with the last stream on a reload.
 
 mod support;
 
@@ -31,6 +34,8 @@ struct Addrs {
     tls: SocketAddr,
     back_a: SocketAddr,
     back_b: SocketAddr,
+    /// h2c with `http2_body_preread_size 10`.
+    small: SocketAddr,
 }
 
 fn config_text(a: &Addrs, echo: SocketAddr, root: &Path, cert: &Path, key: &Path) -> String {
@@ -49,8 +54,9 @@ fn config_text(a: &Addrs, echo: SocketAddr, root: &Path, cert: &Path, key: &Path
          server {{ listen {} ssl; http2 on; ssl_certificate {cert}; ssl_certificate_key {key};\n\
            location / {{ return 200 \"tls $server_protocol|$http2|$scheme\\n\"; }} }}\n\
          server {{ listen {}; location / {{ return 200 \"a $uri\"; }} }}\n\
-         server {{ listen {}; location / {{ return 200 \"b $uri\"; }} }}\n}}\n",
-        a.back_a, a.back_b, a.h2c, a.tls, a.back_a, a.back_b
+         server {{ listen {}; location / {{ return 200 \"b $uri\"; }} }}\n\
+         server {{ listen {}; http2 on; http2_body_preread_size 10; location / {{ return 200 \"ok\"; }} }}\n}}\n",
+        a.back_a, a.back_b, a.h2c, a.tls, a.back_a, a.back_b, a.small
     )
 }
 
@@ -208,6 +214,7 @@ fn h2_sequence<R: Runtime>(tag: &str) {
         tls: free_addr(),
         back_a: free_addr(),
         back_b: free_addr(),
+        small: free_addr(),
     };
     let proxy = Proxy::start::<R>(parse(&config_text(&a, echo.addr, &dir, &cert, &key)), 1);
     block_on(async {
@@ -337,6 +344,7 @@ fn h2_sequence<R: Runtime>(tag: &str) {
     assert!(got.ends_with("HTTP/1.1||GET /vars HTTP/1.1|one|http\n"), "{got}");
 
     attacks(a.h2c);
+    early_body(a.small);
     reload_goaway(a.h2c, &proxy, &config_text(&a, echo.addr, &dir, &cert, &key));
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
@@ -564,6 +572,28 @@ fn reload_goaway(addr: SocketAddr, proxy: &Proxy, text: &str) {
         }
     }
     assert_eq!(data, "all work and no play makes jack a dull boy\n".len() * 500);
+}
+
+/// With `http2_body_preread_size` under the default window, a stream whose body begins before the client
+/// acknowledged the server's SETTINGS is refused (RST_STREAM `REFUSED_STREAM`), as nginx's; after the
+/// acknowledgement it is served.
+fn early_body(addr: SocketAddr) {
+    let post = [0x83, 0x86, 0x84, 0x01, 0x01, b'h'];
+    let mut s = raw(addr);
+    s.write_all(&frame(HEADERS, END_HEADERS, 1, &post)).expect("headers");
+    s.write_all(&frame(0, END_STREAM, 1, b"TEST")).expect("data");
+    let (_, stream, payload) = read_until(&mut s, RST_STREAM).expect("a reset");
+    assert_eq!((stream, payload), (1, vec![0, 0, 0, 7]), "REFUSED_STREAM on stream 1");
+    let mut s = raw(addr);
+    s.write_all(&frame(SETTINGS, 1, 0, &[])).expect("settings ack");
+    s.write_all(&frame(HEADERS, END_HEADERS, 1, &post)).expect("headers");
+    s.write_all(&frame(0, END_STREAM, 1, b"TEST")).expect("data");
+    let (_, stream, payload) = read_until(&mut s, HEADERS).expect("an answer");
+    assert_eq!(
+        (stream, payload.first()),
+        (1, Some(&0x88)),
+        "200 (HPACK's indexed :status 200)"
+    );
 }
 
 fn attacks(addr: SocketAddr) {

@@ -33,6 +33,7 @@ const WINDOW_UPDATE: u8 = 8;
 const CONTINUATION: u8 = 9;
 
 const ACK: u8 = 0x1;
+const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY_FLAG: u8 = 0x20;
@@ -45,8 +46,11 @@ pub(super) struct Watch {
     header_block: Cell<Option<(u32, Instant)>>,
     /// The stream whose header block timed out (reset by the adapter; h2's stream of it is dropped).
     timed_out: Cell<u32>,
-    /// A RST_STREAM (`PROTOCOL_ERROR`) to write for this stream.
-    reset: Cell<Option<u32>>,
+    /// The stream refused with REFUSED_STREAM: its body began before the client acknowledged the SETTINGS whose
+    /// window is smaller than the default (nginx's rule when `http2_body_preread_size` is under 64k).
+    refused: Cell<u32>,
+    /// A RST_STREAM to write for this stream, with this code.
+    reset: Cell<Option<(u32, Reason)>>,
     /// A GOAWAY (`NO_ERROR`) to write with this last stream.
     goaway: Cell<Option<u32>>,
 }
@@ -61,12 +65,19 @@ impl Watch {
     pub(super) fn time_out(&self, sid: u32) {
         self.timed_out.set(sid);
         self.header_block.set(None);
-        self.reset.set(Some(sid));
+        self.reset.set(Some((sid, Reason::PROTOCOL_ERROR)));
     }
 
-    /// Whether `sid` is the stream whose header block timed out (h2 takes it when the block ends).
-    pub(super) fn timed_out(&self, sid: u32) -> bool {
-        sid != 0 && self.timed_out.get() == sid
+    /// Refuses `sid` (REFUSED_STREAM) before h2 takes it.
+    fn refuse(&self, sid: u32) {
+        self.refused.set(sid);
+        self.reset.set(Some((sid, Reason::REFUSED_STREAM)));
+    }
+
+    /// Whether `sid` was reset here (its header block timed out, or it was refused): h2's stream of it is not
+    /// served.
+    pub(super) fn skipped(&self, sid: u32) -> bool {
+        sid != 0 && (self.timed_out.get() == sid || self.refused.get() == sid)
     }
 
     /// Sends GOAWAY (`NO_ERROR`) with `last_sid`, as nginx on a reload.
@@ -76,8 +87,9 @@ impl Watch {
 
     /// The next frame to write between h2's, into `out`; its length.
     fn take_frame(&self, out: &mut [u8; 17]) -> usize {
-        let (kind, sid, payload): (u8, u32, [u8; 8]) = if let Some(sid) = self.reset.take() {
-            (RST_STREAM, sid, [0, 0, 0, 1, 0, 0, 0, 0])
+        let (kind, sid, payload): (u8, u32, [u8; 8]) = if let Some((sid, reason)) = self.reset.take() {
+            let c = u32::from(reason).to_be_bytes();
+            (RST_STREAM, sid, [c[0], c[1], c[2], c[3], 0, 0, 0, 0])
         } else if let Some(last) = self.goaway.take() {
             let l = last.to_be_bytes();
             (GOAWAY, 0, [l[0], l[1], l[2], l[3], 0, 0, 0, 0])
@@ -144,6 +156,13 @@ struct Position {
     block: u32,
     /// The current frame ends the header block.
     ends_block: bool,
+    /// A stream whose body begins before the client acknowledged the server's SETTINGS is refused (the server's
+    /// window is smaller than the default the client may still count on).
+    refuse_early_bodies: bool,
+    /// The client acknowledged the server's SETTINGS.
+    acked: bool,
+    /// A stream to refuse (0: none), taken by the adapter after each read.
+    refused: u32,
 }
 
 impl Position {
@@ -155,6 +174,9 @@ impl Position {
             payload: 0,
             block: 0,
             ends_block: false,
+            refuse_early_bodies: false,
+            acked: false,
+            refused: 0,
         }
     }
 
@@ -184,6 +206,12 @@ impl Position {
         let head = &self.head;
         self.payload = (u32::from(head[0]) << 16) | (u32::from(head[1]) << 8) | u32::from(head[2]);
         let sid = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        if head[3] == SETTINGS && head[4] & ACK != 0 {
+            self.acked = true;
+        }
+        if head[3] == HEADERS && head[4] & END_STREAM == 0 && self.refuse_early_bodies && !self.acked {
+            self.refused = sid;
+        }
         if head[3] == HEADERS || (head[3] == CONTINUATION && self.block == sid) {
             self.block = sid;
             self.ends_block = head[4] & END_HEADERS != 0;
@@ -254,10 +282,14 @@ pub(super) struct Checked<T> {
 }
 
 impl<T> Checked<T> {
-    pub(super) fn new(io: T, watch: Rc<Watch>) -> Self {
+    /// `refuse_early_bodies`: `http2_body_preread_size` is under the default window (64k - 1).
+    pub(super) fn new(io: T, watch: Rc<Watch>, refuse_early_bodies: bool) -> Self {
         Checked {
             io,
-            at: Position::new(),
+            at: Position {
+                refuse_early_bodies,
+                ..Position::new()
+            },
             out: Position::outgoing(),
             own: [0; 17],
             own_len: 0,
@@ -271,7 +303,7 @@ impl<T> Checked<T> {
     fn note_header_block(&self) {
         let sid = self.at.block;
         match self.watch.header_block.get() {
-            _ if sid == 0 || self.watch.timed_out(sid) => self.watch.header_block.set(None),
+            _ if sid == 0 || self.watch.timed_out.get() == sid => self.watch.header_block.set(None),
             Some((open, _)) if open == sid => {}
             _ => self.watch.header_block.set(Some((sid, Instant::now()))),
         }
@@ -319,6 +351,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Checked<T> {
         std::task::ready!(Pin::new(&mut me.io).poll_read(cx, buf))?;
         let found = me.at.scan(&buf.filled()[start..]);
         me.note_header_block();
+        if me.at.refused != 0 {
+            me.watch.refuse(std::mem::take(&mut me.at.refused));
+        }
         let Some((bad, reason)) = found else {
             return Poll::Ready(Ok(()));
         };
@@ -467,7 +502,7 @@ mod tests {
         w.go_away(9);
         assert_eq!(w.take_frame(&mut out), 13);
         assert_eq!(&out[..13], &[0, 0, 4, RST_STREAM, 0, 0, 0, 0, 3, 0, 0, 0, 1]);
-        assert!(w.timed_out(3) && !w.timed_out(0) && !w.timed_out(5));
+        assert!(w.skipped(3) && !w.skipped(0) && !w.skipped(5));
         assert_eq!(w.take_frame(&mut out), 17);
         assert_eq!(&out[..17], &[0, 0, 8, GOAWAY, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0]);
         let mut p = Position::outgoing();

@@ -143,7 +143,8 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
         });
     shard.give_buffers(bufs);
     let watch = Rc::new(frames::Watch::default());
-    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch));
+    let early = conf.body_preread_size < 65_535;
+    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch), early);
     let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
     let mut h2 = match timeout::<R, _>(at.defaults().client_header_timeout, handshake).await {
         Ok(Ok(c)) => c,
@@ -229,9 +230,9 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         match or(accept, or(refuse, or(header, or(reload, stop)))).await {
             Event::Accepted(Ok(Some(Ok((request, respond))))) => {
                 let sid = u32::from(respond.stream_id());
-                // a header block that timed out (its stream reset), or a stream after the reload's GOAWAY: nginx
-                // skips it
-                if watch.timed_out(sid) || going_away.is_some_and(|last| sid > last) {
+                // a header block that timed out or a stream refused (reset by corelb), or a stream after the
+                // reload's GOAWAY: nginx skips it
+                if watch.skipped(sid) || going_away.is_some_and(|last| sid > last) {
                     continue;
                 }
                 last_sid = last_sid.max(sid);
