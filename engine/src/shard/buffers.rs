@@ -58,7 +58,7 @@ pub struct Buffers {
     pub charset: Option<Box<crate::snapshot::charset::CharsetScratch>>,
     /// The current request's body for `$request_body` when it is not a slice of the client buffer (a chunked
     /// body's data, the body an error page reads); no heap unless a location reads the variable.
-    pub body: crate::proxy::request_body::HeldBody,
+    pub body: crate::proxy::request_body::BodySlot,
 }
 
 impl Buffers {
