@@ -41,10 +41,12 @@ impl<R: Runtime> ClientConn<R> {
         if !plan.is_resolved() && snap.http_plans.get(plan.upstream).is_none() {
             return false;
         }
-        self.bufs.body.in_request = None;
+        // an error page reads the body sent whole (kept only where the location has error pages)
+        let pages = plan.error_pages.is_some();
+        self.bufs.body.sent_at(None, pages);
         let held = if plan.passes_client_body() && req.body == BodyFraming::Chunked && !plan.conf.http_version_11 {
             // an HTTP/1.0 upstream cannot take a chunked body: nginx reads it whole and sends its length
-            match self.hold_dechunked(req).await {
+            match self.hold_dechunked(req, pages).await {
                 Ok(()) => Ok(true),
                 Err(BodyError::Chunk(_)) => Err(Rejection::bad("malformed chunked body")),
                 Err(BodyError::TooLarge) => Err(Rejection::new(413, "body larger than client_max_body_size")),
@@ -54,7 +56,7 @@ impl<R: Runtime> ClientConn<R> {
                 Err(_) => return false,
             }
         } else if plan.passes_client_body() {
-            hold_whole_body(req, &mut self.bufs, &mut self.decoder)
+            hold_whole_body(req, pages, &mut self.bufs, &mut self.decoder)
         } else {
             // `proxy_pass_request_body off` or `proxy_set_body`: nginx reads the client's body first, then sends
             // the request without it
@@ -163,7 +165,7 @@ impl<R: Runtime> ClientConn<R> {
     /// Reads a chunked body whole, without its framing, behind the upstream head, whose `Transfer-Encoding:
     /// chunked` line becomes its `Content-Length` (for an HTTP/1.0 upstream). At most `client_max_body_size`, or
     /// [`DECHUNKED_MAX`] when that is 0 (corelb keeps the body in memory where nginx spills it to a file).
-    async fn hold_dechunked(&mut self, req: &Routed) -> Result<(), BodyError> {
+    async fn hold_dechunked(&mut self, req: &Routed, pages: bool) -> Result<(), BodyError> {
         let limit = match req.max_body {
             0 => DECHUNKED_MAX,
             n => usize::try_from(n).unwrap_or(usize::MAX),
@@ -193,7 +195,7 @@ impl<R: Runtime> ClientConn<R> {
             with_length(head, at, body.len() as u64);
         }
         let kept = body.len() as u64 <= super::request_body::in_memory(req.body_buffer, BodyFraming::Chunked);
-        bufs.body.in_request = kept.then_some(head.len());
+        bufs.body.sent_at(kept.then_some(head.len()), pages);
         head.extend_from_slice(&body);
         Ok(())
     }
@@ -534,7 +536,13 @@ fn log_response_error(logs: Option<&crate::log::ErrorLogs>, addr: SocketAddr, e:
 /// When the whole request body is already in the client buffer, moves it behind the upstream head (so a retry can
 /// send it again) and returns true; otherwise it will be streamed, and the request cannot be resent. A chunked
 /// body already malformed in the buffer is an error: it is never forwarded.
-fn hold_whole_body(req: &Routed, bufs: &mut Buffers, decoder: &mut ChunkedDecoder) -> Result<bool, Rejection> {
+/// `pages`: the location has error pages, which read the body held.
+fn hold_whole_body(
+    req: &Routed,
+    pages: bool,
+    bufs: &mut Buffers,
+    decoder: &mut ChunkedDecoder,
+) -> Result<bool, Rejection> {
     let avail = bufs.client.readable();
     let take = match req.body {
         BodyFraming::None | BodyFraming::UntilClose => return Ok(true),
@@ -559,7 +567,7 @@ fn hold_whole_body(req: &Routed, bufs: &mut Buffers, decoder: &mut ChunkedDecode
                 with_length(&mut bufs.request, at, data);
                 let request = &mut bufs.request;
                 let kept = data <= super::request_body::in_memory(req.body_buffer, BodyFraming::Chunked);
-                bufs.body.in_request = kept.then_some(request.len());
+                bufs.body.sent_at(kept.then_some(request.len()), pages);
                 decoder.reset();
                 let _ = decoder.feed(&avail[..used], |d| request.extend_from_slice(d));
                 bufs.client.consume(used);
@@ -569,7 +577,7 @@ fn hold_whole_body(req: &Routed, bufs: &mut Buffers, decoder: &mut ChunkedDecode
         }
     };
     let kept = take as u64 <= super::request_body::in_memory(req.body_buffer, req.body);
-    bufs.body.in_request = kept.then_some(bufs.request.len());
+    bufs.body.sent_at(kept.then_some(bufs.request.len()), pages);
     bufs.request.extend_from_slice(&avail[..take]);
     bufs.client.consume(take);
     Ok(true)

@@ -78,6 +78,61 @@ impl HeldBody {
     }
 }
 
+/// The connection's [`HeldBody`], made on first use: a connection (its recycled buffers) whose requests never read
+/// `$request_body` nor meet an error page after a held body has none, and the buffers stay small.
+#[derive(Debug, Default)]
+pub struct BodySlot(Option<Box<HeldBody>>);
+
+impl BodySlot {
+    fn made(&mut self) -> &mut HeldBody {
+        self.0.get_or_insert_with(Box::default)
+    }
+
+    /// Whether the current request's body is held.
+    pub fn ready(&self) -> bool {
+        self.0.as_deref().is_some_and(HeldBody::ready)
+    }
+
+    /// See [`HeldBody::clear`].
+    pub fn clear(&mut self) {
+        if let Some(b) = self.0.as_deref_mut() {
+            b.clear();
+        }
+    }
+
+    /// See [`HeldBody::unhold`].
+    pub fn unhold(&mut self) {
+        if let Some(b) = self.0.as_deref_mut() {
+            b.unhold();
+        }
+    }
+
+    /// See [`HeldBody::text`].
+    pub fn text<'a>(&'a self, after_head: Option<&'a [u8]>) -> &'a [u8] {
+        self.0.as_deref().map_or(b"", |b| b.text(after_head))
+    }
+
+    /// See [`HeldBody::keep_for_page`].
+    pub fn keep_for_page(&mut self, request: &[u8]) {
+        if let Some(b) = self.0.as_deref_mut() {
+            b.keep_for_page(request);
+        }
+    }
+
+    /// Notes where the body sent upstream whole starts in the upstream request, for an error page (`pages`: the
+    /// location has some; else nothing is kept).
+    pub fn sent_at(&mut self, at: Option<usize>, pages: bool) {
+        match (at, pages) {
+            (Some(at), true) => self.made().in_request = Some(at),
+            _ => {
+                if let Some(b) = self.0.as_deref_mut() {
+                    b.in_request = None;
+                }
+            }
+        }
+    }
+}
+
 /// What routing does about the body before a location's values are evaluated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyWait {
@@ -112,7 +167,7 @@ pub struct Room<'a> {
 
 /// Whether routing waits for more of the body (or holds it first): `loc` reads `$request_body` and the body can be
 /// held but is not yet.
-pub fn must_wait(loc: Option<&LocationPlan>, head: &RequestHead<'_, '_>, room: Room<'_>, body: &HeldBody) -> BodyWait {
+pub fn must_wait(loc: Option<&LocationPlan>, head: &RequestHead<'_, '_>, room: Room<'_>, body: &BodySlot) -> BodyWait {
     let Some(loc) = loc.filter(|l| l.body_var) else {
         return BodyWait::No;
     };
@@ -152,8 +207,12 @@ fn chunked_wait(readable: &[u8], head_len: usize, capacity: usize, max: u64) -> 
 }
 
 /// Holds the body after the head (`head_len` bytes of `readable`), all there as [`must_wait`] found it: a length
-/// where it is, a chunked body's data copied into `body`.
-pub fn hold(body: &mut HeldBody, framing: BodyFraming, readable: &[u8], head_len: usize) {
+/// where it is, a chunked body's data copied into `slot`.
+pub fn hold(slot: &mut BodySlot, framing: BodyFraming, readable: &[u8], head_len: usize) {
+    hold_in(slot.made(), framing, readable, head_len);
+}
+
+fn hold_in(body: &mut HeldBody, framing: BodyFraming, readable: &[u8], head_len: usize) {
     let raw = readable.get(head_len..).unwrap_or_default();
     body.held = match framing {
         BodyFraming::Length(n) => usize::try_from(n).map_or(Held::No, Held::InClient),
@@ -198,7 +257,7 @@ mod tests {
             "malformed"
         );
         let mut body = HeldBody::default();
-        hold(&mut body, BodyFraming::Chunked, &whole, n);
+        hold_in(&mut body, BodyFraming::Chunked, &whole, n);
         assert_eq!(body.text(None), b"body!!");
         body.clear();
         assert_eq!(body.text(None), b"");
@@ -208,21 +267,23 @@ mod tests {
     fn a_body_of_known_length_is_read_where_it_is() {
         let raw = b"HEADbodyNEXT";
         let mut body = HeldBody::default();
-        hold(&mut body, BodyFraming::Length(4), raw, 4);
+        hold_in(&mut body, BodyFraming::Length(4), raw, 4);
         assert_eq!(body.text(Some(&raw[4..])), b"body");
         assert_eq!(body.text(None), b"", "not once the head is consumed");
     }
 
     #[test]
     fn an_error_page_reads_the_body_sent_upstream() {
-        let mut body = HeldBody {
-            in_request: Some(5),
-            ..HeldBody::default()
-        };
-        body.keep_for_page(b"HEAD\nbody");
-        assert_eq!(body.text(None), b"body");
-        body.clear();
-        body.keep_for_page(b"HEAD\nbody");
-        assert_eq!(body.text(None), b"", "no body went whole");
+        let mut slot = BodySlot::default();
+        slot.sent_at(Some(5), false);
+        slot.keep_for_page(b"HEAD\nbody");
+        assert_eq!(slot.text(None), b"", "no error pages: nothing kept, nothing made");
+        assert!(slot.0.is_none());
+        slot.sent_at(Some(5), true);
+        slot.keep_for_page(b"HEAD\nbody");
+        assert_eq!(slot.text(None), b"body");
+        slot.clear();
+        slot.keep_for_page(b"HEAD\nbody");
+        assert_eq!(slot.text(None), b"", "no body went whole");
     }
 }

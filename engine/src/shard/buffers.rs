@@ -60,7 +60,7 @@ pub struct Buffers {
     pub charset: Option<Box<crate::snapshot::charset::CharsetScratch>>,
     /// The current request's body for `$request_body` when it is not a slice of the client buffer (a chunked
     /// body's data, the body an error page reads); no heap unless a location reads the variable.
-    pub body: crate::proxy::request_body::HeldBody,
+    pub body: crate::proxy::request_body::BodySlot,
     /// Set when the connection closes after its last answer: how it lingers (the lingering close of the request's
     /// location, or of the default server for a refused head), and whether the request had a body. Read once by the
     /// close, which takes it.
