@@ -157,7 +157,10 @@ fn short_keepalive_and_graceful_stop<R: Runtime>() {
         "idle connections closed {took:?} after the stop"
     );
     first.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
-    assert_eq!(first.read_response().map(|r| r.text()), Some("ok".to_string()));
+    let r = first.read_response().expect("the waiting connection's answer");
+    assert_eq!(r.text(), "ok");
+    // and its answer says the connection closes, as nginx's header filter says it once the worker is exiting
+    assert_eq!(r.header("connection").as_deref(), Some("close"), "{}", r.head);
     assert!(first.closed());
 }
 

@@ -346,6 +346,9 @@ impl<R: Runtime> OpenConn<R> {
             if !conn.continue_if_expected(&req).await {
                 return Flow::Closed;
             }
+            // a stop that began while the request waited (limit_req's delay): its answer says the connection
+            // closes, as nginx's header filter does when the worker is exiting
+            req.keepalive = req.keepalive.and(!conn.shard.draining());
             let mut keep = match route {
                 Route::Fixed(answer, headers) => conn.serve_fixed(answer, headers, &req).await,
                 Route::Redirect(answer, headers) => conn.serve_redirect(answer, headers, &req).await,
