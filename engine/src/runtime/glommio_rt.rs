@@ -176,8 +176,30 @@ impl super::Datagram for GlommioUdp {
         self.0.send(buf).await.map_err(io::Error::from)
     }
 
+    /// A non-blocking `recv`, and while nothing is there a wait by `MSG_PEEK`. glommio's own `recv` puts an
+    /// io_uring read in flight into its buffer: a future dropped before it completes (a UDP session's wait for an
+    /// answer raced with its client's next datagram) can lose the datagram the kernel handed to it. A dropped peek
+    /// takes nothing.
     async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.recv(buf).await.map_err(io::Error::from)
+        use std::os::fd::AsRawFd;
+        let fd = self.0.as_raw_fd();
+        loop {
+            // SAFETY: the fd is open for as long as `self.0` lives; `recv` writes at most `buf.len()` bytes into
+            // `buf`.
+            let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            if let Ok(n) = usize::try_from(n) {
+                return Ok(n);
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => {}
+                io::ErrorKind::Interrupted => continue,
+                // an ICMP error of a connected socket (ECONNREFUSED), as glommio's recv reports it
+                _ => return Err(e),
+            }
+            let mut probe = [0u8; 1];
+            self.0.peek(&mut probe).await.map_err(io::Error::from)?;
+        }
     }
 }
 
