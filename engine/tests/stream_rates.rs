@@ -69,8 +69,9 @@ stream {{
     let (_, _) = echo_through(bad, 5000);
     let (_, _) = echo_through(free, 300);
     let named_path = d.join(format!("port_{}.log", free.port()));
+    // the writer thread creates the file, then writes the line: wait for the whole line, not the file
     let end = Instant::now() + Duration::from_secs(5);
-    while !named_path.exists() && Instant::now() < end {
+    while !std::fs::read_to_string(&named_path).is_ok_and(|t| t.ends_with('\n')) && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(proxy);
