@@ -11,9 +11,9 @@ use corelb_engine::runtime::Runtime;
 use regex::Regex;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::backend::{Backend, Mode};
-use support::{dead_addr, free_addr, glommio_usable, Client, Proxy};
+use support::{dead_addr, free_addr, glommio_usable, lines_when, Client, Proxy};
 
 fn log_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("corelb-access-log-{tag}-{}", std::process::id()));
@@ -24,21 +24,6 @@ fn log_dir(tag: &str) -> PathBuf {
 
 fn config(text: &str, dir: &Path) -> corelb_engine::config::model::Config {
     corelb_engine::config::parse_str(text, &dir.join("corelb.conf")).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The lines of `path` once it has `n` of them (waiting at most 5 s).
-fn lines_when(path: &Path, n: usize) -> Vec<String> {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read(path)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= n || Instant::now() > end {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Asserts `line` matches `pattern` (a regex of the whole line).

@@ -9,29 +9,15 @@ mod support;
 use corelb_engine::runtime::glommio_rt::Glommio;
 use corelb_engine::runtime::tokio_rt::Tokio;
 use corelb_engine::runtime::Runtime;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 use support::backend::{Backend, Mode};
-use support::{free_addr, glommio_usable, Client, Proxy};
+use support::{free_addr, glommio_usable, lines_when, Client, Proxy};
 
 fn dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("corelb-map-vars-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("test dir");
     d
-}
-
-/// The lines of `path` once it has `n` of them (waiting at most 5 s).
-fn lines_when(path: &Path, n: usize) -> Vec<String> {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= n || Instant::now() > end {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn header_of(head: &str, name: &str) -> Option<String> {

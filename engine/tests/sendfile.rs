@@ -8,9 +8,8 @@ use corelb_engine::config::{load_with, LoadOptions};
 use corelb_engine::runtime::glommio_rt::Glommio;
 use corelb_engine::runtime::tokio_rt::Tokio;
 use corelb_engine::runtime::Runtime;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-use support::{free_addr, glommio_usable, Client, Proxy};
+use std::path::PathBuf;
+use support::{free_addr, glommio_usable, lines_when, Client, Proxy};
 
 /// 1 MiB and a bit: sixteen 64k chunks and a short one, bytes that differ from their neighbours.
 fn file_body() -> Vec<u8> {
@@ -45,19 +44,6 @@ http {{
 }}
 "#
     )
-}
-
-/// The lines of `path` once it has `n` of them (waiting at most 5 s).
-fn lines_when(path: &Path, n: usize) -> Vec<String> {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= n || Instant::now() > end {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn sends<R: Runtime>(tag: &str) {

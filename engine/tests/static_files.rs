@@ -13,8 +13,7 @@ use corelb_engine::runtime::tokio_rt::Tokio;
 use corelb_engine::runtime::Runtime;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-use support::{free_addr, glommio_usable, Client, Proxy, Response};
+use support::{free_addr, glommio_usable, lines_when, Client, Proxy, Response};
 
 /// The bytes of the file larger than one 32 KiB read.
 fn big_body() -> Vec<u8> {
@@ -154,19 +153,6 @@ fn to_the_end(addr: std::net::SocketAddr, raw: &str) -> String {
     let text = String::from_utf8_lossy(&got);
     let date = text.find("Date: ").map_or(0, |i| i + 6);
     format!("{}D{}", &text[..date], text.get(date + 29..).unwrap_or_default())
-}
-
-/// The lines of `path` once it has `n` of them (waiting at most 5 s).
-fn lines_when(path: &Path, n: usize) -> Vec<String> {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= n || Instant::now() > end {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn serves<R: Runtime>(tag: &str) {

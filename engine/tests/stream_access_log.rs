@@ -11,31 +11,16 @@ use corelb_engine::runtime::Runtime;
 use regex::Regex;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 use support::backend::tcp_echo;
-use support::{dead_addr, free_addr, glommio_usable, Proxy};
+use support::{dead_addr, free_addr, glommio_usable, lines_when, Proxy};
 
 fn log_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("corelb-stream-log-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("log dir");
     d
-}
-
-/// The lines of `path` once it has `n` of them (waiting at most 5 s).
-fn lines_when(path: &Path, n: usize) -> Vec<String> {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read(path)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= n || Instant::now() > end {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn assert_shape(line: &str, pattern: &str) {

@@ -365,3 +365,19 @@ pub fn get(addr: SocketAddr, path: &str) -> Option<Response> {
     c.send(format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes());
     c.read_response()
 }
+
+/// The lines of the file `path` once it has `n` of them (a log a writer thread fills), waiting at most 5 s; what
+/// it has then otherwise.
+pub fn lines_when(path: &std::path::Path, n: usize) -> Vec<String> {
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= n || std::time::Instant::now() > end {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
