@@ -20,7 +20,8 @@ use std::time::Duration;
 
 /// A connected TCP stream of some runtime. Reads and writes go through `futures_lite`'s `AsyncRead`/`AsyncWrite`
 /// (both runtimes' streams are readiness-based, so a dropped read or write future loses nothing); `poll_close`
-/// shuts the write half down (a half-close).
+/// shuts the write half down (a half-close). A read only writes into the buffer it is given, never reads it
+/// ([`tokio_io::TokioIo`] hands it memory not yet initialized).
 pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     /// Sets `TCP_NODELAY`.
     fn set_nodelay(&self, on: bool) -> io::Result<()>;

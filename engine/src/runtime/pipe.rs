@@ -52,10 +52,40 @@ pub struct PipeEnd {
     local: SocketAddr,
 }
 
+/// Lane buffers a thread keeps from pipes that ended, for the next ones (each at most its pipe's `cap`): an HTTP/2
+/// stream's pipe then grows no buffer.
+const SPARE_LANES: usize = 32;
+
+thread_local! {
+    static SPARES: RefCell<Vec<VecDeque<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn spare_lane() -> Lane {
+    Lane {
+        bytes: SPARES.with(|s| s.borrow_mut().pop()).unwrap_or_default(),
+        ..Lane::default()
+    }
+}
+
+impl Drop for Lanes {
+    fn drop(&mut self) {
+        SPARES.with(|s| {
+            let mut s = s.borrow_mut();
+            for lane in &mut self.lanes {
+                if s.len() < SPARE_LANES && lane.bytes.capacity() > 0 && lane.bytes.capacity() <= self.cap {
+                    let mut bytes = std::mem::take(&mut lane.bytes);
+                    bytes.clear();
+                    s.push(bytes);
+                }
+            }
+        });
+    }
+}
+
 /// A pipe holding at most `cap` bytes each way; both ends report `local` as their local address.
 pub fn pipe(cap: usize, local: SocketAddr) -> (PipeEnd, PipeEnd) {
     let shared = Rc::new(RefCell::new(Lanes {
-        lanes: [Lane::default(), Lane::default()],
+        lanes: [spare_lane(), spare_lane()],
         cap: cap.max(1),
     }));
     let a = PipeEnd {
@@ -88,6 +118,28 @@ impl PipeEnd {
         let first = n.min(front.len());
         buf[..first].copy_from_slice(&front[..first]);
         buf[first..n].copy_from_slice(&back[..n - first]);
+        lane.bytes.drain(..n);
+        lane.wake_writer();
+        Poll::Ready(Ok(n))
+    }
+
+    /// Appends what the other end wrote (at most `max` bytes) to `out` (0: it shut its side down and everything
+    /// was read): a read that needs no zeroed buffer.
+    pub fn poll_read_append(&self, cx: &mut Context<'_>, out: &mut Vec<u8>, max: usize) -> Poll<io::Result<usize>> {
+        let mut s = self.shared.borrow_mut();
+        let lane = &mut s.lanes[1 - self.side];
+        if lane.bytes.is_empty() {
+            if lane.shut || max == 0 {
+                return Poll::Ready(Ok(0));
+            }
+            lane.reader = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let n = max.min(lane.bytes.len());
+        let (front, back) = lane.bytes.as_slices();
+        let first = n.min(front.len());
+        out.extend_from_slice(&front[..first]);
+        out.extend_from_slice(&back[..n - first]);
         lane.bytes.drain(..n);
         lane.wake_writer();
         Poll::Ready(Ok(n))
@@ -127,6 +179,11 @@ impl PipeEnd {
             buf = &buf[n..];
         }
         Ok(())
+    }
+
+    /// Appends at most `max` bytes to `out` (0: the end of the stream).
+    pub async fn read_append(&self, out: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+        std::future::poll_fn(|cx| self.poll_read_append(cx, out, max)).await
     }
 
     /// Reads into `buf` (0: the end of the stream).
@@ -175,6 +232,33 @@ mod tests {
             let ((), got) = futures_lite::future::zip(writer, reader).await;
             assert_eq!(got, b"hello world");
         });
+    }
+
+    #[test]
+    fn appended_reads_take_at_most_max_and_see_the_end() {
+        let (a, b) = pipe(64, "127.0.0.1:1".parse().unwrap());
+        futures_lite::future::block_on(async {
+            a.write_all(b"hello world").await.unwrap();
+            a.shutdown();
+            let mut out = b"> ".to_vec();
+            assert_eq!(b.read_append(&mut out, 5).await.unwrap(), 5);
+            assert_eq!(out, b"> hello");
+            assert_eq!(b.read_append(&mut out, 100).await.unwrap(), 6);
+            assert_eq!(out, b"> hello world");
+            assert_eq!(b.read_append(&mut out, 100).await.unwrap(), 0);
+        });
+    }
+
+    #[test]
+    fn an_ended_pipe_leaves_its_lanes_for_the_next() {
+        let before = SPARES.with(|s| s.borrow().len());
+        let (a, b) = pipe(64, "127.0.0.1:1".parse().unwrap());
+        futures_lite::future::block_on(a.write_all(b"x")).unwrap();
+        drop((a, b));
+        assert_eq!(SPARES.with(|s| s.borrow().len()), before + 1);
+        let (a, _b) = pipe(64, "127.0.0.1:1".parse().unwrap());
+        assert_eq!(SPARES.with(|s| s.borrow().len()), before.saturating_sub(1));
+        assert!(a.shared.borrow().lanes.iter().any(|l| l.bytes.capacity() > 0 && l.bytes.is_empty()));
     }
 
     #[test]
