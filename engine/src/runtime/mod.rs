@@ -6,6 +6,7 @@ pub mod glommio_rt;
 pub mod iobuf;
 pub mod pipe;
 pub mod pktinfo;
+pub mod sys;
 pub mod tls_stream;
 pub mod tokio_io;
 pub mod tokio_rt;

@@ -258,7 +258,12 @@ mod tests {
         assert_eq!(SPARES.with(|s| s.borrow().len()), before + 1);
         let (a, _b) = pipe(64, "127.0.0.1:1".parse().unwrap());
         assert_eq!(SPARES.with(|s| s.borrow().len()), before.saturating_sub(1));
-        assert!(a.shared.borrow().lanes.iter().any(|l| l.bytes.capacity() > 0 && l.bytes.is_empty()));
+        assert!(a
+            .shared
+            .borrow()
+            .lanes
+            .iter()
+            .any(|l| l.bytes.capacity() > 0 && l.bytes.is_empty()));
     }
 
     #[test]
