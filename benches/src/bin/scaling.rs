@@ -25,10 +25,12 @@ struct Options {
     connections: usize,
     out: PathBuf,
     nginx: bool,
+    /// Extra request headers for `corelb bench` (`Connection: close`: a new connection per request).
+    headers: Vec<String>,
 }
 
 const USAGE: &str = "usage: scaling [--corelb PATH] [--max-workers N] [--rounds N] [--duration D] \
-                     [--connections N] [--out DIR] [--no-nginx]";
+                     [--connections N] [--out DIR] [--no-nginx] [--header 'NAME: VALUE']...";
 
 fn parse_args() -> Result<Options, String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -40,6 +42,7 @@ fn parse_args() -> Result<Options, String> {
         connections: 64,
         out: PathBuf::from("target/scaling"),
         nginx: Path::new("/usr/sbin/nginx").exists(),
+        headers: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -52,6 +55,7 @@ fn parse_args() -> Result<Options, String> {
             "--connections" => o.connections = number(&value()?)?,
             "--out" => o.out = PathBuf::from(value()?),
             "--no-nginx" => o.nginx = false,
+            "--header" => o.headers.push(value()?),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument {a:?}\n{USAGE}")),
         }
@@ -197,6 +201,7 @@ fn drive(o: &Options, port: u16, cores: &str, json: &Path) -> Result<(f64, f64, 
             "--cores",
             cores,
         ])
+        .args(o.headers.iter().flat_map(|h| ["-H", h.as_str()]))
         .arg("--json")
         .arg(json)
         .arg(format!("http://127.0.0.1:{port}/"))
