@@ -27,10 +27,13 @@ struct Options {
     nginx: bool,
     /// Extra request headers for `corelb bench` (`Connection: close`: a new connection per request).
     headers: Vec<String>,
+    /// The corelb fronts' `--runtime` (tokio, the default, or glommio).
+    runtime: Option<String>,
 }
 
 const USAGE: &str = "usage: scaling [--corelb PATH] [--max-workers N] [--rounds N] [--duration D] \
-                     [--connections N] [--out DIR] [--no-nginx] [--header 'NAME: VALUE']...";
+                     [--connections N] [--out DIR] [--no-nginx] [--header 'NAME: VALUE']... \
+                     [--runtime tokio|glommio]";
 
 fn parse_args() -> Result<Options, String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -43,6 +46,7 @@ fn parse_args() -> Result<Options, String> {
         out: PathBuf::from("target/scaling"),
         nginx: Path::new("/usr/sbin/nginx").exists(),
         headers: Vec::new(),
+        runtime: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -56,6 +60,7 @@ fn parse_args() -> Result<Options, String> {
             "--out" => o.out = PathBuf::from(value()?),
             "--no-nginx" => o.nginx = false,
             "--header" => o.headers.push(value()?),
+            "--runtime" => o.runtime = Some(value()?),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument {a:?}\n{USAGE}")),
         }
@@ -391,7 +396,13 @@ fn run(o: &Options) -> Result<(), String> {
                         &["-c", conf, "-g", &globals],
                         &log,
                     )?,
-                    false => spawn(&cpu_list(&front_cpus), &o.corelb, &["-c", conf], &log)?,
+                    false => {
+                        let mut args = vec!["-c", conf.as_str()];
+                        if let Some(r) = &o.runtime {
+                            args.extend(["--runtime", r.as_str()]);
+                        }
+                        spawn(&cpu_list(&front_cpus), &o.corelb, &args, &log)?
+                    }
                 };
                 if !wait_port(listen) {
                     return Err(format!(
