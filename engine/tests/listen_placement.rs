@@ -150,8 +150,9 @@ fn a_busy_shard_leaves_the_next_connection_to_the_other_glommio() {
     }
 }
 
-/// A reload keeps a kept address's socket (the same one: nothing is refused there), binds an added shared address
-/// once for the shards, and closes a dropped one once every shard has let its descriptor go.
+/// A reload keeps a kept address's socket (the same one: nothing is refused there, even when the reload adds
+/// `reuseport` to it), binds an added shared address once for the shards, and closes a dropped one once every shard
+/// has let its descriptor go.
 fn a_reload_keeps_binds_and_closes_shared_sockets<R: Runtime>() {
     let (kept, added) = (free_addr(), free_addr());
     let conf = |addrs: &[SocketAddr]| {
@@ -182,6 +183,18 @@ fn a_reload_keeps_binds_and_closes_shared_sockets<R: Runtime>() {
     );
     assert!(TcpStream::connect(added).is_err());
     assert_eq!(sockets(kept), before);
+    // `reuseport` added to a kept address: the address keeps its socket as it was bound (README)
+    let generation = proxy.shared.snapshot.load().generation;
+    reload(config(&format!(
+        "events {{}} http {{ server {{ listen {kept} reuseport; return 200 ok; }} }}"
+    )));
+    assert!(proxy.shared.snapshot.load().generation > generation);
+    // the shards follow a new snapshot within a tick (100 ms): none binds a socket of its own in three
+    assert!(
+        !wait_until(Duration::from_millis(300), || sockets(kept) != before),
+        "{}",
+        R::NAME
+    );
     held.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(held.read_response().map(|r| r.status), Some(200));
 }
