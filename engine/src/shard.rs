@@ -476,7 +476,7 @@ fn start_failure(handles: Vec<std::thread::JoinHandle<io::Result<()>>>) -> Start
 async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::Sender<Result<(), StartError>>) {
     let shard = Rc::new(Shard::<R>::new(index, shared));
     let snap = shard.snapshot();
-    let bound = match Listeners::bind_all::<R>(&snap) {
+    let bound = match Listeners::bind_all::<R>(&snap, &shard.shared.control.listen_sockets) {
         Ok(b) => b,
         Err(e) => {
             let _ = ready.send(Err(e));

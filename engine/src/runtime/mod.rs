@@ -6,6 +6,7 @@ pub mod glommio_rt;
 pub mod iobuf;
 pub mod pipe;
 pub mod pktinfo;
+pub mod shared_listen;
 pub mod sys;
 pub mod tls_stream;
 pub mod tokio_io;
@@ -73,7 +74,8 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
         Self: Sized;
 }
 
-/// A listening socket of some runtime, bound with `SO_REUSEPORT` so every shard has its own.
+/// A listening socket of some runtime: the shard's duplicate of a socket the shards share
+/// ([`shared_listen`], [`unix`]), or its own socket bound with `SO_REUSEPORT` (`listen ... reuseport`).
 pub trait Listener: 'static {
     type Conn: Conn;
     /// Accepts one connection, with the client's address.
@@ -170,8 +172,13 @@ pub trait Runtime: Sized + 'static {
     /// Completes after `d`.
     fn sleep(d: Duration) -> impl Future<Output = ()>;
 
-    /// Binds a listener with `SO_REUSEPORT` (and `SO_REUSEADDR`) on the current shard.
+    /// Binds a listener with `SO_REUSEPORT` (and `SO_REUSEADDR`) on the current shard (`listen ... reuseport`); for
+    /// a unix-domain address, the shard's duplicate of the process's socket ([`unix`]).
     fn bind(addr: SocketAddr, backlog: i32, buffers: SocketOptions) -> io::Result<Self::Listener>;
+
+    /// Accepts on `sock`, the current shard's duplicate of a TCP listening socket the shards share
+    /// ([`shared_listen`]).
+    fn listen_shared(sock: std::net::TcpListener) -> io::Result<Self::Listener>;
 
     /// Connects to `addr`, failing with `TimedOut` after `timeout`.
     fn connect(addr: SocketAddr, timeout: Duration) -> impl Future<Output = io::Result<Self::Conn>>;

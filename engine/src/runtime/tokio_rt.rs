@@ -123,7 +123,8 @@ impl Tcp for TokioConn {
     }
 }
 
-/// A tokio listener: a TCP one bound with `SO_REUSEPORT`, or the shard's descriptor of a unix-domain socket
+/// A tokio listener: a TCP one (the shard's duplicate of a shared socket, or its own bound with `SO_REUSEPORT`), or
+/// the shard's descriptor of a unix-domain socket
 /// ([`super::unix`]) with its token.
 #[derive(Debug)]
 pub enum TokioListener {
@@ -254,6 +255,10 @@ impl Runtime for Tokio {
         let std = reuseport_socket(addr, backlog)?;
         super::set_buffers(&std, buffers, addr);
         Ok(TokioListener::Tcp(tokio::net::TcpListener::from_std(std)?))
+    }
+
+    fn listen_shared(sock: std::net::TcpListener) -> io::Result<TokioListener> {
+        tokio::net::TcpListener::from_std(sock).map(TokioListener::Tcp)
     }
 
     fn udp_connect(addr: SocketAddr) -> io::Result<TokioUdp> {
