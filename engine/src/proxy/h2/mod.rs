@@ -137,7 +137,7 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     let header_list = at
         .snap
         .servers
-        .get(at.snap.http_ports.get(at.port).map_or(0, |p| p.default_server))
+        .get(at.snap.http_ports.get(at.port()).map_or(0, |p| p.default_server))
         .map_or(32 * 1024, |s| {
             let b = s.client.large_client_header_buffers;
             b.capacity(s.client.client_header_buffer_size)
