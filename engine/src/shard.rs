@@ -345,12 +345,16 @@ impl<R: Runtime> Shard<R> {
         self.spares.give(b)
     }
 
-    /// On the tick: frees the spare sets, husks and burst blocks that stayed unused since the last tick (what a
-    /// peak needed, once it has passed), and hands the allocator's free pages back to the system when enough was
-    /// freed (off the request path: a steady load frees nothing here).
+    /// On the tick: frees the spare sets, husks, burst blocks and HTTP/2 relay buffers that stayed unused since the
+    /// last tick (what a peak needed, once it has passed), and hands the allocator's free pages back to the system
+    /// when enough was freed (off the request path: a steady load frees nothing here).
     fn trim_after_peak(&self, tick: u64) {
         let t = self.spares.trim();
-        let bytes = t.sets * spare::SET_BYTES + t.husks * std::mem::size_of::<Buffers>() + crate::proxy::trim_bursts();
+        let bytes = t.sets * spare::SET_BYTES
+            + t.husks * std::mem::size_of::<Buffers>()
+            + crate::proxy::trim_bursts()
+            + crate::proxy::trim_relays()
+            + crate::runtime::pipe::trim();
         self.spares.freed(bytes, tick);
     }
 

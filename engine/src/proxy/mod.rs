@@ -41,3 +41,4 @@ mod upgrade;
 mod var_pass;
 
 pub(crate) use burst::trim as trim_bursts;
+pub(crate) use h2::trim_relays;

@@ -56,15 +56,45 @@ pub struct PipeEnd {
 /// stream's pipe then grows no buffer.
 const SPARE_LANES: usize = 32;
 
+/// Lane buffers kept however long they stay unused.
+const RESERVE: usize = 4;
+
+/// A thread's spare lane buffers, and the fewest the list held since the last [`trim`].
+struct Spares {
+    free: Vec<VecDeque<u8>>,
+    low: usize,
+}
+
 thread_local! {
-    static SPARES: RefCell<Vec<VecDeque<u8>>> = const { RefCell::new(Vec::new()) };
+    static SPARES: RefCell<Spares> = const { RefCell::new(Spares { free: Vec::new(), low: 0 }) };
 }
 
 fn spare_lane() -> Lane {
+    let bytes = SPARES.with(|s| {
+        let mut s = s.borrow_mut();
+        let b = s.free.pop();
+        s.low = s.low.min(s.free.len());
+        b
+    });
     Lane {
-        bytes: SPARES.with(|s| s.borrow_mut().pop()).unwrap_or_default(),
+        bytes: bytes.unwrap_or_default(),
         ..Lane::default()
     }
+}
+
+/// Frees this thread's spare lane buffers that stayed unused since the last call (all but [`RESERVE`]): what a
+/// peak of HTTP/2 streams needed, once it has passed; called on the shard's tick. The bytes freed.
+pub fn trim() -> usize {
+    SPARES
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            let unused = s.low.min(s.free.len()).saturating_sub(RESERVE);
+            // the unused ones are at the bottom (taken and given at the top)
+            let bytes = s.free.drain(..unused).map(|b| b.capacity()).sum();
+            s.low = s.free.len();
+            bytes
+        })
+        .unwrap_or(0)
 }
 
 impl Drop for Lanes {
@@ -72,10 +102,10 @@ impl Drop for Lanes {
         SPARES.with(|s| {
             let mut s = s.borrow_mut();
             for lane in &mut self.lanes {
-                if s.len() < SPARE_LANES && lane.bytes.capacity() > 0 && lane.bytes.capacity() <= self.cap {
+                if s.free.len() < SPARE_LANES && lane.bytes.capacity() > 0 && lane.bytes.capacity() <= self.cap {
                     let mut bytes = std::mem::take(&mut lane.bytes);
                     bytes.clear();
-                    s.push(bytes);
+                    s.free.push(bytes);
                 }
             }
         });
@@ -251,19 +281,37 @@ mod tests {
 
     #[test]
     fn an_ended_pipe_leaves_its_lanes_for_the_next() {
-        let before = SPARES.with(|s| s.borrow().len());
+        let before = SPARES.with(|s| s.borrow().free.len());
         let (a, b) = pipe(64, "127.0.0.1:1".parse().unwrap());
         futures_lite::future::block_on(a.write_all(b"x")).unwrap();
         drop((a, b));
-        assert_eq!(SPARES.with(|s| s.borrow().len()), before + 1);
+        assert_eq!(SPARES.with(|s| s.borrow().free.len()), before + 1);
         let (a, _b) = pipe(64, "127.0.0.1:1".parse().unwrap());
-        assert_eq!(SPARES.with(|s| s.borrow().len()), before.saturating_sub(1));
+        assert_eq!(SPARES.with(|s| s.borrow().free.len()), before.saturating_sub(1));
         assert!(a
             .shared
             .borrow()
             .lanes
             .iter()
             .any(|l| l.bytes.capacity() > 0 && l.bytes.is_empty()));
+    }
+
+    #[test]
+    fn lanes_unused_since_the_last_trim_are_freed_but_a_reserve() {
+        let pipes: Vec<_> = (0..10).map(|_| pipe(64, "127.0.0.1:1".parse().unwrap())).collect();
+        for (a, _) in &pipes {
+            futures_lite::future::block_on(a.write_all(b"x")).unwrap();
+        }
+        drop(pipes);
+        assert_eq!(SPARES.with(|s| s.borrow().free.len()), 10);
+        // the first trim sees them all taken since the last one (the low mark starts at 0): none freed
+        assert_eq!(trim(), 0);
+        // then unused for a whole tick: all but the reserve go
+        assert!(trim() > 0);
+        assert_eq!(SPARES.with(|s| s.borrow().free.len()), RESERVE);
+        // one taken and given back: the low mark is below the reserve, nothing more goes
+        drop(pipe(64, "127.0.0.1:1".parse().unwrap()));
+        assert_eq!(trim(), 0);
     }
 
     #[test]

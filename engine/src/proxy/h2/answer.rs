@@ -68,13 +68,48 @@ struct Bufs {
     data: BytesMut,
 }
 
+/// A thread's spare relay buffers, and the fewest the list held since the last [`trim`].
+struct Spares {
+    free: Vec<Bufs>,
+    low: usize,
+}
+
 thread_local! {
-    static SPARES: RefCell<Vec<Bufs>> = const { RefCell::new(Vec::new()) };
+    static SPARES: RefCell<Spares> = const { RefCell::new(Spares { free: Vec::new(), low: 0 }) };
+}
+
+/// Relay buffers kept however long they stay unused.
+const RESERVE: usize = 4;
+
+/// Frees this thread's spare relay buffers that stayed unused since the last call (all but [`RESERVE`]): what a
+/// peak of streams needed, once it has passed; called on the shard's tick, never per stream. The bytes freed.
+pub(crate) fn trim() -> usize {
+    SPARES
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            let unused = s.low.min(s.free.len()).saturating_sub(RESERVE);
+            // the unused ones are at the bottom (taken and given at the top)
+            let bytes = s
+                .free
+                .drain(..unused)
+                .map(|b| b.inbox.capacity() + b.data.capacity())
+                .sum();
+            s.low = s.free.len();
+            bytes
+        })
+        .unwrap_or(0)
 }
 
 impl Bufs {
     fn take() -> Bufs {
-        SPARES.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+        SPARES
+            .with(|s| {
+                let mut s = s.borrow_mut();
+                let b = s.free.pop();
+                s.low = s.low.min(s.free.len());
+                b
+            })
+            .unwrap_or_default()
     }
 
     /// Back to the thread's spares (emptied; one that grew for a large head is dropped).
@@ -87,8 +122,8 @@ impl Bufs {
         self.data.clear();
         SPARES.with(|s| {
             let mut s = s.borrow_mut();
-            if s.len() < SPARE {
-                s.push(self);
+            if s.free.len() < SPARE {
+                s.free.push(self);
             }
         });
     }

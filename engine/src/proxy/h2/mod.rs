@@ -6,6 +6,8 @@
 //! request path, not two). The connection's limits and the HTTP/2 attacks' bounds are here.
 
 mod answer;
+
+pub(crate) use answer::trim as trim_relays;
 mod frames;
 mod stream;
 
