@@ -1,0 +1,167 @@
+//! `listen ADDR:PORT xdp=DEVICE [mode=dr|nat] [udp]` (corelb's): a stream server whose VIP the XDP data path serves,
+//! over its upstream's servers. Refused by name where the build, the device, the method or the servers cannot do
+//! it: the program missing from the build, IPv6, a method other than round robin, `ip_hash`, `hash $remote_addr`
+//! and Maglev, a direct-return server on another port than the VIP's, and directives the kernel path has no use
+//! for.
+
+use super::arg;
+use crate::config::error::ConfigError;
+use crate::config::model::{Method, Span, UpstreamConf, XdpMode, XdpScheduler, XdpVip};
+use crate::config::parser::{Block, Directive};
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+/// A server's `listen ... xdp=` line as read.
+#[derive(Debug)]
+pub struct XdpListen {
+    addr: SocketAddrV4,
+    device: String,
+    mode: XdpMode,
+    udp: bool,
+    span: Span,
+}
+
+/// The directives a server with an XDP `listen` may hold: the kernel path uses nothing else.
+const SERVER_DIRECTIVES: &[&str] = &["listen", "proxy_pass", "proxy_timeout", "health_check"];
+
+/// Whether `d` (a `listen`) names an XDP device.
+pub fn is_xdp(d: &Directive) -> bool {
+    d.args.iter().skip(1).any(|a| a.starts_with("xdp="))
+}
+
+/// Whether the server block `b` has an XDP `listen`; then refuses the directives the kernel path cannot honour.
+pub fn check_server(b: &Block) -> Result<bool, ConfigError> {
+    if !b.items.iter().any(|d| d.name == "listen" && is_xdp(d)) {
+        return Ok(false);
+    }
+    if let Some(d) = b.items.iter().find(|d| !SERVER_DIRECTIVES.contains(&d.name.as_str())) {
+        let msg = format!(
+            "\"{}\" in a server with \"listen ... xdp=\" is not supported by corelb",
+            d.name
+        );
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    if let Some(d) = b.items.iter().find(|d| d.name == "listen" && !is_xdp(d)) {
+        let msg = "a server with \"listen ... xdp=\" cannot also listen on a socket";
+        return Err(ConfigError::invalid(msg, &d.span));
+    }
+    Ok(true)
+}
+
+/// Reads `listen ADDR:PORT xdp=DEVICE [mode=dr|nat] [udp]`.
+pub fn listen(d: &Directive) -> Result<XdpListen, ConfigError> {
+    if let Some(why) = corelb_xdp::missing() {
+        return Err(ConfigError::invalid(
+            format!("\"xdp=\" needs corelb's XDP program, which this build does not have: {why}"),
+            &d.span,
+        ));
+    }
+    let text = arg(d, 0);
+    let addr = match text.parse::<SocketAddr>() {
+        Ok(SocketAddr::V4(a)) if a.port() != 0 && !a.ip().is_unspecified() => a,
+        _ => {
+            let msg = format!("\"xdp=\" needs an IPv4 address and a port, not \"{text}\", in \"listen\"");
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+    };
+    let (mut device, mut mode, mut udp) = (None, XdpMode::Dr, false);
+    for p in d.args.iter().skip(1) {
+        if let Some(dev) = p.strip_prefix("xdp=") {
+            device = Some(dev.to_string());
+        } else if p == "mode=dr" {
+            mode = XdpMode::Dr;
+        } else if p == "mode=nat" {
+            mode = XdpMode::Nat;
+        } else if p == "mode=tun" {
+            let msg = "\"mode=tun\" is not supported by corelb (it needs IPIP or GUE encapsulation)";
+            return Err(ConfigError::invalid(msg, &d.span));
+        } else if p == "udp" {
+            udp = true;
+        } else {
+            let msg = format!("the \"{p}\" parameter is not supported with \"xdp=\" by corelb");
+            return Err(ConfigError::invalid(msg, &d.span));
+        }
+    }
+    let device = device.unwrap_or_default();
+    if corelb_xdp::device::index(&device).is_none() {
+        return Err(ConfigError::invalid(
+            format!("no device \"{device}\" for \"xdp=\""),
+            &d.span,
+        ));
+    }
+    Ok(XdpListen {
+        addr,
+        device,
+        mode,
+        udp,
+        span: d.span.clone(),
+    })
+}
+
+/// The VIP of `l` over `upstream` (number `index`), once the upstream is read: its method as a scheduler, its
+/// servers checked.
+pub fn vip(l: XdpListen, (index, upstream): (usize, &UpstreamConf), timeout: Duration) -> Result<XdpVip, ConfigError> {
+    let refuse = |msg: String| Err(ConfigError::invalid(msg, &l.span));
+    let key_is = |raw: &str, want: &str| raw.replace(['{', '}'], "") == want;
+    let scheduler = match &upstream.method {
+        Method::RoundRobin => XdpScheduler::RoundRobin,
+        Method::IpHash => XdpScheduler::SourceHash,
+        Method::Hash { key, consistent: false } if key_is(key.raw(), "$remote_addr") => XdpScheduler::SourceHash,
+        Method::Maglev { key } if key_is(key.raw(), "$remote_addr") => XdpScheduler::Maglev { source_only: true },
+        Method::Maglev { key } if key_is(key.raw(), "$remote_addr$remote_port") => {
+            XdpScheduler::Maglev { source_only: false }
+        }
+        Method::LeastConn => {
+            return refuse(format!(
+                "\"least_conn\" in upstream \"{}\" of an XDP server is not supported by corelb yet",
+                upstream.name
+            ))
+        }
+        _ => {
+            return refuse(format!(
+                "the method of upstream \"{}\" is not supported by the XDP path (round robin, \"ip_hash\", \
+                 \"hash $remote_addr\" and \"hash $remote_addr[$remote_port] maglev\" are)",
+                upstream.name
+            ))
+        }
+    };
+    for s in &upstream.servers {
+        let at = |msg: String| Err(ConfigError::invalid(msg, &s.span));
+        if s.backup {
+            return at(format!(
+                "a \"backup\" server of upstream \"{}\" used by the XDP path is not supported by corelb",
+                upstream.name
+            ));
+        }
+        if s.resolve.is_some() {
+            return at(format!(
+                "a \"resolve\" server of upstream \"{}\" used by the XDP path is not supported by corelb",
+                upstream.name
+            ));
+        }
+        for a in &s.addrs {
+            let SocketAddr::V4(a) = a else {
+                return at(format!(
+                    "the IPv6 server \"{}\" is not supported by the XDP path",
+                    s.text
+                ));
+            };
+            if l.mode == XdpMode::Dr && a.port() != l.addr.port() {
+                return at(format!(
+                    "server \"{}\" has another port than the VIP {}: \"mode=dr\" cannot change ports (\"mode=nat\" can)",
+                    s.text, l.addr
+                ));
+            }
+        }
+    }
+    Ok(XdpVip {
+        addr: l.addr,
+        device: l.device,
+        mode: l.mode,
+        udp: l.udp,
+        upstream: index,
+        scheduler,
+        timeout,
+        span: l.span,
+    })
+}
