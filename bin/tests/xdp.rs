@@ -153,3 +153,209 @@ impl Swap for (u64, u64) {
         (self.1, self.0)
     }
 }
+
+#[test]
+fn a_killed_real_server_is_taken_out_and_other_flows_go_on() {
+    if !lab_or_skip(1) {
+        return;
+    }
+    let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
+    let lab = Lab::new("hc", Return::Direct, 80);
+    let stream = format!(
+        "{}    server {{\n        listen 10.218.1.100:80 xdp=eth0;\n        proxy_pass reals;\n        \
+         health_check interval=500ms fails=1 passes=1;\n    }}",
+        upstream(&[1, 1, 1], 80, "")
+    );
+    let b = Balancer::start(&lab, "hc", &stream);
+    let c = lab.ns("c");
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        in_ns(&c, || name_of(None, SocketAddrV4::new(VIP, 80)).is_ok())
+    }));
+    // 30 established flows, then r2 dies
+    let open = in_ns(&c, || {
+        (0..30)
+            .map(|_| name_of(None, SocketAddrV4::new(VIP, 80)).expect("a flow"))
+            .collect::<Vec<_>>()
+    });
+    lab.reals[1].stop();
+    let killed = std::time::Instant::now();
+    // taken out: 60 new connections in a row all reach a live server
+    let out = common::wait_until(Duration::from_secs(10), || {
+        in_ns(&c, || {
+            (0..60).all(|_| name_of(None, SocketAddrV4::new(VIP, 80)).is_ok_and(|(n, _)| n != "r2"))
+        })
+    });
+    assert!(out, "r2 was not taken out: {}", b.log());
+    assert!(
+        killed.elapsed() < Duration::from_secs(8),
+        "taken out after {:?}",
+        killed.elapsed()
+    );
+    let seen = connect_many(&lab, 600, 80);
+    assert_eq!(seen.get("r2"), None, "{seen:?}");
+    assert!(
+        seen.get("r1").is_some_and(|&n| n > 200) && seen.get("r3").is_some_and(|&n| n > 200),
+        "{seen:?}"
+    );
+    // the flows on r1 and r3 still answer
+    let alive = open.into_iter().filter(|(n, _)| n != "r2").collect::<Vec<_>>();
+    assert!(!alive.is_empty());
+    for (name, mut s) in alive {
+        use std::io::{Read, Write};
+        s.write_all(b"ping").expect("write on an established flow");
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got)
+            .unwrap_or_else(|e| panic!("a flow on {name} broke: {e}"));
+        assert_eq!(&got, b"ping");
+    }
+}
+
+#[test]
+fn the_kernel_sends_each_flow_where_the_maglev_table_says() {
+    if !lab_or_skip(1) {
+        return;
+    }
+    let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
+    let lab = Lab::new("mg", Return::Direct, 80);
+    let stream = format!(
+        "{}    server {{\n        listen 10.218.1.100:80 xdp=eth0;\n        proxy_pass reals;\n    }}",
+        upstream(&[2, 1, 1], 80, "        hash $remote_addr$remote_port maglev;\n")
+    );
+    let b = Balancer::start(&lab, "mg", &stream);
+    use corelb_engine::config::model::XdpScheduler;
+    use corelb_engine::l4::table::{build, Candidate};
+    let reals: Vec<Candidate> = [2, 1, 1]
+        .iter()
+        .enumerate()
+        .map(|(i, &weight)| Candidate {
+            addr: SocketAddrV4::new(xdp_lab::real_addr(i + 1), 80),
+            weight,
+            live: true,
+        })
+        .collect();
+    let table = build(XdpScheduler::Maglev { source_only: false }, &reals);
+    let c = lab.ns("c");
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        in_ns(&c, || name_of(None, SocketAddrV4::new(VIP, 80)).is_ok())
+    }));
+    let got = in_ns(&c, || {
+        (0..300u16)
+            .map(|i| {
+                let port = 20_000 + i;
+                let from = SocketAddrV4::new(xdp_lab::CLIENT, port);
+                (port, name_of(Some(from), SocketAddrV4::new(VIP, 80)).map(|(n, _)| n))
+            })
+            .collect::<Vec<_>>()
+    });
+    for (port, name) in got {
+        let flow = corelb_xdp::hash::Flow {
+            client: SocketAddrV4::new(xdp_lab::CLIENT, port),
+            vip: SocketAddrV4::new(VIP, 80),
+            udp: false,
+        };
+        let slot = corelb_xdp::hash::flow_slot(&flow, 0, table.len() as u32) as usize;
+        let want = format!("r{}", table[slot] + 1);
+        assert_eq!(name.expect("a connection"), want, "port {port} ({})", b.log());
+    }
+}
+
+#[test]
+fn nat_rewrites_both_ways() {
+    if !lab_or_skip(1) {
+        return;
+    }
+    let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
+    let lab = Lab::new("nat", Return::ThroughBalancer, 8080);
+    let stream = format!(
+        "{}    server {{\n        listen 10.218.1.100:80 xdp=eth0 mode=nat;\n        proxy_pass reals;\n    }}",
+        upstream(&[1, 1, 1], 8080, "")
+    );
+    let b = Balancer::start(&lab, "nat", &stream);
+    let c = lab.ns("c");
+    let first = common::wait_until(Duration::from_secs(10), || {
+        in_ns(&c, || name_of(None, SocketAddrV4::new(VIP, 80)).is_ok())
+    });
+    assert!(first, "no NAT connection: {}", b.log());
+    let seen = connect_many(&lab, 300, 80);
+    for r in ["r1", "r2", "r3"] {
+        assert!(seen.get(r).is_some_and(|&n| n >= 90), "{seen:?}");
+    }
+    let echoed = in_ns(&c, || {
+        use std::io::{Read, Write};
+        let (_, mut s) = name_of(None, SocketAddrV4::new(VIP, 80)).expect("a connection");
+        s.write_all(b"nat!").expect("write");
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got).expect("the echo through the balancer");
+        got
+    });
+    assert_eq!(&echoed, b"nat!");
+}
+
+#[test]
+fn udp_flows_are_balanced_and_stick() {
+    if !lab_or_skip(1) {
+        return;
+    }
+    let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
+    let lab = Lab::new("udp", Return::Direct, 53);
+    let stream = format!(
+        "{}    server {{\n        listen 10.218.1.100:53 xdp=eth0 udp;\n        proxy_pass reals;\n    }}",
+        upstream(&[1, 1, 1], 53, "")
+    );
+    let b = Balancer::start(&lab, "udp", &stream);
+    let c = lab.ns("c");
+    let ask = |s: &std::net::UdpSocket| -> Option<String> {
+        s.send_to(b"q", SocketAddrV4::new(VIP, 53)).ok()?;
+        let mut buf = [0u8; 64];
+        let (n, from) = s.recv_from(&mut buf).ok()?;
+        (from == std::net::SocketAddr::V4(SocketAddrV4::new(VIP, 53)))
+            .then(|| String::from_utf8_lossy(&buf[..n]).into_owned())
+    };
+    let ready = common::wait_until(Duration::from_secs(10), || {
+        in_ns(&c, move || {
+            let s = std::net::UdpSocket::bind("10.218.1.2:0").expect("bind");
+            s.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+            ask(&s).is_some()
+        })
+    });
+    assert!(ready, "no UDP answer: {}", b.log());
+    let (seen, sticky) = in_ns(&c, move || {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut sticky = true;
+        for _ in 0..300 {
+            let s = std::net::UdpSocket::bind("10.218.1.2:0").expect("bind");
+            s.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+            let first = ask(&s).expect("an answer");
+            for _ in 0..3 {
+                sticky &= ask(&s).as_deref() == Some(first.as_str());
+            }
+            *seen.entry(first).or_insert(0) += 1;
+        }
+        (seen, sticky)
+    });
+    assert!(sticky, "a UDP flow changed real server");
+    for r in ["r1", "r2", "r3"] {
+        assert!(seen.get(r).is_some_and(|&n| n >= 90), "{seen:?}");
+    }
+}
+
+#[test]
+fn no_program_is_left_on_the_device_after_kill_9() {
+    if !lab_or_skip(1) {
+        return;
+    }
+    let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
+    let lab = Lab::new("k9", Return::Direct, 80);
+    let stream = format!(
+        "{}    server {{\n        listen 10.218.1.100:80 xdp=eth0;\n        proxy_pass reals;\n    }}",
+        upstream(&[1], 80, "")
+    );
+    let mut b = Balancer::start(&lab, "k9", &stream);
+    assert!(lab.has_xdp("lb", "eth0"));
+    b.child.kill().expect("kill -9");
+    let _ = b.child.wait();
+    assert!(common::wait_until(Duration::from_secs(10), || !lab.has_xdp("lb", "eth0")));
+    // and a new balancer attaches again
+    let again = Balancer::start(&lab, "k9b", &stream);
+    assert!(lab.has_xdp("lb", "eth0"), "{}", again.log());
+}
