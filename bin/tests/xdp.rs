@@ -44,8 +44,11 @@ impl Balancer {
     /// Starts corelb with `stream` as its stream block and waits until the program is on the device.
     fn start(lab: &Lab, name: &str, stream: &str) -> Balancer {
         let dir = common::temp_dir("xdp", name);
+        // the API and /metrics on the balancer's loopback (its own namespace)
         let conf = format!(
-            "error_log {dir}/error.log info;\npid {dir}/corelb.pid;\nevents {{}}\nstream {{\n{stream}\n}}\n",
+            "error_log {dir}/error.log info;\npid {dir}/corelb.pid;\nevents {{}}\nstream {{\n{stream}\n}}\n\
+             http {{\n    server {{\n        listen 127.0.0.1:{ADMIN};\n        location /api {{ api; }}\n        \
+             location = /metrics {{ metrics; }}\n    }}\n}}\n",
             dir = dir.display()
         );
         std::fs::write(dir.join("corelb.conf"), conf).expect("write the config");
@@ -78,6 +81,26 @@ impl Drop for Balancer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The balancer's API and metrics port (on its namespace's loopback).
+const ADMIN: u16 = 8081;
+
+/// GET `path` from the balancer's admin server.
+fn admin_get(lab: &Lab, path: &'static str) -> String {
+    in_ns(&lab.ns("lb"), move || common::get(ADMIN, path))
+}
+
+/// The `corelb_xdp_real_NAME_total` series of `/metrics`, by server.
+fn xdp_series(metrics: &str, name: &str) -> HashMap<String, u64> {
+    let prefix = format!("corelb_xdp_real_{name}_total{{server=\"");
+    metrics
+        .lines()
+        .filter_map(|l| {
+            let (server, value) = l.strip_prefix(&prefix)?.split_once("\"} ")?;
+            Some((server.to_string(), value.parse().ok()?))
+        })
+        .collect()
 }
 
 fn upstream(weights: &[u32], port: u16, extra: &str) -> String {
@@ -141,6 +164,20 @@ fn direct_return_weights_and_replies_bypass_the_balancer() {
         to_lb <= sent + 50,
         "the balancer saw {to_lb} packets for the client's {sent} (replies {got})"
     );
+    // the program's counters per real server, in /metrics and the API
+    let mut flows = HashMap::new();
+    let counted = common::wait_until(Duration::from_secs(5), || {
+        flows = xdp_series(&admin_get(&lab, "/metrics"), "flows");
+        flows.values().sum::<u64>() >= 3000
+    });
+    assert!(counted, "{flows:?}");
+    let r1 = format!("{}:80", xdp_lab::real_addr(1));
+    let metrics = admin_get(&lab, "/metrics");
+    let packets = xdp_series(&metrics, "packets");
+    assert!(packets[&r1] > flows[&r1] && flows[&r1] >= 1500, "{packets:?} {flows:?}");
+    let api: serde_json::Value = serde_json::from_str(&admin_get(&lab, "/api/9/stream/xdp")).expect("the API's JSON");
+    assert!(api[&r1]["flows"].as_u64().is_some_and(|n| n >= 1500), "{api}");
+    assert!(api[&r1]["bytes"].as_u64().is_some_and(|n| n > 0), "{api}");
 }
 
 trait Swap {
