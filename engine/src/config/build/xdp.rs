@@ -165,3 +165,71 @@ pub fn vip(l: XdpListen, (index, upstream): (usize, &UpstreamConf), timeout: Dur
         span: l.span,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::model::{XdpMode, XdpScheduler};
+    use std::path::Path;
+
+    /// A stream block with upstream lines `up` and an XDP server `listen` line `listen` (on line 5), plus `extra`.
+    fn conf(up: &str, listen: &str, extra: &str) -> String {
+        format!(
+            "events {{}}\nstream {{\n    upstream u {{ {up} }}\n    server {{\n        {listen}\n        \
+             proxy_pass u;\n{extra}    }}\n}}\n"
+        )
+    }
+
+    fn err(text: &str) -> String {
+        crate::config::parse_str(text, Path::new("x.conf"))
+            .expect_err("refused")
+            .to_string()
+    }
+
+    #[test]
+    fn a_vip_is_read_with_its_scheduler() {
+        if corelb_xdp::missing().is_some() {
+            return;
+        }
+        let text = conf(
+            "hash $remote_addr$remote_port maglev; server 10.0.0.11:8080 weight=2;",
+            "listen 10.0.0.100:80 xdp=lo mode=nat udp;",
+            "        proxy_timeout 30s;\n",
+        );
+        let c = crate::config::parse_str(&text, Path::new("x.conf")).expect("accepted");
+        let stream = c.stream.expect("a stream block");
+        assert!(stream.servers.is_empty(), "an XDP server has no socket");
+        let v = &stream.xdp[0];
+        assert_eq!((v.mode, v.udp, v.device.as_str()), (XdpMode::Nat, true, "lo"));
+        assert_eq!(v.scheduler, XdpScheduler::Maglev { source_only: false });
+        assert_eq!(v.timeout, std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn what_the_kernel_path_cannot_do_is_refused_by_name_with_its_line() {
+        if let Some(why) = corelb_xdp::missing() {
+            let want = format!(
+                "[emerg] \"xdp=\" needs corelb's XDP program, which this build does not have: {why} in x.conf:5"
+            );
+            assert_eq!(
+                err(&conf("server 10.0.0.11:80;", "listen 10.0.0.100:80 xdp=lo;", "")),
+                want
+            );
+            return;
+        }
+        let srv = "server 10.0.0.11:80;";
+        for (up, listen, extra, want) in [
+            (srv, "listen 10.0.0.100:80 xdp=no-such-dev9;", "", "no device \"no-such-dev9\" for \"xdp=\" in x.conf:5"),
+            (srv, "listen 10.0.0.100:80 xdp=lo mode=tun;", "", "\"mode=tun\" is not supported by corelb (it needs IPIP or GUE encapsulation) in x.conf:5"),
+            (srv, "listen 10.0.0.100:80 xdp=lo ssl;", "", "the \"ssl\" parameter is not supported with \"xdp=\" by corelb in x.conf:5"),
+            (srv, "listen [::1]:80 xdp=lo;", "", "\"xdp=\" needs an IPv4 address and a port, not \"[::1]:80\", in \"listen\" in x.conf:5"),
+            (srv, "listen 10.0.0.100:80 xdp=lo;", "        proxy_connect_timeout 1s;\n", "\"proxy_connect_timeout\" in a server with \"listen ... xdp=\" is not supported by corelb in x.conf:7"),
+            ("least_conn; server 10.0.0.11:80;", "listen 10.0.0.100:80 xdp=lo;", "", "\"least_conn\" in upstream \"u\" of an XDP server is not supported by corelb yet in x.conf:5"),
+            ("random; server 10.0.0.11:80;", "listen 10.0.0.100:80 xdp=lo;", "", "the method of upstream \"u\" is not supported by the XDP path (round robin, \"ip_hash\", \"hash $remote_addr\" and \"hash $remote_addr[$remote_port] maglev\" are) in x.conf:5"),
+            ("server 10.0.0.11:81;", "listen 10.0.0.100:80 xdp=lo;", "", "server \"10.0.0.11:81\" has another port than the VIP 10.0.0.100:80: \"mode=dr\" cannot change ports (\"mode=nat\" can) in x.conf:3"),
+            ("server 10.0.0.12:80; server 10.0.0.11:80 backup;", "listen 10.0.0.100:80 xdp=lo;", "", "a \"backup\" server of upstream \"u\" used by the XDP path is not supported by corelb in x.conf:3"),
+            (srv, "listen 10.0.0.100:80 xdp=lo;", "        listen 127.0.0.1:80;\n", "a server with \"listen ... xdp=\" cannot also listen on a socket in x.conf:7"),
+        ] {
+            assert_eq!(err(&conf(up, listen, extra)), format!("[emerg] {want}"));
+        }
+    }
+}
