@@ -47,7 +47,7 @@ impl Balancer {
         // the API and /metrics on the balancer's loopback (its own namespace)
         let conf = format!(
             "error_log {dir}/error.log info;\npid {dir}/corelb.pid;\nevents {{}}\nstream {{\n{stream}\n}}\n\
-             http {{\n    server {{\n        listen 127.0.0.1:{ADMIN};\n        location /api {{ api; }}\n        \
+             http {{\n    server {{\n        listen 127.0.0.1:{ADMIN};\n        location /api {{ api write=on; }}\n        \
              location = /metrics {{ metrics; }}\n    }}\n}}\n",
             dir = dir.display()
         );
@@ -395,4 +395,127 @@ fn no_program_is_left_on_the_device_after_kill_9() {
     // and a new balancer attaches again
     let again = Balancer::start(&lab, "k9b", &stream);
     assert!(lab.has_xdp("lb", "eth0"), "{}", again.log());
+}
+
+/// Sends `method path` with a JSON `body` to the balancer's API; the status line.
+fn admin_send(lab: &Lab, method: &'static str, path: &'static str, body: &'static str) -> String {
+    in_ns(&lab.ns("lb"), move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", ADMIN)).expect("the API");
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).expect("send");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.lines().next().unwrap_or_default().to_string()
+    })
+}
+
+/// Writes `ping` on each flow and reads it back: every flow still goes to its real server.
+fn all_echo(flows: Vec<(String, std::net::TcpStream)>) -> Vec<(String, std::net::TcpStream)> {
+    use std::io::{Read, Write};
+    for (name, s) in &flows {
+        let mut s = s;
+        s.write_all(b"ping").expect("write on an established flow");
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got)
+            .unwrap_or_else(|e| panic!("a flow on {name} broke: {e}"));
+        assert_eq!(&got, b"ping");
+    }
+    flows
+}
+
+fn xdp_prog_id(lab: &Lab) -> u64 {
+    let out = Command::new("ip")
+        .args(["-n", &lab.ns("lb"), "-j", "link", "show", "eth0"])
+        .output()
+        .expect("ip link");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v[0]["xdp"]["prog"]["id"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn api_down_and_reload_change_the_maps_and_keep_established_flows() {
+    if !lab_or_skip(1) {
+        return;
+    }
+    let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
+    let lab = Lab::new("rl", Return::Direct, 80);
+    let server = "    server {\n        listen 10.218.1.100:80 xdp=eth0;\n        proxy_pass reals;\n    }";
+    let stream = format!("{}{server}", upstream(&[1, 1, 1], 80, ""));
+    let b = Balancer::start(&lab, "rl", &stream);
+    let c = lab.ns("c");
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        in_ns(&c, || name_of(None, SocketAddrV4::new(VIP, 80)).is_ok())
+    }));
+    let open = in_ns(&c, || {
+        (0..30)
+            .map(|_| name_of(None, SocketAddrV4::new(VIP, 80)).expect("a flow"))
+            .collect::<Vec<_>>()
+    });
+    assert!(open.iter().any(|(n, _)| n == "r1"));
+    // the API takes r1 (id 0) down: no new flow to it, its established flows go on
+    let status = admin_send(
+        &lab,
+        "PATCH",
+        "/api/9/stream/upstreams/reals/servers/0",
+        r#"{"down":true}"#,
+    );
+    assert!(status.contains(" 200 "), "{status}");
+    let out = common::wait_until(Duration::from_secs(5), || {
+        let seen = connect_many(&lab, 60, 80);
+        !seen.contains_key("r1")
+    });
+    assert!(out, "r1 still takes new flows: {}", b.log());
+    let open = all_echo(open);
+    // a reload to r2 and r3 with other weights: the same program (its connection table kept), every flow goes on
+    let prog = xdp_prog_id(&lab);
+    let conf_path = b.dir.join("corelb.conf");
+    let conf = std::fs::read_to_string(&conf_path).expect("the config");
+    let next = conf.replace(
+        &upstream(&[1, 1, 1], 80, ""),
+        &upstream(&[0, 3, 1], 80, "").replace(&format!("        server {}:80 weight=0;\n", xdp_lab::real_addr(1)), ""),
+    );
+    assert_ne!(next, conf);
+    std::fs::write(&conf_path, next).expect("write the config");
+    let pid = std::fs::read_to_string(b.dir.join("corelb.pid")).expect("the pid file");
+    common::signal(pid.trim().parse().expect("a pid"), "HUP");
+    assert!(
+        common::wait_until(Duration::from_secs(10), || b.log().contains("generation 3 serves")),
+        "no reload: {}",
+        b.log()
+    );
+    assert_eq!(xdp_prog_id(&lab), prog, "the program was replaced");
+    all_echo(open);
+    let seen = connect_many(&lab, 400, 80);
+    assert_eq!(seen.get("r1"), None, "{seen:?}");
+    assert!((share(&seen, "r2") - 0.75).abs() < 0.05, "{seen:?}");
+}
+
+#[test]
+fn a_device_without_native_xdp_runs_generic_mode_with_a_warning() {
+    if !lab_or_skip(1) {
+        return;
+    }
+    let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
+    let lab = Lab::new("gen", Return::Direct, 80);
+    // a bridge has no native XDP
+    xdp_lab::ip(&["-n", &lab.ns("lb"), "link", "add", "br9", "type", "bridge"]);
+    xdp_lab::ip(&["-n", &lab.ns("lb"), "link", "set", "br9", "up"]);
+    let stream = format!(
+        "{}    server {{\n        listen 10.218.1.100:80 xdp=eth0;\n        proxy_pass reals;\n    }}\n    \
+         server {{\n        listen 10.218.9.100:80 xdp=br9;\n        proxy_pass reals;\n    }}",
+        upstream(&[1], 80, "")
+    );
+    let b = Balancer::start(&lab, "gen", &stream);
+    let want = "[warn] device \"br9\" has no native XDP: the XDP program runs in generic mode";
+    assert!(
+        common::wait_until(Duration::from_secs(5), || b.log().contains(want)),
+        "{}",
+        b.log()
+    );
+    assert!(!b.log().contains("\"eth0\" has no native"), "{}", b.log());
 }
