@@ -519,3 +519,42 @@ fn a_device_without_native_xdp_runs_generic_mode_with_a_warning() {
     );
     assert!(!b.log().contains("\"eth0\" has no native"), "{}", b.log());
 }
+
+#[test]
+fn least_conn_sends_new_flows_to_the_fewest_active() {
+    if !lab_or_skip(1) {
+        return;
+    }
+    let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
+    let lab = Lab::new("lc", Return::Direct, 80);
+    let stream = format!(
+        "{}    server {{\n        listen 10.218.1.100:80 xdp=eth0;\n        proxy_pass reals;\n    }}",
+        upstream(&[1, 1, 2], 80, "        least_conn;\n")
+    );
+    let b = Balancer::start(&lab, "lc", &stream);
+    let c = lab.ns("c");
+    assert!(common::wait_until(Duration::from_secs(10), || {
+        in_ns(&c, || name_of(None, SocketAddrV4::new(VIP, 80)).is_ok())
+    }));
+    let (first, after) = in_ns(&c, || {
+        // 40 flows kept open: r3 (weight 2) holds twice as many as r1 and r2
+        let open: Vec<_> = (0..40)
+            .map(|_| name_of(None, SocketAddrV4::new(VIP, 80)).expect("a flow"))
+            .collect();
+        let mut first: HashMap<String, usize> = HashMap::new();
+        for (n, _) in &open {
+            *first.entry(n.clone()).or_insert(0) += 1;
+        }
+        // r1's flows end (the client's FIN): the next new flows go to r1 until it is even again
+        let (gone, kept): (Vec<_>, Vec<_>) = open.into_iter().partition(|(n, _)| n == "r1");
+        let ended = gone.len();
+        drop(gone);
+        let after: Vec<String> = (0..ended - 1)
+            .map(|_| name_of(None, SocketAddrV4::new(VIP, 80)).expect("a flow").0)
+            .collect();
+        drop(kept);
+        (first, after)
+    });
+    assert_eq!((first["r1"], first["r2"], first["r3"]), (10, 10, 20), "{first:?} ({})", b.log());
+    assert!(after.iter().all(|n| n == "r1"), "{after:?}");
+}

@@ -18,6 +18,12 @@
 #define VIP_NAT 1      // rewrite addresses both ways (else direct server return)
 #define VIP_HASH_SRC 2 // the flow's hash is its source address's alone
 #define VIP_SEQ 4      // the table is walked in turn (weighted round robin), not hashed into
+#define VIP_LEAST 8    // weighted least connections: the table lists the live reals (weight << 16 | id)
+
+#define LEAST_MAX 64   // the reals a least-connections VIP chooses among
+
+#define FLOW_CLOSED 1  // the client sent FIN or RST (its real's active count was given back)
+#define FLOW_COUNTED 2 // the flow counts in its real's active flows (least connections)
 
 #define AF_INET 2
 
@@ -56,7 +62,7 @@ struct flow_key {
 
 struct flow {
     __u32 real;
-    __u32 pad;
+    __u32 state; // FLOW_*
     __u64 seen_ns;
 };
 
@@ -122,6 +128,54 @@ struct {
     __type(key, __u32);
     __type(value, __u32);
 } turns SEC(".maps");
+
+// Each real server's active flows (least connections; the control plane recounts them from `flows` now and then,
+// for flows the LRU evicted or that ended without a FIN).
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, MAX_REALS);
+    __type(key, __u32);
+    __type(value, __s64);
+} active SEC(".maps");
+
+static __always_inline void active_add(__u32 real, __s64 n) {
+    __s64 *a = bpf_map_lookup_elem(&active, &real);
+    if (a)
+        __sync_fetch_and_add(a, n);
+}
+
+// The live real with the fewest active flows for its weight (LVS's wlc): a / w least, the first on a tie.
+static __always_inline int least(const struct vip_meta *vip, __u32 len, __u32 *out) {
+    __u32 best = 0xffffffff;
+    __u64 best_a = 0, best_w = 1;
+    for (__u32 i = 0; i < LEAST_MAX; i++) {
+        if (i >= len)
+            break;
+        __u32 at = vip->table_base + i;
+        __u32 *e = bpf_map_lookup_elem(&tables, &at);
+        if (!e)
+            break;
+        __u32 id = *e & 0xffff;
+        __u64 w = *e >> 16;
+        __s64 *a = bpf_map_lookup_elem(&active, &id);
+        __u64 av = (a && *a > 0) ? (__u64)*a : 0;
+        if (best == 0xffffffff || av * best_w < best_a * w) {
+            best = id;
+            best_a = av;
+            best_w = w;
+        }
+    }
+    *out = best;
+    return best != 0xffffffff;
+}
+
+// Whether a TCP segment carries FIN or RST.
+static __always_inline int tcp_ends(struct iphdr *ip, void *l4, void *end) {
+    if (ip->protocol != IPPROTO_TCP || l4 + 14 > end)
+        return 0;
+    __u8 flags = *((__u8 *)l4 + 13);
+    return flags & 0x05;
+}
 
 // murmur3's finalizer; corelb_xdp::flow_hash in Rust is the same function.
 static __always_inline __u32 fmix(__u32 h) {
@@ -252,11 +306,26 @@ int corelb_xdp(struct xdp_md *ctx) {
         real_id = f->real;
         if (now - f->seen_ns > 1000000000ULL)
             f->seen_ns = now;
+        if ((f->state & (FLOW_COUNTED | FLOW_CLOSED)) == FLOW_COUNTED && tcp_ends(ip, ports, end)) {
+            f->state |= FLOW_CLOSED;
+            active_add(real_id, -1);
+        }
     } else {
+        // a flow that timed out gives its count back
+        if (f && (f->state & (FLOW_COUNTED | FLOW_CLOSED)) == FLOW_COUNTED)
+            active_add(f->real, -1);
         __u32 len = vip->table_len;
         if (len == 0 || len > TABLE_SIZE)
             return XDP_PASS;
-        __u32 slot;
+        __u32 slot = 0;
+        __u32 state = 0;
+        if (vip->flags & VIP_LEAST) {
+            if (!least(vip, len, &real_id))
+                return XDP_PASS;
+            active_add(real_id, 1);
+            state = FLOW_COUNTED;
+            goto scheduled;
+        }
         if (vip->flags & VIP_SEQ) {
             __u32 vi = vip->index;
             __u32 *turn = bpf_map_lookup_elem(&turns, &vi);
@@ -272,7 +341,8 @@ int corelb_xdp(struct xdp_md *ctx) {
         if (!r)
             return XDP_PASS;
         real_id = *r;
-        struct flow nf = {.real = real_id, .seen_ns = now};
+    scheduled:;
+        struct flow nf = {.real = real_id, .state = state, .seen_ns = now};
         bpf_map_update_elem(&flows, &fk, &nf, BPF_ANY);
         new_flow = 1;
     }

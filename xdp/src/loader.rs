@@ -4,7 +4,7 @@
 //! link's last descriptor closes, so no exit of the process, a crash or `kill -9` included, leaves the program on
 //! a device.
 
-use crate::maps::{Counters, Real, VipKey, VipMeta, MAX_REALS, TABLE_SIZE};
+use crate::maps::{Counters, Flow, FlowKey, Real, VipKey, VipMeta, FLOW_CLOSED, FLOW_COUNTED, MAX_REALS, TABLE_SIZE};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::{xdp::XdpLinkId, Xdp, XdpFlags};
 use aya::Ebpf;
@@ -43,6 +43,8 @@ pub struct DataPath {
     tables: Array<MapData, u32>,
     reals: Array<MapData, Real>,
     stats: PerCpuArray<MapData, Counters>,
+    flows: HashMap<MapData, FlowKey, Flow>,
+    active: Array<MapData, i64>,
     links: Vec<(String, XdpLinkId, AttachMode)>,
 }
 
@@ -75,12 +77,16 @@ impl DataPath {
         let tables = Array::try_from(take("tables")?).map_err(map_err("tables"))?;
         let reals = Array::try_from(take("reals")?).map_err(map_err("reals"))?;
         let stats = PerCpuArray::try_from(take("stats")?).map_err(map_err("stats"))?;
+        let flows = HashMap::try_from(take("flows")?).map_err(map_err("flows"))?;
+        let active = Array::try_from(take("active")?).map_err(map_err("active"))?;
         Ok(DataPath {
             ebpf,
             vips,
             tables,
             reals,
             stats,
+            flows,
+            active,
             links: Vec::new(),
         })
     }
@@ -168,6 +174,27 @@ impl DataPath {
         let _ = self.vips.remove(key);
     }
 
+    /// Counts each real server's active flows in the connection table again (least connections: flows the LRU
+    /// evicted or that went idle without a FIN are counted out) and writes the counts. `timeout_ns` gives a flow's
+    /// idle timeout by its key (`None`: not a least-connections VIP's flow).
+    pub fn recount_active(&mut self, timeout_ns: impl Fn(&FlowKey) -> Option<u64>) {
+        let now = monotonic_ns();
+        let mut counts = vec![0i64; MAX_REALS as usize];
+        for entry in self.flows.iter() {
+            let Ok((key, flow)) = entry else { continue };
+            let live = flow.state & (FLOW_COUNTED | FLOW_CLOSED) == FLOW_COUNTED;
+            let fresh = timeout_ns(&key).is_some_and(|t| now.saturating_sub(flow.seen_ns) < t);
+            if let (true, true, Some(c)) = (live, fresh, counts.get_mut(flow.real as usize)) {
+                *c += 1;
+            }
+        }
+        for (id, n) in (0..MAX_REALS).zip(counts) {
+            if self.active.get(&id, 0).is_ok_and(|had| had != n) {
+                let _ = self.active.set(id, n, 0);
+            }
+        }
+    }
+
     /// Real server `id`'s counters, summed over the CPUs.
     pub fn counters(&self, id: u32) -> Counters {
         let mut sum = Counters::default();
@@ -178,6 +205,14 @@ impl DataPath {
         }
         sum
     }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
 impl Drop for DataPath {

@@ -15,6 +15,41 @@ pub const VIP_NAT: u32 = 1;
 pub const VIP_HASH_SRC: u32 = 2;
 /// The table is walked in turn (weighted round robin), not hashed into.
 pub const VIP_SEQ: u32 = 4;
+/// Weighted least connections: the table lists the live reals as [`least_entry`]s.
+pub const VIP_LEAST: u32 = 8;
+/// The reals a least-connections VIP chooses among.
+pub const LEAST_MAX: usize = 64;
+
+/// A least-connections table's entry: the real's weight (at most 65,535) and id.
+pub fn least_entry(id: u32, weight: u32) -> u32 {
+    (weight.clamp(1, 0xffff) << 16) | (id & 0xffff)
+}
+
+/// `FLOW_CLOSED`: the client sent FIN or RST.
+pub const FLOW_CLOSED: u32 = 1;
+/// `FLOW_COUNTED`: the flow counts in its real's active flows.
+pub const FLOW_COUNTED: u32 = 2;
+
+/// `struct flow_key`: a flow's 5-tuple as the packet carries it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowKey {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub proto: u8,
+    pub pad: [u8; 3],
+}
+
+/// `struct flow`: a flow's real server, state and last packet (`bpf_ktime_get_ns`, CLOCK_MONOTONIC).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flow {
+    pub real: u32,
+    pub state: u32,
+    pub seen_ns: u64,
+}
 
 /// An address and port as the packet carries them (network byte order), read as the host reads memory.
 pub fn wire_addr(a: Ipv4Addr) -> u32 {
@@ -107,6 +142,10 @@ unsafe impl aya::Pod for VipMeta {}
 unsafe impl aya::Pod for Real {}
 // SAFETY: as above.
 unsafe impl aya::Pod for Counters {}
+// SAFETY: as above.
+unsafe impl aya::Pod for FlowKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for Flow {}
 
 #[cfg(test)]
 mod tests {
@@ -118,6 +157,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<VipMeta>(), 32);
         assert_eq!(std::mem::size_of::<Real>(), 16);
         assert_eq!(std::mem::size_of::<Counters>(), 24);
+        assert_eq!(std::mem::size_of::<FlowKey>(), 16);
+        assert_eq!(std::mem::size_of::<Flow>(), 16);
+        assert_eq!(least_entry(5, 3), 0x0003_0005);
+        assert_eq!(least_entry(5, 0), 0x0001_0005);
     }
 
     #[test]

@@ -1048,6 +1048,9 @@ pub enum XdpScheduler {
     /// `hash $remote_addr maglev` (the client's address) or `hash $remote_addr$remote_port maglev` (the flow):
     /// Maglev's table of the live servers, so that balancers with the same config agree.
     Maglev { source_only: bool },
+    /// `least_conn` (LVS's `wlc`; `lc` with equal weights): the live server with the fewest active flows for its
+    /// weight, counted in the kernel (a TCP flow ends at the client's FIN or RST, any flow at its idle timeout).
+    LeastConn,
 }
 
 impl Config {

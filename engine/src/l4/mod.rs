@@ -17,6 +17,8 @@ use std::time::Duration;
 
 /// How often the maps are brought to the running state.
 const PERIOD: Duration = Duration::from_millis(100);
+/// Least connections: how many periods between two recounts of the active flows (10 s).
+const RECOUNT_PERIODS: u32 = 100;
 
 /// One real server's counters from the program (summed over CPUs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,9 +81,15 @@ impl Drop for L4Path {
 fn run(shared: &Shared, syncer: &mut sync::Syncer, stop: &AtomicBool) {
     let mut last_error = String::new();
     let mut warned: Vec<String> = Vec::new();
+    let mut periods = 0u32;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(PERIOD);
         let now = plan::vips_now(&shared.snapshot.load());
+        periods += 1;
+        if periods == RECOUNT_PERIODS {
+            periods = 0;
+            syncer.recount(&now);
+        }
         match syncer.sync(&now) {
             Ok(warnings) => {
                 last_error.clear();

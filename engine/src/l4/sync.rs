@@ -6,7 +6,7 @@
 use super::plan::VipNow;
 use super::table;
 use crate::config::model::{XdpMode, XdpScheduler};
-use corelb_xdp::maps::{Real, VipKey, VipMeta, MAX_VIPS, TABLE_SIZE, VIP_HASH_SRC, VIP_NAT, VIP_SEQ};
+use corelb_xdp::maps::{Real, VipKey, VipMeta, MAX_VIPS, TABLE_SIZE, VIP_HASH_SRC, VIP_LEAST, VIP_NAT, VIP_SEQ};
 use corelb_xdp::{AttachMode, DataPath, XdpError};
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
@@ -90,6 +90,28 @@ impl Syncer {
         Ok(warnings)
     }
 
+    /// Least connections: each real's active flows counted again from the connection table (flows the LRU
+    /// evicted, or idle past their timeout without a FIN, counted out). Nothing without a `least_conn` VIP.
+    pub fn recount(&mut self, now: &[VipNow]) {
+        let least: Vec<(VipKey, u64)> = now
+            .iter()
+            .filter(|v| v.vip.scheduler == XdpScheduler::LeastConn)
+            .map(|v| {
+                let key = VipKey::new(*v.vip.addr.ip(), v.vip.addr.port(), v.vip.udp);
+                (key, u64::try_from(v.vip.timeout.as_nanos()).unwrap_or(u64::MAX))
+            })
+            .collect();
+        if least.is_empty() {
+            return;
+        }
+        self.path.recount_active(|k| {
+            least
+                .iter()
+                .find(|(v, _)| v.addr == k.dst && v.port == k.dport && v.proto == k.proto)
+                .map(|&(_, t)| t)
+        });
+    }
+
     fn real_id(&mut self, addr: SocketAddrV4) -> u32 {
         let next = self.ids.len() as u32 + 1;
         let id = *self.ids.entry(addr).or_insert(next);
@@ -149,9 +171,13 @@ impl Syncer {
                 None => r.live = false,
             }
         }
+        let least = v.vip.scheduler == XdpScheduler::LeastConn;
         let table: Vec<u32> = table::build(v.vip.scheduler, &reals)
             .into_iter()
-            .map(|i| ids[i as usize])
+            .map(|i| match least {
+                true => corelb_xdp::maps::least_entry(ids[i as usize], reals[i as usize].weight),
+                false => ids[i as usize],
+            })
             .collect();
         let index = match self.vips.get(&key) {
             Some(s) => s.index,
@@ -169,6 +195,7 @@ impl Syncer {
             XdpScheduler::RoundRobin => VIP_SEQ,
             XdpScheduler::SourceHash | XdpScheduler::Maglev { source_only: true } => VIP_HASH_SRC,
             XdpScheduler::Maglev { source_only: false } => 0,
+            XdpScheduler::LeastConn => VIP_LEAST,
         };
         let mac = corelb_xdp::device::mac(&v.vip.device).unwrap_or_default();
         let timeout_ns = u64::try_from(v.vip.timeout.as_nanos()).unwrap_or(u64::MAX);

@@ -33,6 +33,12 @@ pub fn build(scheduler: XdpScheduler, reals: &[Candidate]) -> Vec<u32> {
                 .map(|k| live[k as usize] as u32)
                 .collect()
         }
+        // each live server once, at most the program's LEAST_MAX (the config refuses more)
+        XdpScheduler::LeastConn => live
+            .into_iter()
+            .take(corelb_xdp::maps::LEAST_MAX)
+            .map(|i| i as u32)
+            .collect(),
         XdpScheduler::Maglev { .. } => {
             live.sort_by_key(|&i| (u32::from(*reals[i].addr.ip()), reals[i].addr.port()));
             let perms: Vec<(u64, u64)> = live

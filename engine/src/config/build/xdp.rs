@@ -1,7 +1,7 @@
 //! `listen ADDR:PORT xdp=DEVICE [mode=dr|nat] [udp]` (corelb's): a stream server whose VIP the XDP data path serves,
 //! over its upstream's servers. Refused by name where the build, the device, the method or the servers cannot do
-//! it: the program missing from the build, IPv6, a method other than round robin, `ip_hash`, `hash $remote_addr`
-//! and Maglev, a direct-return server on another port than the VIP's, and directives the kernel path has no use
+//! it: the program missing from the build, IPv6, a method other than round robin, `ip_hash`, `hash $remote_addr`,
+//! Maglev and `least_conn`, a direct-return server on another port than the VIP's, and directives the kernel path has no use
 //! for.
 
 use super::arg;
@@ -111,16 +111,20 @@ pub fn vip(l: XdpListen, (index, upstream): (usize, &UpstreamConf), timeout: Dur
         Method::Maglev { key } if key_is(key.raw(), "$remote_addr$remote_port") => {
             XdpScheduler::Maglev { source_only: false }
         }
-        Method::LeastConn => {
+        Method::LeastConn
+            if upstream.servers.iter().map(|s| s.addrs.len()).sum::<usize>() > corelb_xdp::maps::LEAST_MAX =>
+        {
             return refuse(format!(
-                "\"least_conn\" in upstream \"{}\" of an XDP server is not supported by corelb yet",
+                "\"least_conn\" over more than {} servers in upstream \"{}\" is not supported by the XDP path",
+                corelb_xdp::maps::LEAST_MAX,
                 upstream.name
             ))
         }
+        Method::LeastConn => XdpScheduler::LeastConn,
         _ => {
             return refuse(format!(
                 "the method of upstream \"{}\" is not supported by the XDP path (round robin, \"ip_hash\", \
-                 \"hash $remote_addr\" and \"hash $remote_addr[$remote_port] maglev\" are)",
+                 \"hash $remote_addr\", \"hash $remote_addr[$remote_port] maglev\" and \"least_conn\" are)",
                 upstream.name
             ))
         }
@@ -223,8 +227,7 @@ mod tests {
             (srv, "listen 10.0.0.100:80 xdp=lo ssl;", "", "the \"ssl\" parameter is not supported with \"xdp=\" by corelb in x.conf:5"),
             (srv, "listen [::1]:80 xdp=lo;", "", "\"xdp=\" needs an IPv4 address and a port, not \"[::1]:80\", in \"listen\" in x.conf:5"),
             (srv, "listen 10.0.0.100:80 xdp=lo;", "        proxy_connect_timeout 1s;\n", "\"proxy_connect_timeout\" in a server with \"listen ... xdp=\" is not supported by corelb in x.conf:7"),
-            ("least_conn; server 10.0.0.11:80;", "listen 10.0.0.100:80 xdp=lo;", "", "\"least_conn\" in upstream \"u\" of an XDP server is not supported by corelb yet in x.conf:5"),
-            ("random; server 10.0.0.11:80;", "listen 10.0.0.100:80 xdp=lo;", "", "the method of upstream \"u\" is not supported by the XDP path (round robin, \"ip_hash\", \"hash $remote_addr\" and \"hash $remote_addr[$remote_port] maglev\" are) in x.conf:5"),
+            ("random; server 10.0.0.11:80;", "listen 10.0.0.100:80 xdp=lo;", "", "the method of upstream \"u\" is not supported by the XDP path (round robin, \"ip_hash\", \"hash $remote_addr\", \"hash $remote_addr[$remote_port] maglev\" and \"least_conn\" are) in x.conf:5"),
             ("server 10.0.0.11:81;", "listen 10.0.0.100:80 xdp=lo;", "", "server \"10.0.0.11:81\" has another port than the VIP 10.0.0.100:80: \"mode=dr\" cannot change ports (\"mode=nat\" can) in x.conf:3"),
             ("server 10.0.0.12:80; server 10.0.0.11:80 backup;", "listen 10.0.0.100:80 xdp=lo;", "", "a \"backup\" server of upstream \"u\" used by the XDP path is not supported by corelb in x.conf:3"),
             (srv, "listen 10.0.0.100:80 xdp=lo;", "        listen 127.0.0.1:80;\n", "a server with \"listen ... xdp=\" cannot also listen on a socket in x.conf:7"),

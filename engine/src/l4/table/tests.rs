@@ -108,3 +108,9 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn least_conn_lists_each_live_server_once() {
+    let reals = [real(11, 5, true), real(12, 1, false), real(13, 2, true)];
+    assert_eq!(build(XdpScheduler::LeastConn, &reals), [0, 2]);
+}
