@@ -555,6 +555,51 @@ fn least_conn_sends_new_flows_to_the_fewest_active() {
         drop(kept);
         (first, after)
     });
-    assert_eq!((first["r1"], first["r2"], first["r3"]), (10, 10, 20), "{first:?} ({})", b.log());
+    assert_eq!(
+        (first["r1"], first["r2"], first["r3"]),
+        (10, 10, 20),
+        "{first:?} ({})",
+        b.log()
+    );
     assert!(after.iter().all(|n| n == "r1"), "{after:?}");
+}
+
+#[test]
+fn a_device_with_another_program_is_refused_at_start() {
+    if !lab_or_skip(1) {
+        return;
+    }
+    let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
+    let lab = Lab::new("busy", Return::Direct, 80);
+    // another program on the balancer's device (attached through a link of this test process)
+    let other = in_ns(&lab.ns("lb"), || {
+        let mut p = corelb_xdp::DataPath::load().expect("the program loads");
+        p.attach("eth0").expect("attached");
+        p
+    });
+    let dir = common::temp_dir("xdp", "busy");
+    let conf = format!(
+        "error_log {dir}/error.log info;\nevents {{}}\nstream {{\n{}    server {{\n        \
+         listen 10.218.1.100:80 xdp=eth0;\n        proxy_pass reals;\n    }}\n}}\n",
+        upstream(&[1], 80, ""),
+        dir = dir.display()
+    );
+    std::fs::write(dir.join("corelb.conf"), conf).expect("write the config");
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &lab.ns("lb"), env!("CARGO_BIN_EXE_corelb"), "-c"])
+        .arg(dir.join("corelb.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start corelb");
+    let status = common::wait_exit(&mut child, common::START_LIMIT);
+    let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+    assert_eq!(status.and_then(|s| s.code()), Some(3), "{log}");
+    assert!(
+        log.contains("[emerg] the XDP program could not be attached to \"eth0\"")
+            && log.contains("another XDP program is attached to the device"),
+        "{log}"
+    );
+    drop(other);
+    assert!(common::wait_until(Duration::from_secs(5), || !lab.has_xdp("lb", "eth0")));
 }

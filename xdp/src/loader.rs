@@ -114,7 +114,7 @@ impl DataPath {
                 Err(_) => {
                     return Err(XdpError::Attach {
                         device: device.to_string(),
-                        reason: native.to_string(),
+                        reason: chain(&native),
                     })
                 }
             },
@@ -205,6 +205,26 @@ impl DataPath {
         }
         sum
     }
+}
+
+/// An error with its sources (aya's say which call failed, their sources why), and what a busy device means: a
+/// program attached by another tool (a crashed corelb leaves none: its link went with its descriptor).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut busy = false;
+    let mut at = e.source();
+    while let Some(s) = at {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            busy |= matches!(io.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST));
+        }
+        at = s.source();
+    }
+    if busy {
+        text.push_str("; another XDP program is attached to the device, detach it first");
+    }
+    text
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns`.
