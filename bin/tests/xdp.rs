@@ -336,7 +336,8 @@ fn udp_flows_are_balanced_and_stick() {
     let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
     let lab = Lab::new("udp", Return::Direct, 53);
     let stream = format!(
-        "{}    server {{\n        listen 10.218.1.100:53 xdp=eth0 udp;\n        proxy_pass reals;\n    }}",
+        "{}    server {{\n        listen 10.218.1.100:53 xdp=eth0 udp;\n        proxy_pass reals;\n    }}\n    \
+         server {{\n        listen 10.218.1.100:81;\n        return \"lb\\n\";\n    }}",
         upstream(&[1, 1, 1], 53, "")
     );
     let b = Balancer::start(&lab, "udp", &stream);
@@ -374,6 +375,24 @@ fn udp_flows_are_balanced_and_stick() {
     for r in ["r1", "r2", "r3"] {
         assert!(seen.get(r).is_some_and(|&n| n >= 90), "{seen:?}");
     }
+    // not the program's, so the balancer's own kernel's: a TCP port of the VIP it does not serve (corelb's
+    // user-space stream server there), and a datagram in fragments (4,000 bytes over a 1,500-byte MTU)
+    let (name, _) = in_ns(&c, || name_of(None, SocketAddrV4::new(VIP, 81))).expect("the user-space server");
+    assert_eq!(name, "lb");
+    let own = in_ns(&lab.ns("lb"), || {
+        let s = std::net::UdpSocket::bind(SocketAddrV4::new(VIP, 53)).expect("the balancer's own socket");
+        s.set_read_timeout(Some(Duration::from_secs(3))).expect("timeout");
+        s
+    });
+    in_ns(&c, || {
+        let s = std::net::UdpSocket::bind("10.218.1.2:0").expect("bind");
+        s.send_to(&[7u8; 4000], SocketAddrV4::new(VIP, 53)).expect("send");
+    });
+    let mut buf = [0u8; 8192];
+    let (n, _) = own
+        .recv_from(&mut buf)
+        .expect("the fragmented datagram, whole, on the balancer");
+    assert_eq!(n, 4000);
 }
 
 #[test]
