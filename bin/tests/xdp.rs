@@ -304,7 +304,8 @@ fn nat_rewrites_both_ways() {
     let _one = LABS.lock().unwrap_or_else(PoisonError::into_inner);
     let lab = Lab::new("nat", Return::ThroughBalancer, 8080);
     let stream = format!(
-        "{}    server {{\n        listen 10.218.1.100:80 xdp=eth0 mode=nat;\n        proxy_pass reals;\n    }}",
+        "{}    server {{\n        listen 10.218.1.100:80 xdp=eth0 mode=nat;\n        proxy_pass reals;\n    }}\n    \
+         server {{\n        listen 10.218.1.100:53 xdp=eth0 mode=nat udp;\n        proxy_pass reals;\n    }}",
         upstream(&[1, 1, 1], 8080, "")
     );
     let b = Balancer::start(&lab, "nat", &stream);
@@ -326,6 +327,25 @@ fn nat_rewrites_both_ways() {
         got
     });
     assert_eq!(&echoed, b"nat!");
+    // UDP: VIP:53 to the real servers' 8080 and the answers back from VIP:53 (checksums rewritten: the client's
+    // kernel checks them)
+    let answers = in_ns(&c, || {
+        (0..90)
+            .filter_map(|_| {
+                let s = std::net::UdpSocket::bind("10.218.1.2:0").expect("bind");
+                s.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+                s.send_to(b"q", SocketAddrV4::new(VIP, 53)).expect("send");
+                let mut buf = [0u8; 64];
+                let (n, from) = s.recv_from(&mut buf).ok()?;
+                let vip = std::net::SocketAddr::V4(SocketAddrV4::new(VIP, 53));
+                (from == vip).then(|| String::from_utf8_lossy(&buf[..n]).into_owned())
+            })
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(answers.len(), 90, "{answers:?}");
+    for r in ["r1", "r2", "r3"] {
+        assert!(answers.iter().filter(|a| *a == r).count() >= 20, "{answers:?}");
+    }
 }
 
 #[test]
