@@ -84,8 +84,13 @@ impl Syncer {
             self.path.remove_vip(&k);
             self.vips.remove(&k);
         }
+        // the kernel's ARP table, read once per sync (direct return needs the real servers' MAC addresses)
+        let arp = match now.iter().any(|v| v.vip.mode == XdpMode::Dr) {
+            true => std::fs::read_to_string("/proc/net/arp").unwrap_or_default(),
+            false => String::new(),
+        };
         for (v, key) in now.iter().zip(keys) {
-            self.sync_vip(v, key)?;
+            self.sync_vip(v, key, &arp)?;
         }
         Ok(warnings)
     }
@@ -122,10 +127,10 @@ impl Syncer {
     }
 
     /// The real server's entry; `None` while its MAC address is unknown (direct return).
-    fn real_entry(&mut self, addr: SocketAddrV4, mode: XdpMode, device: &str) -> Option<Real> {
+    fn real_entry(&mut self, addr: SocketAddrV4, (mode, device): (XdpMode, &str), arp: &str) -> Option<Real> {
         let mac = match mode {
             XdpMode::Nat => [0; 6],
-            XdpMode::Dr => match corelb_xdp::device::neighbour(*addr.ip(), device) {
+            XdpMode::Dr => match corelb_xdp::device::neighbour_in(arp, *addr.ip(), device) {
                 Some(mac) => mac,
                 None => {
                     self.ask_neighbour(addr);
@@ -155,13 +160,13 @@ impl Syncer {
         }
     }
 
-    fn sync_vip(&mut self, v: &VipNow, key: VipKey) -> Result<(), XdpError> {
+    fn sync_vip(&mut self, v: &VipNow, key: VipKey, arp: &str) -> Result<(), XdpError> {
         let mut reals = v.reals.clone();
         let mut ids = Vec::with_capacity(reals.len());
         for r in &mut reals {
             let id = self.real_id(r.addr);
             ids.push(id);
-            match self.real_entry(r.addr, v.vip.mode, &v.vip.device) {
+            match self.real_entry(r.addr, (v.vip.mode, &v.vip.device), arp) {
                 Some(entry) => {
                     if self.written.get(&id) != Some(&entry) {
                         self.path.set_real(id, entry)?;
