@@ -98,6 +98,23 @@ pub fn listen(d: &Directive) -> Result<XdpListen, ConfigError> {
     })
 }
 
+/// Refuses `user` (another account than root) beside XDP VIPs: the control thread writes the program's maps and
+/// attaches it to devices for the life of the process, which needs root's capabilities (CAP_BPF, CAP_NET_ADMIN)
+/// that the switch to the account would drop.
+pub fn check_user(vips: &[XdpVip], user: Option<&crate::config::model::ProcessUser>) -> Result<(), ConfigError> {
+    match (vips.first(), user) {
+        (Some(v), Some(u)) if u.uid != 0 => Err(ConfigError::invalid(
+            format!(
+                "\"user {}\" with \"listen ... xdp=\" is not supported by corelb (the XDP maps need root's capabilities \
+                 while the process runs)",
+                u.name
+            ),
+            &v.span,
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The VIP of `l` over `upstream` (number `index`), once the upstream is read: its method as a scheduler, its
 /// servers checked.
 pub fn vip(l: XdpListen, (index, upstream): (usize, &UpstreamConf), timeout: Duration) -> Result<XdpVip, ConfigError> {
@@ -234,5 +251,17 @@ mod tests {
         ] {
             assert_eq!(err(&conf(up, listen, extra)), format!("[emerg] {want}"));
         }
+        // the maps need root's capabilities for the process's life: `user` (root's own excepted) is refused
+        let text = format!(
+            "user nobody nogroup;\n{}",
+            conf(srv, "listen 10.0.0.100:80 xdp=lo;", "")
+        );
+        assert_eq!(
+            err(&text),
+            "[emerg] \"user nobody\" with \"listen ... xdp=\" is not supported by corelb (the XDP maps need root's \
+             capabilities while the process runs) in x.conf:6"
+        );
+        let text = format!("user root;\n{}", conf(srv, "listen 10.0.0.100:80 xdp=lo;", ""));
+        assert!(crate::config::parse_str(&text, Path::new("x.conf")).is_ok());
     }
 }
