@@ -544,9 +544,21 @@ fn a_device_without_native_xdp_runs_generic_mode_with_a_warning() {
     // a bridge has no native XDP
     xdp_lab::ip(&["-n", &lab.ns("lb"), "link", "add", "br9", "type", "bridge"]);
     xdp_lab::ip(&["-n", &lab.ns("lb"), "link", "set", "br9", "up"]);
+    let off = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.ns("lb"),
+            "sysctl",
+            "-qw",
+            "net.ipv4.conf.br9.forwarding=0",
+        ])
+        .status()
+        .expect("sysctl");
+    assert!(off.success());
     let stream = format!(
         "{}    server {{\n        listen 10.218.1.100:80 xdp=eth0;\n        proxy_pass reals;\n    }}\n    \
-         server {{\n        listen 10.218.9.100:80 xdp=br9;\n        proxy_pass reals;\n    }}",
+         server {{\n        listen 10.218.9.100:80 xdp=br9 mode=nat;\n        proxy_pass reals;\n    }}",
         upstream(&[1], 80, "")
     );
     let b = Balancer::start(&lab, "gen", &stream);
@@ -557,6 +569,9 @@ fn a_device_without_native_xdp_runs_generic_mode_with_a_warning() {
         b.log()
     );
     assert!(!b.log().contains("\"eth0\" has no native"), "{}", b.log());
+    // NAT where the device does not forward: said once
+    let want = "[warn] \"mode=nat\" on device \"br9\" needs forwarding (net.ipv4.ip_forward=1)";
+    assert_eq!(b.log().matches(want).count(), 1, "{}", b.log());
 }
 
 #[test]

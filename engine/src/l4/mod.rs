@@ -52,14 +52,15 @@ impl L4Path {
             return Ok(None);
         }
         let mut syncer = sync::Syncer::load().map_err(|e| e.to_string())?;
-        for w in syncer.sync(&now).map_err(|e| e.to_string())? {
+        let warned = syncer.sync(&now).map_err(|e| e.to_string())?;
+        for w in &warned {
             crate::log_warn!("{w}");
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (flag, shared) = (stop.clone(), shared.clone());
         let thread = std::thread::Builder::new()
             .name("corelb-xdp".into())
-            .spawn(move || run(&shared, &mut syncer, &flag))
+            .spawn(move || run(&shared, &mut syncer, &flag, warned))
             .map_err(|e| format!("the XDP control thread could not start ({e})"))?;
         Ok(Some(L4Path {
             stop,
@@ -77,10 +78,10 @@ impl Drop for L4Path {
     }
 }
 
-/// The thread: the maps to the running state each period, counters read, errors logged once each.
-fn run(shared: &Shared, syncer: &mut sync::Syncer, stop: &AtomicBool) {
+/// The thread: the maps to the running state each period, counters read, errors logged once each (and warnings:
+/// `warned`, those the start logged).
+fn run(shared: &Shared, syncer: &mut sync::Syncer, stop: &AtomicBool, mut warned: Vec<String>) {
     let mut last_error = String::new();
-    let mut warned: Vec<String> = Vec::new();
     let mut periods = 0u32;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(PERIOD);

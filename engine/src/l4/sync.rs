@@ -65,6 +65,15 @@ impl Syncer {
                     v.vip.device
                 ));
             }
+            // NAT's next hop is the kernel's FIB lookup, which answers only where the device forwards
+            let forwarding = format!("/proc/sys/net/ipv4/conf/{}/forwarding", v.vip.device);
+            if v.vip.mode == XdpMode::Nat && std::fs::read_to_string(&forwarding).is_ok_and(|f| f.trim() == "0") {
+                warnings.push(format!(
+                    "\"mode=nat\" on device \"{}\" needs forwarding (net.ipv4.ip_forward=1): until then its \
+                     packets go to the kernel",
+                    v.vip.device
+                ));
+            }
         }
         let used: Vec<String> = self
             .path
