@@ -2,6 +2,7 @@
 //! running proxy, `-v`/`-V`/`-h`, with `-p`, `-e`, `-g`, `-q`), and the subcommands `pick` (which peers requests
 //! would reach) and `bench` (the load generator).
 
+mod alloc;
 mod bench;
 mod check;
 mod options;
@@ -38,6 +39,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    alloc::install();
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     match options::parse(&args) {
         Ok(Line::Nginx(o)) => nginx(&o),

@@ -8,6 +8,7 @@ use crate::config::error::errno_text;
 use crate::config::model::{Config, RuntimeKind, Workers};
 use crate::health::agent::Reweigh;
 use crate::health::HealthCheckers;
+use crate::runtime::shared_listen::SharedListeners;
 use crate::snapshot::{Snapshot, SnapshotError};
 use arc_swap::ArcSwap;
 use corelb_shared_state::Zone;
@@ -89,6 +90,8 @@ pub struct Control {
     loaded_at_ms: AtomicU64,
     /// How the agent checkers apply weights (set once by the state layer, which owns what a reweigh needs).
     reweigh: std::sync::OnceLock<Reweigh>,
+    /// The TCP listening sockets the shards share (the `listen` addresses without `reuseport`).
+    pub listen_sockets: SharedListeners,
 }
 
 impl Default for Control {
@@ -104,6 +107,7 @@ impl Default for Control {
             reweigh: std::sync::OnceLock::new(),
             started_at: crate::clock::now_ms() / 1000,
             loaded_at_ms: AtomicU64::new(crate::clock::now_ms()),
+            listen_sockets: SharedListeners::default(),
         }
     }
 }
@@ -161,10 +165,12 @@ impl Control {
             ChangeKind::Resolve => (&self.resolve_changes, None),
         };
         let names = &self.names;
-        let before: Vec<SocketAddr> = listen_addrs(&current.load().config).map(|(a, _)| a).collect();
-        // the unix-domain sockets this change bound (the process's own: see runtime/unix.rs)
+        let before: Vec<(SocketAddr, bool)> = listen_addrs(&current.load().config).collect();
+        // the sockets this change bound for good (unix-domain ones, the process's: see runtime/unix.rs; shared TCP
+        // ones, this instance's: see runtime/shared_listen.rs)
         let mut fresh = Vec::new();
-        match Self::build(current, zone, &mut fresh, |old| {
+        let sockets = &self.listen_sockets;
+        match Self::build(current, zone, sockets, &mut fresh, |old| {
             let mut config = change(old)?;
             names.fill(&mut config);
             Ok(config)
@@ -172,19 +178,20 @@ impl Control {
         .and_then(|snap| Self::publish(snap, &mut health, current, self.reweigh.get()))
         {
             Ok(generation) => {
-                // a unix-domain listener the new config has not: its socket closed, its file removed (nginx)
-                let after: Vec<SocketAddr> = listen_addrs(&current.load().config).map(|(a, _)| a).collect();
+                // a listener the new config has not: the process's socket closed (a unix-domain one's file
+                // removed, as nginx does); the shards close theirs when they see the new snapshot
+                let after: Vec<(SocketAddr, bool)> = listen_addrs(&current.load().config).collect();
                 for gone in before.iter().filter(|a| !after.contains(a)) {
-                    crate::runtime::unix::remove(*gone);
+                    forget_socket(sockets, *gone);
                 }
                 done.fetch_add(1, Ordering::Relaxed);
                 self.loaded_at_ms.store(crate::clock::now_ms(), Ordering::Relaxed);
                 Ok(generation)
             }
             Err(e) => {
-                // a refused change binds nothing for good: the unix sockets it bound go again
+                // a refused change binds nothing for good: the sockets it bound go again
                 for addr in fresh {
-                    crate::runtime::unix::remove(addr);
+                    forget_socket(sockets, (addr, false));
                 }
                 if let Some(f) = failed {
                     f.fetch_add(1, Ordering::Relaxed);
@@ -197,13 +204,14 @@ impl Control {
     fn build(
         current: &ArcSwap<Snapshot>,
         zone: &Zone,
+        sockets: &SharedListeners,
         fresh: &mut Vec<SocketAddr>,
         change: impl FnOnce(&Config) -> Result<Config, ApplyError>,
     ) -> Result<(Arc<Snapshot>, Arc<Snapshot>), ApplyError> {
         let old = current.load_full();
         let config = change(&old.config)?;
         // Before the build: building attaches the new peers to the zone, which a refused change must not do.
-        try_new_listens(&old.config, &config, fresh)?;
+        try_new_listens(&old.config, &config, sockets, fresh)?;
         let snap = Snapshot::build(config, zone, old.generation + 1)?;
         Ok((old, Arc::new(snap)))
     }
@@ -278,36 +286,70 @@ impl ControlThread {
     }
 }
 
-/// Binds each listen address `new` has and `old` has not, the way a shard will (`SO_REUSEPORT`), and lets it go: an
-/// address another program holds fails the change before anything moved. Addresses kept are not touched. A
-/// unix-domain socket is bound for good (the shards accept on duplicates of it) and its token pushed on `fresh`.
-fn try_new_listens(old: &Config, new: &Config, fresh: &mut Vec<SocketAddr>) -> Result<(), ApplyError> {
+/// Binds each listen address `new` has and `old` has not before anything moved, so that an address another program
+/// holds fails the change. A shared TCP socket (no `reuseport`) and a unix-domain one are bound for good (the shards
+/// accept on duplicates of them) and their address pushed on `fresh`; a `reuseport` or UDP address is tried the way
+/// a shard binds it (`SO_REUSEPORT`) and let go. Addresses kept are not touched.
+fn try_new_listens(
+    old: &Config,
+    new: &Config,
+    sockets: &SharedListeners,
+    fresh: &mut Vec<SocketAddr>,
+) -> Result<(), ApplyError> {
     let before: Vec<(SocketAddr, bool)> = listen_addrs(old).collect();
     for (addr, udp) in listen_addrs(new) {
         if before.contains(&(addr, udp)) {
             continue;
         }
-        try_bind(addr, udp).map_err(|source| ApplyError::Bind { addr, source })?;
-        if crate::config::unix_addr::is_unix(&addr) {
-            fresh.push(addr);
+        let bound = if crate::config::unix_addr::is_unix(&addr) {
+            // one socket for the process, bound here and kept
+            crate::runtime::unix::bind_listener(addr, crate::runtime::unix::BACKLOG).map(|()| true)
+        } else {
+            let options = socket_options(new, addr, udp);
+            if udp || options.reuseport {
+                try_bind_reuseport(addr, udp).map(|()| false)
+            } else {
+                sockets.bind(addr, options)
+            }
+        };
+        match bound {
+            Ok(true) => fresh.push(addr),
+            Ok(false) => {}
+            Err(source) => return Err(ApplyError::Bind { addr, source }),
         }
     }
     Ok(())
 }
 
-/// Every `listen` address of `config` (http and stream), with whether it is UDP.
-fn listen_addrs(config: &Config) -> impl Iterator<Item = (SocketAddr, bool)> + '_ {
-    let http = config.http.iter().flat_map(|h| &h.servers).flat_map(|s| &s.listens);
-    let stream = config.stream.iter().flat_map(|s| &s.servers).flat_map(|s| &s.listens);
-    http.chain(stream).map(|l| (l.addr, l.udp))
+/// Closes the process's socket of the listen address `(addr, udp)` (a unix-domain one's file removed), if it has one.
+fn forget_socket(sockets: &SharedListeners, (addr, udp): (SocketAddr, bool)) {
+    if crate::config::unix_addr::is_unix(&addr) {
+        crate::runtime::unix::remove(addr);
+    } else if !udp {
+        sockets.remove(addr);
+    }
 }
 
-fn try_bind(addr: SocketAddr, udp: bool) -> io::Result<()> {
+/// Every `listen` address of `config` (http and stream), with whether it is UDP.
+fn listen_addrs(config: &Config) -> impl Iterator<Item = (SocketAddr, bool)> + '_ {
+    listens(config).map(|l| (l.addr, l.udp))
+}
+
+fn listens(config: &Config) -> impl Iterator<Item = &crate::config::model::Listen> + '_ {
+    let http = config.http.iter().flat_map(|h| &h.servers).flat_map(|s| &s.listens);
+    let stream = config.stream.iter().flat_map(|s| &s.servers).flat_map(|s| &s.listens);
+    http.chain(stream)
+}
+
+/// The socket options of the listen address `(addr, udp)` of `config` (one of its `listen` lines sets them).
+fn socket_options(config: &Config, addr: SocketAddr, udp: bool) -> crate::config::model::SocketOptions {
+    listens(config)
+        .filter(|l| l.addr == addr && l.udp == udp)
+        .fold(Default::default(), |o, l| o.or(l.socket))
+}
+
+fn try_bind_reuseport(addr: SocketAddr, udp: bool) -> io::Result<()> {
     use socket2::{Domain, Protocol, Socket, Type};
-    if crate::config::unix_addr::is_unix(&addr) {
-        // one socket for the process, bound here and kept: the shards accept on duplicates of it
-        return crate::runtime::unix::bind_listener(addr, crate::runtime::unix::BACKLOG);
-    }
     let sock = if udp {
         Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?
     } else {
@@ -455,6 +497,41 @@ mod tests {
             2
         );
         assert_eq!(current.load().http_port_of(held_addr), Some(0));
+    }
+
+    #[test]
+    fn a_reload_binds_a_new_shared_listen_address_for_good_and_closes_a_dropped_one() {
+        let zone = Zone::new();
+        let addr = |_| TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let [first, shared, own] = [0, 1, 2].map(addr);
+        let current = ArcSwap::from_pointee(Snapshot::build(config(&return_server(first)), &zone, 1).unwrap());
+        let control = Control::default();
+        let two = move |_: &Config| {
+            Ok(config(&format!(
+                "http {{ server {{ listen {shared}; listen {own} reuseport; return 200 x; }} }}"
+            )))
+        };
+        assert_eq!(control.apply(&current, &zone, ChangeKind::Reload, two).unwrap(), 2);
+        // the shared address listens from the reload on (the kernel completes a handshake before any accept);
+        // the `reuseport` one was only tried: its shards bind it
+        assert!(std::net::TcpStream::connect(shared).is_ok());
+        assert!(std::net::TcpStream::connect(own).is_err());
+        let back = move |_: &Config| Ok(config(&return_server(first)));
+        assert_eq!(control.apply(&current, &zone, ChangeKind::Reload, back).unwrap(), 3);
+        assert!(
+            std::net::TcpStream::connect(shared).is_err(),
+            "closed by the reload that dropped it"
+        );
+        // a change refused after the bind (its next address is held elsewhere) lets the socket go again
+        let held = TcpListener::bind("127.0.0.1:0").unwrap();
+        let held_addr = held.local_addr().unwrap();
+        let refused = move |_: &Config| {
+            Ok(config(&format!(
+                "http {{ server {{ listen {shared}; return 200 x; }} server {{ listen {held_addr}; return 200 y; }} }}"
+            )))
+        };
+        assert!(control.apply(&current, &zone, ChangeKind::Reload, refused).is_err());
+        assert!(std::net::TcpStream::connect(shared).is_err());
     }
 
     #[test]

@@ -5,8 +5,10 @@
 mod buffers;
 mod listen;
 mod pool;
+mod spare;
 
 pub use buffers::Buffers;
+pub use spare::set_page_return;
 
 use crate::access_log::record::RequestRecord;
 use crate::access_log::stream::StreamRecord;
@@ -36,9 +38,6 @@ use std::time::{Duration, Instant};
 
 /// How often a shard checks for a stop request and beats its heart.
 const TICK: Duration = Duration::from_millis(100);
-/// Connection buffers kept for reuse per shard (each set is about 60 KiB with the default `client_buffer`: at most
-/// about 15 MiB per shard held by no connection; a set given back beyond this bound is freed).
-const SPARE_BUFFERS: usize = 256;
 
 /// What a shard builds for one snapshot generation: its balancer states and upstream keepalive pools (rebuilt
 /// after a reload, as nginx's new workers start afresh).
@@ -114,13 +113,8 @@ pub struct Shard<R: Runtime> {
     date: RefCell<DateCache>,
     /// nginx's error pages under `server_tokens on`, then under `off`.
     errors: [Vec<FixedAnswer>; 2],
-    /// Boxed: a connection holds its set as a `Box` and lends it back while idle, so a take or a give moves a
-    /// pointer, not the 2-KiB struct.
-    #[allow(clippy::vec_box)]
-    spare: RefCell<Vec<Box<Buffers>>>,
-    /// Empty buffers for connections that close after a keepalive wait (as many as [`SPARE_BUFFERS`]).
-    #[allow(clippy::vec_box)]
-    husks: RefCell<Vec<Box<Buffers>>>,
+    /// The buffer sets no connection holds now, and husks.
+    spares: spare::Spares,
     active: Cell<usize>,
     accepting: Cell<usize>,
     stop: tokio::sync::Notify,
@@ -153,8 +147,7 @@ impl<R: Runtime> Shard<R> {
             date: RefCell::new(DateCache::default()),
             errors: [ServerTokens::On, ServerTokens::Off]
                 .map(|tokens| ERROR_PAGES.map(|code| FixedAnswer::error(code, tokens)).to_vec()),
-            spare: RefCell::new(Vec::new()),
-            husks: RefCell::new(Vec::new()),
+            spares: Default::default(),
             active: Cell::new(0),
             accepting: Cell::new(0),
             stop: tokio::sync::Notify::new(),
@@ -322,71 +315,47 @@ impl<R: Runtime> Shard<R> {
 
     /// Buffers for a new connection, with a client buffer of `client_size` bytes (the snapshot's
     /// `client_buffer`); recycled when possible.
+    #[inline]
     pub fn take_buffers(&self, client_size: usize) -> Box<Buffers> {
-        let mut spare = self.spare.borrow_mut();
-        while let Some(b) = spare.pop() {
-            // a buffer sized for another config generation is dropped
-            if b.client.capacity() == client_size {
-                return b;
-            }
-        }
-        Box::new(Buffers::new(client_size))
+        self.spares.take(client_size)
     }
 
     /// An empty set of buffers (no heap of its own) for a connection closing after a keepalive wait to hold its facts
     /// in; recycled.
+    #[inline]
     pub fn take_husk(&self) -> Box<Buffers> {
-        self.husks
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| Box::new(Buffers::husk()))
+        self.spares.take_husk()
     }
 
     /// Runs `read` on the client buffer of the spare set on top of the list (made if there is none, or if that one
     /// is sized for another generation), and takes the set only when bytes came into it: an idle connection's
     /// read try, which leaves the list as it was when the socket has nothing.
+    #[inline]
     pub fn read_into_spare(
         &self,
         client_size: usize,
         read: impl FnOnce(&mut [u8]) -> std::task::Poll<std::io::Result<usize>>,
     ) -> std::task::Poll<Option<Box<Buffers>>> {
-        use std::task::Poll;
-        let mut spare = self.spare.borrow_mut();
-        if spare.last().is_none_or(|b| b.client.capacity() != client_size) {
-            spare.pop();
-            spare.push(Box::new(Buffers::new(client_size)));
-        }
-        let Some(top) = spare.last_mut() else {
-            return Poll::Ready(None);
-        };
-        match read(top.client.spare()) {
-            Poll::Ready(Ok(n)) if n > 0 => {
-                top.client.commit(n);
-                Poll::Ready(spare.pop())
-            }
-            Poll::Ready(_) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
+        self.spares.read_into_top(client_size, read)
     }
 
     /// Gives a connection's buffers (or a husk) back.
-    pub fn give_buffers(&self, mut b: Box<Buffers>) {
-        if b.limited {
-            b.end_limits();
-        }
-        if b.client.capacity() == 0 {
-            let mut husks = self.husks.borrow_mut();
-            if husks.len() < SPARE_BUFFERS {
-                husks.push(b);
-            }
-            return;
-        }
-        let mut spare = self.spare.borrow_mut();
-        if spare.len() < SPARE_BUFFERS {
-            b.client.consume(usize::MAX);
-            b.upstream.consume(usize::MAX);
-            spare.push(b);
-        }
+    #[inline]
+    pub fn give_buffers(&self, b: Box<Buffers>) {
+        self.spares.give(b)
+    }
+
+    /// On the tick: frees the spare sets, husks, burst blocks and HTTP/2 relay buffers that stayed unused since the
+    /// last tick (what a peak needed, once it has passed), and hands the allocator's free pages back to the system
+    /// when enough was freed (off the request path: a steady load frees nothing here).
+    fn trim_after_peak(&self, tick: u64) {
+        let t = self.spares.trim();
+        let bytes = t.sets * spare::SET_BYTES
+            + t.husks * std::mem::size_of::<Buffers>()
+            + crate::proxy::trim_bursts()
+            + crate::proxy::trim_relays()
+            + crate::runtime::pipe::trim();
+        self.spares.freed(bytes, tick);
     }
 
     /// Whether this shard is stopping gracefully.
@@ -476,7 +445,7 @@ fn start_failure(handles: Vec<std::thread::JoinHandle<io::Result<()>>>) -> Start
 async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::Sender<Result<(), StartError>>) {
     let shard = Rc::new(Shard::<R>::new(index, shared));
     let snap = shard.snapshot();
-    let bound = match Listeners::bind_all::<R>(&snap) {
+    let bound = match Listeners::bind_all::<R>(&snap, &shard.shared.control.listen_sockets) {
         Ok(b) => b,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -512,6 +481,7 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
             }
         }
         shard.log_tick(false);
+        shard.trim_after_peak(ticks);
     }
 }
 

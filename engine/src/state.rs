@@ -87,6 +87,8 @@ impl Shared {
     /// Graceful stop: shards stop accepting, close idle connections, finish in-flight requests, then end.
     pub fn drain(&self) {
         self.draining.store(true, Ordering::Relaxed);
+        // the shards close their duplicates of the shared listening sockets as they stop accepting
+        self.control.listen_sockets.close_all();
     }
 
     /// Whether a graceful stop is under way.

@@ -243,10 +243,24 @@ fn a_dead_address_refuses_connections_and_no_listener_can_take_it() {
 }
 
 #[test]
-fn a_free_address_takes_a_shard_listener_and_no_other() {
+fn a_free_address_takes_a_proxy_s_listeners_and_no_other_socket() {
     let free = free_addr();
     let kind = |r: std::io::Result<()>| r.map_err(|e| e.kind());
-    assert_eq!(kind(TcpListener::bind(free).map(drop)), Err(ErrorKind::AddrInUse));
+    // a socket with neither SO_REUSEADDR nor SO_REUSEPORT is refused the port
+    let plain = || -> std::io::Result<()> {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+        s.set_reuse_address(false)?;
+        s.bind(&free.into())
+    };
+    assert_eq!(kind(plain()), Err(ErrorKind::AddrInUse));
+    // the socket the shards share (SO_REUSEADDR) binds beside the holder, and so does a shard's own (`reuseport`)
+    let shared = corelb_engine::runtime::shared_listen::SharedListeners::default();
+    let dup = shared
+        .duplicate(free, Default::default())
+        .expect("the shared socket binds beside the holder");
+    assert_eq!(dup.local_addr().ok(), Some(free));
+    drop(dup);
+    shared.close_all();
     let shard = corelb_engine::runtime::tokio_rt::reuseport_socket(free, 16).expect("a shard binds beside the holder");
     assert_eq!(shard.local_addr().ok(), Some(free));
     drop(shard);

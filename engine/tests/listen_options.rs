@@ -1,6 +1,6 @@
-//! `listen ... backlog=N sndbuf=SIZE rcvbuf=SIZE`, on both runtimes: each shard's listening socket (http, stream) has
-//! the `listen(2)` backlog (nginx's 511 by default) and the sizes set (`SO_SNDBUF`, `SO_RCVBUF`, which Linux
-//! reports doubled), as nginx sets them on its listening sockets.
+//! `listen ... backlog=N sndbuf=SIZE rcvbuf=SIZE`, on both runtimes: the listening socket the shards share and each
+//! shard's own (`reuseport`), http and stream, have the `listen(2)` backlog (nginx's 511 by default) and the sizes
+//! set (`SO_SNDBUF`, `SO_RCVBUF`, which Linux reports doubled), as nginx sets them on its listening sockets.
 
 mod support;
 
@@ -60,13 +60,19 @@ fn backlog(fd: i32) -> Option<u32> {
     (r == 0).then_some(info.tcpi_sacked)
 }
 
-/// The listening sockets of this process bound to `addr`.
+/// The listening sockets of this process bound to `addr`: a descriptor of each (a socket the shards share has
+/// several).
 fn listening(addr: SocketAddr) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
         return Vec::new();
     };
+    let mut seen = std::collections::HashSet::new();
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&fd| local(fd) == Some(addr) && option(fd, libc::SO_ACCEPTCONN) == Some(1))
+        .filter(|fd| {
+            let socket = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok();
+            seen.insert(socket)
+        })
         .collect()
 }
 
@@ -88,7 +94,7 @@ fn run<R: Runtime>() {
     let text = format!(
         "events {{}}
         http {{
-            server {{ listen {http} sndbuf=64k rcvbuf=32k backlog=100; return 200 ok; }}
+            server {{ listen {http} sndbuf=64k rcvbuf=32k backlog=100 reuseport; return 200 ok; }}
             server {{ listen {plain}; return 200 ok; }}
         }}
         stream {{
@@ -99,11 +105,11 @@ fn run<R: Runtime>() {
         .unwrap_or_else(|e| panic!("{e}"));
     let _proxy = Proxy::start::<R>(config, 2);
     let plain_sizes = listeners_of(plain);
-    assert_eq!(plain_sizes.len(), 2, "a listener per shard");
+    assert_eq!(plain_sizes.len(), 1, "one socket the shards share");
     let (system_snd, _) = plain_sizes[0];
     assert_eq!(listeners_of(http), vec![(2 * 65536, 2 * 32768); 2]);
     let stream_sizes = listeners_of(stream);
-    assert_eq!(stream_sizes.len(), 2);
+    assert_eq!(stream_sizes.len(), 1);
     assert!(
         stream_sizes
             .iter()
@@ -112,12 +118,12 @@ fn run<R: Runtime>() {
     );
     // backlog=: as given (nginx's 511 without it); a value past an int is the kernel's cap, somaxconn
     assert_eq!(backlogs_of(http), vec![100; 2]);
-    assert_eq!(backlogs_of(plain), vec![511; 2]);
+    assert_eq!(backlogs_of(plain), vec![511]);
     let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(4096);
-    assert_eq!(backlogs_of(stream), vec![somaxconn; 2]);
+    assert_eq!(backlogs_of(stream), vec![somaxconn]);
 }
 
 #[test]

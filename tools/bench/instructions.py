@@ -14,7 +14,9 @@ no access log. The shapes:
 - `static`: a 1 KiB file from `root` (nothing proxied);
 - `gzip`: a 100 KiB JSON file from `root`, gzipped on the fly (`gzip_comp_level` 1, nginx's default) for a client
   that sends `Accept-Encoding: gzip`; the answer is checked once (decompressed, it is the file) and its size on the
-  wire printed.
+  wire printed;
+- `h2`: `plain` over HTTP/2 without TLS (`listen ... http2`, prior knowledge): the requests come from `h2load`
+  (Debian's nghttp2-client), 8 streams in flight on each of 4 connections, instead of HTTP/1.1 keepalive ones.
 nginx runs as `nginx -p DIR -g "daemon off; master_process off;"` (one process, no worker), so that the same config
 counts the same work. After W warm-up requests the counters are zeroed (`callgrind_control -z`), N keepalive
 requests are sent (500 per connection), and the counters are dumped; the figure is every thread's instructions
@@ -43,7 +45,7 @@ http {{
         keepalive 16;
     }}
     server {{
-        listen 127.0.0.1:{front};
+        listen 127.0.0.1:{front}{listen};
 {locations}
 {front_location}
     }}
@@ -118,7 +120,18 @@ GZIP = {
 }
 
 
-SHAPES = {"plain": {}, "routing": ROUTING, "limits": LIMITS, "limited": LIMITED, "static": STATIC, "gzip": GZIP}
+# `h2`: the plain shape's proxied requests as HTTP/2 streams (h2c by prior knowledge), sent by h2load
+H2 = {"listen": " http2", "h2load": True}
+
+SHAPES = {
+    "plain": {},
+    "routing": ROUTING,
+    "limits": LIMITS,
+    "limited": LIMITED,
+    "static": STATIC,
+    "gzip": GZIP,
+    "h2": H2,
+}
 
 
 def files(d):
@@ -157,6 +170,7 @@ def config(shape, ports, prefix=None, files_dir=""):
         maps=parts.get("maps", ""),
         locations=parts.get("locations", ""),
         front=front,
+        listen=parts.get("listen", ""),
         b1=b1,
         b2=b2,
         b3=b3,
@@ -190,7 +204,15 @@ def wait_listening(port, proc, limit=120.0):
 
 def send(port, n, shape, status="200"):
     """n GETs of the shape's path, 500 per keepalive connection (below nginx's keepalive_requests 1000); every answer
-    must have `status` (the `limited` shape's are 503s, but the first of the warm-up)."""
+    must have `status` (the `limited` shape's are 503s, but the first of the warm-up). The `h2` shape's come from
+    h2load: n streams, 8 at a time on each of 4 connections, every one answered 2xx."""
+    if SHAPES[shape].get("h2load"):
+        out = subprocess.run(["h2load", "-n", str(n), "-c", "4", "-m", "8", "-t", "1", f"http://127.0.0.1:{port}/"],
+                             capture_output=True, text=True, timeout=600).stdout
+        m = re.search(r"status codes: (\d+) 2xx", out)
+        if not m or int(m.group(1)) != n:
+            raise SystemExit(f"h2load did not get {n} 2xx answers:\n{out}")
+        return
     while n > 0:
         send_on_one(port, min(n, 500), shape, status)
         n -= 500

@@ -1,5 +1,7 @@
 //! The per-core scaling experiment: corelb (and nginx, when installed) with 1..N pinned workers in front of the same
 //! backends, each driven by `corelb bench`; writes a CSV and an SVG chart of requests/s and p99 against workers.
+//! Each front runs twice: as configured by default (its workers share one listening socket) and with
+//! `listen ... reuseport` (a socket per worker, the kernel spreading connections by hash).
 //!
 //! ```sh
 //! cargo build --release
@@ -23,10 +25,15 @@ struct Options {
     connections: usize,
     out: PathBuf,
     nginx: bool,
+    /// Extra request headers for `corelb bench` (`Connection: close`: a new connection per request).
+    headers: Vec<String>,
+    /// The corelb fronts' `--runtime` (tokio, the default, or glommio).
+    runtime: Option<String>,
 }
 
 const USAGE: &str = "usage: scaling [--corelb PATH] [--max-workers N] [--rounds N] [--duration D] \
-                     [--connections N] [--out DIR] [--no-nginx]";
+                     [--connections N] [--out DIR] [--no-nginx] [--header 'NAME: VALUE']... \
+                     [--runtime tokio|glommio]";
 
 fn parse_args() -> Result<Options, String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -38,6 +45,8 @@ fn parse_args() -> Result<Options, String> {
         connections: 64,
         out: PathBuf::from("target/scaling"),
         nginx: Path::new("/usr/sbin/nginx").exists(),
+        headers: Vec::new(),
+        runtime: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -50,6 +59,8 @@ fn parse_args() -> Result<Options, String> {
             "--connections" => o.connections = number(&value()?)?,
             "--out" => o.out = PathBuf::from(value()?),
             "--no-nginx" => o.nginx = false,
+            "--header" => o.headers.push(value()?),
+            "--runtime" => o.runtime = Some(value()?),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument {a:?}\n{USAGE}")),
         }
@@ -147,7 +158,20 @@ struct Sample {
     p99_us: f64,
 }
 
-fn front_config(workers: usize, listen: u16, backends: &[u16]) -> String {
+/// The fronts measured: the name in the results, whether it is nginx, and whether its `listen` has `reuseport`.
+const FRONTS: [(&str, bool, bool); 4] = [
+    ("corelb", false, false),
+    ("corelb-reuseport", false, true),
+    ("nginx", true, false),
+    ("nginx-reuseport", true, true),
+];
+
+fn front_config(workers: usize, listen: u16, reuseport: bool, backends: &[u16]) -> String {
+    let listen = if reuseport {
+        format!("{listen} reuseport")
+    } else {
+        listen.to_string()
+    };
     let servers: String = backends
         .iter()
         .map(|p| format!("        server 127.0.0.1:{p};\n"))
@@ -182,6 +206,7 @@ fn drive(o: &Options, port: u16, cores: &str, json: &Path) -> Result<(f64, f64, 
             "--cores",
             cores,
         ])
+        .args(o.headers.iter().flat_map(|h| ["-H", h.as_str()]))
         .arg("--json")
         .arg(json)
         .arg(format!("http://127.0.0.1:{port}/"))
@@ -332,17 +357,24 @@ fn run(o: &Options) -> Result<(), String> {
     if !backends.iter().all(|p| wait_port(*p)) {
         return Err("the backends did not start (see backend.log)".into());
     }
-    let mut fronts: Vec<&'static str> = vec!["corelb"];
-    if o.nginx {
-        fronts.push("nginx");
-    }
+    let fronts: Vec<&'static str> = FRONTS
+        .iter()
+        .filter(|(_, nginx, _)| o.nginx || !nginx)
+        .map(|(name, _, _)| *name)
+        .collect();
     let mut samples = Vec::new();
     for workers in 1..=o.max_workers {
         let front_cpus: Vec<usize> = (0..workers).map(|i| (cpus + cpus - 1 - i) % cpus).collect();
         let listen = free_port().map_err(|e| e.to_string())?;
-        let conf = o.out.join(format!("front-{workers}.conf"));
-        std::fs::write(&conf, front_config(workers, listen, &backends)).map_err(|e| e.to_string())?;
-        let conf = conf.to_string_lossy().into_owned();
+        let mut confs = Vec::new();
+        for reuseport in [false, true] {
+            let conf = o.out.join(format!(
+                "front-{workers}{}.conf",
+                ["", "-reuseport"][usize::from(reuseport)]
+            ));
+            std::fs::write(&conf, front_config(workers, listen, reuseport, &backends)).map_err(|e| e.to_string())?;
+            confs.push(conf.to_string_lossy().into_owned());
+        }
         for round in 0..o.rounds {
             let mut order = fronts.clone();
             if round % 2 == 1 {
@@ -352,14 +384,25 @@ fn run(o: &Options) -> Result<(), String> {
                 let log = o.out.join(format!("{front}-{workers}.log"));
                 let dir = o.out.to_string_lossy();
                 let globals = format!("daemon off; pid {dir}/nginx.pid; error_log {dir}/nginx.err;");
-                let p = match front {
-                    "nginx" => spawn(
+                let (nginx, reuseport) = FRONTS
+                    .iter()
+                    .find(|(name, _, _)| *name == front)
+                    .map_or((false, false), |&(_, n, r)| (n, r));
+                let conf = &confs[usize::from(reuseport)];
+                let p = match nginx {
+                    true => spawn(
                         &cpu_list(&front_cpus),
                         Path::new("/usr/sbin/nginx"),
-                        &["-c", &conf, "-g", &globals],
+                        &["-c", conf, "-g", &globals],
                         &log,
                     )?,
-                    _ => spawn(&cpu_list(&front_cpus), &o.corelb, &["-c", &conf], &log)?,
+                    false => {
+                        let mut args = vec!["-c", conf.as_str()];
+                        if let Some(r) = &o.runtime {
+                            args.extend(["--runtime", r.as_str()]);
+                        }
+                        spawn(&cpu_list(&front_cpus), &o.corelb, &args, &log)?
+                    }
                 };
                 if !wait_port(listen) {
                     return Err(format!(
@@ -369,7 +412,7 @@ fn run(o: &Options) -> Result<(), String> {
                 }
                 let json = o.out.join(format!("{front}-{workers}-{round}.json"));
                 let (rps, p50_us, p99_us) = drive(o, listen, "0", &json)?;
-                eprintln!("{front:6} workers={workers} round={round}: {rps:.0} req/s, p99 {p99_us:.0} us");
+                eprintln!("{front:16} workers={workers} round={round}: {rps:.0} req/s, p99 {p99_us:.0} us");
                 samples.push(Sample {
                     front,
                     workers,
@@ -385,11 +428,11 @@ fn run(o: &Options) -> Result<(), String> {
     }
     write_csv(&o.out.join("scaling.csv"), &samples)?;
     write_svg(&o.out.join("scaling.svg"), &samples, &fronts, o.max_workers)?;
-    println!("{:8} {:>8} {:>12} {:>10}", "front", "workers", "req/s (med)", "p99 ms");
+    println!("{:16} {:>8} {:>12} {:>10}", "front", "workers", "req/s (med)", "p99 ms");
     for f in &fronts {
         for w in 1..=o.max_workers {
             if let Some((r, p)) = summary(&samples, f, w) {
-                println!("{f:8} {w:>8} {r:>12.0} {:>10.3}", p / 1000.0);
+                println!("{f:16} {w:>8} {r:>12.0} {:>10.3}", p / 1000.0);
             }
         }
     }

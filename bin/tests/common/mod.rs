@@ -12,8 +12,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// A loopback port for `corelb` to listen on, held for the life of the test process by a socket bound with
-/// SO_REUSEPORT that never listens: corelb's listeners (SO_REUSEPORT, same user) bind beside it, while no other test
-/// running at the same time can be given the port, as it could a port bound and released.
+/// SO_REUSEADDR and SO_REUSEPORT that never listens: corelb's listeners bind beside it (a socket the shards share has
+/// SO_REUSEADDR, a `reuseport` one both, as the holder), while no other test running at the same time can be given
+/// the port, as it could a port bound and released (the kernel never picks a port a socket is bound to for `:0`).
 pub fn free_port() -> u16 {
     held_port(true)
 }
@@ -24,8 +25,8 @@ pub fn dead_port() -> u16 {
     held_port(false)
 }
 
-/// A loopback port bound by a TCP socket kept for the life of the process, never listening, with SO_REUSEADDR off
-/// and SO_REUSEPORT as given.
+/// A loopback port bound by a TCP socket kept for the life of the process, never listening, with SO_REUSEADDR and
+/// SO_REUSEPORT both on or both off.
 fn held_port(reuse_port: bool) -> u16 {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     static HELD: Mutex<Vec<OwnedFd>> = Mutex::new(Vec::new());
@@ -36,17 +37,19 @@ fn held_port(reuse_port: bool) -> u16 {
     // SAFETY: `raw` is a descriptor this call just opened and nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     let on: libc::c_int = reuse_port.into();
-    // SAFETY: setsockopt reads one c_int from `on`, whose size it is given.
-    let set = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_REUSEPORT,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(set, 0, "SO_REUSEPORT: {}", os());
+    for option in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
+        // SAFETY: setsockopt reads one c_int from `on`, whose size it is given.
+        let set = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(set, 0, "setsockopt {option}: {}", os());
+    }
     let mut addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: 0,

@@ -758,13 +758,18 @@ pub struct Listen {
     pub span: Span,
 }
 
-/// `listen ... backlog=N rcvbuf=SIZE sndbuf=SIZE`: the `listen(2)` backlog of a listening socket (default 511, as
-/// nginx's), and its `SO_RCVBUF` and `SO_SNDBUF` (its accepted connections inherit them; by default the system's).
+/// `listen ... backlog=N rcvbuf=SIZE sndbuf=SIZE reuseport`: the `listen(2)` backlog of a listening socket (default
+/// 511, as nginx's), its `SO_RCVBUF` and `SO_SNDBUF` (its accepted connections inherit them; by default the
+/// system's), and whether each shard has a socket of its own (`SO_REUSEPORT`) instead of sharing the address's one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SocketOptions {
     pub backlog: Option<i32>,
     pub rcvbuf: Option<i32>,
     pub sndbuf: Option<i32>,
+    /// `reuseport`: a socket per shard, the kernel spreading new connections over them by a hash of the
+    /// addresses; without it the shards accept on one socket, each taking a connection when it is free (nginx's
+    /// workers and their shared listening socket).
+    pub reuseport: bool,
 }
 
 impl SocketOptions {
@@ -774,6 +779,7 @@ impl SocketOptions {
             backlog: self.backlog.or(other.backlog),
             rcvbuf: self.rcvbuf.or(other.rcvbuf),
             sndbuf: self.sndbuf.or(other.sndbuf),
+            reuseport: self.reuseport || other.reuseport,
         }
     }
 }

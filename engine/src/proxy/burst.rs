@@ -1,7 +1,8 @@
 //! The block a client connection's burst of requests runs in: a future built in place in a block taken from the
 //! thread's free list of blocks of its layout and given back when the burst ends, so that a connection waiting idle
 //! keeps none of a request's state (an async fn's future is always as large as its largest state) and a burst costs
-//! no `malloc`, no `free` and no copy of the future.
+//! no `malloc`, no `free` and no copy of the future. Blocks a peak left unused are freed on the shard's tick
+//! ([`trim`]).
 
 use std::alloc::Layout;
 use std::cell::RefCell;
@@ -14,11 +15,15 @@ use std::task::{Context, Poll};
 /// Free blocks a thread keeps (as many as a shard keeps spare buffer sets): the most bursts that ran at once, up to
 /// this, and no more.
 const KEPT: usize = 256;
+/// Free blocks a thread keeps however long they stay unused.
+const RESERVE: usize = 4;
 
 /// One thread's free blocks, all of `layout` (the first layout given back; a block of another one is freed).
 struct Blocks {
     layout: Option<Layout>,
     free: Vec<NonNull<u8>>,
+    /// The fewest free blocks since the last [`trim`]: that many went unused all that time.
+    low: usize,
 }
 
 impl Drop for Blocks {
@@ -37,6 +42,7 @@ thread_local! {
         RefCell::new(Blocks {
             layout: None,
             free: Vec::new(),
+            low: 0,
         })
     };
 }
@@ -46,7 +52,11 @@ fn take(layout: Layout) -> NonNull<u8> {
     let kept = BLOCKS.with(|b| {
         let mut b = b.borrow_mut();
         match b.layout == Some(layout) {
-            true => b.free.pop(),
+            true => {
+                let block = b.free.pop();
+                b.low = b.low.min(b.free.len());
+                block
+            }
             false => None,
         }
     });
@@ -74,6 +84,27 @@ fn give(block: NonNull<u8>, layout: Layout) {
         // SAFETY: `block` was allocated with `layout` and is no longer in use.
         unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
     }
+}
+
+/// Frees this thread's blocks that stayed unused since the last call (all but [`RESERVE`]), so that the blocks of a
+/// peak's bursts go back once it has passed; called on the shard's tick, never per request. The bytes freed.
+pub(crate) fn trim() -> usize {
+    BLOCKS
+        .try_with(|b| {
+            let mut b = b.borrow_mut();
+            let Some(layout) = b.layout else {
+                return 0;
+            };
+            let free = b.low.min(b.free.len()).saturating_sub(RESERVE);
+            // the unused ones are at the bottom (taken and given at the top)
+            for block in b.free.drain(..free) {
+                // SAFETY: each kept block was allocated with `layout` and is not in use.
+                unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
+            }
+            b.low = b.free.len();
+            free * layout.size()
+        })
+        .unwrap_or(0)
 }
 
 /// A future running in a block of the thread's free list; the block goes back when it is dropped.
@@ -178,5 +209,26 @@ mod tests {
         assert_eq!(dropped.get(), 3, "a burst dropped unfinished drops its future");
         let kept = BLOCKS.with(|b| b.borrow().free.len());
         assert_eq!(kept, 2);
+    }
+
+    #[test]
+    fn a_peaks_blocks_are_freed_once_it_has_passed() {
+        let dropped = Rc::new(std::cell::Cell::new(0));
+        let make = || TwoPolls {
+            polled: false,
+            dropped: Rc::clone(&dropped),
+            _pad: [0; 64],
+        };
+        let size = Layout::new::<TwoPolls>().size();
+        let peak: Vec<_> = (0..20).map(|_| Burst::new(make)).collect();
+        drop(peak);
+        // the tick during the peak frees nothing; the next one all but the reserve
+        assert_eq!(trim(), 0);
+        let steady = Burst::new(make);
+        drop(steady);
+        assert_eq!(trim(), (20 - 1 - RESERVE) * size);
+        assert_eq!(BLOCKS.with(|b| b.borrow().free.len()), RESERVE + 1);
+        assert_eq!(trim(), size);
+        assert_eq!(trim(), 0);
     }
 }

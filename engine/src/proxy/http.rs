@@ -98,9 +98,27 @@ pub(super) struct OpenConn<R: Runtime> {
     at: ConnSnapshot,
     progress: ConnProgress,
     /// `keepalive_timeout` for the next wait: the last request's location's (none yet: the default server's).
-    keepalive: Option<Duration>,
+    keepalive: KeepaliveMs,
     /// Plain HTTP on a TLS address.
     to_https: bool,
+}
+
+/// A `keepalive_timeout` in milliseconds (nginx's unit), or none yet: 4 bytes where an `Option<Duration>` takes 16
+/// (an idle connection keeps it, and a glommio task over 512 bytes takes jemalloc's 640-byte class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KeepaliveMs(u32);
+
+impl KeepaliveMs {
+    const NONE: KeepaliveMs = KeepaliveMs(u32::MAX);
+
+    /// `d` in milliseconds (up to 49 days).
+    fn of(d: Duration) -> Self {
+        KeepaliveMs(u32::try_from(d.as_millis()).unwrap_or(u32::MAX - 1))
+    }
+
+    fn get(self) -> Option<Duration> {
+        (self != Self::NONE).then(|| Duration::from_millis(u64::from(self.0)))
+    }
 }
 
 /// How a burst of requests ended.
@@ -223,14 +241,14 @@ async fn open<R: Runtime>(slot: &mut ConnSlot<R>) -> bool {
         vars,
         phase,
     };
-    if at.snap.http_ports.get(at.port).is_some_and(|p| p.proxy_protocol) && !conn.proxy_header(&at).await {
+    if at.snap.http_ports.get(at.port()).is_some_and(|p| p.proxy_protocol) && !conn.proxy_header(&at).await {
         conn.shard.give_buffers(conn.bufs);
         return false;
     }
     if let Some(h2) = at
         .snap
         .http_ports
-        .get(at.port)
+        .get(at.port())
         .and_then(|p| p.http2)
         .filter(|_| !to_https)
     {
@@ -268,7 +286,7 @@ impl<R: Runtime> OpenConn<R> {
                 served: 0,
                 started: Instant::now(),
             },
-            keepalive: None,
+            keepalive: KeepaliveMs::NONE,
             to_https,
         }
     }
@@ -277,7 +295,7 @@ impl<R: Runtime> OpenConn<R> {
     /// before the first request what is left of the default server's `client_header_timeout` (nginx's wait for the
     /// first bytes, which its head's timer goes on from).
     fn next_wait(&self) -> Duration {
-        self.keepalive.unwrap_or_else(|| {
+        self.keepalive.get().unwrap_or_else(|| {
             let header = self.at.defaults().client_header_timeout;
             header.saturating_sub(self.progress.started.elapsed())
         })
@@ -300,10 +318,10 @@ impl<R: Runtime> OpenConn<R> {
             let step = loop {
                 let defaults = at.defaults();
                 let waits = HeadWaits {
-                    idle: idle.unwrap_or(defaults.keepalive_timeout),
+                    idle: idle.get().unwrap_or(defaults.keepalive_timeout),
                     head: defaults.client_header_timeout,
                 };
-                match conn.next_request(&at.snap, at.port, *progress, waits, &mut req).await {
+                match conn.next_request(&at.snap, at.port(), *progress, waits, &mut req).await {
                     // The first bytes of a request after a keepalive wait: it runs on the config running now (the
                     // head is routed again, nothing of it consumed yet).
                     Next::Arrived => at.refresh(&conn.shard),
@@ -318,7 +336,7 @@ impl<R: Runtime> OpenConn<R> {
                         let read = conn.bufs.client.readable();
                         let requests = progress.served + 1;
                         let log = &mut conn.bufs.log;
-                        super::request_log::begin_refused(snap, at.port, conn.vars, read, requests, log);
+                        super::request_log::begin_refused(snap, at.port(), conn.vars, read, requests, log);
                     }
                     conn.refuse(r, at.defaults().send_timeout).await;
                     conn.shard.log_request(snap, &mut conn.bufs.log);
@@ -359,13 +377,13 @@ impl<R: Runtime> OpenConn<R> {
             if conn.bufs.pages.state.pending.is_some() {
                 // a proxied error (or intercepted answer) with an error page, out of line (boxed: the plain path's
                 // future keeps its shape)
-                keep = Box::pin(conn.serve_pending(snap, at.port, *progress, &req)).await;
+                keep = Box::pin(conn.serve_pending(snap, at.port(), *progress, &req)).await;
             }
             conn.shard.log_request(snap, &mut conn.bufs.log);
             if conn.bufs.limited {
                 conn.bufs.end_limits();
             }
-            *idle = Some(req.timeouts.keepalive);
+            *idle = KeepaliveMs::of(req.timeouts.keepalive);
             if !keep || conn.shard.draining() {
                 // how the connection closes after this answer: nginx's lingering close, and whether it had a body
                 conn.bufs.linger = (!keep).then_some((req.lingering, req.body != BodyFraming::None));

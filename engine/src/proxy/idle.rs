@@ -296,8 +296,9 @@ mod tests {
         assert!(conn.0 <= 256 && conn.1 <= 320, "{conn:?}");
         assert!(wait.0 <= 96 && wait.1 <= 96, "{wait:?}");
         // tokio's task is a 104-byte cell around the future (with the 8-byte counting wrapper), aligned to 128:
-        // up to 408 bytes it is 512
-        assert!(serve.0 <= 400 && serve.1 <= 512, "{serve:?}");
+        // up to 400 bytes it is 512; glommio's is 48 bytes around it and the wrapper: up to 456 bytes it takes
+        // jemalloc's 512-byte class, past it the 640-byte one
+        assert!(serve.0 <= 400 && serve.1 <= 456, "{serve:?}");
         // a burst's future is not an idle connection's (bound: it must not grow)
         assert!(burst.0 <= 16 * 1024 && burst.1 <= 16 * 1024, "{burst:?}");
     }

@@ -39,3 +39,6 @@ pub mod try_clock;
 pub mod udp;
 mod upgrade;
 mod var_pass;
+
+pub(crate) use burst::trim as trim_bursts;
+pub(crate) use h2::trim_relays;

@@ -20,7 +20,7 @@ pub async fn open<R: Runtime>(
     bufs: &mut Buffers,
     counters: &ShardSlot,
 ) -> Option<(R::Conn, bool)> {
-    let Some(config) = at.snap.http_ports.get(at.port).and_then(|p| p.tls.as_ref()) else {
+    let Some(config) = at.snap.http_ports.get(at.port()).and_then(|p| p.tls.as_ref()) else {
         bufs.tls = None;
         return Some((sock, false));
     };

@@ -141,8 +141,10 @@ impl Tcp for GlommioConn {
     }
 }
 
-/// A glommio listener on a socket bound with `SO_REUSEPORT`, or on the shard's descriptor of a unix-domain socket
-/// (`Some` token): glommio's TCP listener accepts through io_uring with no TCP-only call, so it serves both.
+/// A glommio listener on the shard's duplicate of a shared TCP socket, on its own socket bound with `SO_REUSEPORT`,
+/// or on the shard's descriptor of a unix-domain socket (`Some` token): glommio's TCP listener accepts through
+/// io_uring with no TCP-only call, so it serves all three. On a shared socket each shard's ring has an accept in
+/// flight, and the kernel completes one of them per connection.
 pub struct GlommioListener(TcpListener, Option<SocketAddr>);
 
 impl Listener for GlommioListener {
@@ -254,6 +256,15 @@ impl Runtime for Glommio {
         // SAFETY: the fd is a bound, listening TCP socket whose ownership moves into glommio's listener.
         Ok(GlommioListener(
             unsafe { TcpListener::from_raw_fd(std_listener.into_raw_fd()) },
+            None,
+        ))
+    }
+
+    fn listen_shared(sock: std::net::TcpListener) -> io::Result<GlommioListener> {
+        // SAFETY: the fd is the shard's own duplicate of a bound, listening TCP socket; its ownership moves into
+        // glommio's listener.
+        Ok(GlommioListener(
+            unsafe { TcpListener::from_raw_fd(sock.into_raw_fd()) },
             None,
         ))
     }

@@ -6,6 +6,8 @@ pub mod glommio_rt;
 pub mod iobuf;
 pub mod pipe;
 pub mod pktinfo;
+pub mod shared_listen;
+pub mod sys;
 pub mod tls_stream;
 pub mod tokio_io;
 pub mod tokio_rt;
@@ -20,7 +22,8 @@ use std::time::Duration;
 
 /// A connected TCP stream of some runtime. Reads and writes go through `futures_lite`'s `AsyncRead`/`AsyncWrite`
 /// (both runtimes' streams are readiness-based, so a dropped read or write future loses nothing); `poll_close`
-/// shuts the write half down (a half-close).
+/// shuts the write half down (a half-close). A read only writes into the buffer it is given, never reads it
+/// ([`tokio_io::TokioIo`] hands it memory not yet initialized).
 pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
     /// Sets `TCP_NODELAY`.
     fn set_nodelay(&self, on: bool) -> io::Result<()>;
@@ -71,7 +74,8 @@ pub trait Conn: AsyncRead + AsyncWrite + Unpin + 'static {
         Self: Sized;
 }
 
-/// A listening socket of some runtime, bound with `SO_REUSEPORT` so every shard has its own.
+/// A listening socket of some runtime: the shard's duplicate of a socket the shards share
+/// ([`shared_listen`], [`unix`]), or its own socket bound with `SO_REUSEPORT` (`listen ... reuseport`).
 pub trait Listener: 'static {
     type Conn: Conn;
     /// Accepts one connection, with the client's address.
@@ -168,8 +172,13 @@ pub trait Runtime: Sized + 'static {
     /// Completes after `d`.
     fn sleep(d: Duration) -> impl Future<Output = ()>;
 
-    /// Binds a listener with `SO_REUSEPORT` (and `SO_REUSEADDR`) on the current shard.
+    /// Binds a listener with `SO_REUSEPORT` (and `SO_REUSEADDR`) on the current shard (`listen ... reuseport`); for
+    /// a unix-domain address, the shard's duplicate of the process's socket ([`unix`]).
     fn bind(addr: SocketAddr, backlog: i32, buffers: SocketOptions) -> io::Result<Self::Listener>;
+
+    /// Accepts on `sock`, the current shard's duplicate of a TCP listening socket the shards share
+    /// ([`shared_listen`]).
+    fn listen_shared(sock: std::net::TcpListener) -> io::Result<Self::Listener>;
 
     /// Connects to `addr`, failing with `TimedOut` after `timeout`.
     fn connect(addr: SocketAddr, timeout: Duration) -> impl Future<Output = io::Result<Self::Conn>>;

@@ -52,10 +52,70 @@ pub struct PipeEnd {
     local: SocketAddr,
 }
 
+/// Lane buffers a thread keeps from pipes that ended, for the next ones (each at most its pipe's `cap`): an HTTP/2
+/// stream's pipe then grows no buffer.
+const SPARE_LANES: usize = 32;
+
+/// Lane buffers kept however long they stay unused.
+const RESERVE: usize = 4;
+
+/// A thread's spare lane buffers, and the fewest the list held since the last [`trim`].
+struct Spares {
+    free: Vec<VecDeque<u8>>,
+    low: usize,
+}
+
+thread_local! {
+    static SPARES: RefCell<Spares> = const { RefCell::new(Spares { free: Vec::new(), low: 0 }) };
+}
+
+fn spare_lane() -> Lane {
+    let bytes = SPARES.with(|s| {
+        let mut s = s.borrow_mut();
+        let b = s.free.pop();
+        s.low = s.low.min(s.free.len());
+        b
+    });
+    Lane {
+        bytes: bytes.unwrap_or_default(),
+        ..Lane::default()
+    }
+}
+
+/// Frees this thread's spare lane buffers that stayed unused since the last call (all but [`RESERVE`]): what a
+/// peak of HTTP/2 streams needed, once it has passed; called on the shard's tick. The bytes freed.
+pub fn trim() -> usize {
+    SPARES
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            let unused = s.low.min(s.free.len()).saturating_sub(RESERVE);
+            // the unused ones are at the bottom (taken and given at the top)
+            let bytes = s.free.drain(..unused).map(|b| b.capacity()).sum();
+            s.low = s.free.len();
+            bytes
+        })
+        .unwrap_or(0)
+}
+
+impl Drop for Lanes {
+    fn drop(&mut self) {
+        SPARES.with(|s| {
+            let mut s = s.borrow_mut();
+            for lane in &mut self.lanes {
+                if s.free.len() < SPARE_LANES && lane.bytes.capacity() > 0 && lane.bytes.capacity() <= self.cap {
+                    let mut bytes = std::mem::take(&mut lane.bytes);
+                    bytes.clear();
+                    s.free.push(bytes);
+                }
+            }
+        });
+    }
+}
+
 /// A pipe holding at most `cap` bytes each way; both ends report `local` as their local address.
 pub fn pipe(cap: usize, local: SocketAddr) -> (PipeEnd, PipeEnd) {
     let shared = Rc::new(RefCell::new(Lanes {
-        lanes: [Lane::default(), Lane::default()],
+        lanes: [spare_lane(), spare_lane()],
         cap: cap.max(1),
     }));
     let a = PipeEnd {
@@ -88,6 +148,28 @@ impl PipeEnd {
         let first = n.min(front.len());
         buf[..first].copy_from_slice(&front[..first]);
         buf[first..n].copy_from_slice(&back[..n - first]);
+        lane.bytes.drain(..n);
+        lane.wake_writer();
+        Poll::Ready(Ok(n))
+    }
+
+    /// Appends what the other end wrote (at most `max` bytes) to `out` (0: it shut its side down and everything
+    /// was read): a read that needs no zeroed buffer.
+    pub fn poll_read_append(&self, cx: &mut Context<'_>, out: &mut Vec<u8>, max: usize) -> Poll<io::Result<usize>> {
+        let mut s = self.shared.borrow_mut();
+        let lane = &mut s.lanes[1 - self.side];
+        if lane.bytes.is_empty() {
+            if lane.shut || max == 0 {
+                return Poll::Ready(Ok(0));
+            }
+            lane.reader = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let n = max.min(lane.bytes.len());
+        let (front, back) = lane.bytes.as_slices();
+        let first = n.min(front.len());
+        out.extend_from_slice(&front[..first]);
+        out.extend_from_slice(&back[..n - first]);
         lane.bytes.drain(..n);
         lane.wake_writer();
         Poll::Ready(Ok(n))
@@ -127,6 +209,11 @@ impl PipeEnd {
             buf = &buf[n..];
         }
         Ok(())
+    }
+
+    /// Appends at most `max` bytes to `out` (0: the end of the stream).
+    pub async fn read_append(&self, out: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+        std::future::poll_fn(|cx| self.poll_read_append(cx, out, max)).await
     }
 
     /// Reads into `buf` (0: the end of the stream).
@@ -175,6 +262,56 @@ mod tests {
             let ((), got) = futures_lite::future::zip(writer, reader).await;
             assert_eq!(got, b"hello world");
         });
+    }
+
+    #[test]
+    fn appended_reads_take_at_most_max_and_see_the_end() {
+        let (a, b) = pipe(64, "127.0.0.1:1".parse().unwrap());
+        futures_lite::future::block_on(async {
+            a.write_all(b"hello world").await.unwrap();
+            a.shutdown();
+            let mut out = b"> ".to_vec();
+            assert_eq!(b.read_append(&mut out, 5).await.unwrap(), 5);
+            assert_eq!(out, b"> hello");
+            assert_eq!(b.read_append(&mut out, 100).await.unwrap(), 6);
+            assert_eq!(out, b"> hello world");
+            assert_eq!(b.read_append(&mut out, 100).await.unwrap(), 0);
+        });
+    }
+
+    #[test]
+    fn an_ended_pipe_leaves_its_lanes_for_the_next() {
+        let before = SPARES.with(|s| s.borrow().free.len());
+        let (a, b) = pipe(64, "127.0.0.1:1".parse().unwrap());
+        futures_lite::future::block_on(a.write_all(b"x")).unwrap();
+        drop((a, b));
+        assert_eq!(SPARES.with(|s| s.borrow().free.len()), before + 1);
+        let (a, _b) = pipe(64, "127.0.0.1:1".parse().unwrap());
+        assert_eq!(SPARES.with(|s| s.borrow().free.len()), before.saturating_sub(1));
+        assert!(a
+            .shared
+            .borrow()
+            .lanes
+            .iter()
+            .any(|l| l.bytes.capacity() > 0 && l.bytes.is_empty()));
+    }
+
+    #[test]
+    fn lanes_unused_since_the_last_trim_are_freed_but_a_reserve() {
+        let pipes: Vec<_> = (0..10).map(|_| pipe(64, "127.0.0.1:1".parse().unwrap())).collect();
+        for (a, _) in &pipes {
+            futures_lite::future::block_on(a.write_all(b"x")).unwrap();
+        }
+        drop(pipes);
+        assert_eq!(SPARES.with(|s| s.borrow().free.len()), 10);
+        // the first trim sees them all taken since the last one (the low mark starts at 0): none freed
+        assert_eq!(trim(), 0);
+        // then unused for a whole tick: all but the reserve go
+        assert!(trim() > 0);
+        assert_eq!(SPARES.with(|s| s.borrow().free.len()), RESERVE);
+        // one taken and given back: the low mark is below the reserve, nothing more goes
+        drop(pipe(64, "127.0.0.1:1".parse().unwrap()));
+        assert_eq!(trim(), 0);
     }
 
     #[test]

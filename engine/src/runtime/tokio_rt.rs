@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead as TokioRead, AsyncWrite as TokioWrite, ReadBuf};
+use tokio::io::AsyncWrite as TokioWrite;
 
 /// The tokio runtime marker.
 #[derive(Debug, Clone, Copy, Default)]
@@ -22,20 +22,51 @@ pub struct Tokio;
 #[derive(Debug)]
 pub struct TokioConn(tokio::net::TcpStream, Option<Box<SocketAddr>>);
 
+// reads and writes as tokio's own `poll_read`/`poll_write` do them (readiness, then the call, readiness cleared
+// on `EAGAIN`, and after a short read or write, which says the socket has no more for now: no call that would only
+// say `EAGAIN`), with the calls made bare ([`super::sys`])
 impl AsyncRead for TokioConn {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        let mut rb = ReadBuf::new(buf);
-        match Pin::new(&mut self.0).poll_read(cx, &mut rb) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(rb.filled().len())),
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.0);
+        poll_io(&self.0, cx, tokio::io::Interest::READABLE, buf.len(), || {
+            super::sys::recv(fd, buf)
+        })
+    }
+}
+
+/// One read or write of at most `len` bytes on `s` when it is ready for `interest`.
+fn poll_io(
+    s: &tokio::net::TcpStream,
+    cx: &mut Context<'_>,
+    interest: tokio::io::Interest,
+    len: usize,
+    mut call: impl FnMut() -> io::Result<usize>,
+) -> Poll<io::Result<usize>> {
+    loop {
+        let ready = match interest.is_readable() {
+            true => s.poll_read_ready(cx),
+            false => s.poll_write_ready(cx),
+        };
+        std::task::ready!(ready)?;
+        match s.try_io(interest, &mut call) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Ok(n) if n > 0 && n < len => {
+                // the readiness is cleared as an `EAGAIN` clears it: the shard's runtime is current-thread, so
+                // only this thread's next driver turn sets it again, and nothing came between the call and this
+                let _ = s.try_io(interest, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
+                return Poll::Ready(Ok(n));
+            }
+            done => return Poll::Ready(done),
         }
     }
 }
 
 impl AsyncWrite for TokioConn {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.0);
+        poll_io(&self.0, cx, tokio::io::Interest::WRITABLE, buf.len(), || {
+            super::sys::send(fd, buf)
+        })
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -92,7 +123,8 @@ impl Tcp for TokioConn {
     }
 }
 
-/// A tokio listener: a TCP one bound with `SO_REUSEPORT`, or the shard's descriptor of a unix-domain socket
+/// A tokio listener: a TCP one (the shard's duplicate of a shared socket, or its own bound with `SO_REUSEPORT`), or
+/// the shard's descriptor of a unix-domain socket
 /// ([`super::unix`]) with its token.
 #[derive(Debug)]
 pub enum TokioListener {
@@ -223,6 +255,10 @@ impl Runtime for Tokio {
         let std = reuseport_socket(addr, backlog)?;
         super::set_buffers(&std, buffers, addr);
         Ok(TokioListener::Tcp(tokio::net::TcpListener::from_std(std)?))
+    }
+
+    fn listen_shared(sock: std::net::TcpListener) -> io::Result<TokioListener> {
+        tokio::net::TcpListener::from_std(sock).map(TokioListener::Tcp)
     }
 
     fn udp_connect(addr: SocketAddr) -> io::Result<TokioUdp> {

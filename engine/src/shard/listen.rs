@@ -10,8 +10,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Listen backlog (nginx's default 511).
-const BACKLOG: i32 = 511;
+use crate::runtime::shared_listen::{SharedListeners, BACKLOG};
 
 /// Tells one accept loop to close its listener (a reload removed the address).
 #[derive(Default)]
@@ -39,13 +38,23 @@ pub(super) enum Bound<R: Runtime> {
     Udp(R::UdpListener),
 }
 
-/// Binds `addr` for `role` the way every shard does (`SO_REUSEPORT`), with the backlog and buffer sizes `snap`
-/// gives it.
-fn bind<R: Runtime>(snap: &Snapshot, addr: SocketAddr, role: Role) -> std::io::Result<Bound<R>> {
+/// The shard's listener of `addr` for `role`, with the backlog and buffer sizes `snap` gives it: its duplicate of
+/// the socket the shards share (TCP), or its own socket bound with `SO_REUSEPORT` (`listen ... reuseport`, and UDP:
+/// the kernel keeps a client's datagrams on one shard, where its session lives). A unix-domain address is always
+/// shared (the runtime's `bind` takes the process's socket).
+fn bind<R: Runtime>(
+    snap: &Snapshot,
+    shared: &SharedListeners,
+    addr: SocketAddr,
+    role: Role,
+) -> std::io::Result<Bound<R>> {
     let options = snap.listen_options(addr, role);
     match role {
         Role::Udp => R::bind_udp(addr, options).map(Bound::Udp),
-        Role::Http | Role::Stream => R::bind(addr, options.backlog.unwrap_or(BACKLOG), options).map(Bound::Tcp),
+        _ if options.reuseport || crate::config::unix_addr::is_unix(&addr) => {
+            R::bind(addr, options.backlog.unwrap_or(BACKLOG), options).map(Bound::Tcp)
+        }
+        Role::Http | Role::Stream => R::listen_shared(shared.duplicate(addr, options)?).map(Bound::Tcp),
     }
 }
 
@@ -62,10 +71,13 @@ fn wanted(snap: &Snapshot) -> Vec<(SocketAddr, Role)> {
 
 impl Listeners {
     /// Binds every listen address of `snap` (before the shard reports ready: a failure stops the start).
-    pub(super) fn bind_all<R: Runtime>(snap: &Snapshot) -> Result<Vec<(SocketAddr, Role, Bound<R>)>, StartError> {
+    pub(super) fn bind_all<R: Runtime>(
+        snap: &Snapshot,
+        shared: &SharedListeners,
+    ) -> Result<Vec<(SocketAddr, Role, Bound<R>)>, StartError> {
         wanted(snap)
             .into_iter()
-            .map(|(addr, role)| match bind::<R>(snap, addr, role) {
+            .map(|(addr, role)| match bind::<R>(snap, shared, addr, role) {
                 Ok(l) => Ok((addr, role, l)),
                 Err(source) => Err(StartError::Bind { addr, source }),
             })
@@ -120,7 +132,7 @@ impl Listeners {
             if self.open.iter().any(|(a, r, _)| (*a, *r) == (addr, role)) {
                 continue;
             }
-            match bind::<R>(&snap, addr, role) {
+            match bind::<R>(&snap, &shard.shared.control.listen_sockets, addr, role) {
                 Ok(l) => self.accept_on::<R>(shard, addr, role, l),
                 Err(e) => crate::log!(
                     crate::log::Level::Emerg,

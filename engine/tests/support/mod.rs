@@ -27,12 +27,12 @@ use std::time::Duration;
 static HELD: Mutex<Vec<socket2::Socket>> = Mutex::new(Vec::new());
 
 /// A loopback port held for the life of the test process by a TCP socket bound to it that never listens, with
-/// SO_REUSEADDR off and SO_REUSEPORT as given. A port that was bound and released could be given to another test
+/// SO_REUSEADDR and SO_REUSEPORT both as given. A port that was bound and released could be given to another test
 /// running at the same time (its backend, or its proxy, which would then share the port by SO_REUSEPORT).
 fn held_port(reuse_port: bool) -> SocketAddr {
     use socket2::{Domain, Protocol, Socket, Type};
     let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).expect("socket");
-    sock.set_reuse_address(false).expect("SO_REUSEADDR off");
+    sock.set_reuse_address(reuse_port).expect("SO_REUSEADDR");
     sock.set_reuse_port(reuse_port).expect("SO_REUSEPORT");
     sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
         .expect("bind a test port");
@@ -45,9 +45,10 @@ fn held_port(reuse_port: bool) -> SocketAddr {
     addr
 }
 
-/// A loopback address for a proxy to listen on, for the life of the test process: its holder has SO_REUSEPORT, so
-/// the shards' listeners (SO_REUSEPORT, same user) bind beside it, while no socket without SO_REUSEPORT can have the
-/// port, and no port chosen by the kernel (`:0`, with SO_REUSEPORT or not) is ever this one.
+/// A loopback address for a proxy to listen on, for the life of the test process: its holder has SO_REUSEADDR and
+/// SO_REUSEPORT, so the proxy's listeners bind beside it (a socket the shards share has SO_REUSEADDR, a `reuseport`
+/// one both), while a socket with neither cannot have the port, and no port chosen by the kernel (`:0`) is ever
+/// this one.
 pub fn free_addr() -> SocketAddr {
     held_port(true)
 }

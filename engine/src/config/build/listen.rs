@@ -59,7 +59,10 @@ fn not_supported(p: &str, d: &Directive) -> ConfigError {
 fn common_param(p: &str, d: &Directive, out: &mut Params, refused: &[&str]) -> Result<bool, ConfigError> {
     if p == "proxy_protocol" {
         out.proxy_protocol = true;
-    } else if p == "bind" || p == "reuseport" {
+    } else if p == "bind" {
+        out.options = true;
+    } else if p == "reuseport" {
+        out.socket.reuseport = true;
         out.options = true;
     } else if let Some((name, size)) = p.split_once('=').filter(|(n, _)| matches!(*n, "rcvbuf" | "sndbuf")) {
         // `ngx_parse_size`, kept as nginx's `int`
@@ -378,7 +381,7 @@ mod tests {
         let l = t.listen(&listen_directive("listen [::]:8080 default;"), 0).unwrap();
         assert!(l[0].default_server && !l[0].proxy_protocol);
         let l = t.listen(&listen_directive("listen 8081 proxy_protocol;"), 0).unwrap();
-        assert!(l[0].proxy_protocol);
+        assert!(l[0].proxy_protocol && !l[0].socket.reuseport);
         let l = t
             .listen(&listen_directive("listen 8082 sndbuf=64k rcvbuf=1m;"), 0)
             .unwrap();
@@ -396,7 +399,7 @@ mod tests {
     fn stream_duplicates_and_parameters() {
         let mut t = StreamListens::default();
         let d = listen_directive("listen 127.0.0.1:5000 reuseport;");
-        assert!(t.listen(&d, 0).is_ok());
+        assert!(t.listen(&d, 0).is_ok_and(|l| l[0].socket.reuseport));
         assert_eq!(
             err(t.listen(&d, 0)),
             "[emerg] a duplicate listen 127.0.0.1:5000 in t.conf:1"

@@ -5,10 +5,10 @@
 use crate::http::chunked::ChunkedDecoder;
 use crate::runtime::pipe::PipeEnd;
 use crate::runtime::{timeout, Runtime};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::SendStream;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 /// The largest answer head the flow writes that is relayed (corelb's own heads and an upstream's, rewritten,
@@ -54,12 +54,115 @@ enum Stop {
     Broken,
 }
 
+/// Bytes read from the pipe at most at a time.
+const READ: usize = 16 * 1024;
+/// Relay buffers a thread keeps between streams at most, and the largest inbox kept.
+const SPARE: usize = 32;
+
+/// A stream's relay buffers: what came from the pipe and is not used yet (`inbox[start..]`), and the DATA not
+/// sent yet. Taken from the thread's spares and given back, so that a stream neither allocates nor zeroes them.
+#[derive(Default)]
+struct Bufs {
+    inbox: Vec<u8>,
+    start: usize,
+    data: BytesMut,
+}
+
+/// A thread's spare relay buffers, and the fewest the list held since the last [`trim`].
+struct Spares {
+    free: Vec<Bufs>,
+    low: usize,
+}
+
+thread_local! {
+    static SPARES: RefCell<Spares> = const { RefCell::new(Spares { free: Vec::new(), low: 0 }) };
+}
+
+/// Relay buffers kept however long they stay unused.
+const RESERVE: usize = 4;
+
+/// Frees this thread's spare relay buffers that stayed unused since the last call (all but [`RESERVE`]): what a
+/// peak of streams needed, once it has passed; called on the shard's tick, never per stream. The bytes freed.
+pub(crate) fn trim() -> usize {
+    SPARES
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            let unused = s.low.min(s.free.len()).saturating_sub(RESERVE);
+            // the unused ones are at the bottom (taken and given at the top)
+            let bytes = s
+                .free
+                .drain(..unused)
+                .map(|b| b.inbox.capacity() + b.data.capacity())
+                .sum();
+            s.low = s.free.len();
+            bytes
+        })
+        .unwrap_or(0)
+}
+
+impl Bufs {
+    fn take() -> Bufs {
+        SPARES
+            .with(|s| {
+                let mut s = s.borrow_mut();
+                let b = s.free.pop();
+                s.low = s.low.min(s.free.len());
+                b
+            })
+            .unwrap_or_default()
+    }
+
+    /// Back to the thread's spares (emptied; one that grew for a large head is dropped).
+    fn give_back(mut self) {
+        if self.inbox.capacity() > READ * 2 {
+            return;
+        }
+        self.inbox.clear();
+        self.start = 0;
+        self.data.clear();
+        SPARES.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.free.len() < SPARE {
+                s.free.push(self);
+            }
+        });
+    }
+
+    /// The bytes read and not used yet.
+    fn pending(&self) -> &[u8] {
+        &self.inbox[self.start..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.inbox.len());
+        if self.start == self.inbox.len() {
+            self.inbox.clear();
+            self.start = 0;
+        }
+    }
+
+    /// Reads what the pipe has (at most `READ`) after the pending bytes; 0 at its end.
+    async fn fill(&mut self, pipe: &PipeEnd) -> std::io::Result<usize> {
+        if self.start > 0 {
+            self.inbox.drain(..self.start);
+            self.start = 0;
+        }
+        pipe.read_append(&mut self.inbox, READ).await
+    }
+}
+
 impl Relay<'_> {
     /// Reads the answer from the pipe and sends it on `respond`.
-    pub(super) async fn run<R: Runtime>(self, mut respond: SendResponse<Bytes>) -> Relayed {
-        let mut buf = Vec::with_capacity(4096);
-        let (response, body, rest) = loop {
-            match self.read_head(&mut buf).await {
+    pub(super) async fn run<R: Runtime>(self, respond: SendResponse<Bytes>) -> Relayed {
+        let mut bufs = Bufs::take();
+        let relayed = self.relay::<R>(respond, &mut bufs).await;
+        bufs.give_back();
+        relayed
+    }
+
+    async fn relay<R: Runtime>(&self, mut respond: SendResponse<Bytes>, bufs: &mut Bufs) -> Relayed {
+        let (response, body) = loop {
+            match self.read_head(bufs).await {
                 Ok(Some(parsed)) => break parsed,
                 // a `100 Continue` (or other 1xx): skipped
                 Ok(None) => continue,
@@ -78,7 +181,7 @@ impl Relay<'_> {
             return Relayed::Done;
         }
         let chunk = usize::try_from(self.chunk.get()).unwrap_or(usize::MAX).max(1);
-        match self.body::<R>(&mut send, body, &buf[rest..], chunk).await {
+        match self.body::<R>(&mut send, body, bufs, chunk).await {
             Ok(()) => Relayed::Done,
             Err(Stop::Peer) => Relayed::ResetByPeer,
             Err(Stop::Broken) => {
@@ -88,46 +191,45 @@ impl Relay<'_> {
         }
     }
 
-    /// Reads until `buf` holds a whole head: the response and its framing, with where its body starts in `buf`
-    /// (`None`: an interim 1xx answer, consumed).
-    async fn read_head(&self, buf: &mut Vec<u8>) -> Result<Option<(http::Response<()>, Body, usize)>, ()> {
+    /// Reads until the pending bytes hold a whole head, and consumes it: the response and its framing (`None`:
+    /// an interim 1xx answer).
+    async fn read_head(&self, bufs: &mut Bufs) -> Result<Option<(http::Response<()>, Body)>, ()> {
         loop {
-            if !buf.is_empty() {
+            let got = bufs.pending();
+            if !got.is_empty() {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
                 let mut parsed = httparse::Response::new(&mut headers);
-                match parsed.parse(buf) {
+                match parsed.parse(got) {
                     Ok(httparse::Status::Complete(n)) => {
                         let code = parsed.code.unwrap_or(502);
                         if (100..200).contains(&code) {
-                            buf.drain(..n);
+                            bufs.consume(n);
                             return Ok(None);
                         }
-                        let (response, body) = response_of(code, parsed.headers)?;
-                        return Ok(Some((response, body, n)));
+                        let response = response_of(code, parsed.headers, &got[..n]);
+                        bufs.consume(n);
+                        let (response, body) = response?;
+                        return Ok(Some((response, body)));
                     }
                     Ok(httparse::Status::Partial) => {}
                     Err(_) => return Err(()),
                 }
+                if got.len() >= MAX_HEAD {
+                    return Err(());
+                }
             }
-            if buf.len() >= MAX_HEAD {
-                return Err(());
-            }
-            let at = buf.len();
-            buf.resize(at + 4096, 0);
-            let n = self.pipe.read(&mut buf[at..]).await.map_err(drop)?;
-            buf.truncate(at + n);
-            if n == 0 {
+            if bufs.fill(self.pipe).await.map_err(drop)? == 0 {
                 return Err(());
             }
         }
     }
 
-    /// Sends the body: `first` (read with the head), then the rest from the pipe.
+    /// Sends the body: what was read with the head, then the rest from the pipe.
     async fn body<R: Runtime>(
         &self,
         send: &mut SendStream<Bytes>,
         body: Body,
-        first: &[u8],
+        bufs: &mut Bufs,
         chunk: usize,
     ) -> Result<(), Stop> {
         let mut left = match body {
@@ -135,19 +237,16 @@ impl Relay<'_> {
             _ => u64::MAX,
         };
         let mut chunks = ChunkedDecoder::new();
-        let mut data: Vec<u8> = Vec::with_capacity(chunk.min(64 * 1024));
-        let mut read = vec![0u8; chunk.clamp(4096, 16 * 1024)];
-        let mut pending = first.to_vec();
         // the flow was given its turn since the pipe was found empty
         let mut yielded = false;
         loop {
-            if pending.is_empty() {
+            if bufs.pending().is_empty() {
                 // a frame short of the chunk size waits only for bytes already there, and for what the flow
                 // writes when it gets its turn (it shares this task): then it goes out
-                let n = if data.is_empty() {
-                    self.pipe.read(&mut read).await.map_err(|_| Stop::Broken)?
+                let n = if bufs.data.is_empty() {
+                    bufs.fill(self.pipe).await.map_err(|_| Stop::Broken)?
                 } else {
-                    let now = futures_lite::future::poll_once(self.pipe.read(&mut read)).await;
+                    let now = futures_lite::future::poll_once(bufs.fill(self.pipe)).await;
                     match now {
                         Some(r) => r.map_err(|_| Stop::Broken)?,
                         None if !yielded => {
@@ -157,48 +256,46 @@ impl Relay<'_> {
                         }
                         None => {
                             yielded = false;
-                            self.send::<R>(send, std::mem::take(&mut data), false, chunk).await?;
+                            self.send::<R>(send, bufs.data.split().freeze(), false, chunk).await?;
                             continue;
                         }
                     }
                 };
                 yielded = false;
-                if n == 0 && !data.is_empty() {
-                    self.send::<R>(send, std::mem::take(&mut data), false, chunk).await?;
+                if n == 0 && !bufs.data.is_empty() {
+                    self.send::<R>(send, bufs.data.split().freeze(), false, chunk).await?;
                 }
                 if n == 0 {
                     // the end of the pipe ends a body read to its end; any other is cut short
                     return match body {
-                        Body::ToEnd => self.send::<R>(send, Vec::new(), true, chunk).await,
+                        Body::ToEnd => self.send::<R>(send, Bytes::new(), true, chunk).await,
                         _ => Err(Stop::Broken),
                     };
                 }
-                pending.extend_from_slice(&read[..n]);
             }
-            match body {
+            let Bufs { inbox, start, data } = &mut *bufs;
+            let pending = &inbox[*start..];
+            let (used, done) = match body {
                 Body::Chunked => {
                     let used = chunks
-                        .feed(&pending, |d| data.extend_from_slice(d))
+                        .feed(pending, |d| data.extend_from_slice(d))
                         .map_err(|_| Stop::Broken)?;
-                    pending.drain(..used.min(pending.len()));
-                    if chunks.is_done() {
-                        return self.send::<R>(send, std::mem::take(&mut data), true, chunk).await;
-                    }
+                    (used.min(pending.len()), chunks.is_done())
                 }
                 _ => {
                     let n = usize::try_from(left).unwrap_or(usize::MAX).min(pending.len());
                     data.extend_from_slice(&pending[..n]);
-                    pending.drain(..n);
                     left -= n as u64;
-                    if left == 0 {
-                        return self.send::<R>(send, std::mem::take(&mut data), true, chunk).await;
-                    }
+                    (n, left == 0)
                 }
+            };
+            bufs.consume(used);
+            if done {
+                return self.send::<R>(send, bufs.data.split().freeze(), true, chunk).await;
             }
-            while data.len() >= chunk {
-                let rest = data.split_off(chunk);
-                self.send::<R>(send, std::mem::replace(&mut data, rest), false, chunk)
-                    .await?;
+            while bufs.data.len() >= chunk {
+                let part = bufs.data.split_to(chunk).freeze();
+                self.send::<R>(send, part, false, chunk).await?;
             }
         }
     }
@@ -208,11 +305,10 @@ impl Relay<'_> {
     async fn send<R: Runtime>(
         &self,
         send: &mut SendStream<Bytes>,
-        data: Vec<u8>,
+        mut data: Bytes,
         end: bool,
         chunk: usize,
     ) -> Result<(), Stop> {
-        let mut data = Bytes::from(data);
         if data.is_empty() {
             return send.send_data(data, end).map_err(|_| Stop::Peer);
         }
@@ -250,8 +346,9 @@ fn hop_by_hop(name: &str) -> bool {
         || name.eq_ignore_ascii_case("upgrade")
 }
 
-/// The HTTP/2 response of a parsed HTTP/1.1 head, and how its body is framed.
-fn response_of(code: u16, headers: &[httparse::Header<'_>]) -> Result<(http::Response<()>, Body), ()> {
+/// The HTTP/2 response of a parsed HTTP/1.1 head (`raw`: the head's bytes, which `headers` point into), and how
+/// its body is framed. The header values are slices of one copy of the head, not a copy each.
+fn response_of(code: u16, headers: &[httparse::Header<'_>], raw: &[u8]) -> Result<(http::Response<()>, Body), ()> {
     let mut response = http::Response::new(());
     *response.status_mut() = http::StatusCode::from_u16(code).map_err(drop)?;
     let mut body = if code == 204 || code == 304 {
@@ -259,6 +356,8 @@ fn response_of(code: u16, headers: &[httparse::Header<'_>]) -> Result<(http::Res
     } else {
         Body::ToEnd
     };
+    let shared = Bytes::copy_from_slice(raw);
+    let base = raw.as_ptr() as usize;
     let map = response.headers_mut();
     for h in headers {
         if h.name.eq_ignore_ascii_case("transfer-encoding") {
@@ -280,7 +379,12 @@ fn response_of(code: u16, headers: &[httparse::Header<'_>]) -> Result<(http::Res
         let Ok(name) = http::HeaderName::from_bytes(h.name.as_bytes()) else {
             continue;
         };
-        let Ok(value) = http::HeaderValue::from_bytes(h.value) else {
+        // where the value lies in `raw` (httparse's slices are of it)
+        let at = (h.value.as_ptr() as usize).wrapping_sub(base);
+        let Some(end) = at.checked_add(h.value.len()).filter(|&e| e <= shared.len()) else {
+            continue;
+        };
+        let Ok(value) = http::HeaderValue::from_maybe_shared(shared.slice(at..end)) else {
             continue;
         };
         map.append(name, value);
@@ -296,7 +400,7 @@ mod tests {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut r = httparse::Response::new(&mut headers);
         r.parse(raw).unwrap();
-        response_of(r.code.unwrap(), r.headers).unwrap()
+        response_of(r.code.unwrap(), r.headers, raw).unwrap()
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! request path, not two). The connection's limits and the HTTP/2 attacks' bounds are here.
 
 mod answer;
+
+pub(crate) use answer::trim as trim_relays;
 mod frames;
 mod stream;
 
@@ -121,7 +123,8 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     } = conn;
     let read = bufs.client.readable().to_vec();
     bufs.client.consume(usize::MAX);
-    let facts = ConnFacts {
+    // shared by the streams (a clone each would copy the TLS facts' strings)
+    let facts = Rc::new(ConnFacts {
         remote: vars.peer,
         local: vars.local,
         listen: at.listen(),
@@ -132,11 +135,11 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
         connection: bufs.log.connection,
         chunk_size: conf.chunk_size as usize,
         preread: conf.body_preread_size as usize,
-    };
+    });
     let header_list = at
         .snap
         .servers
-        .get(at.snap.http_ports.get(at.port).map_or(0, |p| p.default_server))
+        .get(at.snap.http_ports.get(at.port()).map_or(0, |p| p.default_server))
         .map_or(32 * 1024, |s| {
             let b = s.client.large_client_header_buffers;
             b.capacity(s.client.client_header_buffer_size)
@@ -172,7 +175,7 @@ struct LoopCx<'a, R: Runtime> {
     shard: &'a Rc<Shard<R>>,
     at: &'a ConnSnapshot,
     conf: &'a Http2Conf,
-    facts: &'a ConnFacts,
+    facts: &'a Rc<ConnFacts>,
     watch: &'a frames::Watch,
     state: &'a Rc<ConnState>,
 }
@@ -306,12 +309,12 @@ enum Event<T> {
 fn spawn_stream<R: Runtime>(
     shard: &Rc<Shard<R>>,
     state: &Rc<ConnState>,
-    facts: &ConnFacts,
+    facts: &Rc<ConnFacts>,
     request: http::Request<h2::RecvStream>,
     respond: h2::server::SendResponse<Bytes>,
 ) {
     use futures_lite::FutureExt;
-    let (shard, state, facts) = (Rc::clone(shard), Rc::clone(state), facts.clone());
+    let (shard, state, facts) = (Rc::clone(shard), Rc::clone(state), Rc::clone(facts));
     state.active.set(state.active.get() + 1);
     R::spawn(async move {
         let run = std::panic::AssertUnwindSafe(stream::serve(&shard, &facts, request, respond));

@@ -138,7 +138,7 @@ fn body_timeout(at: &ConnSnapshot) -> std::time::Duration {
     let server = at
         .snap
         .http_ports
-        .get(at.port)
+        .get(at.port())
         .and_then(|p| at.snap.servers.get(p.default_server));
     server.map_or(std::time::Duration::from_secs(60), |s| s.client.client_body_timeout)
 }
