@@ -4,6 +4,10 @@
 An edge A -> B is any `crate::B` path in a non-test line of a file under module A (`engine/src/A.rs` or
 `engine/src/A/**`). Comments, doc comments and `#[cfg(test)]` modules are left out. Prints the layer order
 (sinks first) on success; with --edges, every edge with one file:line that makes it.
+
+Also fails when a module other than those of XDP_USERS names the `corelb_xdp` crate (the XDP data path's program
+and loader): the config reads `listen ... xdp=` (config/build/xdp.rs), the `l4` control thread drives the program,
+and everything else reaches the data path through `l4`.
 """
 import os
 import re
@@ -11,6 +15,8 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "engine", "src")
 ACCEPTED = {frozenset({"proxy", "shard"})}
+XDP_USERS = {"config", "l4"}
+XDP_PATH = re.compile(r"\bcorelb_xdp::")
 PATH = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
 USE_GROUP = re.compile(r"\buse\s+crate::\{([^;]*)\}", re.S)
 
@@ -117,6 +123,24 @@ def graph(root=ROOT):
     return edges
 
 
+def xdp_strays(root=ROOT):
+    """file:line of each `corelb_xdp::` outside the modules of XDP_USERS (code lines only)."""
+    out = []
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            if not f.endswith(".rs"):
+                continue
+            path = os.path.join(dirpath, f)
+            rel = os.path.relpath(path, root)
+            if top_module(rel) in XDP_USERS:
+                continue
+            with open(path, encoding="utf-8") as fh:
+                for n, c in code_lines(fh.read()):
+                    if XDP_PATH.search(c):
+                        out.append(f"{os.path.join('engine/src', rel)}:{n}")
+    return out
+
+
 def sccs(nodes, edges):
     index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
 
@@ -184,6 +208,11 @@ def main():
         for s in sorted(edges):
             for d, where in sorted(edges[s].items()):
                 print(f"{s} -> {d}  ({where})")
+    strays = xdp_strays()
+    for where in strays:
+        print(f"corelb_xdp used outside {sorted(XDP_USERS)}: {where}", file=sys.stderr)
+    if strays:
+        return 1
     if bad:
         for c in bad:
             print("engine module cycle: " + " ".join(sorted(c)), file=sys.stderr)

@@ -103,6 +103,7 @@ fn reading(peers: usize) -> Reading {
         stream: Vec::new(),
         resolvers: Vec::new(),
         names: Vec::new(),
+        xdp: Vec::new(),
     }
 }
 

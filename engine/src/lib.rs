@@ -36,6 +36,7 @@ pub mod control;
 pub mod state;
 
 pub mod admin;
+pub mod l4;
 pub mod resolve;
 pub mod runtime;
 pub mod tls;

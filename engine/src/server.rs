@@ -40,6 +40,9 @@ pub enum ServeError {
     NofileLimit(io::Error),
     #[error("could not serve as the \"user\" account ({0})")]
     User(io::Error),
+    /// The XDP data path could not start (`listen ... xdp=`).
+    #[error("{0}")]
+    Xdp(String),
 }
 
 impl ServeError {
@@ -53,7 +56,8 @@ impl ServeError {
             | ServeError::ErrorLog { .. }
             | ServeError::Health(_)
             | ServeError::NofileLimit(_)
-            | ServeError::User(_) => 3,
+            | ServeError::User(_)
+            | ServeError::Xdp(_) => 3,
         }
     }
 }
@@ -102,11 +106,15 @@ pub fn choose_runtime(
 pub struct Running {
     pub shared: Arc<Shared>,
     handles: Vec<JoinHandle<io::Result<()>>>,
+    /// The XDP data path, while the config has a VIP (started with the first one, see [`Running::follow_l4`]).
+    l4: Option<crate::l4::L4Path>,
 }
 
 impl Running {
     /// Graceful stop: no new connections, in-flight requests finish; returns when every shard has ended.
-    pub fn drain_and_join(self) {
+    pub fn drain_and_join(mut self) {
+        // The kernel path stops taking flows at once (its established flows end with the process anyway).
+        self.l4 = None;
         // Probes in flight end within their timeouts; the shards drain meanwhile.
         self.shared.control.signal_stop();
         self.shared.drain();
@@ -131,6 +139,16 @@ impl Running {
         }
     }
 
+    /// Starts the XDP data path once a reload brought the first VIP (its thread follows every later change).
+    pub fn follow_l4(&mut self) {
+        if self.l4.is_none() {
+            match crate::l4::L4Path::start(&self.shared) {
+                Ok(l4) => self.l4 = l4,
+                Err(e) => crate::log_error!("{e}"),
+            }
+        }
+    }
+
     /// Number of shards.
     pub fn shards(&self) -> usize {
         self.handles.len()
@@ -152,12 +170,13 @@ pub fn start(config: Config, runtime: RuntimeKind) -> Result<Running, ServeError
         .control
         .start_health(shared.snapshot.load_full())
         .map_err(ServeError::Health)?;
+    let l4 = crate::l4::L4Path::start(&shared).map_err(ServeError::Xdp)?;
     let pinned: Vec<Option<usize>> = cpus.into_iter().map(Some).collect();
     let handles = match runtime {
         RuntimeKind::Tokio => shard::start::<Tokio>(&shared, &pinned)?,
         RuntimeKind::Glommio => shard::start::<Glommio>(&shared, &pinned)?,
     };
-    Ok(Running { shared, handles })
+    Ok(Running { shared, handles, l4 })
 }
 
 /// Signals the process acts on.
@@ -239,7 +258,7 @@ pub fn run(config: Config, runtime: RuntimeKind, startup: &Startup) -> Result<u8
     block_signals();
     crate::process::set_nofile_limit(&config.main).map_err(ServeError::NofileLimit)?;
     let main = config.main.clone();
-    let running = start(config, runtime)?;
+    let mut running = start(config, runtime)?;
     if let Some(p) = &files.pid {
         write_pid(p)?;
     }
@@ -250,7 +269,10 @@ pub fn run(config: Config, runtime: RuntimeKind, startup: &Startup) -> Result<u8
     let stop = loop {
         match next_signal(Duration::from_secs(1)) {
             Some(Signal::Stop(s)) => break s,
-            Some(Signal::Reload) => reload(&running.shared, startup, &mut files),
+            Some(Signal::Reload) => {
+                reload(&running.shared, startup, &mut files);
+                running.follow_l4();
+            }
             Some(Signal::Reopen) => {
                 // The access logs first: the error log's notice then says the whole reopen is done.
                 reopen_access_logs(&running.shared);

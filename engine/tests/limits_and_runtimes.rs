@@ -109,6 +109,7 @@ fn stream_config(listen: std::net::SocketAddr, servers: Vec<ServerLine>) -> Conf
             maps: Vec::new(),
             limit_zones: Default::default(),
             block_logs: Vec::new(),
+            xdp: Vec::new(),
             servers: vec![StreamServer {
                 listens: vec![Listen {
                     addr: listen,

@@ -1013,6 +1013,50 @@ pub struct StreamConf {
     /// The stream block's own `access_log` lines: their files are opened at load even when no server inherits
     /// them, as nginx opens every log file it reads.
     pub block_logs: Vec<AccessLogConf<crate::config::stream_format::StreamFormat>>,
+    /// Servers whose `listen` is `xdp=DEVICE` (corelb's): VIPs the XDP data path serves (`crate::l4`), with no
+    /// socket of their own.
+    pub xdp: Vec<XdpVip>,
+}
+
+/// `listen ADDR:PORT xdp=DEVICE [mode=dr|nat] [udp]` in a stream server with `proxy_pass UPSTREAM` (corelb's): a
+/// VIP the XDP program on DEVICE balances over the upstream's servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpVip {
+    pub addr: std::net::SocketAddrV4,
+    pub device: String,
+    pub mode: XdpMode,
+    pub udp: bool,
+    /// Index into `StreamConf::upstreams`.
+    pub upstream: usize,
+    pub scheduler: XdpScheduler,
+    /// The server's `proxy_timeout` (default 10m): a flow idle longer is scheduled again.
+    pub timeout: Duration,
+    pub span: Span,
+}
+
+/// How the XDP path sends a packet to its real server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpMode {
+    /// `mode=dr` (LVS's direct routing, the default): the destination MAC is rewritten; real servers hold the VIP
+    /// and answer the client directly.
+    Dr,
+    /// `mode=nat`: destination address and port rewritten, and the replies' source back to the VIP.
+    Nat,
+}
+
+/// The upstream's method as the XDP path runs it on new flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpScheduler {
+    /// Round robin, weighted (LVS's `rr`, `wrr`): the SWRR sequence of the live servers, walked in turn.
+    RoundRobin,
+    /// `ip_hash`, `hash $remote_addr` (LVS's `sh`): the client address's hash into that sequence.
+    SourceHash,
+    /// `hash $remote_addr maglev` (the client's address) or `hash $remote_addr$remote_port maglev` (the flow):
+    /// Maglev's table of the live servers, so that balancers with the same config agree.
+    Maglev { source_only: bool },
+    /// `least_conn` (LVS's `wlc`; `lc` with equal weights): the live server with the fewest active flows for its
+    /// weight, counted in the kernel (a TCP flow ends at the client's FIN or RST, any flow at its idle timeout).
+    LeastConn,
 }
 
 impl Config {

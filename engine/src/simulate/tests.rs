@@ -356,6 +356,7 @@ fn config_with(http_name: Option<&str>, stream_name: Option<&str>) -> Config {
             maps: Vec::new(),
             limit_zones: Default::default(),
             block_logs: Vec::new(),
+            xdp: Vec::new(),
             servers: vec![StreamServer {
                 listens: vec![],
                 server_names: Vec::new(),

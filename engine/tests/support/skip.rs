@@ -2,7 +2,7 @@
 //!
 //! `CORELB_REQUIRE` lists what the machine must have, comma-separated: `io_uring` (the glommio runtime: io_uring
 //! and enough locked memory), `nginx` (a binary to compare with), `nginx-stream` (its stream module), `exporter`
-//! (Debian's `prometheus-nginx-exporter`). `.ci/run` sets it for what the CI machine can have, and
+//! (Debian's `prometheus-nginx-exporter`), `netns` (root, network namespaces and the XDP program: `bin/tests/xdp.rs`). `.ci/run` sets it for what the CI machine can have, and
 //! `tools/test.sh` sums up the `SKIP` lines at the end of the run. (The process tests of `bin/tests` include this
 //! file too.)
 #![allow(dead_code)] // each including test uses its part
@@ -20,6 +20,8 @@ pub enum Need {
     NginxStream,
     /// The nginx Prometheus exporter (Debian's `prometheus-nginx-exporter`).
     Exporter,
+    /// Root, network namespaces, veth and bridges, `ethtool`, and the XDP program built (clang): the XDP tests.
+    Netns,
 }
 
 impl Need {
@@ -30,6 +32,7 @@ impl Need {
             Need::Nginx => "nginx",
             Need::NginxStream => "nginx-stream",
             Need::Exporter => "exporter",
+            Need::Netns => "netns",
         }
     }
 

@@ -165,6 +165,7 @@ fn read(
                 .ok_or_else(|| ApiError::new(404, "LimitConnNotFound", "limit_conn not found".into()))?
         }
         Target::Upstreams(b) => return Ok((200, views::upstream_map(snap, b, &shared.zone, now, fields.as_deref()))),
+        Target::Xdp => views::xdp(&crate::l4::counters()),
         Target::Upstream(b, name) => views::upstream(dynamic_upstream(snap, b, name)?, b, &shared.zone, now),
         Target::Servers(b, name) => views::server_confs(dynamic_upstream(snap, b, name)?, b),
         Target::Server(b, name, id) => {

@@ -79,6 +79,8 @@ pub enum Target<'a> {
     Servers(Block, &'a str),
     /// `/api/N/http/upstreams/NAME/servers/ID` (the id as written).
     Server(Block, &'a str, &'a str),
+    /// `/api/N/stream/xdp` (corelb's): the XDP data path's counters per real server.
+    Xdp,
 }
 
 /// A path with the version it was asked in (the version list has none).
@@ -231,6 +233,7 @@ fn block_target<'a>(block: Block, segments: &[&'a str], version: u32) -> Option<
         [] => Some(Target::BlockRoot(block)),
         ["requests"] if http => Some(Target::HttpRequests),
         ["upstreams"] => Some(Target::Upstreams(block)),
+        ["xdp"] if !http => Some(Target::Xdp),
         ["upstreams", name] => Some(Target::Upstream(block, name)),
         ["upstreams", name, "servers"] => Some(Target::Servers(block, name)),
         ["upstreams", name, "servers", id] => Some(Target::Server(block, name, id)),

@@ -90,6 +90,24 @@ pub fn limit_conns(zones: &LimitZones, name: Option<&str>) -> Option<Json> {
     by_name(all, name, one)
 }
 
+/// `/api/N/stream/xdp` (corelb's): each real server's packets, bytes and new flows through the XDP program, by
+/// `addr:port`.
+pub fn xdp(counters: &[crate::l4::RealCounters]) -> Json {
+    Json::Obj(
+        counters
+            .iter()
+            .map(|c| {
+                let one = Json::obj([
+                    ("packets", Json::Num(c.packets)),
+                    ("bytes", Json::Num(c.bytes)),
+                    ("flows", Json::Num(c.flows)),
+                ]);
+                (c.server.to_string().into(), one)
+            })
+            .collect(),
+    )
+}
+
 /// `/resolvers`, or one zone of it: nginx Plus's `requests` (`name`, `srv`, `addr`) and `responses` (by code).
 pub fn resolvers(zones: &ResolverZones, name: Option<&str>) -> Option<Json> {
     let one = |s: &corelb_shared_state::ResolverStats| {

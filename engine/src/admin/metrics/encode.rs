@@ -84,6 +84,7 @@ impl Collector for Reading {
         self.encode_shards(&mut enc)?;
         encode_peers(&mut enc, "upstream_peer", &self.http, Protocol::Http)?;
         encode_peers(&mut enc, "stream_upstream_peer", &self.stream, Protocol::Stream)?;
+        self.encode_xdp(&mut enc)?;
         self.encode_resolvers(&mut enc)
     }
 }
@@ -124,6 +125,28 @@ impl Reading {
             "start_time_seconds",
             "When the process started, seconds since the Unix epoch.",
             [(none, gauge(c.started_at))],
+        )
+    }
+
+    /// The XDP data path's counters per real server, as its program counts them (summed over CPUs).
+    fn encode_xdp(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        let each = |f: fn(&crate::l4::RealCounters) -> u64| {
+            self.xdp
+                .iter()
+                .map(move |r| ([("server", r.server.to_string())], counter(f(r))))
+        };
+        family(
+            enc,
+            "xdp_real_packets",
+            "Packets the XDP program sent to the real server (NAT: its replies too).",
+            each(|r| r.packets),
+        )?;
+        family(enc, "xdp_real_bytes", "Bytes of those packets.", each(|r| r.bytes))?;
+        family(
+            enc,
+            "xdp_real_flows",
+            "New flows the XDP program scheduled to the real server.",
+            each(|r| r.flows),
         )
     }
 

@@ -138,6 +138,12 @@ mod tests {
                     },
                 },
             ],
+            xdp: vec![crate::l4::RealCounters {
+                server: "10.0.0.11:80".parse().unwrap(),
+                packets: 7,
+                bytes: 700,
+                flows: 2,
+            }],
         }
     }
 
@@ -173,6 +179,9 @@ mod tests {
             "# TYPE corelb_stream_upstream_peer_session_seconds histogram".into(),
             "# TYPE corelb_stream_upstream_peer_sent_bytes_total counter".into(),
             r#"corelb_resolver_requests_total{zone="dns",type="name"} 7"#.into(),
+            r#"corelb_xdp_real_packets_total{server="10.0.0.11:80"} 7"#.into(),
+            r#"corelb_xdp_real_bytes_total{server="10.0.0.11:80"} 700"#.into(),
+            r#"corelb_xdp_real_flows_total{server="10.0.0.11:80"} 2"#.into(),
             r#"corelb_resolver_requests_total{zone="dns",type="srv"} 2"#.into(),
             r#"corelb_resolver_responses_total{zone="dns",code="nxdomain"} 2"#.into(),
             r#"corelb_resolver_responses_total{zone="dns",code="timedout"} 1"#.into(),

@@ -108,6 +108,8 @@ pub struct Reading {
     pub stream: Vec<PeerReading>,
     pub resolvers: Vec<ResolverReading>,
     pub names: Vec<NameReading>,
+    /// The XDP data path's counters per real server (empty without `listen ... xdp=`).
+    pub xdp: Vec<crate::l4::RealCounters>,
 }
 
 impl Reading {
@@ -130,6 +132,7 @@ impl Reading {
                 })
                 .collect(),
             names: names(&shared.control.names),
+            xdp: crate::l4::counters(),
         }
     }
 }

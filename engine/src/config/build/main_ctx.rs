@@ -86,6 +86,9 @@ pub fn build(root: &Block, prefix: &Path) -> Result<Config, ConfigError> {
         return Err(ConfigError::invalid("no \"events\" section in configuration", &end));
     }
     b.check_zones()?;
+    if let Some(stream) = &config.stream {
+        super::xdp::check_user(&stream.xdp, slots.user.as_ref().and_then(Option::as_ref))?;
+    }
     let defaults = MainConf::default();
     config.main = MainConf {
         worker_processes: slots.workers.unwrap_or(defaults.worker_processes),

@@ -47,6 +47,7 @@ mod tls;
 mod upstream;
 mod user;
 mod vars;
+mod xdp;
 
 use super::error::ConfigError;
 use super::model::{Config, Span};

@@ -72,6 +72,8 @@ struct ServerDraft {
     errors: Option<Vec<(String, Option<String>)>>,
     layer: StreamLayer,
     health: Vec<CheckDraft>,
+    /// `listen ... xdp=` lines: the server is a VIP of the XDP path (see [`super::xdp`]).
+    xdp: Vec<super::xdp::XdpListen>,
 }
 
 /// Everything one stream block collects.
@@ -136,7 +138,22 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
     let conf_dir = d.span.file.parent().unwrap_or(std::path::Path::new(""));
     let mut servers = Vec::with_capacity(st.servers.len());
     let mut drafts = Vec::new();
+    let mut xdp_drafts = Vec::new();
     for s in st.servers {
+        if !s.xdp.is_empty() {
+            let (Some(up), None, None) = (s.upstream, &s.pass, &s.ret) else {
+                let msg = "a server with \"listen ... xdp=\" needs \"proxy_pass\" to an upstream";
+                return Err(ConfigError::invalid(msg, &s.span));
+            };
+            let timeouts = ProbeTimeouts {
+                connect: Duration::from_secs(60),
+                read: Duration::from_secs(600),
+            };
+            drafts.extend(s.health.into_iter().map(|c| (up, timeouts, c)));
+            let timeout = s.layer.timeout.or(st.layer.timeout).unwrap_or(Duration::from_secs(600));
+            xdp_drafts.extend(s.xdp.into_iter().map(|l| (l, up, timeout)));
+            continue;
+        }
         let ret = s
             .ret
             .filter(|_| s.ret_last || (s.upstream.is_none() && s.pass.is_none()));
@@ -202,6 +219,11 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
     }
     let upstreams = st.upstreams.finish(&st.resolver)?;
     st.vars.finish()?;
+    let mut xdp = Vec::with_capacity(xdp_drafts.len());
+    for (l, up, timeout) in xdp_drafts {
+        let Some(conf) = upstreams.get(up) else { continue };
+        xdp.push(super::xdp::vip(l, (up, conf), timeout)?);
+    }
     let checks = drafts
         .into_iter()
         .map(|(upstream, timeouts, c)| c.finish(upstream, &upstreams, &[], timeouts))
@@ -219,6 +241,7 @@ pub fn build(b: &mut Build, d: &Directive) -> Result<StreamConf, ConfigError> {
         maps: st.maps.maps,
         limit_zones: st.zones,
         block_logs,
+        xdp,
     })
 }
 
@@ -292,8 +315,14 @@ impl StreamState {
             errors: None,
             layer: StreamLayer::default(),
             health: Vec::new(),
+            xdp: Vec::new(),
         };
+        let xdp = super::xdp::check_server(block_of(d)?)?;
         walk(block_of(d)?, Ctx::STREAM_SRV, |sd| match sd.name.as_str() {
+            "listen" if xdp => {
+                s.xdp.push(super::xdp::listen(sd)?);
+                Ok(())
+            }
             "listen" => {
                 s.listens.extend(self.listens.listen(sd, index)?);
                 Ok(())
@@ -324,7 +353,7 @@ impl StreamState {
             }
             _ => s.layer.directive(b, sd, &mut self.vars),
         })?;
-        if s.listens.is_empty() {
+        if s.listens.is_empty() && s.xdp.is_empty() {
             return Err(ConfigError::invalid("no \"listen\" is defined for server", &d.span));
         }
         self.servers.push(s);
