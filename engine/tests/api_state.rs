@@ -85,6 +85,7 @@ fn servers_added_through_the_api_survive_a_restart_and_a_reload() {
 
         // Stop and start again on the same config: the file brings the three servers back.
         drop(p);
+        support::wait_released(listen);
         let p = start(rt, &text);
         assert_eq!(settings(listen), expected, "after the restart, runtime {rt}");
         let mut got = picks(listen, 6);
@@ -222,6 +223,8 @@ fn a_stream_upstream_keeps_its_servers_in_its_state_file_too() {
             "runtime {rt}"
         );
         drop(p);
+        support::wait_released(listen);
+        support::wait_released(tcp);
         let _p = start(rt, &text);
         let (_, v) = api(listen, "GET", path, "");
         let kept: Vec<(Value, Value, Value)> = v

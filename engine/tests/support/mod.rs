@@ -53,6 +53,26 @@ pub fn free_addr() -> SocketAddr {
     held_port(true)
 }
 
+/// Waits (at most 10 s) until no socket listens on `addr` any more: a stopped proxy's shards close their
+/// duplicates of a shared listening socket as they notice the stop, after [`Proxy`]'s drop returned, and a proxy
+/// started again on the same address before that finds it taken (nginx's restart retries its bind for the same
+/// reason). A socket with SO_REUSEADDR binds beside the address's holder but not beside a listening one.
+pub fn wait_released(addr: SocketAddr) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let probe = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+        probe.set_reuse_address(true).expect("SO_REUSEADDR");
+        if probe.bind(&addr.into()).is_ok() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{addr} still listened on 10 s after the stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// A loopback address that refuses connections (ECONNREFUSED) for the life of the test process: its holder has
 /// neither SO_REUSEADDR nor SO_REUSEPORT, so no socket of this or any other process (a backend or proxy of a test
 /// running at the same time) can listen on it.
