@@ -115,8 +115,53 @@ impl AsyncWrite for GlommioConn {
     }
 }
 
+impl GlommioConn {
+    /// A non-blocking `MSG_PEEK`: `None` while the socket is empty.
+    fn peek_now(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        // SAFETY: the fd is open for as long as `self.stream` lives; `recv` writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if let Ok(n) = usize::try_from(n) {
+            return Some(Ok(n));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => None,
+            _ => Some(Err(e)),
+        }
+    }
+}
+
+/// How long a watch looks at its socket only without a wait in the ring ([`GlommioConn::watch`]); it ends at the
+/// first deadline tick after this, so a close is seen up to two ticks late.
+const WATCH_GRACE: Duration = super::deadline::TICK;
+
 impl Peek for GlommioConn {
     async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.peek(buf).await.map_err(io::Error::from)
+    }
+
+    /// glommio's peek is an io_uring `recv` on the executor's latency ring: put in flight for every proxied
+    /// request and cancelled when the answer comes, it cost 43 % of glommio's CPU per request (the kernel's
+    /// `io_recv` task work spinning on the socket's lock was 23 % of the shard's samples; BENCHMARKS.md,
+    /// "glommio's p99 tail").
+    /// So the socket is looked at by a non-blocking `MSG_PEEK`, and the ring's peek is put in flight only when the
+    /// wait outlasts a grace of one deadline tick ([`WATCH_GRACE`]): a client that closes within it is noticed
+    /// at its end, up to 100 ms later than nginx notices it.
+    async fn watch(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(r) = self.peek_now(buf) {
+            return r;
+        }
+        super::deadline::Deadline::<Glommio>::after(WATCH_GRACE).await;
+        if let Some(r) = self.peek_now(buf) {
+            return r;
+        }
         self.stream.peek(buf).await.map_err(io::Error::from)
     }
 }
