@@ -1,5 +1,6 @@
 //! The glommio 0.9 side of the runtime seam: one `LocalExecutor` per shard (`Placement::Fixed(cpu)`), a small
-//! `io_memory`, and a periodic tick so an executor never parks for long (0.9.0 can miss a wake-up).
+//! `io_memory`, a 2 ms preemption timer, and a periodic tick so an executor never parks for long (0.9.0 can miss a
+//! wake-up).
 
 use super::tls_stream::{MaybeTls, Peek, Tcp};
 use super::tokio_rt::reuseport_socket;
@@ -22,6 +23,16 @@ pub const IO_MEMORY: usize = 512 * 1024;
 
 /// Submission ring depth per executor.
 const RING_DEPTH: usize = 256;
+
+/// How long the executor runs tasks before it reaps its rings' completions again (glommio's default is 100 ms).
+///
+/// glommio 0.9 reaps completions (the socket polls of connections waiting for bytes) only between runs of its task
+/// queue, and a run ends when the queue is empty or this timer fires. Under load the queue seldom empties (a read
+/// that finds the socket empty yields once before arming its poll, [`GlommioConn::poll_read`], and by then other
+/// connections have bytes again), so a connection whose poll had completed waited for the timer: p99 at 64
+/// connections was 11-15x nginx's with the same median. At 2 ms p99 is 0.7x nginx's, for 5 % more CPU per request
+/// than at 100 ms (BENCHMARKS.md, "glommio's p99 tail").
+const PREEMPT: Duration = Duration::from_millis(2);
 
 /// The glommio runtime marker.
 #[derive(Debug, Clone, Copy, Default)]
@@ -115,8 +126,53 @@ impl AsyncWrite for GlommioConn {
     }
 }
 
+impl GlommioConn {
+    /// A non-blocking `MSG_PEEK`: `None` while the socket is empty.
+    fn peek_now(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        // SAFETY: the fd is open for as long as `self.stream` lives; `recv` writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if let Ok(n) = usize::try_from(n) {
+            return Some(Ok(n));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => None,
+            _ => Some(Err(e)),
+        }
+    }
+}
+
+/// How long a watch looks at its socket only without a wait in the ring ([`GlommioConn::watch`]); it ends at the
+/// first deadline tick after this, so a close is seen up to two ticks late.
+const WATCH_GRACE: Duration = super::deadline::TICK;
+
 impl Peek for GlommioConn {
     async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.peek(buf).await.map_err(io::Error::from)
+    }
+
+    /// glommio's peek is an io_uring `recv` on the executor's latency ring: put in flight for every proxied
+    /// request and cancelled when the answer comes, it cost 43 % of glommio's CPU per request (the kernel's
+    /// `io_recv` task work spinning on the socket's lock was 23 % of the shard's samples; BENCHMARKS.md,
+    /// "glommio's p99 tail").
+    /// So the socket is looked at by a non-blocking `MSG_PEEK`, and the ring's peek is put in flight only when the
+    /// wait outlasts a grace of one deadline tick ([`WATCH_GRACE`]): a client that closes within it is noticed
+    /// at its end, up to 100 ms later than nginx notices it.
+    async fn watch(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(r) = self.peek_now(buf) {
+            return r;
+        }
+        super::deadline::Deadline::<Glommio>::after(WATCH_GRACE).await;
+        if let Some(r) = self.peek_now(buf) {
+            return r;
+        }
         self.stream.peek(buf).await.map_err(io::Error::from)
     }
 }
@@ -320,6 +376,7 @@ impl Runtime for Glommio {
                 .name(&name)
                 .io_memory(IO_MEMORY)
                 .ring_depth(RING_DEPTH)
+                .preempt_timer(PREEMPT)
                 .make()
                 .map_err(io::Error::from)?;
             ex.run(async move {

@@ -30,6 +30,12 @@ pub enum MaybeTls<S> {
 pub trait Peek {
     /// Waits for bytes and copies the first of them into `buf` without consuming them (0: end of stream).
     fn peek(&self, buf: &mut [u8]) -> impl std::future::Future<Output = io::Result<usize>>;
+
+    /// [`Peek::peek`] for a watch that nearly always ends dropped, long before a byte comes (a client watched while
+    /// its upstream is asked): a runtime whose wait is dear to start and to cancel starts it late.
+    fn watch(&self, buf: &mut [u8]) -> impl std::future::Future<Output = io::Result<usize>> {
+        self.peek(buf)
+    }
 }
 
 // The plain arm is the hot path: it inlines into the caller as the bare stream's call did, and the TLS arm (the
@@ -175,7 +181,7 @@ impl<S: Tcp> Conn for MaybeTls<S> {
             return std::future::pending().await;
         };
         let mut byte = [0u8; 1];
-        match s.peek(&mut byte).await {
+        match s.watch(&mut byte).await {
             Ok(0) | Err(_) => {}
             Ok(_) => std::future::pending().await,
         }
