@@ -8,24 +8,7 @@ use corelb_engine::runtime::glommio_rt::Glommio;
 use corelb_engine::runtime::tokio_rt::Tokio;
 use corelb_engine::runtime::Runtime;
 use std::net::SocketAddr;
-use support::{free_addr, glommio_usable, Proxy};
-
-/// An option of a socket of this process, as `getsockopt` gives it.
-fn option(fd: i32, name: i32) -> Option<i32> {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `value` and `len` are a valid `int` buffer and its size for the call to fill.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            name,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then_some(value)
-}
+use support::{free_addr, glommio_usable, socket_option as option, Proxy};
 
 /// The local address of the socket `fd`, if it is an IPv4 one.
 fn local(fd: i32) -> Option<SocketAddr> {

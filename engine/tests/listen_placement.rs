@@ -13,27 +13,10 @@ use corelb_engine::runtime::Runtime;
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
-use support::{free_addr, glommio_usable, wait_until, Client, Proxy};
+use support::{free_addr, glommio_usable, socket_option as option, wait_until, Client, Proxy};
 
 fn config(text: &str) -> Config {
     corelb_engine::config::parse_str(text, std::path::Path::new("/t/corelb.conf")).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// An int socket option of the socket `fd`.
-fn option(fd: i32, name: i32) -> Option<i32> {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `value` and `len` are a valid `int` buffer and its size for the call to fill.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            name,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then_some(value)
 }
 
 /// The descriptors of this process's listening sockets bound to `addr`, with the socket each refers to (its

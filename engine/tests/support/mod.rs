@@ -53,6 +53,23 @@ pub fn free_addr() -> SocketAddr {
     held_port(true)
 }
 
+/// An int option (`SOL_SOCKET`) of a socket of this process, as `getsockopt` gives it.
+pub fn socket_option(fd: i32, name: i32) -> Option<i32> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are a valid `int` buffer and its size for the call to fill.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(value)
+}
+
 /// Waits (at most 10 s) until no socket listens on `addr` any more: a stopped proxy's shards close their
 /// duplicates of a shared listening socket as they notice the stop, after [`Proxy`]'s drop returned, and a proxy
 /// started again on the same address before that finds it taken (nginx's restart retries its bind for the same
