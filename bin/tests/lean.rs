@@ -168,22 +168,30 @@ fn served_client(front: u16) -> TcpStream {
     s
 }
 
-fn idle_clients_grow_rss_by_little(runtime: &str) {
+/// A front on `runtime` (one worker) with room for `descriptors` open files, warmed up: 64 clients served and gone,
+/// so that the shard's spare buffers, the upstream pool and the allocator's arenas exist before a baseline (and the
+/// shard's tick has trimmed what the warm-up left: a later baseline only drops, which makes a bound easier).
+/// `None`: the runtime cannot run here (skipped loudly by `started`).
+fn warmed_front(runtime: &str, tag: &str, descriptors: u64) -> Option<(KillOnDrop, u16)> {
     let nofile = raise_nofile();
     assert!(
-        nofile > 5 * IDLE_CLIENTS as u64 + 200,
+        nofile > descriptors,
         "RLIMIT_NOFILE hard limit {nofile}: too low for the test"
     );
-    let dir = common::temp_dir("lean", &format!("idle-{runtime}"));
+    let dir = common::temp_dir("lean", &format!("{tag}-{runtime}"));
     let (front, back) = (free_port(), free_port());
     let conf = write_conf(&dir, front, back, "worker_processes 1;");
-    let Some(child) = started(&conf, runtime, front, None) else {
-        return;
-    };
-    // warm-up: the shard's spare buffers, the upstream pool and the allocator's arenas exist before the baseline
+    let child = started(&conf, runtime, front, None)?;
     let warm: Vec<TcpStream> = (0..64).map(|_| served_client(front)).collect();
     drop(warm);
     std::thread::sleep(Duration::from_millis(300));
+    Some((child, front))
+}
+
+fn idle_clients_grow_rss_by_little(runtime: &str) {
+    let Some((child, front)) = warmed_front(runtime, "idle", 5 * IDLE_CLIENTS as u64 + 200) else {
+        return;
+    };
     let before = rss(child.id());
     let mut clients: Vec<TcpStream> = (0..IDLE_CLIENTS).map(|_| served_client(front)).collect();
     std::thread::sleep(Duration::from_millis(300));
@@ -234,21 +242,9 @@ fn idle_clients_grow_rss_by_little_glommio() {
 }
 
 fn a_peaks_memory_goes_back_once_it_has_passed(runtime: &str) {
-    let nofile = raise_nofile();
-    assert!(
-        nofile > 3 * PEAK_CLIENTS as u64 + 200,
-        "RLIMIT_NOFILE hard limit {nofile}: too low for the test"
-    );
-    let dir = common::temp_dir("lean", &format!("peak-{runtime}"));
-    let (front, back) = (free_port(), free_port());
-    let conf = write_conf(&dir, front, back, "worker_processes 1;");
-    let Some(child) = started(&conf, runtime, front, None) else {
+    let Some((child, front)) = warmed_front(runtime, "peak", 3 * PEAK_CLIENTS as u64 + 200) else {
         return;
     };
-    let warm: Vec<TcpStream> = (0..64).map(|_| served_client(front)).collect();
-    drop(warm);
-    // the shard's tick has trimmed what the warm-up left (the baseline is not waited for: a later one only drops)
-    std::thread::sleep(Duration::from_millis(300));
     let before = rss(child.id());
     // the peak: every client's request sent before any answer is read, all served at once through the upstream
     let mut peak: Vec<TcpStream> = (0..PEAK_CLIENTS)
