@@ -478,6 +478,8 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
             if shard.current_config_generation() != config {
                 config = shard.current_config_generation();
                 shard.reload.notify_waiters();
+                // the old config's `open_file_cache` lines: their descriptors close as their requests end
+                crate::proxy::clear_open_file_caches();
             }
         }
         shard.log_tick(false);

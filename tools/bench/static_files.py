@@ -3,7 +3,8 @@
 CPU per request; alternated rounds, medians.
 
   python3 tools/bench/static_files.py [--mode big|small] [--mib 100] [--gets 10] [--secs 4] [--conns 64]
-                                      [--rounds 3] [--sendfile] CORELB [NGINX]
+                                      [--rounds 3] [--sendfile] [--open-file-cache]
+                                      CORELB [NGINX]
 
 Each front (a corelb build, then nginx: default /usr/sbin/nginx) runs alone with one worker on a free loopback port,
 pinned to the last CPU, and serves files from `root` (made once in a temporary directory). `--mode big`: one file
@@ -12,8 +13,10 @@ of --mib MiB of random bytes, fetched --gets times over one keepalive connection
 sent, and the transfer's wall-clock throughput. `--mode small`: a 1 KiB file under `wrk -t1 -c CONNS -d SECS`
 (pinned to CPU 0); the figures are requests/s and the server's CPU time per request. Each is a median over
 --rounds rounds that alternate the fronts. `--sendfile` puts `sendfile on;` in the config (nginx's default is off; corelb
-accepts the directive and reads the file through a reused buffer either way: README). nginx runs as
-`nginx -p DIR -g "daemon off; master_process off;"`, one process. Needs curl. Stdlib only.
+accepts the directive and reads the file through a reused buffer either way: README). `--open-file-cache` puts
+`open_file_cache max=1000;` in it (the descriptor, size and time of the file kept: no open, stat or close per
+request). nginx runs as `nginx -p DIR -g "daemon off; master_process off;"`, one process. Needs curl. Stdlib
+only.
 """
 import argparse
 import os
@@ -75,14 +78,15 @@ def wait_listening(port, proc, limit=30.0):
 LAST_CPU = str(os.cpu_count() - 1)
 
 
-def start_front(binary, d, files, sendfile):
+def start_front(binary, d, files, sendfile, ofc=False):
     """The front on a free port, pinned to the last CPU: (process, port)."""
     nginx = os.path.basename(binary).startswith("nginx")
     port = free_port()
     main = f"pid {d}/nginx.pid;\nerror_log {d}/error.log;" if nginx else f"error_log {d}/error.log;"
     conf = os.path.join(d, "front.conf")
     with open(conf, "w", encoding="utf-8") as fh:
-        fh.write(CONF.format(main=main, port=port, files=files, sendfile="sendfile on;" if sendfile else ""))
+        tuning = ("sendfile on;" if sendfile else "") + (" open_file_cache max=1000;" if ofc else "")
+        fh.write(CONF.format(main=main, port=port, files=files, sendfile=tuning))
     cmd = [binary, "-c", conf]
     if nginx:
         cmd = [binary, "-p", d + "/", "-c", conf, "-g", "daemon off; master_process off;"]
@@ -94,7 +98,7 @@ def start_front(binary, d, files, sendfile):
 def big_round(binary, files, args):
     """(CPU seconds per GiB, MiB/s) of one front serving the big file `gets` times."""
     with tempfile.TemporaryDirectory() as d:
-        proc, port = start_front(binary, d, files, args.sendfile)
+        proc, port = start_front(binary, d, files, args.sendfile, args.open_file_cache)
         try:
             url = f"http://127.0.0.1:{port}/big.bin"
             before = cpu_seconds(proc.pid)
@@ -117,7 +121,7 @@ def big_round(binary, files, args):
 def small_round(binary, files, args):
     """(CPU microseconds per request, requests/s) of one front under wrk for the 1 KiB file."""
     with tempfile.TemporaryDirectory() as d:
-        proc, port = start_front(binary, d, files, args.sendfile)
+        proc, port = start_front(binary, d, files, args.sendfile, args.open_file_cache)
         try:
             url = f"http://127.0.0.1:{port}/small.html"
             before = cpu_seconds(proc.pid)
@@ -143,6 +147,7 @@ def main():
     ap.add_argument("--conns", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sendfile", action="store_true")
+    ap.add_argument("--open-file-cache", action="store_true")
     ap.add_argument("corelb")
     ap.add_argument("nginx", nargs="?", default="/usr/sbin/nginx")
     args = ap.parse_args()

@@ -48,6 +48,32 @@ pub struct FilesConf {
     /// `sendfile on` (default off): a file's bytes go from the page cache to the socket with sendfile(2), at most
     /// `sendfile_max_chunk` bytes a call (default 2m; `0`: no limit). `None`: off.
     pub sendfile: Option<u64>,
+    /// `open_file_cache max=N` with the level's `open_file_cache_valid`, `_min_uses` and `_errors`; `None`: off.
+    pub open_file_cache: Option<OpenFileCacheUse>,
+}
+
+/// One `open_file_cache max=N [inactive=T]` line: each line is its own cache (per shard), which the levels below
+/// it share, as each of nginx's lines makes one `ngx_open_file_cache_t` per worker.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OpenFileCacheSpec {
+    /// Unique in the process (a reload's lines get new ones, so a shard starts their caches empty).
+    pub id: u64,
+    /// `max=N`: entries at most; the least recently used goes first.
+    pub max: usize,
+    /// `inactive=T` (default 60s): an entry unused this long is dropped.
+    pub inactive_secs: u64,
+}
+
+/// A location's use of a cache: the cache and the settings nginx merges on their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenFileCacheUse {
+    pub spec: Arc<OpenFileCacheSpec>,
+    /// `open_file_cache_valid` (default 60s): how long an entry is used before the file is looked at again.
+    pub valid_secs: u64,
+    /// `open_file_cache_min_uses` (default 1): uses after which the descriptor is kept open.
+    pub min_uses: u64,
+    /// `open_file_cache_errors on` (default off): failed lookups are cached too.
+    pub errors: bool,
 }
 
 impl Default for FilesConf {
@@ -65,6 +91,7 @@ impl Default for FilesConf {
             max_ranges: i32::MAX as u32,
             try_files: None,
             sendfile: None,
+            open_file_cache: None,
         }
     }
 }

@@ -394,7 +394,7 @@ pub async fn compress_body<R: Runtime>(
 /// it had was sent.
 pub async fn compress_file<R: Runtime>(
     conn: &mut R::Conn,
-    file: &mut File,
+    file: &File,
     size: u64,
     out: &mut Vec<u8>,
     s: &mut dyn Coder,
@@ -407,7 +407,8 @@ pub async fn compress_file<R: Runtime>(
     let mut sent = 0u64;
     loop {
         let want = usize::try_from(left).unwrap_or(FILE_PIECE).min(FILE_PIECE);
-        let got = super::static_file::read_full(file, s.input().get_mut(..want).unwrap_or_default())?;
+        let at = size - left;
+        let got = super::static_file::read_full_at(file, s.input().get_mut(..want).unwrap_or_default(), at)?;
         s.write_input(got);
         left -= got as u64;
         let short = got < want;

@@ -11,6 +11,7 @@ use super::charset::RecodeStream;
 use super::client::{ClientConn, Routed};
 use super::gzip::{self as gz, FileEncoding, FileFacts};
 use super::limit_rate::{send_paced, Pacer};
+use super::open_file_cache::{self, FileFd};
 use super::sendfile::{self, FileSpan};
 use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::RequestRecord;
@@ -38,12 +39,9 @@ use crate::snapshot::gzip::{AnswerFacts, GzipAsk, GzipPlan};
 use crate::snapshot::headers::{HeadersPlan, Prepared, ResponseFacts};
 use crate::snapshot::route::LocationPlan;
 use crate::snapshot::ServerPlan;
-use std::fs::{File, Metadata};
-use std::io::{self, Read};
+use std::fs::File;
+use std::io;
 use std::net::SocketAddr;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::Path;
 use std::sync::LazyLock;
 
 /// How many internal redirects a request may take (nginx's `NGX_HTTP_MAX_URI_CHANGES`); one more is a 500.
@@ -73,7 +71,8 @@ pub(super) enum FileAnswer<'s> {
 /// A regular file about to be sent.
 #[derive(Debug)]
 pub(super) struct OpenFile<'s> {
-    file: File,
+    /// Read at offsets: a cached descriptor is shared by the shard's requests.
+    file: FileFd,
     size: u64,
     /// Seconds since the epoch.
     mtime: i64,
@@ -329,8 +328,8 @@ fn try_files_step<'s>(
         name.clear();
         template.eval_into(vars, name);
         plan.try_path_of(name, template.is_constant(), uri, vars, path);
-        let found = match std::fs::metadata(as_path(path)) {
-            Ok(m) => m.is_dir() == *dir,
+        let found = match open_file_cache::stat(plan.open_file_cache.as_ref(), path) {
+            Ok(m) => m.is_dir == *dir,
             Err(e) => {
                 let errno = e.raw_os_error().unwrap_or(0);
                 if !matches!(errno, libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) {
@@ -615,7 +614,7 @@ fn open_gz<'s>(
     }
     plan.path_of(uri, vars, req.add_uri_to_alias, path);
     path.extend_from_slice(b".gz");
-    let (file, meta) = match open_with_meta(path) {
+    let (file, meta) = match open_file_cache::open(plan.open_file_cache.as_ref(), path) {
         Ok(fm) => fm,
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(0);
@@ -630,10 +629,12 @@ fn open_gz<'s>(
         }
     };
     let vary = gz.static_files == GzipStatic::On;
-    if !ok || meta.is_dir() {
-        return GzStatic::Declined { vary };
-    }
-    if !meta.is_file() {
+    let file = match file {
+        Some(file) if ok => file,
+        // a directory, or not asked for
+        _ => return GzStatic::Declined { vary },
+    };
+    if !meta.is_file {
         crate::log_in!(
             plan.errors(),
             Level::Crit,
@@ -644,8 +645,8 @@ fn open_gz<'s>(
     }
     GzStatic::Sent(FileAnswer::File(OpenFile {
         file,
-        size: meta.len(),
-        mtime: mtime(&meta),
+        size: meta.size,
+        mtime: meta.mtime,
         content_type: plan.content_type(uri),
         etag: plan.etag,
         precompressed: true,
@@ -682,7 +683,7 @@ fn index<'s>(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<
         };
         plan.path_of(uri, vars, false, path);
         path.extend_from_slice(file);
-        let err = match std::fs::metadata(as_path(path)) {
+        let err = match open_file_cache::stat(plan.open_file_cache.as_ref(), path) {
             Ok(_) => {
                 path.clear();
                 path.extend_from_slice(uri);
@@ -766,8 +767,8 @@ fn test_dir(plan: &FilesPlan, uri: &[u8], vars: &dyn VarSource, path: &mut Vec<u
     if path.is_empty() {
         path.push(b'/');
     }
-    match std::fs::metadata(as_path(path)) {
-        Ok(m) if m.is_dir() => None,
+    match open_file_cache::stat(plan.open_file_cache.as_ref(), path) {
+        Ok(m) if m.is_dir => None,
         Ok(_) => {
             crate::log_alert!("\"{}\" is not a directory", String::from_utf8_lossy(path));
             Some(500)
@@ -794,7 +795,7 @@ fn open<'s>(
     path: &mut Vec<u8>,
 ) -> FileAnswer<'s> {
     plan.path_of(uri, vars, req.add_uri_to_alias, path);
-    let (file, meta) = match open_with_meta(path) {
+    let (file, meta) = match open_file_cache::open(plan.open_file_cache.as_ref(), path) {
         Ok(fm) => fm,
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(0);
@@ -809,11 +810,14 @@ fn open<'s>(
             return FileAnswer::Error(status);
         }
     };
-    if meta.is_dir() {
-        moved_to_slash(uri, req, path);
-        return FileAnswer::ToSlash;
-    }
-    if !meta.is_file() {
+    let file = match file {
+        Some(file) if !meta.is_dir => file,
+        _ => {
+            moved_to_slash(uri, req, path);
+            return FileAnswer::ToSlash;
+        }
+    };
+    if !meta.is_file {
         crate::log_in!(
             plan.errors(),
             Level::Crit,
@@ -827,8 +831,8 @@ fn open<'s>(
     }
     FileAnswer::File(OpenFile {
         file,
-        size: meta.len(),
-        mtime: mtime(&meta),
+        size: meta.size,
+        mtime: meta.mtime,
         content_type: plan.content_type(uri),
         etag: plan.etag,
         precompressed: false,
@@ -837,25 +841,6 @@ fn open<'s>(
         not_modified: false,
         ranges: Ranges::Whole,
     })
-}
-
-fn mtime(meta: &Metadata) -> i64 {
-    meta.mtime()
-}
-
-/// Opens `path` for reading and reads its metadata, with O_NONBLOCK as nginx's `ngx_open_file`: opening a FIFO
-/// must not wait for a writer (it is then refused as not a regular file).
-fn open_with_meta(path: &[u8]) -> std::io::Result<(File, std::fs::Metadata)> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(as_path(path))?;
-    let meta = file.metadata()?;
-    Ok((file, meta))
-}
-
-fn as_path(bytes: &[u8]) -> &Path {
-    Path::new(std::ffi::OsStr::from_bytes(bytes))
 }
 
 /// Writes the `Location` of the redirect to `uri`'s slash into `out` (cleared first), as nginx's static module and
@@ -1341,7 +1326,7 @@ impl<R: Runtime> ClientConn<R> {
                 .filter(|_| encoding.compressed)
                 .map(|g| self.shard.gzip.take(g.level));
             let timeout = req.timeouts.send;
-            let (sock, file, out) = (&mut self.sock, &mut f.file, &mut self.bufs.out);
+            let (sock, file, out) = (&mut self.sock, &*f.file, &mut self.bufs.out);
             let sent = match (recode, stream.as_mut()) {
                 (Some(table), g) => {
                     let mut rs = RecodeStream::new(table, g, CharsetScratch::lent(&mut self.bufs.charset));
@@ -1443,7 +1428,7 @@ impl<R: Runtime> ClientConn<R> {
             } else {
                 out.truncate(start + want);
             }
-            let got = read_full(&mut f.file, out.get_mut(start..).unwrap_or_default())?;
+            let got = read_full_at(&f.file, out.get_mut(start..).unwrap_or_default(), f.size - left)?;
             out.truncate(start + got);
             if let Some(t) = log.recode {
                 recode_bytes(t, out.get_mut(start..).unwrap_or_default());
@@ -1558,26 +1543,13 @@ impl<R: Runtime> ClientConn<R> {
     }
 }
 
-/// Reads into all of `buf` from `offset` of `file` unless the file ends first; the bytes read.
-fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+/// Reads into all of `buf` from `offset` of `file` unless the file ends first; the bytes read. Never by the file's
+/// position: a cached descriptor is shared.
+pub(super) fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     use std::os::unix::fs::FileExt;
     let mut n = 0;
     while n < buf.len() {
         match file.read_at(buf.get_mut(n..).unwrap_or_default(), offset + n as u64) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
-/// Reads into all of `buf` unless the file ends first; the bytes read.
-pub(super) fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match file.read(buf.get_mut(n..).unwrap_or_default()) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

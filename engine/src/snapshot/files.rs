@@ -40,6 +40,8 @@ pub struct FilesPlan {
     pub try_files: Option<Arc<crate::config::files::TryFiles>>,
     /// `sendfile on` with its `sendfile_max_chunk` (`0`: no limit); `None`: off.
     pub sendfile: Option<u64>,
+    /// `open_file_cache` (`None`: off).
+    pub open_file_cache: Option<crate::config::files::OpenFileCacheUse>,
     /// The location's `error_log` lines (`None`: the main log).
     pub errors: Option<Arc<crate::log::ErrorLogs>>,
 }
@@ -76,6 +78,7 @@ impl FilesPlan {
             max_ranges: conf.max_ranges,
             try_files: conf.try_files.clone(),
             sendfile: conf.sendfile,
+            open_file_cache: conf.open_file_cache.clone(),
             errors: None,
         }
     }

@@ -6,12 +6,14 @@
 use super::{arg, directive_err, flag_slot, num_slot, unset, value, Build};
 use crate::config::error::ConfigError;
 use crate::config::files::{
-    Alias, FilesConf, IfModifiedSince, MimeTypes, TryFiles, TryLast, DEFAULT_INDEX, DEFAULT_TYPE,
+    Alias, FilesConf, IfModifiedSince, MimeTypes, OpenFileCacheSpec, OpenFileCacheUse, TryFiles, TryLast,
+    DEFAULT_INDEX, DEFAULT_TYPE,
 };
 use crate::config::key::KeyTemplate;
 use crate::config::model::LocationMatch;
 use crate::config::parser::Directive;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The directives this layer reads, by name.
@@ -70,7 +72,8 @@ struct Tuning {
     tcp_nodelay: Option<bool>,
     open_file_cache_errors: Option<bool>,
     sendfile_max_chunk: Option<u64>,
-    open_file_cache: Option<()>,
+    /// `Some(None)`: `open_file_cache off`.
+    open_file_cache: Option<Option<Arc<OpenFileCacheSpec>>>,
     open_file_cache_valid: Option<u64>,
     open_file_cache_min_uses: Option<u64>,
     types_hash_max_size: Option<u64>,
@@ -136,8 +139,7 @@ impl FilesLayer {
             }
             "open_file_cache" => {
                 unset(&t.open_file_cache, d)?;
-                open_file_cache(d)?;
-                t.open_file_cache = Some(());
+                t.open_file_cache = Some(open_file_cache(d)?);
             }
             "open_file_cache_valid" => {
                 unset(&t.open_file_cache_valid, d)?;
@@ -214,10 +216,27 @@ impl FilesLayer {
             max_ranges: self.max_ranges.or(parent.max_ranges),
             // nginx's try_files module has no merge: a level's own only
             try_files: self.try_files.clone(),
-            // of the tuning directives only these two change what corelb does; the others are checked only
+            // of the tuning directives these change what corelb does; the others are checked only
             tuning: Tuning {
                 sendfile: self.tuning.sendfile.or(parent.tuning.sendfile),
                 sendfile_max_chunk: self.tuning.sendfile_max_chunk.or(parent.tuning.sendfile_max_chunk),
+                open_file_cache: self
+                    .tuning
+                    .open_file_cache
+                    .clone()
+                    .or_else(|| parent.tuning.open_file_cache.clone()),
+                open_file_cache_valid: self
+                    .tuning
+                    .open_file_cache_valid
+                    .or(parent.tuning.open_file_cache_valid),
+                open_file_cache_min_uses: self
+                    .tuning
+                    .open_file_cache_min_uses
+                    .or(parent.tuning.open_file_cache_min_uses),
+                open_file_cache_errors: self
+                    .tuning
+                    .open_file_cache_errors
+                    .or(parent.tuning.open_file_cache_errors),
                 ..Tuning::default()
             },
         }
@@ -246,9 +265,26 @@ impl FilesLayer {
             try_files: self.try_files.clone(),
             sendfile: (self.tuning.sendfile == Some(true))
                 .then(|| self.tuning.sendfile_max_chunk.unwrap_or(SENDFILE_MAX_CHUNK)),
+            open_file_cache: self
+                .tuning
+                .open_file_cache
+                .clone()
+                .flatten()
+                .map(|spec| OpenFileCacheUse {
+                    spec,
+                    valid_secs: self.tuning.open_file_cache_valid.unwrap_or(OPEN_FILE_CACHE_VALID),
+                    min_uses: self.tuning.open_file_cache_min_uses.unwrap_or(1),
+                    errors: self.tuning.open_file_cache_errors.unwrap_or(false),
+                }),
         }
     }
 }
+
+/// nginx's default `open_file_cache_valid` and `inactive=` (60s).
+const OPEN_FILE_CACHE_VALID: u64 = 60;
+
+/// The ids of `open_file_cache` lines, unique in the process.
+static OPEN_FILE_CACHE_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// nginx's default `sendfile_max_chunk` (2m, since 1.21.4).
 const SENDFILE_MAX_CHUNK: u64 = 2 * 1024 * 1024;
@@ -378,16 +414,18 @@ fn types_block(table: &mut MimeTypes, b: &mut Build, d: &Directive) -> Result<()
     block.close.clone().map(|_| ())
 }
 
-/// `open_file_cache off | max=N [inactive=TIME]` (`ngx_http_core_open_file_cache`), checked.
-fn open_file_cache(d: &Directive) -> Result<(), ConfigError> {
+/// `open_file_cache off | max=N [inactive=TIME]` (`ngx_http_core_open_file_cache`) with nginx's checks: the
+/// cache, or `None` for `off`.
+fn open_file_cache(d: &Directive) -> Result<Option<Arc<OpenFileCacheSpec>>, ConfigError> {
     let mut max = 0;
+    let mut inactive_secs = OPEN_FILE_CACHE_VALID;
     let mut off = false;
     for p in &d.args {
         let ok = if let Some(n) = p.strip_prefix("max=") {
             max = value::atoi(n).unwrap_or(0);
             max > 0
         } else if let Some(t) = p.strip_prefix("inactive=") {
-            value::parse_time(t, true).is_some()
+            value::parse_time(t, true).map(|s| inactive_secs = s).is_some()
         } else if p == "off" {
             off = true;
             true
@@ -399,11 +437,18 @@ fn open_file_cache(d: &Directive) -> Result<(), ConfigError> {
             return Err(ConfigError::invalid(msg, &d.span));
         }
     }
-    if !off && max == 0 {
+    if off {
+        return Ok(None);
+    }
+    if max == 0 {
         let msg = "\"open_file_cache\" must have the \"max\" parameter";
         return Err(ConfigError::invalid(msg, &d.span));
     }
-    Ok(())
+    Ok(Some(Arc::new(OpenFileCacheSpec {
+        id: OPEN_FILE_CACHE_IDS.fetch_add(1, Ordering::Relaxed),
+        max: usize::try_from(max).unwrap_or(usize::MAX),
+        inactive_secs,
+    })))
 }
 
 #[cfg(test)]
