@@ -1,4 +1,4 @@
-//! A stream's answer: the HTTP/1.1 head the flow wrote, parsed back (httparse) into the HTTP/2 response's
+//! A stream's answer: the HTTP/1.1 head the flow wrote, read back into the HTTP/2 response's
 //! HEADERS, its body (by `Content-Length`, chunks, or the end of the pipe) sent as DATA frames of at most
 //! `http2_chunk_size` within the client's flow-control window, each wait for window bounded by `send_timeout`.
 
@@ -14,8 +14,6 @@ use std::time::Duration;
 /// The largest answer head the flow writes that is relayed (corelb's own heads and an upstream's, rewritten,
 /// are far smaller); larger is a 502.
 const MAX_HEAD: usize = 64 * 1024;
-/// Header lines of an answer head at most.
-const MAX_HEADERS: usize = 128;
 
 /// How relaying ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,27 +194,20 @@ impl Relay<'_> {
     async fn read_head(&self, bufs: &mut Bufs) -> Result<Option<(http::Response<()>, Body)>, ()> {
         loop {
             let got = bufs.pending();
-            if !got.is_empty() {
-                let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-                let mut parsed = httparse::Response::new(&mut headers);
-                match parsed.parse(got) {
-                    Ok(httparse::Status::Complete(n)) => {
-                        let code = parsed.code.unwrap_or(502);
-                        if (100..200).contains(&code) {
-                            bufs.consume(n);
-                            return Ok(None);
-                        }
-                        let response = response_of(code, parsed.headers, &got[..n]);
-                        bufs.consume(n);
-                        let (response, body) = response?;
-                        return Ok(Some((response, body)));
-                    }
-                    Ok(httparse::Status::Partial) => {}
-                    Err(_) => return Err(()),
+            if let Some(n) = head_end(got) {
+                let head = &got[..n];
+                let code = status_of(head).ok_or(())?;
+                if (100..200).contains(&code) {
+                    bufs.consume(n);
+                    return Ok(None);
                 }
-                if got.len() >= MAX_HEAD {
-                    return Err(());
-                }
+                let response = response_of(code, head);
+                bufs.consume(n);
+                let (response, body) = response?;
+                return Ok(Some((response, body)));
+            }
+            if got.len() >= MAX_HEAD {
+                return Err(());
             }
             if bufs.fill(self.pipe).await.map_err(drop)? == 0 {
                 return Err(());
@@ -337,18 +328,59 @@ fn peer_or_failed(e: &h2::Error) -> Relayed {
     }
 }
 
-/// Answer headers that are HTTP/1.1's framing or connection management, which HTTP/2 does without.
-fn hop_by_hop(name: &str) -> bool {
-    name.eq_ignore_ascii_case("connection")
-        || name.eq_ignore_ascii_case("keep-alive")
-        || name.eq_ignore_ascii_case("transfer-encoding")
-        || name.eq_ignore_ascii_case("proxy-connection")
-        || name.eq_ignore_ascii_case("upgrade")
+/// Answer headers that are HTTP/1.1's connection management, which HTTP/2 does without.
+fn hop_by_hop(name: &http::HeaderName) -> bool {
+    use http::header;
+    name == header::CONNECTION || name == header::UPGRADE || name == "keep-alive" || name == "proxy-connection"
 }
 
-/// The HTTP/2 response of a parsed HTTP/1.1 head (`raw`: the head's bytes, which `headers` point into), and how
-/// its body is framed. The header values are slices of one copy of the head, not a copy each.
-fn response_of(code: u16, headers: &[httparse::Header<'_>], raw: &[u8]) -> Result<(http::Response<()>, Body), ()> {
+/// The length of the head at the start of `got` (through its empty line), once it is all there.
+fn head_end(got: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    while let Some(n) = memchr::memchr(b'\n', &got[at..]) {
+        let line = &got[at..at + n];
+        at += n + 1;
+        if line.is_empty() || line == b"\r" {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// The status code of a head's status line (`HTTP/1.x NNN ...`).
+fn status_of(head: &[u8]) -> Option<u16> {
+    let code = head.strip_prefix(b"HTTP/1.")?.get(2..5)?;
+    if head.get(8) != Some(&b' ') || !code.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(code.iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0')))
+}
+
+/// The header lines of a head (after its status line, through its empty line): each name and value (the value
+/// without the blanks around it). The flow wrote the head (its own lines, or an upstream's that it parsed and
+/// checked), so a line is `Name: value`; one without a colon (the empty line) is skipped.
+fn header_lines(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let mut rest = memchr::memchr(b'\n', head).map_or(&[][..], |n| &head[n + 1..]);
+    let blank = |c: &u8| *c == b' ' || *c == b'\t';
+    std::iter::from_fn(move || loop {
+        let n = memchr::memchr(b'\n', rest)?;
+        let line = &rest[..n];
+        rest = &rest[n + 1..];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = memchr::memchr(b':', line) else {
+            continue;
+        };
+        let value = &line[colon + 1..];
+        let from = value.iter().position(|c| !blank(c)).unwrap_or(value.len());
+        let to = value.iter().rposition(|c| !blank(c)).map_or(from, |i| i + 1);
+        return Some((&line[..colon], &value[from..to]));
+    })
+}
+
+/// The HTTP/2 response of the HTTP/1.1 head `raw` the flow wrote (status `code`), and how its body is framed. The
+/// header values are slices of one copy of the head, not a copy each.
+fn response_of(code: u16, raw: &[u8]) -> Result<(http::Response<()>, Body), ()> {
+    use http::header;
     let mut response = http::Response::new(());
     *response.status_mut() = http::StatusCode::from_u16(code).map_err(drop)?;
     let mut body = if code == 204 || code == 304 {
@@ -359,32 +391,29 @@ fn response_of(code: u16, headers: &[httparse::Header<'_>], raw: &[u8]) -> Resul
     let shared = Bytes::copy_from_slice(raw);
     let base = raw.as_ptr() as usize;
     let map = response.headers_mut();
-    for h in headers {
-        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+    for (n, v) in header_lines(raw) {
+        let Ok(name) = header::HeaderName::from_bytes(n) else {
+            continue;
+        };
+        if name == header::TRANSFER_ENCODING {
             if body != Body::None {
                 body = Body::Chunked;
             }
             continue;
         }
-        if hop_by_hop(h.name) {
+        if hop_by_hop(&name) {
             continue;
         }
-        if h.name.eq_ignore_ascii_case("content-length") && body == Body::ToEnd {
-            let n = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or(())?;
+        if name == header::CONTENT_LENGTH && body == Body::ToEnd {
+            let n = std::str::from_utf8(v).ok().and_then(|v| v.parse().ok()).ok_or(())?;
             body = if n == 0 { Body::None } else { Body::Length(n) };
         }
-        let Ok(name) = http::HeaderName::from_bytes(h.name.as_bytes()) else {
+        // where the value lies in `raw` (the lines are slices of it)
+        let at = (v.as_ptr() as usize).wrapping_sub(base);
+        let Some(end) = at.checked_add(v.len()).filter(|&e| e <= shared.len()) else {
             continue;
         };
-        // where the value lies in `raw` (httparse's slices are of it)
-        let at = (h.value.as_ptr() as usize).wrapping_sub(base);
-        let Some(end) = at.checked_add(h.value.len()).filter(|&e| e <= shared.len()) else {
-            continue;
-        };
-        let Ok(value) = http::HeaderValue::from_maybe_shared(shared.slice(at..end)) else {
+        let Ok(value) = header::HeaderValue::from_maybe_shared(shared.slice(at..end)) else {
             continue;
         };
         map.append(name, value);
@@ -397,10 +426,21 @@ mod tests {
     use super::*;
 
     fn parse(raw: &[u8]) -> (http::Response<()>, Body) {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut r = httparse::Response::new(&mut headers);
-        r.parse(raw).unwrap();
-        response_of(r.code.unwrap(), r.headers, raw).unwrap()
+        let n = head_end(raw).unwrap();
+        response_of(status_of(&raw[..n]).unwrap(), &raw[..n]).unwrap()
+    }
+
+    #[test]
+    fn heads_end_at_their_empty_line_and_blanks_around_values_go() {
+        assert_eq!(head_end(b"HTTP/1.1 200 OK\r\nA: 1\r\n"), None);
+        let raw = b"HTTP/1.1 404 Not Found\r\nX-A:  1 2 \r\nX-B:\r\nBad line\r\n\r\nbody";
+        let n = head_end(raw).unwrap();
+        assert_eq!(&raw[n..], b"body");
+        assert_eq!(status_of(&raw[..n]), Some(404));
+        let lines: Vec<_> = header_lines(&raw[..n]).collect();
+        assert_eq!(lines, [(&b"X-A"[..], &b"1 2"[..]), (&b"X-B"[..], &b""[..])]);
+        assert_eq!(status_of(b"HTTP/1.1 2x0 OK\r\n\r\n"), None);
+        assert_eq!(status_of(b"HTTP/2 200\r\n\r\n"), None);
     }
 
     #[test]

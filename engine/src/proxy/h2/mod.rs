@@ -317,7 +317,9 @@ fn spawn_stream<R: Runtime>(
     let (shard, state, facts) = (Rc::clone(shard), Rc::clone(state), Rc::clone(facts));
     state.active.set(state.active.get() + 1);
     R::spawn(async move {
-        let run = std::panic::AssertUnwindSafe(stream::serve(&shard, &facts, request, respond));
+        // boxed: the stream's future (the flow's state and the relay's, some kilobytes) is moved once, into its
+        // box, rather than as the task is made, started and finished (three copies of the whole task)
+        let run = std::panic::AssertUnwindSafe(Box::pin(stream::serve(&shard, &facts, request, respond)));
         let end = run.catch_unwind().await.unwrap_or(stream::End::Failed);
         match end {
             stream::End::Answered => state.answered.set(state.answered.get() + 1),
