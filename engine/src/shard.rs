@@ -277,7 +277,7 @@ impl<R: Runtime> Shard<R> {
         if local.snap.generation != snap.generation {
             return None;
         }
-        local.pools.get_mut(up)?.take(addr, Instant::now())
+        local.pools.get_mut(up)?.take(addr, crate::clock::instant())
     }
 
     /// Keeps `conn` for reuse (or drops it when the pool is off or the limits say so).
@@ -285,7 +285,7 @@ impl<R: Runtime> Shard<R> {
         let mut local = self.local.borrow_mut();
         if local.snap.generation == snap.generation {
             if let Some(p) = local.pools.get_mut(up) {
-                p.put(addr, conn, age, Instant::now());
+                p.put(addr, conn, age, crate::clock::instant());
             }
         }
     }

@@ -16,7 +16,7 @@ use crate::snapshot::Snapshot;
 use crate::tls::verify::PeerRefused;
 use std::io;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What went wrong with a try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -198,7 +198,7 @@ pub async fn exchange<R: Runtime>(
     };
     let fresh = UpstreamConn {
         pooled: false,
-        age: ConnAge::fresh(Instant::now()),
+        age: ConnAge::fresh(crate::clock::instant()),
     };
     try_on::<R>(conn, fresh, body, io, to.plan).await
 }

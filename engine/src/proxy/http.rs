@@ -284,7 +284,7 @@ impl<R: Runtime> OpenConn<R> {
             at,
             progress: ConnProgress {
                 served: 0,
-                started: Instant::now(),
+                started: crate::clock::instant(),
             },
             keepalive: KeepaliveMs::NONE,
             to_https,
@@ -297,7 +297,7 @@ impl<R: Runtime> OpenConn<R> {
     fn next_wait(&self) -> Duration {
         self.keepalive.get().unwrap_or_else(|| {
             let header = self.at.defaults().client_header_timeout;
-            header.saturating_sub(self.progress.started.elapsed())
+            header.saturating_sub(crate::clock::instant().saturating_duration_since(self.progress.started))
         })
     }
 
@@ -494,7 +494,7 @@ impl<R: Runtime> ClientConn<R> {
         // when the head's first bytes were there: the time `keepalive_time` is checked at
         let mut arrived = None;
         let mut deadline = if served == 0 || !self.bufs.client.readable().is_empty() {
-            let now = Instant::now();
+            let now = crate::clock::instant();
             arrived = Some(now);
             // the first head's runs from the connection's start, its wait for the first bytes included (nginx's
             // timer, set at the accept)
@@ -524,7 +524,7 @@ impl<R: Runtime> ClientConn<R> {
             }
             let idle = self.bufs.client.readable().is_empty();
             let wait = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()),
+                Some(d) => d.saturating_duration_since(crate::clock::instant()),
                 None => waits.idle,
             };
             if wait.is_zero() {
@@ -547,7 +547,7 @@ impl<R: Runtime> ClientConn<R> {
                 Some(Ok(Ok(n))) if n > 0 && idle && served > 0 => return Next::Arrived,
                 Some(Ok(Ok(n))) if n > 0 => {
                     if deadline.is_none() {
-                        let now = Instant::now();
+                        let now = crate::clock::instant();
                         arrived = Some(now);
                         deadline = head_deadline(now);
                     }
@@ -878,7 +878,7 @@ fn route_pass<'s, const FIRST: bool>(
         }
     }
     let open_for = arrived.map_or_else(
-        || progress.started.elapsed(),
+        || crate::clock::instant().saturating_duration_since(progress.started),
         |a| a.saturating_duration_since(progress.started),
     );
     *req = routed(&head, client_conf, progress.served, open_for);
