@@ -6,7 +6,7 @@
 use super::body::{forward_body, send, BodyCopy, BodyError, Limits, Relay};
 use crate::access_log::record::RequestRecord;
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::response::{parse_response, MAX_HEADERS};
+use crate::http::response::{parse_response_uninit, MAX_HEADERS};
 use crate::http::BodyFraming;
 use crate::runtime::iobuf::IoBuf;
 use crate::runtime::{Conn, Runtime};
@@ -350,21 +350,25 @@ async fn read_head<R: Runtime>(
     ubuf.consume(usize::MAX);
     let mut got_any = false;
     loop {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        match parse_response(ubuf.readable(), &mut headers, head_request) {
-            Err(_) => return Err(sent_failure(FailureKind::InvalidHeader, false)),
-            // nginx's proxy module: a 101 switches protocols when the client sent `Upgrade`
-            Ok(Some(r)) if r.status == 101 && expect.upgrade => {
-                return Ok((101, r.head_len, BodyFraming::None, false, false))
+        // (in a block: the header slots are not part of the future, held across the read below; nothing to parse
+        // before the first read)
+        if !ubuf.readable().is_empty() {
+            let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+            match parse_response_uninit(ubuf.readable(), &mut headers, head_request) {
+                Err(_) => return Err(sent_failure(FailureKind::InvalidHeader, false)),
+                // nginx's proxy module: a 101 switches protocols when the client sent `Upgrade`
+                Ok(Some(r)) if r.status == 101 && expect.upgrade => {
+                    return Ok((101, r.head_len, BodyFraming::None, false, false))
+                }
+                Ok(Some(r)) if r.status == 101 => return Err(sent_failure(FailureKind::InvalidHeader, false)),
+                Ok(Some(r)) if r.status < 200 => {
+                    let n = r.head_len;
+                    ubuf.consume(n);
+                    continue;
+                }
+                Ok(Some(r)) => return Ok((r.status, r.head_len, r.body, r.reusable, r.accel_redirect)),
+                Ok(None) => {}
             }
-            Ok(Some(r)) if r.status == 101 => return Err(sent_failure(FailureKind::InvalidHeader, false)),
-            Ok(Some(r)) if r.status < 200 => {
-                let n = r.head_len;
-                ubuf.consume(n);
-                continue;
-            }
-            Ok(Some(r)) => return Ok((r.status, r.head_len, r.body, r.reusable, r.accel_redirect)),
-            Ok(None) => {}
         }
         let phase = "reading the response header";
         match ubuf.fill::<R>(conn, read_timeout).await {

@@ -13,7 +13,7 @@ use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::TryPeer;
 use crate::balance::{Attempt, Outcome, Peer};
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::response::{parse_response, write_client_head_with, ClientHead, HeadEdits};
+use crate::http::response::{reparse_response_uninit, write_client_head_with, ClientHead, HeadEdits};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{Conn, Runtime};
 use crate::shard::Buffers;
@@ -335,8 +335,8 @@ impl<R: Runtime> ClientConn<R> {
             Relay::Verbatim
         };
         let bufs = &mut self.bufs;
-        let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
-        let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
+        let mut headers = [const { std::mem::MaybeUninit::uninit() }; crate::http::response::MAX_HEADERS];
+        let Ok(Some(resp)) = reparse_response_uninit(bufs.upstream.readable(), &mut headers, req.head_request) else {
             return (false, info.head_len as u64);
         };
         // `proxy_buffering` (an upstream's `X-Accel-Buffering` decides for its answer): read ahead of the client;

@@ -20,7 +20,7 @@ use crate::config::model::{AdminEndpoint, ClientConf};
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::head_buffers::{self, FirstBuffers};
 use crate::http::keepalive;
-use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
+use crate::http::request::{parse_request_uninit, RequestHead, MAX_HEADERS};
 use crate::http::vars::{ConnVars, ProxyVars, RequestExt, RequestVars, ServerMatch};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
@@ -653,8 +653,8 @@ fn route_pass<'s, const FIRST: bool>(
     } else {
         &bufs.pages.head[..]
     };
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let Some(head) = parse_request(raw, &mut headers)? else {
+    let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let Some(head) = parse_request_uninit(raw, &mut headers)? else {
         return Ok(None);
     };
     let uri = head.uri(&mut bufs.uri)?;
