@@ -226,7 +226,13 @@ async fn open<R: Runtime>(slot: &mut ConnSlot<R>) -> bool {
         shard.give_buffers(bufs);
         return false;
     };
-    let vars = ConnVars::new(remote, sock.local_addr().unwrap_or(listen));
+    // the local address is the listening one, unless that is a wildcard (or a unix socket's token): nginx asks
+    // the socket (`getsockname`) only then
+    let local = match listen.ip().is_unspecified() || listen.port() == 0 || crate::config::unix_addr::is_unix(&listen) {
+        true => sock.local_addr().unwrap_or(listen),
+        false => listen,
+    };
+    let vars = ConnVars::new(remote, local);
     bufs.log.new_connection(shard.next_connection_id());
     bufs.proxy = None;
     bufs.tlvs.clear();
