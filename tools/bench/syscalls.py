@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -160,6 +161,7 @@ def main():
             time.sleep(0.3)
     finally:
         stop(be)
+        shutil.rmtree(d, ignore_errors=True)
     names = sorted({n for _, _, c in results for n in c if any(r[2].get(n, 0) for r in results)},
                    key=lambda n: -max(r[2].get(n, 0) / max(r[1], 1) for r in results))
     print(f"{a.conns} connections, {a.secs} s; system calls per request")
