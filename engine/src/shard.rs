@@ -39,6 +39,12 @@ use std::time::{Duration, Instant};
 /// How often a shard checks for a stop request and beats its heart.
 const TICK: Duration = Duration::from_millis(100);
 
+/// Ticks between two trims of what a peak left unused (a trim frees what stayed unused since the last one): one
+/// second, so that a load whose requests in flight come and go (2,000 connections) keeps the buffer sets and burst
+/// blocks it takes again and again; trimmed every tick, they were freed and made again, 0.8 page faults per request
+/// (BENCHMARKS.md).
+const TRIM_EVERY: u64 = 10;
+
 /// What a shard builds for one snapshot generation: its balancer states and upstream keepalive pools (rebuilt
 /// after a reload, as nginx's new workers start afresh).
 struct GenerationState<C> {
@@ -277,7 +283,7 @@ impl<R: Runtime> Shard<R> {
         if local.snap.generation != snap.generation {
             return None;
         }
-        local.pools.get_mut(up)?.take(addr, Instant::now())
+        local.pools.get_mut(up)?.take(addr, crate::clock::instant())
     }
 
     /// Keeps `conn` for reuse (or drops it when the pool is off or the limits say so).
@@ -285,7 +291,7 @@ impl<R: Runtime> Shard<R> {
         let mut local = self.local.borrow_mut();
         if local.snap.generation == snap.generation {
             if let Some(p) = local.pools.get_mut(up) {
-                p.put(addr, conn, age, Instant::now());
+                p.put(addr, conn, age, crate::clock::instant());
             }
         }
     }
@@ -483,7 +489,9 @@ async fn run_shard<R: Runtime>(index: usize, shared: Arc<Shared>, ready: mpsc::S
             }
         }
         shard.log_tick(false);
-        shard.trim_after_peak(ticks);
+        if ticks.is_multiple_of(TRIM_EVERY) {
+            shard.trim_after_peak(ticks);
+        }
     }
 }
 

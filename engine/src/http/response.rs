@@ -37,7 +37,177 @@ pub fn parse_response<'h, 'b>(
     head_request: bool,
 ) -> Result<Option<ResponseHead<'h, 'b>>, InvalidHeader> {
     let mut resp = httparse::Response::new(headers);
-    let head_len = match resp.parse(buf) {
+    let parsed = resp.parse(buf);
+    response_head(resp, parsed, head_request)
+}
+
+/// [`parse_response`] into header slots not written before (the proxied path's: the 100 slots, 3.2 KiB, are not
+/// zeroed for each response).
+pub fn parse_response_uninit<'h, 'b>(
+    buf: &'b [u8],
+    headers: &'h mut [std::mem::MaybeUninit<Header<'b>>],
+    head_request: bool,
+) -> Result<Option<ResponseHead<'h, 'b>>, InvalidHeader> {
+    let mut resp = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, buf, headers);
+    let head = response_head(resp, parsed, head_request);
+    if let Ok(Some(h)) = &head {
+        LAST.with(|last| last.borrow_mut().note(buf, h, head_request));
+    }
+    head
+}
+
+/// The head in `buf` again, as [`parse_response_uninit`] gave it: from the index of the last head it parsed on this
+/// thread when that was this one (the proxied path reads a head in one place and rewrites it in another: a second
+/// parse cost 1,900 instructions per request), else parsed again.
+pub fn reparse_response_uninit<'h, 'b>(
+    buf: &'b [u8],
+    headers: &'h mut [std::mem::MaybeUninit<Header<'b>>],
+    head_request: bool,
+) -> Result<Option<ResponseHead<'h, 'b>>, InvalidHeader> {
+    let indexed = LAST.with(|last| {
+        let last = last.borrow();
+        last.same(buf, head_request)
+            .then(|| last.rebuild(buf, headers))
+            .flatten()
+    });
+    match indexed {
+        Some(n) => {
+            // the first `n` slots were written by `rebuild`
+            let written = headers.get(..n).unwrap_or_default();
+            // SAFETY: `rebuild` wrote the slots `..n` (and wrote nothing else); a `Header` is plain references
+            let lines: &'h [Header<'b>] = unsafe { &*(std::ptr::from_ref(written) as *const [Header<'b>]) };
+            LAST.with(|last| Ok(Some(last.borrow().head(buf, lines))))
+        }
+        None => parse_response_uninit(buf, headers, head_request),
+    }
+}
+
+/// Where the parts of the last response head [`parse_response_uninit`] parsed on a thread are in its buffer.
+struct HeadIndex {
+    /// The buffer's address and the head's length (an index of another buffer, or of a head since read again in
+    /// its place, is not used: [`HeadIndex::same`]).
+    at: usize,
+    head_len: usize,
+    head_request: bool,
+    /// The head's last 8 bytes, compared too.
+    tail: u64,
+    status: u16,
+    reason: (u32, u32),
+    body: BodyFraming,
+    reusable: bool,
+    accel_redirect: bool,
+    /// Each line's name and value (offset, length).
+    lines: Vec<[u32; 4]>,
+}
+
+thread_local! {
+    static LAST: std::cell::RefCell<HeadIndex> = const {
+        std::cell::RefCell::new(HeadIndex {
+            at: 0,
+            head_len: 0,
+            head_request: false,
+            tail: 0,
+            status: 0,
+            reason: (0, 0),
+            body: BodyFraming::None,
+            reusable: false,
+            accel_redirect: false,
+            lines: Vec::new(),
+        })
+    };
+}
+
+/// The offset and length of `part` in `buf` (zero-length when it is not in it).
+fn span(buf: &[u8], part: &[u8]) -> (u32, u32) {
+    let off = (part.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize);
+    match off.checked_add(part.len()).is_some_and(|end| end <= buf.len()) {
+        true => (u32::try_from(off).unwrap_or(0), u32::try_from(part.len()).unwrap_or(0)),
+        false => (0, 0),
+    }
+}
+
+/// `b` as text when it is ASCII (a header name always is: httparse takes tokens only), without `from_utf8`'s
+/// general walk (100 instructions a name).
+fn ascii(b: &[u8]) -> Option<&str> {
+    // SAFETY: ASCII bytes are valid UTF-8
+    b.is_ascii().then(|| unsafe { std::str::from_utf8_unchecked(b) })
+}
+
+/// The last 8 bytes of a head (its end, `\r\n\r\n` and the line before).
+fn tail_of(head: &[u8]) -> u64 {
+    let last = head.len().saturating_sub(8);
+    head.get(last..)
+        .map_or(0, |t| t.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
+}
+
+impl HeadIndex {
+    fn note(&mut self, buf: &[u8], h: &ResponseHead<'_, '_>, head_request: bool) {
+        self.at = buf.as_ptr() as usize;
+        self.head_len = h.head_len;
+        self.head_request = head_request;
+        self.tail = tail_of(buf.get(..h.head_len).unwrap_or_default());
+        self.status = h.status;
+        self.reason = span(buf, h.reason.as_bytes());
+        self.body = h.body;
+        self.reusable = h.reusable;
+        self.accel_redirect = h.accel_redirect;
+        self.lines.clear();
+        for line in h.headers {
+            let (n, nl) = span(buf, line.name.as_bytes());
+            let (v, vl) = span(buf, line.value);
+            self.lines.push([n, nl, v, vl]);
+        }
+    }
+
+    fn same(&self, buf: &[u8], head_request: bool) -> bool {
+        self.at == buf.as_ptr() as usize
+            && self.head_len != 0
+            && self.head_request == head_request
+            && buf.get(..self.head_len).is_some_and(|h| tail_of(h) == self.tail)
+    }
+
+    /// Writes the indexed lines into `headers`; how many, or `None` when they do not fit or are not in `buf`.
+    fn rebuild<'b>(&self, buf: &'b [u8], headers: &mut [std::mem::MaybeUninit<Header<'b>>]) -> Option<usize> {
+        if self.lines.len() > headers.len() {
+            return None;
+        }
+        for (slot, &[n, nl, v, vl]) in headers.iter_mut().zip(&self.lines) {
+            let name = buf.get(n as usize..(n + nl) as usize)?;
+            let value = buf.get(v as usize..(v + vl) as usize)?;
+            slot.write(Header {
+                name: ascii(name)?,
+                value,
+            });
+        }
+        Some(self.lines.len())
+    }
+
+    fn head<'h, 'b>(&self, buf: &'b [u8], headers: &'h [Header<'b>]) -> ResponseHead<'h, 'b> {
+        let (r, rl) = self.reason;
+        let reason = buf
+            .get(r as usize..(r + rl) as usize)
+            .and_then(|b| ascii(b).or_else(|| std::str::from_utf8(b).ok()))
+            .unwrap_or("");
+        ResponseHead {
+            status: self.status,
+            reason,
+            headers,
+            head_len: self.head_len,
+            body: self.body,
+            reusable: self.reusable,
+            accel_redirect: self.accel_redirect,
+        }
+    }
+}
+
+/// The head `resp` that httparse parsed (`parsed`), checked and its framing worked out.
+fn response_head<'h, 'b>(
+    resp: httparse::Response<'h, 'b>,
+    parsed: httparse::Result<usize>,
+    head_request: bool,
+) -> Result<Option<ResponseHead<'h, 'b>>, InvalidHeader> {
+    let head_len = match parsed {
         Ok(Status::Complete(n)) => n,
         Ok(Status::Partial) => return Ok(None),
         Err(_) => return Err(InvalidHeader("malformed head")),
@@ -248,6 +418,52 @@ pub fn write_switching_head(resp: &ResponseHead<'_, '_>, date: &[u8], edits: &dy
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_parsed_again_in_its_place_comes_from_the_index_as_parsed_and_a_changed_one_is_parsed_anew() {
+        let mut buf = b"HTTP/1.1 203 Fine\r\nContent-Length: 5\r\nX-A: one\r\nConnection: close\r\n\r\nhello".to_vec();
+        let summary = |r: &ResponseHead<'_, '_>| {
+            let lines: Vec<_> = r
+                .headers
+                .iter()
+                .map(|h| (h.name.to_string(), h.value.to_vec()))
+                .collect();
+            (
+                r.status,
+                r.reason.to_string(),
+                lines,
+                r.head_len,
+                r.body,
+                r.reusable,
+                r.accel_redirect,
+            )
+        };
+        let first = {
+            let mut hs = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+            summary(&parse_response_uninit(&buf, &mut hs, false).unwrap().unwrap())
+        };
+        assert!(LAST.with(|l| l.borrow().same(&buf, false)));
+        let again = {
+            let mut hs = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+            summary(&reparse_response_uninit(&buf, &mut hs, false).unwrap().unwrap())
+        };
+        assert_eq!(first, again);
+        assert_eq!(again.2.len(), 3);
+        assert_eq!((again.0, again.1.as_str(), again.5), (203, "Fine", false));
+        // another head read into the same place: not the index's
+        let at = buf.len() - 5 - 8;
+        assert_eq!(buf[at], b'l');
+        buf[at] = b'x';
+        assert!(!LAST.with(|l| l.borrow().same(&buf, false)));
+        let mut hs = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+        let anew = summary(&reparse_response_uninit(&buf, &mut hs, false).unwrap().unwrap());
+        assert_eq!(anew.2[2].1, b"cxose");
+        assert!(anew.5, "parsed anew: no `close` now");
+        assert!(
+            !LAST.with(|l| l.borrow().same(&buf, true)),
+            "a HEAD request's head is parsed again"
+        );
+    }
 
     fn head(raw: &[u8], head_request: bool) -> Result<(u16, BodyFraming, bool), InvalidHeader> {
         let mut hs = [httparse::EMPTY_HEADER; MAX_HEADERS];

@@ -13,8 +13,8 @@ use std::ptr::NonNull;
 use std::task::{Context, Poll};
 
 /// Free blocks a thread keeps (as many as a shard keeps spare buffer sets): the most bursts that ran at once, up to
-/// this, and no more.
-const KEPT: usize = 256;
+/// this, and no more (the tick's [`trim`] frees what a peak left unused).
+const KEPT: usize = 4096;
 /// Free blocks a thread keeps however long they stay unused.
 const RESERVE: usize = 4;
 

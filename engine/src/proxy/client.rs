@@ -226,7 +226,7 @@ impl<R: Runtime> ClientConn<R> {
     ) -> bool {
         if headers.reads_record() {
             // nginx's upstream module closes the last try's time before an error page is made
-            self.bufs.log.finish_tries(std::time::Instant::now());
+            self.bufs.log.finish_tries(crate::clock::instant());
         }
         let (out, added) = (&mut self.bufs.out, &self.bufs.headers);
         out.clear();

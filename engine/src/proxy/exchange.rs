@@ -6,7 +6,7 @@
 use super::body::{forward_body, send, BodyCopy, BodyError, Limits, Relay};
 use crate::access_log::record::RequestRecord;
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::response::{parse_response, MAX_HEADERS};
+use crate::http::response::{parse_response_uninit, MAX_HEADERS};
 use crate::http::BodyFraming;
 use crate::runtime::iobuf::IoBuf;
 use crate::runtime::{Conn, Runtime};
@@ -16,7 +16,7 @@ use crate::snapshot::Snapshot;
 use crate::tls::verify::PeerRefused;
 use std::io;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What went wrong with a try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -191,14 +191,18 @@ pub async fn exchange<R: Runtime>(
         stale: false,
         sent: Sent::No,
     })?;
-    let _ = conn.set_nodelay(true);
+    // Nagle's algorithm stays on where the request goes out in one write (nginx sets `TCP_NODELAY` on an upstream
+    // connection only for its TLS handshake or a body sent in parts): a syscall saved per connect
     let conn = match &to.plan.tls {
         None => conn,
-        Some(tls) => handshake::<R>(conn, tls, conf.connect_timeout).await?,
+        Some(tls) => {
+            let _ = conn.set_nodelay(true);
+            handshake::<R>(conn, tls, conf.connect_timeout).await?
+        }
     };
     let fresh = UpstreamConn {
         pooled: false,
-        age: ConnAge::fresh(Instant::now()),
+        age: ConnAge::fresh(crate::clock::instant()),
     };
     try_on::<R>(conn, fresh, body, io, to.plan).await
 }
@@ -303,6 +307,8 @@ async fn send_request<R: Runtime>(
             }
         };
     };
+    // the head, then the body as the client sends it: writes that must not wait for the upstream's ACKs
+    let _ = conn.set_nodelay(true);
     let mut head = request.to_vec();
     let limits = Limits {
         read: timeout,
@@ -350,21 +356,25 @@ async fn read_head<R: Runtime>(
     ubuf.consume(usize::MAX);
     let mut got_any = false;
     loop {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        match parse_response(ubuf.readable(), &mut headers, head_request) {
-            Err(_) => return Err(sent_failure(FailureKind::InvalidHeader, false)),
-            // nginx's proxy module: a 101 switches protocols when the client sent `Upgrade`
-            Ok(Some(r)) if r.status == 101 && expect.upgrade => {
-                return Ok((101, r.head_len, BodyFraming::None, false, false))
+        // (in a block: the header slots are not part of the future, held across the read below; nothing to parse
+        // before the first read)
+        if !ubuf.readable().is_empty() {
+            let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+            match parse_response_uninit(ubuf.readable(), &mut headers, head_request) {
+                Err(_) => return Err(sent_failure(FailureKind::InvalidHeader, false)),
+                // nginx's proxy module: a 101 switches protocols when the client sent `Upgrade`
+                Ok(Some(r)) if r.status == 101 && expect.upgrade => {
+                    return Ok((101, r.head_len, BodyFraming::None, false, false))
+                }
+                Ok(Some(r)) if r.status == 101 => return Err(sent_failure(FailureKind::InvalidHeader, false)),
+                Ok(Some(r)) if r.status < 200 => {
+                    let n = r.head_len;
+                    ubuf.consume(n);
+                    continue;
+                }
+                Ok(Some(r)) => return Ok((r.status, r.head_len, r.body, r.reusable, r.accel_redirect)),
+                Ok(None) => {}
             }
-            Ok(Some(r)) if r.status == 101 => return Err(sent_failure(FailureKind::InvalidHeader, false)),
-            Ok(Some(r)) if r.status < 200 => {
-                let n = r.head_len;
-                ubuf.consume(n);
-                continue;
-            }
-            Ok(Some(r)) => return Ok((r.status, r.head_len, r.body, r.reusable, r.accel_redirect)),
-            Ok(None) => {}
         }
         let phase = "reading the response header";
         match ubuf.fill::<R>(conn, read_timeout).await {

@@ -13,7 +13,7 @@ use crate::access_log::head_vars::HeadVars;
 use crate::access_log::record::TryPeer;
 use crate::balance::{Attempt, Outcome, Peer};
 use crate::http::chunked::ChunkedDecoder;
-use crate::http::response::{parse_response, write_client_head_with, ClientHead, HeadEdits};
+use crate::http::response::{reparse_response_uninit, write_client_head_with, ClientHead, HeadEdits};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{Conn, Runtime};
 use crate::shard::Buffers;
@@ -23,7 +23,6 @@ use crate::snapshot::route::ProxyPlan;
 use crate::snapshot::Snapshot;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::Instant;
 
 /// How one try on a peer ended, for the loop over peers.
 enum TryResult {
@@ -99,7 +98,7 @@ impl<R: Runtime> ClientConn<R> {
             snap,
             plan,
             attempt: Attempt::new(up, plan.conf.next_upstream_tries, &self.bufs.key),
-            started: Instant::now(),
+            started: crate::clock::instant(),
             replayable,
             clock: Default::default(),
             own,
@@ -259,7 +258,7 @@ impl<R: Runtime> ClientConn<R> {
             plan: retry.plan,
             addr: peer.addr,
         };
-        let started = Instant::now();
+        let started = crate::clock::instant();
         let tried = if retry.replayable {
             // nginx watches the client while the upstream is asked: a client that closes frees its place (its
             // limit_conn unit, the upstream connection) at once, answered 499 (`proxy_ignore_client_abort off`)
@@ -303,7 +302,10 @@ impl<R: Runtime> ClientConn<R> {
                 if let Some(s) = sticky.filter(|s| !s.learns_at_header()) {
                     s.learn(&self.bufs.sticky, crate::clock::now_ms());
                 }
-                peer.slot.record_response_time(self.shard.index, started.elapsed());
+                peer.slot.record_response_time(
+                    self.shard.index,
+                    crate::clock::instant().saturating_duration_since(started),
+                );
                 peer.slot.count_bytes(sent, received);
                 retry.report(Outcome::Success);
                 TryResult::Done(keep)
@@ -333,8 +335,8 @@ impl<R: Runtime> ClientConn<R> {
             Relay::Verbatim
         };
         let bufs = &mut self.bufs;
-        let mut headers = [httparse::EMPTY_HEADER; crate::http::response::MAX_HEADERS];
-        let Ok(Some(resp)) = parse_response(bufs.upstream.readable(), &mut headers, req.head_request) else {
+        let mut headers = [const { std::mem::MaybeUninit::uninit() }; crate::http::response::MAX_HEADERS];
+        let Ok(Some(resp)) = reparse_response_uninit(bufs.upstream.readable(), &mut headers, req.head_request) else {
             return (false, info.head_len as u64);
         };
         // `proxy_buffering` (an upstream's `X-Accel-Buffering` decides for its answer): read ahead of the client;

@@ -20,7 +20,7 @@ use crate::config::model::{AdminEndpoint, ClientConf};
 use crate::http::chunked::ChunkedDecoder;
 use crate::http::head_buffers::{self, FirstBuffers};
 use crate::http::keepalive;
-use crate::http::request::{parse_request, RequestHead, MAX_HEADERS};
+use crate::http::request::{parse_request_uninit, RequestHead, MAX_HEADERS};
 use crate::http::vars::{ConnVars, ProxyVars, RequestExt, RequestVars, ServerMatch};
 use crate::http::{BodyFraming, Rejection};
 use crate::runtime::{timeout, Conn, Runtime};
@@ -226,7 +226,13 @@ async fn open<R: Runtime>(slot: &mut ConnSlot<R>) -> bool {
         shard.give_buffers(bufs);
         return false;
     };
-    let vars = ConnVars::new(remote, sock.local_addr().unwrap_or(listen));
+    // the local address is the listening one, unless that is a wildcard (or a unix socket's token): nginx asks
+    // the socket (`getsockname`) only then
+    let local = match listen.ip().is_unspecified() || listen.port() == 0 || crate::config::unix_addr::is_unix(&listen) {
+        true => sock.local_addr().unwrap_or(listen),
+        false => listen,
+    };
+    let vars = ConnVars::new(remote, local);
     bufs.log.new_connection(shard.next_connection_id());
     bufs.proxy = None;
     bufs.tlvs.clear();
@@ -284,7 +290,7 @@ impl<R: Runtime> OpenConn<R> {
             at,
             progress: ConnProgress {
                 served: 0,
-                started: Instant::now(),
+                started: crate::clock::instant(),
             },
             keepalive: KeepaliveMs::NONE,
             to_https,
@@ -297,7 +303,7 @@ impl<R: Runtime> OpenConn<R> {
     fn next_wait(&self) -> Duration {
         self.keepalive.get().unwrap_or_else(|| {
             let header = self.at.defaults().client_header_timeout;
-            header.saturating_sub(self.progress.started.elapsed())
+            header.saturating_sub(crate::clock::instant().saturating_duration_since(self.progress.started))
         })
     }
 
@@ -499,7 +505,7 @@ impl<R: Runtime> ClientConn<R> {
         // when the head's first bytes were there: the time `keepalive_time` is checked at
         let mut arrived = None;
         let mut deadline = if served == 0 || !self.bufs.client.readable().is_empty() {
-            let now = Instant::now();
+            let now = crate::clock::instant();
             arrived = Some(now);
             // the first head's runs from the connection's start, its wait for the first bytes included (nginx's
             // timer, set at the accept)
@@ -529,7 +535,7 @@ impl<R: Runtime> ClientConn<R> {
             }
             let idle = self.bufs.client.readable().is_empty();
             let wait = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()),
+                Some(d) => d.saturating_duration_since(crate::clock::instant()),
                 None => waits.idle,
             };
             if wait.is_zero() {
@@ -552,7 +558,7 @@ impl<R: Runtime> ClientConn<R> {
                 Some(Ok(Ok(n))) if n > 0 && idle && served > 0 => return Next::Arrived,
                 Some(Ok(Ok(n))) if n > 0 => {
                     if deadline.is_none() {
-                        let now = Instant::now();
+                        let now = crate::clock::instant();
                         arrived = Some(now);
                         deadline = head_deadline(now);
                     }
@@ -658,8 +664,8 @@ fn route_pass<'s, const FIRST: bool>(
     } else {
         &bufs.pages.head[..]
     };
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let Some(head) = parse_request(raw, &mut headers)? else {
+    let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let Some(head) = parse_request_uninit(raw, &mut headers)? else {
         return Ok(None);
     };
     let uri = head.uri(&mut bufs.uri)?;
@@ -883,7 +889,7 @@ fn route_pass<'s, const FIRST: bool>(
         }
     }
     let open_for = arrived.map_or_else(
-        || progress.started.elapsed(),
+        || crate::clock::instant().saturating_duration_since(progress.started),
         |a| a.saturating_duration_since(progress.started),
     );
     *req = routed(&head, client_conf, progress.served, open_for);

@@ -89,7 +89,7 @@ impl<R: Runtime> Deadline<R> {
     /// A deadline `d` from now.
     pub fn after(d: Duration) -> Self {
         Deadline {
-            at: Instant::now() + d,
+            at: crate::clock::instant() + d,
             slot: None,
             runtime: PhantomData,
             thread: PhantomData,
@@ -103,7 +103,7 @@ impl<R: Runtime> Future for Deadline<R> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // The first poll comes right after `after` (a clock read saved); later ones come from the ticker or from
         // the raced future's wake-ups.
-        if self.slot.is_some() && Instant::now() >= self.at {
+        if self.slot.is_some() && crate::clock::instant() >= self.at {
             if let Some(i) = self.slot.take() {
                 TABLE.with(|t| t.borrow_mut().remove(i));
             }
@@ -147,7 +147,7 @@ async fn tick<R: Runtime>() {
         R::sleep(TICK).await;
         let done = TABLE.with(|t| {
             let mut t = t.borrow_mut();
-            t.wake_expired(Instant::now());
+            t.wake_expired(crate::clock::instant());
             if t.waiting == 0 {
                 t.ticking = false;
             }

@@ -305,7 +305,14 @@ impl Runtime for Tokio {
             }
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, make());
+            // each poll of the shard's future is a scheduler turn: the runtime has polled the driver (I/O and
+            // timers) and the local tasks run next, reading the clocks once for the turn (`crate::clock`)
+            let turns = crate::clock::Turns::begin();
+            let mut run = std::pin::pin!(local.run_until(make()));
+            rt.block_on(std::future::poll_fn(|cx| {
+                turns.next();
+                run.as_mut().poll(cx)
+            }));
             Ok(())
         })
     }

@@ -5,9 +5,12 @@ use super::Buffers;
 use std::cell::{Cell, RefCell};
 use std::task::Poll;
 
-/// Buffer sets (and husks) kept for reuse per shard (each set is about 60 KiB with the default `client_buffer`: at
-/// most about 15 MiB per shard held by no connection; a set given back beyond this bound is freed).
-const SPARE_BUFFERS: usize = 256;
+/// Buffer sets (and husks) kept for reuse per shard (each set is about 60 KiB with the default `client_buffer`); a
+/// set given back beyond this bound is freed. It is not what bounds idle memory (the tick's [`Spares::trim`] frees
+/// what a peak left unused within two trims, 2 s): it is large enough that a steady load with thousands of requests in
+/// flight reuses its sets instead of freeing and allocating them (at 256, 2,000 connections cost 2.7 page faults
+/// and 0.5 `madvise` per request: BENCHMARKS.md).
+const SPARE_BUFFERS: usize = 4096;
 /// Sets a shard keeps however long they stay unused (so that a quiet shard's next requests find one).
 const RESERVE: usize = 4;
 /// About the heap of a set with the default `client_buffer` (1 KiB): client 1, upstream 32, answer 16, request 4, the
