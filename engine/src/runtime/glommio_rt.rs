@@ -1,5 +1,5 @@
 //! The glommio 0.9 side of the runtime seam: one `LocalExecutor` per shard (`Placement::Fixed(cpu)`), a small
-//! `io_memory`, a 2 ms preemption timer, and a periodic tick so an executor never parks for long (0.9.0 can miss a
+//! `io_memory`, glommio's 100 ms preemption timer, and a periodic tick so an executor never parks for long (0.9.0 can miss a
 //! wake-up).
 
 use super::tls_stream::{MaybeTls, Peek, Tcp};
@@ -24,15 +24,15 @@ pub const IO_MEMORY: usize = 512 * 1024;
 /// Submission ring depth per executor.
 const RING_DEPTH: usize = 256;
 
-/// How long the executor runs tasks before it reaps its rings' completions again (glommio's default is 100 ms).
+/// How long the executor runs tasks before it reaps its rings' completions again: glommio's default, 100 ms.
 ///
 /// glommio 0.9 reaps completions (the socket polls of connections waiting for bytes) only between runs of its task
-/// queue, and a run ends when the queue is empty or this timer fires. Under load the queue seldom empties (a read
-/// that finds the socket empty yields once before arming its poll, [`GlommioConn::poll_read`], and by then other
-/// connections have bytes again), so a connection whose poll had completed waited for the timer: p99 at 64
-/// connections was 11-15x nginx's with the same median. At 2 ms p99 is 0.7x nginx's, for 5 % more CPU per request
-/// than at 100 ms (BENCHMARKS.md, "glommio's p99 tail").
-const PREEMPT: Duration = Duration::from_millis(2);
+/// queue, and a run ends when the queue is empty or this timer fires; under load the queue seldom empties, so a
+/// connection whose poll had completed can wait for the timer (p99 at 64 connections 13-20x nginx's, the median
+/// lower). A 2 ms timer brought p99 to nginx's, but with it a shard could fall asleep for good when 2,000
+/// connections closed at once (2 of 6 series; none of 7 at 100 ms: BENCHMARKS.md, "A leaner proxied-request
+/// path"), so the default stays and README says glommio is not for latency-sensitive use.
+const PREEMPT: Duration = Duration::from_millis(100);
 
 /// The glommio runtime marker.
 #[derive(Debug, Clone, Copy, Default)]
