@@ -463,6 +463,20 @@ fn location_chunk_size(addr: SocketAddr) {
     assert_eq!(frames, want);
 }
 
+/// Two `host` fields in one header block: nginx's 400 (a client sent a duplicate header line), not a reset.
+fn duplicate_host(addr: SocketAddr) {
+    let mut s = raw(addr);
+    let mut block = vec![0x82, 0x86, 0x84];
+    block.extend_from_slice(&literal(b"host", b"one"));
+    block.extend_from_slice(&literal(b"host", b"again"));
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+        .expect("headers");
+    let (_, stream, payload) = read_until(&mut s, HEADERS).expect("an answer, not a reset");
+    assert_eq!(stream, 1);
+    // `:status 400`: HPACK's static entry 12
+    assert_eq!(payload.first(), Some(&0x8c), "{payload:?}");
+}
+
 /// A body whose DATA frame stops halfway (no `content-length`, so it is read before the request is routed): the
 /// stream is reset with `PROTOCOL_ERROR` after `client_body_timeout` (1s), as nginx's.
 fn body_timeout(addr: SocketAddr) {
@@ -601,6 +615,7 @@ fn attacks(addr: SocketAddr) {
     body_timeout(addr);
     header_timeout(addr);
     location_chunk_size(addr);
+    duplicate_host(addr);
     // a malformed header (`connection`): the stream is reset with PROTOCOL_ERROR, the connection goes on
     let mut s = raw(addr);
     let mut block = GET_BLOCK.to_vec();
