@@ -667,6 +667,74 @@ fn attacks(addr: SocketAddr) {
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
 }
 
+/// Frames read until a GOAWAY (its last stream) or the end of the connection: the kinds and streams before it.
+fn frames_to_goaway(s: &mut TcpStream) -> (Vec<(u8, u32)>, Option<u32>) {
+    let mut seen = Vec::new();
+    loop {
+        let mut h = [0u8; 9];
+        if s.read_exact(&mut h).is_err() {
+            return (seen, None);
+        }
+        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let mut payload = vec![0u8; len];
+        if s.read_exact(&mut payload).is_err() {
+            return (seen, None);
+        }
+        let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+        if h[3] == GOAWAY {
+            let last = payload
+                .get(..4)
+                .map(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]) & 0x7fff_ffff);
+            return (seen, last);
+        }
+        seen.push((h[3], stream));
+    }
+}
+
+/// nginx's checks as each stream opens: `keepalive_requests 2` makes the second stream the last (GOAWAY naming
+/// it, its answer complete), and `keepalive_timeout 0` the first.
+fn keepalive_limits<R: Runtime>() {
+    let (two, zero) = (free_addr(), free_addr());
+    let text = format!(
+        "events {{}}\nhttp {{\n access_log off;\n\
+         server {{ listen {two}; http2 on; keepalive_requests 2; location / {{ return 200 \"ok\"; }} }}\n\
+         server {{ listen {zero}; http2 on; keepalive_timeout 0; location / {{ return 200 \"ok\"; }} }}\n}}\n"
+    );
+    let _proxy = Proxy::start::<R>(parse(&text), 1);
+    let mut s = raw(two);
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, GET_BLOCK))
+        .expect("headers");
+    let (flags, stream, _) = read_until(&mut s, 0).expect("the first answer");
+    assert_eq!((flags & END_STREAM, stream), (END_STREAM, 1));
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 3, GET_BLOCK))
+        .expect("headers");
+    let (seen, last) = frames_to_goaway(&mut s);
+    assert_eq!(last, Some(3), "keepalive_requests 2: {seen:?}");
+    let (more, _) = frames_to_goaway(&mut s);
+    let all: Vec<_> = seen.iter().chain(more.iter()).copied().collect();
+    assert!(all.contains(&(0, 3)), "the last stream is answered: {all:?}");
+
+    let mut s = raw(zero);
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, GET_BLOCK))
+        .expect("headers");
+    let (seen, last) = frames_to_goaway(&mut s);
+    assert_eq!(last, Some(1), "keepalive_timeout 0: {seen:?}");
+    let (more, _) = frames_to_goaway(&mut s);
+    let all: Vec<_> = seen.iter().chain(more.iter()).copied().collect();
+    assert!(
+        all.contains(&(HEADERS, 1)) && all.contains(&(0, 1)),
+        "the stream is answered: {all:?}"
+    );
+}
+
+#[test]
+fn http2_keepalive_limits() {
+    keepalive_limits::<Tokio>();
+    if glommio_usable() {
+        keepalive_limits::<Glommio>();
+    }
+}
+
 #[test]
 fn http2_tokio() {
     h2_sequence::<Tokio>("tokio");

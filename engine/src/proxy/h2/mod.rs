@@ -195,12 +195,18 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         state,
     } = cx;
     let idle = at.defaults().keepalive_timeout;
+    let limits = KeepLimits::of(at);
     let bound = u64::from(conf.max_concurrent_streams) * RESET_ALLOWANCE;
-    // the highest stream taken, and the last one served after a reload
+    // the highest stream taken, and the last one served after a reload or a keepalive limit
     let mut last_sid = 0u32;
+    let mut taken = 0u64;
     let mut going_away: Option<u32> = None;
     loop {
         let wait = match (state.active.get(), going_away) {
+            // before the first stream: not shorter than the header timeout (`keepalive_timeout 0` still serves one)
+            (0, _) if taken == 0 => idle
+                .max(at.defaults().client_header_timeout)
+                .saturating_sub(state.last.get().elapsed()),
             (0, _) => idle.saturating_sub(state.last.get().elapsed()),
             // the streams in flight at a reload are watched for their end
             (_, Some(_)) => Duration::from_millis(100),
@@ -210,8 +216,12 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
             break;
         }
         let reloaded = going_away.is_none() && shard.current_config_generation() != at.snap.config_generation;
-        if (reloaded || going_away.is_some()) && state.active.get() == 0 {
-            // no stream left (an idle connection at the reload: h2's GOAWAY names its last stream)
+        if going_away.is_some() && state.active.get() == 0 {
+            // the last stream's task is done: what h2 still holds of its answer goes out before the close
+            break;
+        }
+        if reloaded && state.active.get() == 0 {
+            // an idle connection at the reload: h2's GOAWAY names its last stream
             return close::<R>(h2, h2::Reason::NO_ERROR, at.defaults().send_timeout).await;
         }
         if reloaded {
@@ -243,7 +253,13 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
                     h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                     break;
                 }
+                taken += 1;
                 spawn_stream(shard, state, facts, request, respond);
+                if going_away.is_none() && limits.reached(taken) {
+                    // nginx's GOAWAY with this stream as the last: it is served, later ones are not
+                    watch.go_away(sid);
+                    going_away = Some(sid);
+                }
             }
             // the idle wait ran out, or a reload: checked again at the loop's top
             Event::Accepted(Err(_)) | Event::Reload => {}
@@ -265,6 +281,35 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         std::future::poll_fn(|cx| h2.poll_closed(cx)),
     )
     .await;
+}
+
+/// The default server's bounds on a connection's life that nginx checks as each stream opens.
+struct KeepLimits {
+    /// `keepalive_requests`: the streams a connection serves.
+    requests: u64,
+    /// `keepalive_time`: no stream opened after the connection has been open this long is followed by another.
+    time: Duration,
+    /// `keepalive_timeout 0`: each connection serves one stream.
+    off: bool,
+    opened: Instant,
+}
+
+impl KeepLimits {
+    fn of(at: &ConnSnapshot) -> Self {
+        let server = at.snap.http_ports.get(at.port()).map(|p| p.default_server);
+        let client = server.and_then(|s| at.snap.servers.get(s)).map(|s| &s.client);
+        KeepLimits {
+            requests: client.map_or(1000, |c| c.keepalive_requests),
+            time: client.map_or(Duration::from_secs(3600), |c| c.keepalive_time),
+            off: at.defaults().keepalive_timeout.is_zero(),
+            opened: Instant::now(),
+        }
+    }
+
+    /// Whether the stream just taken (the `taken`th) is the connection's last.
+    fn reached(&self, taken: u64) -> bool {
+        self.off || taken >= self.requests || self.opened.elapsed() > self.time
+    }
 }
 
 /// Sends GOAWAY with `reason` (h2's, naming the last stream it took) and closes the connection once what is
