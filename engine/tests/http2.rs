@@ -727,11 +727,72 @@ fn keepalive_limits<R: Runtime>() {
     );
 }
 
+/// An answer sits in the server's socket buffer while the client reads nothing, a reload closes the idle
+/// connection, then the client sends a PING: the server's close lingers (it reads and drops the PING), so no TCP
+/// reset cuts the answer the client has not read yet (h2_keepalive.t's `graceful shutdown in idle`).
+fn lingering_close<R: Runtime>(tag: &str) {
+    let dir = std::env::temp_dir().join(format!("corelb-h2-linger-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("test dir");
+    std::fs::write(dir.join("big.html"), vec![b'x'; 400_000]).expect("file");
+    let big = free_addr();
+    let text = format!(
+        "events {{}}\nhttp {{\n access_log off;\n\
+         server {{ listen {big} sndbuf=1m; http2 on; root {}; }}\n}}\n",
+        dir.display()
+    );
+    let proxy = Proxy::start::<R>(parse(&text), 1);
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.set_recv_buffer_size(64 * 1024).expect("rcvbuf");
+    sock.connect(&big.into()).expect("connect");
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    // the stream's window 1 MiB, the connection's 2 MiB
+    s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0x10, 0, 0]))
+        .expect("settings");
+    s.write_all(&frame(8, 0, 0, &[0, 0x1f, 0, 0])).expect("window");
+    let mut block = vec![0x82, 0x86, 0x04, 9];
+    block.extend_from_slice(b"/big.html");
+    block.extend_from_slice(&[0x01, 0x01, b'h']);
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+        .expect("headers");
+    std::thread::sleep(Duration::from_millis(300));
+    let next = parse(&text);
+    proxy
+        .shared
+        .apply(corelb_engine::control::ChangeKind::Reload, move |_| Ok(next))
+        .expect("reload");
+    std::thread::sleep(Duration::from_millis(300));
+    s.write_all(&frame(PING, 0, 0, b"SEE-THIS")).expect("ping");
+    let mut data = 0usize;
+    loop {
+        let mut h = [0u8; 9];
+        if s.read_exact(&mut h).is_err() {
+            break;
+        }
+        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let mut payload = vec![0u8; len];
+        if s.read_exact(&mut payload).is_err() {
+            break;
+        }
+        if h[3] == 0 {
+            data += len;
+            if h[4] & END_STREAM != 0 {
+                break;
+            }
+        }
+    }
+    assert_eq!(data, 400_000, "{tag}: the whole answer");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn http2_keepalive_limits() {
     keepalive_limits::<Tokio>();
+    lingering_close::<Tokio>("tokio");
     if glommio_usable() {
         keepalive_limits::<Glommio>();
+        lingering_close::<Glommio>("glommio");
     }
 }
 

@@ -147,7 +147,8 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     shard.give_buffers(bufs);
     let watch = Rc::new(frames::Watch::default());
     let early = conf.body_preread_size < 65_535;
-    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch), early);
+    let linger = at.defaults().lingering.close != crate::config::model::LingeringClose::Off;
+    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch), early, linger);
     let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
     let mut h2 = match timeout::<R, _>(at.defaults().client_header_timeout, handshake).await {
         Ok(Ok(c)) => c,
@@ -218,10 +219,12 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         let reloaded = going_away.is_none() && shard.current_config_generation() != at.snap.config_generation;
         if going_away.is_some() && state.active.get() == 0 {
             // the last stream's task is done: what h2 still holds of its answer goes out before the close
+            watch.linger();
             break;
         }
         if reloaded && state.active.get() == 0 {
             // an idle connection at the reload: h2's GOAWAY names its last stream
+            watch.linger();
             return close::<R>(h2, h2::Reason::NO_ERROR, at.defaults().send_timeout).await;
         }
         if reloaded {
