@@ -463,6 +463,20 @@ fn location_chunk_size(addr: SocketAddr) {
     assert_eq!(frames, want);
 }
 
+/// Two `host` fields in one header block: nginx's 400 (a client sent a duplicate header line), not a reset.
+fn duplicate_host(addr: SocketAddr) {
+    let mut s = raw(addr);
+    let mut block = vec![0x82, 0x86, 0x84];
+    block.extend_from_slice(&literal(b"host", b"one"));
+    block.extend_from_slice(&literal(b"host", b"again"));
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+        .expect("headers");
+    let (_, stream, payload) = read_until(&mut s, HEADERS).expect("an answer, not a reset");
+    assert_eq!(stream, 1);
+    // `:status 400`: HPACK's static entry 12
+    assert_eq!(payload.first(), Some(&0x8c), "{payload:?}");
+}
+
 /// A body whose DATA frame stops halfway (no `content-length`, so it is read before the request is routed): the
 /// stream is reset with `PROTOCOL_ERROR` after `client_body_timeout` (1s), as nginx's.
 fn body_timeout(addr: SocketAddr) {
@@ -601,6 +615,7 @@ fn attacks(addr: SocketAddr) {
     body_timeout(addr);
     header_timeout(addr);
     location_chunk_size(addr);
+    duplicate_host(addr);
     // a malformed header (`connection`): the stream is reset with PROTOCOL_ERROR, the connection goes on
     let mut s = raw(addr);
     let mut block = GET_BLOCK.to_vec();
@@ -650,6 +665,135 @@ fn attacks(addr: SocketAddr) {
     let mut got = String::new();
     plain.read_to_string(&mut got).expect("read");
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+}
+
+/// Frames read until a GOAWAY (its last stream) or the end of the connection: the kinds and streams before it.
+fn frames_to_goaway(s: &mut TcpStream) -> (Vec<(u8, u32)>, Option<u32>) {
+    let mut seen = Vec::new();
+    loop {
+        let mut h = [0u8; 9];
+        if s.read_exact(&mut h).is_err() {
+            return (seen, None);
+        }
+        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let mut payload = vec![0u8; len];
+        if s.read_exact(&mut payload).is_err() {
+            return (seen, None);
+        }
+        let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+        if h[3] == GOAWAY {
+            let last = payload
+                .get(..4)
+                .map(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]) & 0x7fff_ffff);
+            return (seen, last);
+        }
+        seen.push((h[3], stream));
+    }
+}
+
+/// nginx's checks as each stream opens: `keepalive_requests 2` makes the second stream the last (GOAWAY naming
+/// it, its answer complete), and `keepalive_timeout 0` the first.
+fn keepalive_limits<R: Runtime>() {
+    let (two, zero) = (free_addr(), free_addr());
+    let text = format!(
+        "events {{}}\nhttp {{\n access_log off;\n\
+         server {{ listen {two}; http2 on; keepalive_requests 2; location / {{ return 200 \"ok\"; }} }}\n\
+         server {{ listen {zero}; http2 on; keepalive_timeout 0; location / {{ return 200 \"ok\"; }} }}\n}}\n"
+    );
+    let _proxy = Proxy::start::<R>(parse(&text), 1);
+    let mut s = raw(two);
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, GET_BLOCK))
+        .expect("headers");
+    let (flags, stream, _) = read_until(&mut s, 0).expect("the first answer");
+    assert_eq!((flags & END_STREAM, stream), (END_STREAM, 1));
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 3, GET_BLOCK))
+        .expect("headers");
+    let (seen, last) = frames_to_goaway(&mut s);
+    assert_eq!(last, Some(3), "keepalive_requests 2: {seen:?}");
+    let (more, _) = frames_to_goaway(&mut s);
+    let all: Vec<_> = seen.iter().chain(more.iter()).copied().collect();
+    assert!(all.contains(&(0, 3)), "the last stream is answered: {all:?}");
+
+    let mut s = raw(zero);
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, GET_BLOCK))
+        .expect("headers");
+    let (seen, last) = frames_to_goaway(&mut s);
+    assert_eq!(last, Some(1), "keepalive_timeout 0: {seen:?}");
+    let (more, _) = frames_to_goaway(&mut s);
+    let all: Vec<_> = seen.iter().chain(more.iter()).copied().collect();
+    assert!(
+        all.contains(&(HEADERS, 1)) && all.contains(&(0, 1)),
+        "the stream is answered: {all:?}"
+    );
+}
+
+/// An answer sits in the server's socket buffer while the client reads nothing, a reload closes the idle
+/// connection, then the client sends a PING: the server's close lingers (it reads and drops the PING), so no TCP
+/// reset cuts the answer the client has not read yet (h2_keepalive.t's `graceful shutdown in idle`).
+fn lingering_close<R: Runtime>(tag: &str) {
+    let dir = std::env::temp_dir().join(format!("corelb-h2-linger-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("test dir");
+    std::fs::write(dir.join("big.html"), vec![b'x'; 400_000]).expect("file");
+    let big = free_addr();
+    let text = format!(
+        "events {{}}\nhttp {{\n access_log off;\n\
+         server {{ listen {big} sndbuf=1m; http2 on; root {}; }}\n}}\n",
+        dir.display()
+    );
+    let proxy = Proxy::start::<R>(parse(&text), 1);
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.set_recv_buffer_size(64 * 1024).expect("rcvbuf");
+    sock.connect(&big.into()).expect("connect");
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    // the stream's window 1 MiB, the connection's 2 MiB
+    s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0x10, 0, 0]))
+        .expect("settings");
+    s.write_all(&frame(8, 0, 0, &[0, 0x1f, 0, 0])).expect("window");
+    let mut block = vec![0x82, 0x86, 0x04, 9];
+    block.extend_from_slice(b"/big.html");
+    block.extend_from_slice(&[0x01, 0x01, b'h']);
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block))
+        .expect("headers");
+    std::thread::sleep(Duration::from_millis(300));
+    let next = parse(&text);
+    proxy
+        .shared
+        .apply(corelb_engine::control::ChangeKind::Reload, move |_| Ok(next))
+        .expect("reload");
+    std::thread::sleep(Duration::from_millis(300));
+    s.write_all(&frame(PING, 0, 0, b"SEE-THIS")).expect("ping");
+    let mut data = 0usize;
+    loop {
+        let mut h = [0u8; 9];
+        if s.read_exact(&mut h).is_err() {
+            break;
+        }
+        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let mut payload = vec![0u8; len];
+        if s.read_exact(&mut payload).is_err() {
+            break;
+        }
+        if h[3] == 0 {
+            data += len;
+            if h[4] & END_STREAM != 0 {
+                break;
+            }
+        }
+    }
+    assert_eq!(data, 400_000, "{tag}: the whole answer");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn http2_keepalive_limits() {
+    keepalive_limits::<Tokio>();
+    lingering_close::<Tokio>("tokio");
+    if glommio_usable() {
+        keepalive_limits::<Glommio>();
+        lingering_close::<Glommio>("glommio");
+    }
 }
 
 #[test]

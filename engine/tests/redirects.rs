@@ -100,3 +100,71 @@ fn redirects_are_completed_as_nginx_header_filter_on_both_runtimes() {
         );
     }
 }
+
+/// A directory's slash and a `proxy_pass` location's slash (nginx's `auto_redirect`) under the server's
+/// `absolute_redirect`, `server_name_in_redirect` and `port_in_redirect`: a location name escaped once.
+fn slash_config(listen: SocketAddr, root: &std::path::Path) -> String {
+    let root = root.display();
+    format!(
+        r#"events {{}}
+http {{
+ absolute_redirect off;
+ server {{
+  listen {listen};
+  server_name on;
+  absolute_redirect on;
+  root {root};
+  location / {{ }}
+  location "/auto sp/" {{ proxy_pass http://127.0.0.1:9; }}
+ }}
+ server {{
+  listen {listen};
+  server_name off;
+  root {root};
+  location / {{ }}
+  location "/auto sp/" {{ proxy_pass http://127.0.0.1:9; }}
+ }}
+ server {{
+  listen {listen};
+  server_name named.example;
+  absolute_redirect on;
+  server_name_in_redirect on;
+  port_in_redirect off;
+  root {root};
+  location / {{ }}
+ }}
+}}
+"#
+    )
+}
+
+#[test]
+fn slash_redirects_follow_absolute_redirect_on_both_runtimes() {
+    let root = std::env::temp_dir().join(format!("corelb-slash-redirects-{}", std::process::id()));
+    std::fs::create_dir_all(root.join("dir sp")).unwrap();
+    for rt in 0..2 {
+        let listen = free_addr();
+        let _p = start(rt, &slash_config(listen, &root));
+        let port = listen.port();
+        for (host, path, location) in [
+            ("on", "/dir%20sp?a=b", format!("http://on:{port}/dir%20sp/?a=b")),
+            ("on", "/auto%20sp?a=b", format!("http://on:{port}/auto%20sp/?a=b")),
+            ("off", "/dir%20sp", "/dir%20sp/".to_string()),
+            ("off", "/auto%20sp?a=b", "/auto%20sp/?a=b".to_string()),
+            (
+                "named.example",
+                "/dir%20sp",
+                "http://named.example/dir%20sp/".to_string(),
+            ),
+        ] {
+            let r = get_host(listen, path, host);
+            assert!(
+                r.head.starts_with("HTTP/1.1 301 "),
+                "runtime {rt}: {host}{path}: {}",
+                r.head
+            );
+            assert_eq!(r.header("location"), Some(location), "runtime {rt}: {host}{path}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -15,6 +15,9 @@ no access log. The shapes:
 - `gzip`: a 100 KiB JSON file from `root`, gzipped on the fly (`gzip_comp_level` 1, nginx's default) for a client
   that sends `Accept-Encoding: gzip`; the answer is checked once (decompressed, it is the file) and its size on the
   wire printed;
+- `tls`: `plain` over TLS 1.3 (`listen ... ssl`, an ECDSA P-256 certificate made by `openssl req`, as
+  `../shared/bench/perf.py --tls` serves): one full handshake per 500 keepalive requests, the rest the record
+  layer's cost (needs the `openssl` command);
 - `h2`: `plain` over HTTP/2 without TLS (`listen ... http2`, prior knowledge): the requests come from `h2load`
   (Debian's nghttp2-client), 8 streams in flight on each of 4 connections, instead of HTTP/1.1 keepalive ones.
 nginx runs as `nginx -p DIR -g "daemon off; master_process off;"` (one process, no worker), so that the same config
@@ -123,6 +126,16 @@ GZIP = {
 # `h2`: the plain shape's proxied requests as HTTP/2 streams (h2c by prior knowledge), sent by h2load
 H2 = {"listen": " http2", "h2load": True}
 
+# `tls`: the plain shape's requests over TLS 1.3 keepalive connections (the certificate is written by `certificate`)
+TLS = {
+    "listen": " ssl",
+    "locations": """        ssl_certificate {files}/cert.pem;
+        ssl_certificate_key {files}/key.pem;
+        ssl_protocols TLSv1.3;
+        ssl_session_cache shared:S:10m;""",
+    "tls": True,
+}
+
 SHAPES = {
     "plain": {},
     "routing": ROUTING,
@@ -131,6 +144,7 @@ SHAPES = {
     "static": STATIC,
     "gzip": GZIP,
     "h2": H2,
+    "tls": TLS,
 }
 
 
@@ -168,13 +182,33 @@ def config(shape, ports, prefix=None, files_dir=""):
         main=main,
         front_location=front_location,
         maps=parts.get("maps", ""),
-        locations=parts.get("locations", ""),
+        locations=parts.get("locations", "").format(files=files_dir),
         front=front,
         listen=parts.get("listen", ""),
         b1=b1,
         b2=b2,
         b3=b3,
     )
+
+
+def certificate(d):
+    """The `tls` shape's ECDSA P-256 certificate and key, written into `d` by the `openssl` command."""
+    os.makedirs(d, exist_ok=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", os.path.join(d, "key.pem"), "-out", os.path.join(d, "cert.pem"), "-days", "30",
+                    "-subj", "/CN=localhost"], check=True, capture_output=True)
+
+
+def connect(port, shape):
+    """A client connection to the front: over TLS 1.3 for the `tls` shape (the certificate is not checked)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    if not SHAPES[shape].get("tls"):
+        return s
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx.wrap_socket(s, server_hostname="localhost")
 
 
 def free_ports(n):
@@ -260,7 +294,7 @@ def read_answer(s, buf):
 
 def send_on_one(port, n, shape, status="200"):
     req = request(shape)
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+    with connect(port, shape) as s:
         buf = b""
         for _ in range(n):
             s.sendall(req)
@@ -303,6 +337,8 @@ def count(binary, requests, warmup, shape, keep=None):
             fh.write(config(shape, ports, d if nginx else None, os.path.join(d, "files")))
         if "path" in SHAPES[shape]:
             files(os.path.join(d, "files"))
+        if SHAPES[shape].get("tls"):
+            certificate(os.path.join(d, "files"))
         out = os.path.join(d, "callgrind.out")
         cmd = [binary, "-c", conf]
         if nginx:

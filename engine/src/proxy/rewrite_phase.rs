@@ -2,7 +2,7 @@
 //! `find_config`, `post_rewrite`): the server's script, the location search, the location's script, and a new
 //! search after a `rewrite ... last` (or one without a flag), at most 10 times, then a 500.
 
-use super::static_file::{moved_to_slash, FileMethod, FileRequest, NoVars};
+use super::static_file::{complete_location, FileMethod, FileRequest, NoVars};
 use crate::config::regex::Captures;
 use crate::http::request::RequestHead;
 use crate::http::vars::{ConnVars, RequestExt, RequestVars};
@@ -98,7 +98,8 @@ pub fn run_from<'s>(
         let loc = match picked {
             Ok(loc) => loc,
             Err(to) => {
-                // made absolute as nginx's header filter makes it (`absolute_redirect on`)
+                // the location's name, escaped at load (nginx's `escaped_name`), and the arguments, made absolute
+                // as nginx's header filter makes it under the server's `absolute_redirect`
                 let dir = FileRequest {
                     method: FileMethod::Get,
                     args,
@@ -107,8 +108,16 @@ pub fn run_from<'s>(
                     head: None,
                     vars: &NoVars,
                     add_uri_to_alias: false,
+                    redirect: server.headers.redirect_style(),
+                    server_name: bufs.ext.server_name,
                 };
-                moved_to_slash(to.strip_suffix(b"/").unwrap_or(to), &dir, bufs.rewrite);
+                bufs.rewrite.clear();
+                bufs.rewrite.extend_from_slice(to);
+                if !args.is_empty() {
+                    bufs.rewrite.push(b'?');
+                    bufs.rewrite.extend_from_slice(args);
+                }
+                complete_location(&dir, bufs.rewrite);
                 return answered(None, Answer::Redirect(&server.moved), changed);
             }
         };

@@ -19,6 +19,7 @@ use crate::config::charset::Recode;
 use crate::config::error::errno_text;
 use crate::config::files::{Alias, TryFiles, TryLast};
 use crate::config::gzip::GzipStatic;
+use crate::config::headers::RedirectStyle;
 use crate::config::key::VarSource;
 use crate::http::charset::{recode_bytes, ContentType};
 use crate::http::keepalive::Connection;
@@ -127,6 +128,11 @@ pub(super) struct FileRequest<'a> {
     pub(super) vars: &'a dyn VarSource,
     /// try_files found the path in a regex location: the alias is followed by the path.
     pub(super) add_uri_to_alias: bool,
+    /// How the redirect to a directory's slash is completed: the serving location's `absolute_redirect`,
+    /// `server_name_in_redirect`, `port_in_redirect`.
+    pub(super) redirect: RedirectStyle,
+    /// The server's first name (`server_name_in_redirect on`).
+    pub(super) server_name: &'a str,
 }
 
 /// No variables: for a [`FileRequest`] that names no file (the redirect to a location's slash).
@@ -247,6 +253,7 @@ pub(super) fn resolve<'s>(
         }
         let file_req = FileRequest {
             add_uri_to_alias: add_uri,
+            redirect: loc.map_or(&server.headers, |l| &l.headers).redirect_style(),
             ..*req
         };
         let gzip = loc.map_or(&server.gzip, |l| &l.gzip).as_ref();
@@ -427,6 +434,8 @@ pub(super) fn resolve_head<'s>(
         head: Some(head),
         vars: &vars,
         add_uri_to_alias: false,
+        redirect: loc.map_or(&server.headers, |l| &l.headers).redirect_style(),
+        server_name: ext.server_name,
     };
     resolve(server, loc, uri, &req, bufs)
 }
@@ -843,14 +852,31 @@ fn open<'s>(
     })
 }
 
-/// Writes the `Location` of the redirect to `uri`'s slash into `out` (cleared first), as nginx's static module and
-/// header filter make it with their defaults (`absolute_redirect on`, `server_name_in_redirect off`,
-/// `port_in_redirect on`): `http://`, the request's host (lower case, a trailing dot dropped; without one, the
-/// address the client connected to), `:PORT` unless it is 80, the path escaped, `/`, and `?ARGS` if any.
+/// Writes the `Location` of the redirect to `uri`'s slash into `out` (cleared first), as nginx's static module
+/// makes it: the path escaped, `/`, and `?ARGS` if any, completed by [`complete_location`].
 pub(super) fn moved_to_slash(uri: &[u8], req: &FileRequest<'_>, out: &mut Vec<u8>) {
     out.clear();
+    append_escaped(uri, out);
+    out.push(b'/');
+    if !req.args.is_empty() {
+        out.push(b'?');
+        out.extend_from_slice(req.args);
+    }
+    complete_location(req, out);
+}
+
+/// Puts `http://HOST[:PORT]` in front of the `Location` in `out` as nginx's header filter does under the
+/// request's [`RedirectStyle`] (nothing under `absolute_redirect off`): HOST is the server's first name under
+/// `server_name_in_redirect on`, else the request's host (lower case, a trailing dot dropped), else the address the
+/// client connected to; `:PORT` under `port_in_redirect on` unless it is 80.
+pub(super) fn complete_location(req: &FileRequest<'_>, out: &mut Vec<u8>) {
+    if !req.redirect.absolute {
+        return;
+    }
+    let value_len = out.len();
     out.extend_from_slice(b"http://");
     match req.host.filter(|h| !h.is_empty()) {
+        _ if req.redirect.server_name => out.extend_from_slice(req.server_name.as_bytes()),
         Some(host) => {
             let host = host.strip_suffix(b".").unwrap_or(host);
             out.extend(host.iter().map(u8::to_ascii_lowercase));
@@ -859,16 +885,12 @@ pub(super) fn moved_to_slash(uri: &[u8], req: &FileRequest<'_>, out: &mut Vec<u8
     }
     // a unix-domain listener has no port (nginx's `ngx_inet_get_port` is 0 there)
     let port = req.local.port();
-    if port != 80 && port != 0 {
+    if req.redirect.port && port != 80 && port != 0 {
         out.push(b':');
         append_decimal(out, u64::from(port));
     }
-    append_escaped(uri, out);
-    out.push(b'/');
-    if !req.args.is_empty() {
-        out.push(b'?');
-        out.extend_from_slice(req.args);
-    }
+    // [value | prefix] -> [prefix | value]
+    out.rotate_left(value_len);
 }
 
 /// The head of an answer from files: nginx's header filter order (status line, `Server`, `Date`,
@@ -1664,6 +1686,8 @@ mod tests {
             head: None,
             vars: &NoVars,
             add_uri_to_alias: false,
+            redirect: RedirectStyle::NGINX,
+            server_name: "srv",
         }
     }
 
@@ -1682,6 +1706,23 @@ mod tests {
         on_80.host = None;
         moved_to_slash(b"/d", &on_80, &mut out);
         assert_eq!(out, b"http://::1/d/");
+        let mut off = request(get, Some(b"x"), b"a=b");
+        off.redirect.absolute = false;
+        moved_to_slash(b"/sp ace", &off, &mut out);
+        assert_eq!(out, b"/sp%20ace/?a=b", "absolute_redirect off");
+        let named = FileRequest {
+            redirect: RedirectStyle {
+                server_name: true,
+                port: false,
+                ..RedirectStyle::NGINX
+            },
+            ..request(get, Some(b"x"), b"")
+        };
+        moved_to_slash(b"/d", &named, &mut out);
+        assert_eq!(
+            out, b"http://srv/d/",
+            "server_name_in_redirect on, port_in_redirect off"
+        );
     }
 
     #[test]

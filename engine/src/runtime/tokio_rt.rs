@@ -69,6 +69,25 @@ impl AsyncWrite for TokioConn {
         })
     }
 
+    /// One `sendmsg` for all of `bufs`: a TLS session's queued records (a handshake's flight, a large write's
+    /// records) leave in one call, not one call each.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.0);
+        let len = bufs.iter().map(|b| b.len()).sum();
+        let one = match bufs {
+            [b] => Some(&**b),
+            _ => None,
+        };
+        poll_io(&self.0, cx, tokio::io::Interest::WRITABLE, len, || match one {
+            Some(b) => super::sys::send(fd, b),
+            None => super::sys::send_vectored(fd, bufs),
+        })
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.0).poll_flush(cx)
     }

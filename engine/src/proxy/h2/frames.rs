@@ -53,6 +53,8 @@ pub(super) struct Watch {
     reset: Cell<Option<(u32, Reason)>>,
     /// A GOAWAY (`NO_ERROR`) to write with this last stream.
     goaway: Cell<Option<u32>>,
+    /// The connection ends after its GOAWAY with no stream left: its close lingers (not after an error).
+    lingering: Cell<bool>,
 }
 
 impl Watch {
@@ -78,6 +80,11 @@ impl Watch {
     /// served.
     pub(super) fn skipped(&self, sid: u32) -> bool {
         sid != 0 && (self.timed_out.get() == sid || self.refused.get() == sid)
+    }
+
+    /// The close that comes lingers, as nginx's close of a connection that said GOAWAY and has no stream left.
+    pub(super) fn linger(&self) {
+        self.lingering.set(true);
     }
 
     /// Sends GOAWAY (`NO_ERROR`) with `last_sid`, as nginx on a reload.
@@ -279,11 +286,18 @@ pub(super) struct Checked<T> {
     /// Ours went out after h2's last flush.
     flush: bool,
     watch: Rc<Watch>,
+    /// The close may linger (`lingering_close` not `off`; it does after [`Watch::linger`]): after the half-close,
+    /// what the client still sends is read and dropped until it closes, so that a close with its bytes unread (a
+    /// TCP reset) does not cut the answer it has not read yet (nginx's `ngx_http_v2_lingering_close`; bounded by
+    /// the close's own timeout).
+    linger: bool,
+    /// The write side is shut.
+    half_closed: bool,
 }
 
 impl<T> Checked<T> {
     /// `refuse_early_bodies`: `http2_body_preread_size` is under the default window (64k - 1).
-    pub(super) fn new(io: T, watch: Rc<Watch>, refuse_early_bodies: bool) -> Self {
+    pub(super) fn new(io: T, watch: Rc<Watch>, refuse_early_bodies: bool, linger: bool) -> Self {
         Checked {
             io,
             at: Position {
@@ -296,6 +310,8 @@ impl<T> Checked<T> {
             own_sent: 0,
             flush: false,
             watch,
+            linger,
+            half_closed: false,
         }
     }
 
@@ -368,7 +384,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Checked<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Checked<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Checked<T> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
         std::task::ready!(me.write_own(cx))?;
@@ -386,7 +402,23 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Checked<T> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        let me = self.get_mut();
+        if !me.half_closed {
+            std::task::ready!(Pin::new(&mut me.io).poll_shutdown(cx))?;
+            me.half_closed = true;
+        }
+        if !me.linger || !me.watch.lingering.get() {
+            return Poll::Ready(Ok(()));
+        }
+        let mut scratch = [0u8; 1024];
+        loop {
+            let mut buf = ReadBuf::new(&mut scratch);
+            match std::task::ready!(Pin::new(&mut me.io).poll_read(cx, &mut buf)) {
+                Ok(()) if !buf.filled().is_empty() => continue,
+                // the client's end (or a broken connection): nothing more to wait for
+                _ => return Poll::Ready(Ok(())),
+            }
+        }
     }
 }
 

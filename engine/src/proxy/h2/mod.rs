@@ -147,7 +147,8 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     shard.give_buffers(bufs);
     let watch = Rc::new(frames::Watch::default());
     let early = conf.body_preread_size < 65_535;
-    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch), early);
+    let linger = at.defaults().lingering.close != crate::config::model::LingeringClose::Off;
+    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch), early, linger);
     let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
     let mut h2 = match timeout::<R, _>(at.defaults().client_header_timeout, handshake).await {
         Ok(Ok(c)) => c,
@@ -195,12 +196,18 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         state,
     } = cx;
     let idle = at.defaults().keepalive_timeout;
+    let limits = KeepLimits::of(at);
     let bound = u64::from(conf.max_concurrent_streams) * RESET_ALLOWANCE;
-    // the highest stream taken, and the last one served after a reload
+    // the highest stream taken, and the last one served after a reload or a keepalive limit
     let mut last_sid = 0u32;
+    let mut taken = 0u64;
     let mut going_away: Option<u32> = None;
     loop {
         let wait = match (state.active.get(), going_away) {
+            // before the first stream: not shorter than the header timeout (`keepalive_timeout 0` still serves one)
+            (0, _) if taken == 0 => idle
+                .max(at.defaults().client_header_timeout)
+                .saturating_sub(state.last.get().elapsed()),
             (0, _) => idle.saturating_sub(state.last.get().elapsed()),
             // the streams in flight at a reload are watched for their end
             (_, Some(_)) => Duration::from_millis(100),
@@ -210,8 +217,14 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
             break;
         }
         let reloaded = going_away.is_none() && shard.current_config_generation() != at.snap.config_generation;
-        if (reloaded || going_away.is_some()) && state.active.get() == 0 {
-            // no stream left (an idle connection at the reload: h2's GOAWAY names its last stream)
+        if going_away.is_some() && state.active.get() == 0 {
+            // the last stream's task is done: what h2 still holds of its answer goes out before the close
+            watch.linger();
+            break;
+        }
+        if reloaded && state.active.get() == 0 {
+            // an idle connection at the reload: h2's GOAWAY names its last stream
+            watch.linger();
             return close::<R>(h2, h2::Reason::NO_ERROR, at.defaults().send_timeout).await;
         }
         if reloaded {
@@ -243,7 +256,13 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
                     h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                     break;
                 }
+                taken += 1;
                 spawn_stream(shard, state, facts, request, respond);
+                if going_away.is_none() && limits.reached(taken) {
+                    // nginx's GOAWAY with this stream as the last: it is served, later ones are not
+                    watch.go_away(sid);
+                    going_away = Some(sid);
+                }
             }
             // the idle wait ran out, or a reload: checked again at the loop's top
             Event::Accepted(Err(_)) | Event::Reload => {}
@@ -265,6 +284,35 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         std::future::poll_fn(|cx| h2.poll_closed(cx)),
     )
     .await;
+}
+
+/// The default server's bounds on a connection's life that nginx checks as each stream opens.
+struct KeepLimits {
+    /// `keepalive_requests`: the streams a connection serves.
+    requests: u64,
+    /// `keepalive_time`: no stream opened after the connection has been open this long is followed by another.
+    time: Duration,
+    /// `keepalive_timeout 0`: each connection serves one stream.
+    off: bool,
+    opened: Instant,
+}
+
+impl KeepLimits {
+    fn of(at: &ConnSnapshot) -> Self {
+        let server = at.snap.http_ports.get(at.port()).map(|p| p.default_server);
+        let client = server.and_then(|s| at.snap.servers.get(s)).map(|s| &s.client);
+        KeepLimits {
+            requests: client.map_or(1000, |c| c.keepalive_requests),
+            time: client.map_or(Duration::from_secs(3600), |c| c.keepalive_time),
+            off: at.defaults().keepalive_timeout.is_zero(),
+            opened: Instant::now(),
+        }
+    }
+
+    /// Whether the stream just taken (the `taken`th) is the connection's last.
+    fn reached(&self, taken: u64) -> bool {
+        self.off || taken >= self.requests || self.opened.elapsed() > self.time
+    }
 }
 
 /// Sends GOAWAY with `reason` (h2's, naming the last stream it took) and closes the connection once what is

@@ -284,13 +284,16 @@ fn request_head(
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let host = parts
-        .headers
-        .get(http::header::HOST)
-        .map(|v| v.as_bytes())
-        .or_else(|| parts.uri.authority().map(|a| a.as_str().as_bytes()));
-    if let Some(h) = host {
-        line(out, "host", h)?;
+    // every `host` line goes on (two are a 400 there, as nginx answers them); `:authority` only without one
+    let mut hosts = parts.headers.get_all(http::header::HOST).iter().peekable();
+    match (hosts.peek().is_some(), parts.uri.authority()) {
+        (true, _) => {
+            for h in hosts {
+                line(out, "host", h.as_bytes())?;
+            }
+        }
+        (false, Some(a)) => line(out, "host", a.as_str().as_bytes())?,
+        (false, None) => {}
     }
     let mut length = None;
     let mut cookies = 0;
