@@ -1,7 +1,8 @@
 //! A socket's `recv` and `send` as bare system calls, without glibc's wrappers: corelb is multi-threaded, so each
 //! wrapper call of a cancellation point (`recv`, `send`) turns asynchronous thread cancellation on and off around
 //! the call, two atomic read-modify-writes that corelb, which never cancels a thread, does not need (1.5 % of a
-//! small static file's CPU in `perf`). The calls are the same, with the same flags, as std's.
+//! small static file's CPU in `perf`). The calls are the same, with the same flags, as std's. And a file's
+//! `fstat`, which std's `File::metadata` makes a `statx` of every field.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -54,6 +55,17 @@ pub fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         libc::syscall(libc::SYS_sendmsg, fd, &msg as *const libc::msghdr, libc::MSG_NOSIGNAL)
     };
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// `fstat(fd)`: the open file's `struct stat`.
+pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` is a valid place for one `struct stat`, which fstat fills when it returns 0
+    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstat returned 0: it wrote the whole struct
+    Ok(unsafe { st.assume_init() })
 }
 
 #[cfg(test)]
