@@ -15,9 +15,9 @@ no access log. The shapes:
 - `gzip`: a 100 KiB JSON file from `root`, gzipped on the fly (`gzip_comp_level` 1, nginx's default) for a client
   that sends `Accept-Encoding: gzip`; the answer is checked once (decompressed, it is the file) and its size on the
   wire printed;
-- `tls`: `plain` over TLS 1.3 (`listen ... ssl`, an ECDSA P-256 certificate made by `openssl req`, as
-  `../shared/bench/perf.py --tls` serves): one full handshake per 500 keepalive requests, the rest the record
-  layer's cost (needs the `openssl` command);
+- `tls`: `plain` over TLS 1.3 (`listen ... ssl`, an ECDSA P-256 certificate made by `openssl req`, as the
+  side-by-side script perf.py serves with `--tls`): one full handshake per 500 keepalive requests, the rest the
+  record layer's cost (needs the `openssl` command);
 - `h2`: `plain` over HTTP/2 without TLS (`listen ... http2`, prior knowledge): the requests come from `h2load`
   (Debian's nghttp2-client), 8 streams in flight on each of 4 connections, instead of HTTP/1.1 keepalive ones.
 nginx runs as `nginx -p DIR -g "daemon off; master_process off;"` (one process, no worker), so that the same config
