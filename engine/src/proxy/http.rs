@@ -396,12 +396,7 @@ impl<R: Runtime> OpenConn<R> {
                 return Flow::Closed;
             }
             if conn.bufs.client.readable().is_empty() {
-                // an HTTP/2 stream's pipe carries one request: its flow ends with its answer, without a keepalive
-                // wait for the end of the pipe
-                return match conn.bufs.http2 {
-                    None => Flow::Idle,
-                    Some(_) => Flow::Closed,
-                };
+                return Flow::Idle;
             }
         }
     }

@@ -1,7 +1,6 @@
 //! One HTTP/2 stream: its request written as an HTTP/1.1 head (the pseudo-headers as the request line and
-//! `Host`) straight into the client buffer of the HTTP/1.1 flow that serves it, its body (framed by its
-//! `content-length` or as chunks) through a pipe, and the answer the flow writes relayed back as HTTP/2 frames
-//! ([`super::answer`]). The flow serves that one request and ends.
+//! `Host`, the body framed by its `content-length` or as chunks) into a pipe that the HTTP/1.1 flow serves, and
+//! the answer it writes relayed back as HTTP/2 frames ([`super::answer`]).
 
 use super::answer::{self, Relayed};
 use super::ConnFacts;
@@ -76,28 +75,16 @@ pub(super) async fn serve<R: Runtime>(
             }
         }
     }
-    let mut bufs = shard.take_buffers(at.snap.client_buffer);
-    // the head is built in the buffers' scratch and put straight into the flow's client buffer (where it would
-    // have read it from the pipe); one longer than that buffer goes through the pipe as the flow reads it
-    let mut head = std::mem::take(&mut bufs.scratch);
-    head.clear();
+    let mut head = Vec::with_capacity(256 + parts.headers.len() * 32 + preread.len());
     let framing = match request_head(&parts, ended, preread.len(), &mut head) {
         Ok(f) => f,
         Err(Malformed) => {
-            bufs.scratch = head;
-            shard.give_buffers(bufs);
             respond.send_reset(Reason::PROTOCOL_ERROR);
             return End::Failed;
         }
     };
-    let room = bufs.client.spare();
-    if head.len() <= room.len() {
-        room[..head.len()].copy_from_slice(&head);
-        bufs.client.commit(head.len());
-        head.clear();
-        bufs.scratch = std::mem::take(&mut head);
-    }
     let (ours, theirs) = pipe(PIPE, facts.local);
+    let mut bufs = shard.take_buffers(at.snap.client_buffer);
     bufs.tls.clone_from(&facts.tls);
     bufs.proxy = facts.proxy;
     bufs.tlvs.clear();
