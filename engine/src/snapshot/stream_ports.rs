@@ -104,6 +104,7 @@ fn port_tls(port: &StreamPort, servers: &[StreamServer]) -> Result<crate::tls::P
         default,
         pick,
         h2: false,
+        vars: None,
     })?;
     // stream answers ALPN only with `ssl_alpn` (nginx sets no callback without it)
     let mut config = (*tls.config).clone();
