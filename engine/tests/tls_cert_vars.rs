@@ -1,5 +1,6 @@
 //! `ssl_certificate` / `ssl_certificate_key` with variables end to end, on both runtimes, with a rustls client: the
-//! pair is chosen at the handshake by `$ssl_server_name` (directly and through a `map`) and by a `geo`, read from
+//! pair is chosen at the handshake by `$ssl_server_name` (directly and through a `map`) and by a `geo`, in http
+//! and stream servers, read from
 //! its files on each handshake (a rewritten file is served to the next one), a name whose file is missing fails
 //! the handshake, and a session resumes on another server only where its certificate lines are the same (nginx's
 //! session id context).
@@ -39,6 +40,8 @@ struct Ports {
     other: SocketAddr,
     /// `$ssl_server_name.crt` itself.
     by_name: SocketAddr,
+    /// The same in a stream server.
+    stream: SocketAddr,
 }
 
 fn config(dir: &Path, p: &Ports) -> corelb_engine::config::model::Config {
@@ -61,11 +64,14 @@ fn config(dir: &Path, p: &Ports) -> corelb_engine::config::model::Config {
            return 200 \"other:$ssl_session_reused\"; }}\n\
          server {{ listen {by_name} ssl; server_name localhost;\n\
            ssl_certificate {d}/$ssl_server_name.crt; ssl_certificate_key {d}/$ssl_server_name.key;\n\
-           return 200 \"by-name:$ssl_server_name\"; }}\n}}\n",
+           return 200 \"by-name:$ssl_server_name\"; }}\n}}\n\
+         stream {{\n server {{ listen {stream} ssl; return \"stream:$ssl_server_name\";\n\
+           ssl_certificate {d}/$ssl_server_name.crt; ssl_certificate_key {d}/$ssl_server_name.key; }}\n}}\n",
         one = p.one,
         same = p.same,
         other = p.other,
         by_name = p.by_name,
+        stream = p.stream,
     );
     corelb_engine::config::parse_str(&text, Path::new("vars.conf")).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -80,6 +86,7 @@ fn cert_vars<R: Runtime>(tag: &str) {
         same: free_addr(),
         other: free_addr(),
         by_name: free_addr(),
+        stream: free_addr(),
     };
     let proxy = Proxy::start::<R>(config(&dir, &ports), 1);
 
@@ -100,6 +107,17 @@ fn cert_vars<R: Runtime>(tag: &str) {
         "no certificate for nx.test"
     );
     assert_eq!(get(&client, ports.by_name, "a.test").expect("after"), "by-name:a.test");
+
+    // a stream server's the same way
+    let mut s = client.connect(ports.stream, "a.test").expect("stream");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert_eq!(out, "stream:a.test");
+    assert_eq!(client.last_cert(), named.der().to_vec());
+    assert!(
+        client.connect(ports.stream, "nx.test").is_err(),
+        "no certificate for nx.test"
+    );
 
     // the files are read at each handshake (no `ssl_certificate_cache`): a rewritten pair is served next
     let renewed = self_signed(&dir, "a.test", params(&["a.test"], "a.test renewed"));
@@ -161,13 +179,10 @@ fn certificate_variables_config_errors() {
         e,
         "[emerg] no \"ssl_certificate_key\" is defined for certificate \"$host.crt\" in /t/vars.conf:4"
     );
-    // stream has no variables there yet: refused by name
+    // stream's lines take variables too, its block's maps and geos
     let e = config_error(
-        "events {}\nstream {\n server { listen 127.0.0.1:1 ssl;\n ssl_certificate $ssl_server_name.crt;\n \
-         ssl_certificate_key k; proxy_pass 127.0.0.1:2; }\n}\n",
+        "events {}\nstream {\n geo $one { default one; }\n server { listen 127.0.0.1:1 ssl;\n \
+         ssl_certificate $one.crt; ssl_certificate_key $ssl_server_name.key; proxy_pass 127.0.0.1:2; }\n}\n",
     );
-    assert_eq!(
-        e,
-        "[emerg] \"ssl_certificate\" with variables is not supported by corelb in stream in /t/vars.conf:4"
-    );
+    assert_eq!(e, "");
 }

@@ -6,18 +6,28 @@ use super::var_cache::VarCache;
 use super::vars::ConnVars;
 use crate::config::key::{KeyTemplate, Var, VarSource};
 use crate::config::map::Map;
+use crate::config::tls::TlsConf;
 use crate::tls::dynamic::{HandshakeConn, HandshakeVars};
 use std::cell::RefCell;
+use std::sync::Arc;
 
 thread_local! {
     /// The shard's map values of the handshake being resolved (reused: no allocation once grown).
     static CACHE: RefCell<VarCache> = RefCell::new(VarCache::default());
 }
 
-/// The http block's maps, for its certificate names.
+/// The http or stream block's maps, for its certificate names.
 #[derive(Debug)]
 pub struct HandshakeNames {
     pub maps: Vec<Map>,
+}
+
+impl HandshakeNames {
+    /// What the certificate names of an address's servers (`confs`) read, where one has variables.
+    pub fn of(confs: &[Option<&TlsConf>], maps: &[Map]) -> Option<Arc<dyn HandshakeVars>> {
+        let dynamic = confs.iter().flatten().any(|c| c.dynamic.is_some());
+        dynamic.then(|| Arc::new(HandshakeNames { maps: maps.to_vec() }) as Arc<dyn HandshakeVars>)
+    }
 }
 
 /// One handshake's variables.

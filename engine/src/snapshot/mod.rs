@@ -256,7 +256,9 @@ impl Snapshot {
                 let plan = StreamServerPlan::build(srv, &mut access_logs, &stream_limits)?;
                 stream_servers.push(plan.with_tls(srv, upstream)?);
             }
-            stream_ports = stream_ports::build(&stream.servers, |a| http_ports.iter().any(|p| p.addr == a))?;
+            stream_ports = stream_ports::build(&stream.servers, &stream.maps, |a| {
+                http_ports.iter().any(|p| p.addr == a)
+            })?;
         }
         let client_buffer = servers
             .iter()
@@ -424,14 +426,7 @@ fn tls_of_port(
     let (names, default) = (port.names.clone(), port.default_server);
     let pick = Box::new(move |sni: &str| names.find(sni.as_bytes(), None).map_or(default, |f| f.server));
     let h2 = port.http2.is_some();
-    // certificate names with variables read the block's maps at the handshake
-    let dynamic = confs.iter().flatten().any(|c| c.dynamic.is_some());
-    let vars = dynamic.then(|| {
-        let names = crate::http::handshake_vars::HandshakeNames {
-            maps: http.maps.clone(),
-        };
-        std::sync::Arc::new(names) as std::sync::Arc<dyn crate::tls::dynamic::HandshakeVars>
-    });
+    let vars = crate::http::handshake_vars::HandshakeNames::of(&confs, &http.maps);
     let port_servers = crate::tls::PortServers {
         confs,
         default,

@@ -68,17 +68,16 @@ pub struct TlsLayer {
 }
 
 impl TlsLayer {
-    /// Reads `d` (one of [`NAMES`]); `vars` compiles certificate names with variables (an http block's; a
-    /// stream block has none: there they are refused by name).
-    pub fn directive(&mut self, b: &mut Build, d: &Directive, vars: Option<&mut Vars>) -> Result<(), ConfigError> {
-        let template = match (d.name.as_str(), arg(d, 0).contains('$'), vars) {
-            ("ssl_certificate" | "ssl_certificate_key", true, Some(vars)) => {
-                Some(vars.compile(arg(d, 0), Module::Http, &d.span)?)
-            }
-            ("ssl_certificate" | "ssl_certificate_key", true, None) => {
-                let msg = format!("\"{}\" with variables is not supported by corelb in stream", d.name);
-                return Err(ConfigError::invalid(msg, &d.span));
-            }
+    /// Reads `d` (one of [`NAMES`]) in `module`'s block, whose `vars` compile certificate names with variables.
+    pub fn directive(
+        &mut self,
+        b: &mut Build,
+        d: &Directive,
+        vars: &mut Vars,
+        module: Module,
+    ) -> Result<(), ConfigError> {
+        let template = match (d.name.as_str(), arg(d, 0).contains('$')) {
+            ("ssl_certificate" | "ssl_certificate_key", true) => Some(vars.compile(arg(d, 0), module, &d.span)?),
             _ => None,
         };
         match d.name.as_str() {
