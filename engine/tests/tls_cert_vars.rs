@@ -1,9 +1,8 @@
 //! `ssl_certificate` / `ssl_certificate_key` with variables end to end, on both runtimes, with a rustls client: the
 //! pair is chosen at the handshake by `$ssl_server_name` (directly and through a `map`) and by a `geo`, in http
-//! and stream servers, read from
-//! its files on each handshake (a rewritten file is served to the next one), a name whose file is missing fails
-//! the handshake, and a session resumes on another server only where its certificate lines are the same (nginx's
-//! session id context).
+//! and stream servers, read from its files on each handshake (a rewritten file is served to the next one), a name
+//! whose file is missing fails the handshake, and a session resumes on another server only where its certificate
+//! lines are the same (nginx's session id context).
 
 mod support;
 
