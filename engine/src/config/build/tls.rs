@@ -738,6 +738,16 @@ mod tests {
     }
 
     #[test]
+    fn session_contexts_follow_the_certificate_lines() {
+        let line = |raw: &str| (raw.to_string(), Span::command_line(), None);
+        let one = [line("$one.crt")];
+        let ctx = |module, lines: &[Line]| session_context(module, &[], Some(lines), None);
+        assert_eq!(ctx(Module::Http, &one), ctx(Module::Http, &[line("$one.crt")]));
+        assert_ne!(ctx(Module::Http, &one), ctx(Module::Http, &[line("$two.crt")]));
+        assert_ne!(ctx(Module::Http, &one), ctx(Module::Stream, &one));
+    }
+
+    #[test]
     fn session_cache_sizes() {
         let d = directive("ssl_session_cache", &["shared:SSL:1m"]);
         assert_eq!(session_cache(&d).unwrap(), SessionCache::Sessions(4096));
