@@ -78,6 +78,15 @@ Options:
   --version     : print `corelb version X.Y.Z` on stdout and exit
 ";
 
+/// nginx's line naming its TLS library, as nginx built with BoringSSL prints it (`built with OpenSSL 1.1.1
+/// (compatible; BoringSSL)`): the OpenSSL feature level rustls gives (TLS 1.3, SNI, ALPN, certificate callbacks),
+/// which nginx-tests' `has('openssl:1.1.1')` reads (README, differences).
+pub const BUILT_WITH: &str = concat!(
+    "built with OpenSSL 1.1.1 (compatible; rustls ",
+    env!("CORELB_RUSTLS_VERSION"),
+    ")"
+);
+
 /// What `-v`, `-V` or `-h` print (on stderr, as nginx).
 pub fn text(help: bool, configure: bool) -> String {
     let mut out = version_line();
@@ -87,6 +96,8 @@ pub fn text(help: bool, configure: bool) -> String {
         out.push('\n');
     }
     if configure {
+        out.push_str(BUILT_WITH);
+        out.push('\n');
         // nginx's line when its TLS library has SNI (nginx-tests' `has('sni')` reads it); rustls always has it
         out.push_str("TLS SNI support enabled\n");
         out.push_str(&configure_line());
@@ -108,6 +119,11 @@ mod tests {
         let v = text(false, true);
         let mut lines = v.lines();
         assert_eq!(lines.next(), Some(version_line().as_str()));
+        let built = lines.next().unwrap();
+        assert!(
+            built.starts_with("built with OpenSSL 1.1.1 (compatible; rustls 0."),
+            "{built}"
+        );
         assert_eq!(lines.next(), Some("TLS SNI support enabled"));
         let configure = lines.next().unwrap();
         assert!(configure.starts_with(

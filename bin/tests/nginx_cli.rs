@@ -366,6 +366,12 @@ fn version_help_and_long_spellings() {
     let err = text(&big.stderr);
     let mut lines = err.lines();
     assert_eq!(lines.next(), Some(version.trim_end()));
+    // nginx-tests' `has('openssl:N')` reads the TLS library's line (`/with openssl ([0-9.]+)/i`)
+    let built = lines.next().expect("built with line");
+    assert!(
+        built.starts_with("built with OpenSSL 1.1.1 (compatible; rustls "),
+        "{built}"
+    );
     assert_eq!(lines.next(), Some("TLS SNI support enabled"));
     let configure = lines.next().expect("configure line");
     assert!(

@@ -1,6 +1,7 @@
 //! A server's TLS settings (`ssl_*`) as read and merged, and its certificate and key files loaded and checked as
 //! nginx checks them at `-t` (a missing or unreadable file, a file of no PEM, a key that does not match).
 
+use super::key::KeyTemplate;
 use rustls::crypto::ring::{cipher_suite as cs, kx_group};
 use rustls::crypto::SupportedKxGroup;
 use rustls::sign::CertifiedKey;
@@ -48,6 +49,23 @@ impl PartialEq for CertPair {
     }
 }
 
+/// `ssl_certificate` / `ssl_certificate_key` lines with variables: each pair evaluated at the handshake, once SNI
+/// has chosen the server, and its files read then (nginx's certificate callback, without `ssl_certificate_cache`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DynamicCerts {
+    /// Each line's certificate and key names, in config order.
+    pub pairs: Vec<(KeyTemplate, KeyTemplate)>,
+    /// The directory relative names are read from (nginx's conf prefix).
+    pub prefix: PathBuf,
+    /// `ssl_password_file`'s passwords, read at load (a fifo once), for an encrypted key.
+    pub passwords: Vec<Vec<u8>>,
+}
+
+/// nginx's session id context of a server (`ngx_ssl_session_id_context`): a digest of the module, the server's
+/// certificates (their lines, where they have variables) and its client CA names. A session resumes only on a
+/// server with the same context.
+pub type SessionContext = [u8; 32];
+
 /// `ssl_verify_client`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyClient {
@@ -80,6 +98,10 @@ pub struct ClientVerify {
 pub struct TlsConf {
     /// Its certificates in config order (an RSA and an ECDSA pair may both be there).
     pub certs: Vec<CertPair>,
+    /// Its certificates when a line names a variable (`certs` is then empty).
+    pub dynamic: Option<Arc<DynamicCerts>>,
+    /// Its session id context.
+    pub context: SessionContext,
     /// `ssl_protocols`: TLSv1.2, TLSv1.3 (what rustls has of the list).
     pub tls12: bool,
     pub tls13: bool,
@@ -103,6 +125,8 @@ impl TlsConf {
     pub fn defaults() -> Self {
         TlsConf {
             certs: Vec::new(),
+            dynamic: None,
+            context: [0; 32],
             tls12: true,
             tls13: true,
             suites: TLS12_SUITES.iter().map(|(_, s)| *s).collect(),

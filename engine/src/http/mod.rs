@@ -4,6 +4,7 @@ pub mod basic_auth;
 pub mod charset;
 pub mod chunked;
 pub mod gzip;
+pub mod handshake_vars;
 pub mod head_buffers;
 pub mod host;
 pub mod keepalive;

@@ -92,7 +92,7 @@ pub async fn serve<R: Runtime>(shard: Rc<Shard<R>>, mut client: R::Conn, remote:
     let mut picked = index;
     if let Some(tls) = port.tls.as_deref() {
         let wait = srv.ssl.handshake_timeout;
-        match super::stream_tls::handshake::<R>(client, tls, wait, &shard.counters, errors).await {
+        match super::stream_tls::handshake::<R>(client, conn.remote, tls, wait, &shard.counters, errors).await {
             Some((sock, facts)) => {
                 client = sock;
                 picked = port.server_for(facts.server_name.as_bytes());

@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 /// The longest wait taken (a larger timeout is as good as forever, and a clock sum cannot overflow).
 const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// Runs the handshake of `sock` with `tls` within `wait`: the session and its facts, or `None` when it failed
-/// (nginx ends the session with 500).
+/// Runs the handshake of `sock` (from `remote`) with `tls` within `wait`: the session and its facts, or `None`
+/// when it failed (nginx ends the session with 500).
 pub async fn handshake<R: Runtime>(
     sock: R::Conn,
+    remote: SocketAddr,
     tls: &PortTls,
     wait: Duration,
     counters: &ShardSlot,
@@ -30,7 +31,7 @@ pub async fn handshake<R: Runtime>(
 ) -> Option<(R::Conn, TlsFacts)> {
     let mut facts = TlsFacts::default();
     // boxed: the handshake's state (a rustls session) is not part of every session's future
-    let accepting = Box::pin(crate::tls::accept::<R>(sock, tls, wait, &mut facts));
+    let accepting = Box::pin(crate::tls::accept::<R>(sock, Some(remote), tls, wait, &mut facts));
     let sock = match accepting.await {
         Accepted::Tls(sock) => sock,
         Accepted::Plain(_) | Accepted::Failed => {

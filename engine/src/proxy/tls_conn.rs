@@ -20,6 +20,18 @@ pub async fn open<R: Runtime>(
     bufs: &mut Buffers,
     counters: &ShardSlot,
 ) -> Option<(R::Conn, bool)> {
+    open_from::<R>(at, sock, None, bufs, counters).await
+}
+
+/// [`open`] of a connection from `remote` (what `$remote_addr` in a certificate name reads at the handshake, and
+/// the `client:` of its error; unknown: empty).
+pub async fn open_from<R: Runtime>(
+    at: &ConnSnapshot,
+    sock: R::Conn,
+    remote: Option<std::net::SocketAddr>,
+    bufs: &mut Buffers,
+    counters: &ShardSlot,
+) -> Option<(R::Conn, bool)> {
     let Some(config) = at.snap.http_ports.get(at.port()).and_then(|p| p.tls.as_ref()) else {
         bufs.tls = None;
         return Some((sock, false));
@@ -28,6 +40,7 @@ pub async fn open<R: Runtime>(
     // boxed: the handshake's state (a rustls session) is not part of every connection's future, plain ones included
     let accepting = Box::pin(crate::tls::accept::<R>(
         sock,
+        remote,
         config,
         at.defaults().client_header_timeout,
         facts,

@@ -235,7 +235,7 @@ impl Snapshot {
                     .filter_map(|&i| Some((i, http.servers.get(i)?.server_names.as_slice())));
                 p.names = ServerNames::build(of_port, &groups).map_err(SnapshotError::ServerName)?;
                 p.http2 = http2_of_port(p, &http.servers);
-                p.tls = tls_of_port(p, &http.servers, http.ssl_ciphers)?;
+                p.tls = tls_of_port(p, http)?;
             }
         }
         let mut stream_plans = Vec::new();
@@ -256,7 +256,9 @@ impl Snapshot {
                 let plan = StreamServerPlan::build(srv, &mut access_logs, &stream_limits)?;
                 stream_servers.push(plan.with_tls(srv, upstream)?);
             }
-            stream_ports = stream_ports::build(&stream.servers, |a| http_ports.iter().any(|p| p.addr == a))?;
+            stream_ports = stream_ports::build(&stream.servers, &stream.maps, |a| {
+                http_ports.iter().any(|p| p.addr == a)
+            })?;
         }
         let client_buffer = servers
             .iter()
@@ -404,9 +406,9 @@ fn http2_of_port(port: &HttpPort, servers: &[HttpServer]) -> Option<crate::confi
 /// The TLS config of `port`, if any server's `listen` there has `ssl`.
 fn tls_of_port(
     port: &HttpPort,
-    servers: &[HttpServer],
-    ciphers: bool,
+    http: &crate::config::model::HttpConf,
 ) -> Result<Option<std::sync::Arc<crate::tls::PortTls>>, SnapshotError> {
+    let servers = http.servers.as_slice();
     let ssl = port
         .servers
         .iter()
@@ -416,7 +418,7 @@ fn tls_of_port(
         return Ok(None);
     }
     let on_port = |i: usize| port.servers.contains(&i);
-    let confs = servers
+    let confs: Vec<Option<&crate::config::tls::TlsConf>> = servers
         .iter()
         .enumerate()
         .map(|(i, s)| s.tls.as_ref().filter(|_| on_port(i)))
@@ -424,14 +426,16 @@ fn tls_of_port(
     let (names, default) = (port.names.clone(), port.default_server);
     let pick = Box::new(move |sni: &str| names.find(sni.as_bytes(), None).map_or(default, |f| f.server));
     let h2 = port.http2.is_some();
+    let vars = crate::http::handshake_vars::HandshakeNames::of(&confs, &http.maps);
     let port_servers = crate::tls::PortServers {
         confs,
         default,
         pick,
         h2,
+        vars,
     };
     let mut tls = crate::tls::server_config(port_servers)?;
-    tls.ciphers = ciphers;
+    tls.ciphers = http.ssl_ciphers;
     Ok(Some(std::sync::Arc::new(tls)))
 }
 

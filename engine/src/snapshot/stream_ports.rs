@@ -41,7 +41,11 @@ impl StreamPort {
 }
 
 /// The addresses of `servers`; `taken` says whether an http server listens on an address already.
-pub fn build(servers: &[StreamServer], taken: impl Fn(SocketAddr) -> bool) -> Result<Vec<StreamPort>, SnapshotError> {
+pub fn build(
+    servers: &[StreamServer],
+    maps: &[crate::config::map::Map],
+    taken: impl Fn(SocketAddr) -> bool,
+) -> Result<Vec<StreamPort>, SnapshotError> {
     let mut ports: Vec<StreamPort> = Vec::new();
     for (si, srv) in servers.iter().enumerate() {
         for l in &srv.listens {
@@ -79,16 +83,20 @@ pub fn build(servers: &[StreamServer], taken: impl Fn(SocketAddr) -> bool) -> Re
             .filter_map(|&i| Some((i, servers.get(i)?.server_names.as_slice())));
         p.names = ServerNames::build(of_port, &[]).map_err(SnapshotError::ServerName)?;
         if p.ssl {
-            p.tls = Some(Arc::new(port_tls(p, servers)?));
+            p.tls = Some(Arc::new(port_tls(p, servers, maps)?));
         }
     }
     Ok(ports)
 }
 
 /// The TLS config of an `ssl` address: the default server's settings, every server's certificates.
-fn port_tls(port: &StreamPort, servers: &[StreamServer]) -> Result<crate::tls::PortTls, SnapshotError> {
+fn port_tls(
+    port: &StreamPort,
+    servers: &[StreamServer],
+    maps: &[crate::config::map::Map],
+) -> Result<crate::tls::PortTls, SnapshotError> {
     let on_port = |i: usize| port.servers.contains(&i);
-    let confs = servers
+    let confs: Vec<Option<&crate::config::tls::TlsConf>> = servers
         .iter()
         .enumerate()
         .map(|(i, s)| s.ssl.server.as_ref().filter(|_| on_port(i)))
@@ -100,10 +108,11 @@ fn port_tls(port: &StreamPort, servers: &[StreamServer]) -> Result<crate::tls::P
         false => default,
     });
     let mut tls = crate::tls::server_config(crate::tls::PortServers {
-        confs,
+        confs: confs.clone(),
         default,
         pick,
         h2: false,
+        vars: crate::http::handshake_vars::HandshakeNames::of(&confs, maps),
     })?;
     // stream answers ALPN only with `ssl_alpn` (nginx sets no callback without it)
     let mut config = (*tls.config).clone();

@@ -8,6 +8,7 @@
 use super::{PortTls, TlsFacts};
 use crate::runtime::{io_timeout, Conn, Runtime};
 use futures_lite::AsyncWriteExt;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,10 +32,11 @@ const UNRECOGNIZED_NAME: [u8; 7] = [0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x70];
 /// The most of a client hello peeked at for its name (a hello is one record, at most 16 KiB and its header).
 const HELLO_MAX: usize = 16 * 1024 + 5;
 
-/// Accepts `sock` on a TLS address with `tls`, the whole step within `wait`; a TLS connection's facts go into
-/// `facts`.
+/// Accepts `sock` (from `remote`, where the caller knows it) on a TLS address with `tls`, the whole step within
+/// `wait`; a TLS connection's facts go into `facts`.
 pub async fn accept<R: Runtime>(
     sock: R::Conn,
+    remote: Option<SocketAddr>,
     tls: &PortTls,
     wait: Duration,
     facts: &mut TlsFacts,
@@ -84,7 +86,14 @@ pub async fn accept<R: Runtime>(
     }
     let tls_conf = tls;
     let session_id = rand::random::<[u8; 32]>();
-    match io_timeout::<R, _>(left(), sock.accept_tls(Arc::clone(&tls.config), session_id)).await {
+    let config = match tls.per_conn.is_some() {
+        true => {
+            let unknown = || SocketAddr::from(([0, 0, 0, 0], 0));
+            tls.for_conn(remote, sock.local_addr().unwrap_or_else(|_| unknown()))
+        }
+        false => Arc::clone(&tls.config),
+    };
+    match io_timeout::<R, _>(left(), sock.accept_tls(config, session_id)).await {
         Ok(tls) => {
             if let Some(session) = tls.tls() {
                 facts.take(session, session_id);

@@ -9,6 +9,8 @@ pub mod accept;
 pub mod client_auth;
 pub mod client_config;
 pub mod client_vars;
+pub mod context;
+pub mod dynamic;
 pub mod facts;
 pub mod preread;
 pub mod resolve;

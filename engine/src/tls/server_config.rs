@@ -4,13 +4,16 @@
 //! every reload shares.
 
 use super::client_auth::AskForCerts;
-use super::resolve::{PickServer, ServerCerts, SniCerts};
+use super::context::{ContextCache, ContextTickets, Picked};
+use super::dynamic::HandshakeVars;
+use super::resolve::{ConnCerts, PickServer, ServerCerts, SniCerts};
 use super::session_timeout::{TimedCache, TimedTickets};
 use crate::config::tls::{SessionCache, TlsConf};
 use rustls::crypto::ring;
 use rustls::crypto::CryptoProvider;
-use rustls::server::{NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache};
+use rustls::server::{NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache, StoresServerSessions};
 use rustls::{DistinguishedName, ServerConfig};
+use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
 /// The servers of one TLS listen address.
@@ -23,6 +26,8 @@ pub struct PortServers<'a> {
     pub pick: PickServer,
     /// ALPN offers `h2` before `http/1.1` (an `http2` address).
     pub h2: bool,
+    /// What certificate lines with variables read (`None`: no server has such).
+    pub vars: Option<Arc<dyn HandshakeVars>>,
 }
 
 /// Why a TLS address's config could not be made.
@@ -57,6 +62,34 @@ pub struct PortTls {
     pub clients: Option<Arc<SniCerts>>,
     /// `$ssl_ciphers` is used: each hello is read first for the suites it offers.
     pub ciphers: bool,
+    /// The certificates by server, when the server a handshake reaches decides its session id context or its
+    /// certificates are evaluated then: each handshake gets its own config ([`PortTls::for_conn`]).
+    pub per_conn: Option<Arc<SniCerts>>,
+    /// The session stores under the context wrappers.
+    ticketer: Arc<dyn ProducesTickets>,
+    storage: Arc<dyn StoresServerSessions>,
+}
+
+impl PortTls {
+    /// The config a handshake from `remote` to `local` runs with: the address's, or where the server matters
+    /// ([`PortTls::per_conn`]) one of its own whose resolver notes the server's session id context for its session
+    /// stores.
+    pub fn for_conn(&self, remote: Option<SocketAddr>, local: SocketAddr) -> Arc<ServerConfig> {
+        let Some(port) = &self.per_conn else {
+            return Arc::clone(&self.config);
+        };
+        let picked = Arc::new(Picked::default());
+        let mut config = (*self.config).clone();
+        config.cert_resolver = Arc::new(ConnCerts {
+            port: Arc::clone(port),
+            remote,
+            local,
+            picked: Arc::clone(&picked),
+        });
+        config.ticketer = Arc::new(ContextTickets::new(Arc::clone(&self.ticketer), Arc::clone(&picked)));
+        config.session_storage = Arc::new(ContextCache::new(Arc::clone(&self.storage), picked));
+        Arc::new(config)
+    }
 }
 
 /// Builds the config of one TLS address.
@@ -93,6 +126,8 @@ pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
         .map(|c| match c {
             Some(c) => ServerCerts {
                 certs: c.certs.iter().map(|p| Arc::clone(&p.loaded)).collect(),
+                dynamic: c.dynamic.clone(),
+                context: c.context,
                 reject: c.reject_handshake,
                 client: c.client.clone(),
             },
@@ -104,6 +139,7 @@ pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
         default: port.default,
         pick: port.pick,
         suites,
+        vars: port.vars,
     };
     let resolver = Arc::new(resolver);
     let rejecting = resolver.servers.iter().any(|s| s.reject).then(|| Arc::clone(&resolver));
@@ -133,7 +169,7 @@ pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
         true => builder.with_client_cert_verifier(Arc::new(AskForCerts { hints, algs })),
         false => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_cert_resolver(resolver);
+    let mut config = builder.with_cert_resolver(Arc::clone(&resolver) as Arc<dyn rustls::server::ResolvesServerCert>);
     config.ignore_client_order = main.prefer_server_ciphers;
     config.alpn_protocols = match port.h2 {
         true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
@@ -151,12 +187,21 @@ pub fn server_config(port: PortServers<'_>) -> Result<PortTls, TlsError> {
     }
     // `ssl_session_timeout`: a session older than it is not resumed, from a ticket or the cache
     let timeout = main.session_timeout;
-    config.ticketer = Arc::new(TimedTickets::new(Arc::clone(&config.ticketer), timeout));
-    config.session_storage = Arc::new(TimedCache::new(Arc::clone(&config.session_storage), timeout));
+    let ticketer: Arc<dyn ProducesTickets> = Arc::new(TimedTickets::new(Arc::clone(&config.ticketer), timeout));
+    let storage: Arc<dyn StoresServerSessions> =
+        Arc::new(TimedCache::new(Arc::clone(&config.session_storage), timeout));
+    // nginx's session id context: where every server has the same, the address's config carries it
+    let uniform = resolver.uniform();
+    let picked = Picked::fixed(uniform.unwrap_or_default());
+    config.ticketer = Arc::new(ContextTickets::new(Arc::clone(&ticketer), Arc::clone(&picked)));
+    config.session_storage = Arc::new(ContextCache::new(Arc::clone(&storage), picked));
     Ok(PortTls {
         config: Arc::new(config),
         rejecting,
         clients,
         ciphers: false,
+        per_conn: uniform.is_none().then_some(resolver),
+        ticketer,
+        storage,
     })
 }

@@ -284,7 +284,7 @@ impl Layers {
             name if static_files::NAMES.contains(&name) => self.files.directive(cx.build, cx.vars, d)?,
             name if gzip::NAMES.contains(&name) => self.gzip.directive(cx.build, d)?,
             name if super::charset::NAMES.contains(&name) => self.charset.directive(cx.vars, d)?,
-            name if super::tls::NAMES.contains(&name) => self.tls.directive(cx.build, d)?,
+            name if super::tls::NAMES.contains(&name) => self.tls.directive(cx.build, d, cx.vars, Module::Http)?,
             name if super::proxy_tls::NAMES.contains(&name) => self.proxy_tls.directive(cx.build, d)?,
             name if super::http2::NAMES.contains(&name) => self.http2.directive(d)?,
             _ => return Ok(false),

@@ -380,7 +380,7 @@ impl StreamLayer {
         }
         let name = d.name.as_str();
         if super::tls::NAMES.contains(&name) {
-            return self.tls.directive(b, d);
+            return self.tls.directive(b, d, vars, Module::Stream);
         }
         if super::proxy_tls::NAMES.contains(&name) {
             return self.proxy_tls.directive(b, d);

@@ -2,11 +2,16 @@
 //! once the block is read, loading each server's certificates and nginx's checks (`no "ssl_certificate" is
 //! defined for the "listen ... ssl" directive`).
 
+use super::vars::{Module, Vars};
 use super::{arg, directive_err, flag_slot, set_once, value, Build};
 use crate::config::error::ConfigError;
+use crate::config::key::KeyTemplate;
 use crate::config::model::{HttpServer, Span};
 use crate::config::parser::Directive;
-use crate::config::tls::{self, CertPair, ClientVerify, SessionCache, TlsConf, VerifyClient, KX_GROUPS, TLS12_SUITES};
+use crate::config::tls::{
+    self, CertPair, ClientVerify, DynamicCerts, SessionCache, SessionContext, TlsConf, VerifyClient, KX_GROUPS,
+    TLS12_SUITES,
+};
 use rustls::SupportedCipherSuite;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,11 +40,14 @@ pub const NAMES: &[&str] = &[
     "ssl_crl",
 ];
 
+/// One `ssl_certificate` or `ssl_certificate_key` line: its name, place, and its template when it names a variable.
+type Line = (String, Span, Option<KeyTemplate>);
+
 /// What one level (http or server) sets.
 #[derive(Debug, Clone, Default)]
 pub struct TlsLayer {
-    certificates: Option<Vec<(String, Span)>>,
-    keys: Option<Vec<(String, Span)>>,
+    certificates: Option<Vec<Line>>,
+    keys: Option<Vec<Line>>,
     protocols: Option<(bool, bool)>,
     suites: Option<Vec<SupportedCipherSuite>>,
     prefer_server_ciphers: Option<bool>,
@@ -60,15 +68,21 @@ pub struct TlsLayer {
 }
 
 impl TlsLayer {
-    /// Reads `d` (one of [`NAMES`]).
-    pub fn directive(&mut self, b: &mut Build, d: &Directive) -> Result<(), ConfigError> {
-        if matches!(d.name.as_str(), "ssl_certificate" | "ssl_certificate_key") && arg(d, 0).contains('$') {
-            let msg = format!("\"{}\" with variables is not supported by corelb", d.name);
-            return Err(ConfigError::invalid(msg, &d.span));
-        }
+    /// Reads `d` (one of [`NAMES`]) in `module`'s block, whose `vars` compile certificate names with variables.
+    pub fn directive(
+        &mut self,
+        b: &mut Build,
+        d: &Directive,
+        vars: &mut Vars,
+        module: Module,
+    ) -> Result<(), ConfigError> {
+        let template = match (d.name.as_str(), arg(d, 0).contains('$')) {
+            ("ssl_certificate" | "ssl_certificate_key", true) => Some(vars.compile(arg(d, 0), module, &d.span)?),
+            _ => None,
+        };
         match d.name.as_str() {
-            "ssl_certificate" => push(&mut self.certificates, d),
-            "ssl_certificate_key" => push(&mut self.keys, d),
+            "ssl_certificate" => push(&mut self.certificates, d, template),
+            "ssl_certificate_key" => push(&mut self.keys, d, template),
             "ssl_protocols" => set_once(&mut self.protocols, d, protocols(d)?)?,
             "ssl_ciphers" => set_once(&mut self.suites, d, ciphers(d)?)?,
             "ssl_prefer_server_ciphers" => flag_slot(&mut self.prefer_server_ciphers, d)?,
@@ -174,7 +188,7 @@ impl TlsLayer {
         server: &Span,
         listen_ssl: bool,
     ) -> Result<Option<TlsConf>, ConfigError> {
-        self.conf(conf_dir, listen_ssl.then_some(server), listen_ssl)
+        self.conf(conf_dir, listen_ssl.then_some(server), listen_ssl, Module::Stream)
     }
 
     /// The merged settings with nginx's defaults, certificates loaded relative to `conf_dir`; `None` for a server
@@ -186,6 +200,7 @@ impl TlsLayer {
         conf_dir: &Path,
         listen_ssl: Option<&Span>,
         needs_certs: bool,
+        module: Module,
     ) -> Result<Option<TlsConf>, ConfigError> {
         let reject = self.reject_handshake.unwrap_or(false);
         let certs = self.certificates.as_deref().unwrap_or_default();
@@ -205,20 +220,36 @@ impl TlsLayer {
         let keys = self.keys.as_deref().unwrap_or_default();
         // nginx reads the passwords where a server has certificates (a fifo is read once, as there)
         let passwords = match (&self.password_file, certs.first()) {
-            (Some(file), Some((_, at))) => {
+            (Some(file), Some((_, at, _))) => {
                 tls::read_passwords(&full(conf_dir, file)).map_err(|m| ConfigError::invalid(m, at))?
             }
             _ => Vec::new(),
         };
-        let mut pairs = Vec::with_capacity(certs.len());
-        for (i, (cert, at)) in certs.iter().enumerate() {
-            let cert_path = full(conf_dir, cert);
-            let Some((key, _)) = keys.get(i) else {
+        for (i, (cert, at, _)) in certs.iter().enumerate() {
+            if keys.get(i).is_none() {
                 return Err(ConfigError::invalid(
                     format!("no \"ssl_certificate_key\" is defined for certificate \"{cert}\""),
                     at,
                 ));
-            };
+            }
+        }
+        // nginx: a line with a variable makes every line of the server one evaluated at the handshake
+        let with_vars = certs.iter().chain(keys).any(|l| l.2.is_some());
+        let template = |l: &Line| l.2.clone().unwrap_or_else(|| KeyTemplate::literal(&l.0));
+        let dynamic = with_vars.then(|| {
+            Arc::new(DynamicCerts {
+                pairs: certs
+                    .iter()
+                    .zip(keys)
+                    .map(|(c, k)| (template(c), template(k)))
+                    .collect(),
+                prefix: conf_dir.to_path_buf(),
+                passwords: passwords.clone(),
+            })
+        });
+        let mut pairs = Vec::with_capacity(certs.len());
+        for ((cert, at, _), (key, _, _)) in certs.iter().zip(keys).filter(|_| !with_vars) {
+            let cert_path = full(conf_dir, cert);
             let key_path = full(conf_dir, key);
             let loaded =
                 tls::load_pair_with(&cert_path, &key_path, &passwords).map_err(|m| ConfigError::invalid(m, at))?;
@@ -250,9 +281,12 @@ impl TlsLayer {
         }
         let (tls12, tls13) = self.protocols.unwrap_or((d.tls12, d.tls13));
         // nginx checks a server's `ssl_verify_client` only where it has certificates of its own
-        let client = self.client_verify(conf_dir, listen_ssl, !pairs.is_empty())?;
+        let client = self.client_verify(conf_dir, listen_ssl, !pairs.is_empty() || with_vars)?;
+        let context = session_context(module, &pairs, dynamic.is_some().then_some(certs), client.as_deref());
         Ok(Some(TlsConf {
             certs: pairs,
+            dynamic,
+            context,
             tls12,
             tls13,
             suites: self.suites.clone().unwrap_or(d.suites),
@@ -314,6 +348,35 @@ impl TlsLayer {
     }
 }
 
+/// nginx's session id context (`ngx_ssl_session_id_context`): the module's name, each certificate's digest (the
+/// certificate lines as written, where they name variables), and the client CA names sent.
+fn session_context(
+    module: Module,
+    pairs: &[CertPair],
+    lines: Option<&[Line]>,
+    client: Option<&ClientVerify>,
+) -> SessionContext {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    ctx.update(match module {
+        Module::Http => b"HTTP",
+        Module::Stream => b"STREAM",
+    });
+    for p in pairs {
+        if let Some(leaf) = p.loaded.cert.first() {
+            ctx.update(ring::digest::digest(&ring::digest::SHA256, leaf).as_ref());
+        }
+    }
+    for (raw, _, _) in lines.unwrap_or_default() {
+        ctx.update(raw.as_bytes());
+    }
+    for hint in client.map(|c| c.hints.as_slice()).unwrap_or_default() {
+        ctx.update(ring::digest::digest(&ring::digest::SHA256, hint).as_ref());
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
 /// The CRLs of a PEM file (`ssl_crl`, nginx's `X509_LOOKUP_load_file`).
 pub(super) fn load_crls(path: &Path, at: &Span) -> Result<Vec<Vec<u8>>, ConfigError> {
     use rustls_pki_types::pem::PemObject;
@@ -349,9 +412,9 @@ fn full(conf_dir: &Path, name: &str) -> PathBuf {
     conf_dir.join(name)
 }
 
-fn push(slot: &mut Option<Vec<(String, Span)>>, d: &Directive) {
+fn push(slot: &mut Option<Vec<Line>>, d: &Directive, template: Option<KeyTemplate>) {
     slot.get_or_insert_with(Vec::new)
-        .push((arg(d, 0).to_string(), d.span.clone()));
+        .push((arg(d, 0).to_string(), d.span.clone(), template));
 }
 
 /// `ssl_protocols`: which of TLSv1.2 and TLSv1.3 are on. Older versions are accepted in the list (rustls has
@@ -580,7 +643,7 @@ pub fn load_servers(servers: &mut [HttpServer], layers: &[TlsLayer], conf_dir: &
         let needs = defaults
             .iter()
             .any(|(addr, i)| *i == index && s.listens.iter().any(|l| l.ssl && l.addr == *addr));
-        s.tls = layer.conf(conf_dir, ssl_listen, needs)?;
+        s.tls = layer.conf(conf_dir, ssl_listen, needs, Module::Http)?;
     }
     Ok(())
 }
@@ -672,6 +735,16 @@ mod tests {
                 .to_string(),
             "[emerg] invalid value \"TLSv1.4\" in t.conf:3"
         );
+    }
+
+    #[test]
+    fn session_contexts_follow_the_certificate_lines() {
+        let line = |raw: &str| (raw.to_string(), Span::command_line(), None);
+        let one = [line("$one.crt")];
+        let ctx = |module, lines: &[Line]| session_context(module, &[], Some(lines), None);
+        assert_eq!(ctx(Module::Http, &one), ctx(Module::Http, &[line("$one.crt")]));
+        assert_ne!(ctx(Module::Http, &one), ctx(Module::Http, &[line("$two.crt")]));
+        assert_ne!(ctx(Module::Http, &one), ctx(Module::Stream, &one));
     }
 
     #[test]
