@@ -103,20 +103,48 @@ enum IdleTimer<R: Runtime> {
     Coarse(Deadline<R>),
     /// A shorter one, on the runtime's timer (boxed: rare, and an idle connection keeps this wait).
     Fine(Pin<Box<dyn Future<Output = ()>>>),
+    /// On a runtime that parks idle connections ([`Runtime::PARKS`]), a long wait's first [`PARK_AFTER`], and the
+    /// whole wait in milliseconds: then the connection parks and the wait goes on ([`IdleTimer::Coarse`]).
+    Shallow(Deadline<R>, u32),
+}
+
+/// How long a connection waits before it parks: a deadline of one tick completes at the tick after it, 1-2
+/// ticks (50-100 ms) after the wait began; a connection whose next request comes sooner does not park.
+const PARK_AFTER: Duration = crate::runtime::deadline::TICK;
+
+/// What the wait's timer says.
+enum Timer {
+    /// The wait is over.
+    Expired,
+    /// The connection has waited past [`PARK_AFTER`]: park it (the timer goes on).
+    Park,
 }
 
 impl<R: Runtime> IdleTimer<R> {
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Timer> {
         if let IdleTimer::Unarmed(d) = *self {
-            *self = match d >= COARSE_FROM {
-                true => IdleTimer::Coarse(Deadline::after(d)),
-                false => IdleTimer::Fine(Box::pin(R::sleep(d))),
+            let ms = u32::try_from(d.as_millis()).ok();
+            *self = match (d >= COARSE_FROM, ms) {
+                (true, Some(ms)) if R::PARKS => IdleTimer::Shallow(Deadline::after(PARK_AFTER), ms),
+                (true, _) => IdleTimer::Coarse(Deadline::after(d)),
+                (false, _) => IdleTimer::Fine(Box::pin(R::sleep(d))),
             };
         }
         match self {
-            IdleTimer::Unarmed(_) => Poll::Ready(()),
-            IdleTimer::Coarse(d) => Pin::new(d).poll(cx),
-            IdleTimer::Fine(s) => s.as_mut().poll(cx),
+            IdleTimer::Unarmed(_) => Poll::Ready(Timer::Expired),
+            IdleTimer::Coarse(d) => Pin::new(d).poll(cx).map(|()| Timer::Expired),
+            IdleTimer::Fine(s) => s.as_mut().poll(cx).map(|()| Timer::Expired),
+            IdleTimer::Shallow(d, ms) => {
+                if Pin::new(&mut *d).poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                let end = d.at() - PARK_AFTER + Duration::from_millis(u64::from(*ms));
+                let mut rest = Deadline::until(end);
+                // (a deadline is never ready on its first poll: this registers it)
+                let _ = Pin::new(&mut rest).poll(cx);
+                *self = IdleTimer::Coarse(rest);
+                Poll::Ready(Timer::Park)
+            }
         }
     }
 }
@@ -205,7 +233,12 @@ impl<R: Runtime> Future for IdleWait<'_, R> {
             // bytes, or none at the end of the stream or on an error
             Poll::Ready(bufs) => Poll::Ready(this.end(bufs)),
             Poll::Pending => match this.timer.poll(cx) {
-                Poll::Ready(()) => Poll::Ready(this.end(None)),
+                Poll::Ready(Timer::Expired) => Poll::Ready(this.end(None)),
+                Poll::Ready(Timer::Park) => {
+                    // the read found nothing and registered its wake-up: the park registers another, the same
+                    R::park_idle(&mut this.conn.sock, cx);
+                    Poll::Pending
+                }
                 Poll::Pending => Poll::Pending,
             },
         }
