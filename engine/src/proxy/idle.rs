@@ -1,6 +1,7 @@
 //! A keepalive connection's wait for its next request holding no buffer: its buffers go back to the shard (the
 //! connection's few facts parked beside the wait), and each read try reads into the shard's top spare set, taken
-//! only when bytes came, so an idle connection keeps only its socket, its state and this wait.
+//! only when bytes came, so an idle connection keeps only its socket, its state and this wait; on glommio, once it
+//! has waited a tick, its socket parks too (`Runtime::park_idle`: glommio's read source given up).
 
 use super::client::ClientConn;
 use crate::access_log::record::RequestRecord;
@@ -99,13 +100,13 @@ impl ConnFacts {
 /// The wait's time limit, armed when a first read try finds nothing.
 enum IdleTimer<R: Runtime> {
     Unarmed(Duration),
-    /// A wait of [`COARSE_FROM`] or more, as every long I/O timeout: a slot in the thread's deadline table.
-    Coarse(Deadline<R>),
+    /// A wait of [`COARSE_FROM`] or more, as every long I/O timeout: a slot in the thread's deadline table. On a
+    /// runtime that parks idle connections ([`Runtime::PARKS`]) the deadline is first [`PARK_AFTER`], with the
+    /// whole wait in milliseconds beside it: then the connection parks and the deadline moves to the wait's end
+    /// (0 beside it: no park to come). One variant for both, so that the wait's drop stays what it was.
+    Coarse(Deadline<R>, u32),
     /// A shorter one, on the runtime's timer (boxed: rare, and an idle connection keeps this wait).
     Fine(Pin<Box<dyn Future<Output = ()>>>),
-    /// On a runtime that parks idle connections ([`Runtime::PARKS`]), a long wait's first [`PARK_AFTER`], and the
-    /// whole wait in milliseconds: then the connection parks and the wait goes on ([`IdleTimer::Coarse`]).
-    Shallow(Deadline<R>, u32),
 }
 
 /// How long a connection waits before it parks: a deadline of one tick completes at the tick after it, 1-2
@@ -123,28 +124,36 @@ enum Timer {
 impl<R: Runtime> IdleTimer<R> {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Timer> {
         if let IdleTimer::Unarmed(d) = *self {
-            let ms = u32::try_from(d.as_millis()).ok();
-            *self = match (d >= COARSE_FROM, ms) {
-                (true, Some(ms)) if R::PARKS => IdleTimer::Shallow(Deadline::after(PARK_AFTER), ms),
-                (true, _) => IdleTimer::Coarse(Deadline::after(d)),
-                (false, _) => IdleTimer::Fine(Box::pin(R::sleep(d))),
+            // (`PARKS` is a constant: tokio's wait arms as it did)
+            let park_ms = match R::PARKS && d >= COARSE_FROM {
+                true => u32::try_from(d.as_millis()).unwrap_or(0),
+                false => 0,
             };
+            let armed = match (park_ms, d >= COARSE_FROM) {
+                (0, true) => IdleTimer::Coarse(Deadline::after(d), 0),
+                (_, true) => IdleTimer::Coarse(Deadline::after(PARK_AFTER), park_ms),
+                (_, false) => IdleTimer::Fine(Box::pin(R::sleep(d))),
+            };
+            // (an unarmed timer holds nothing to drop: no drop glue for it)
+            std::mem::forget(std::mem::replace(self, armed));
         }
         match self {
             IdleTimer::Unarmed(_) => Poll::Ready(Timer::Expired),
-            IdleTimer::Coarse(d) => Pin::new(d).poll(cx).map(|()| Timer::Expired),
-            IdleTimer::Fine(s) => s.as_mut().poll(cx).map(|()| Timer::Expired),
-            IdleTimer::Shallow(d, ms) => {
+            IdleTimer::Coarse(d, park_ms) => {
                 if Pin::new(&mut *d).poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                let end = d.at() - PARK_AFTER + Duration::from_millis(u64::from(*ms));
-                let mut rest = Deadline::until(end);
+                if !R::PARKS || *park_ms == 0 {
+                    return Poll::Ready(Timer::Expired);
+                }
+                let end = d.at() - PARK_AFTER + Duration::from_millis(u64::from(*park_ms));
+                *d = Deadline::until(end);
+                *park_ms = 0;
                 // (a deadline is never ready on its first poll: this registers it)
-                let _ = Pin::new(&mut rest).poll(cx);
-                *self = IdleTimer::Coarse(rest);
+                let _ = Pin::new(&mut *d).poll(cx);
                 Poll::Ready(Timer::Park)
             }
+            IdleTimer::Fine(s) => s.as_mut().poll(cx).map(|()| Timer::Expired),
         }
     }
 }
@@ -322,8 +331,14 @@ mod tests {
             crate::proxy::http::burst_size::<Glommio>(),
         );
         let set = std::mem::size_of::<Buffers>();
+        // glommio's socket (in the connection), which an idle connection's wait parks after a tick: its glommio
+        // stream, and with it the stream's `POLL_ADD` source (~500 B on the heap), given up for a descriptor and a
+        // waker's slot in the shard's epoll set
+        let socket = std::mem::size_of::<crate::runtime::glommio_rt::GlommioConn>();
+        let slot = std::mem::size_of::<Option<std::task::Waker>>();
         println!(
             "idle: connection {conn:?} B (tokio, glommio), its wait {wait:?} B, the task's future {serve:?} B; \
+             glommio's socket {socket} B in it, parked with a {slot}-byte waker slot and no glommio source; \
              while served: a burst {burst:?} B and a buffer set of {set} B and its heap"
         );
         assert!(conn.0 <= 256 && conn.1 <= 320, "{conn:?}");
