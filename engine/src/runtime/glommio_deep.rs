@@ -41,6 +41,7 @@ pub(super) fn parked() -> usize {
 /// socket empty.
 const EVENTS: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32;
 
+/// One `epoll_ctl` of `fd` in `epoll`, for [`EVENTS`] with the descriptor as the event's data.
 fn ctl(epoll: RawFd, op: libc::c_int, fd: RawFd) -> io::Result<()> {
     let mut ev = libc::epoll_event {
         events: EVENTS,
