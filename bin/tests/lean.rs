@@ -23,8 +23,9 @@ const IDLE_CLIENTS: usize = 2_000;
 /// waited a tick its socket parked in the shard's epoll set instead of glommio's `POLL_ADD` source (~500 B) for the
 /// read wait. This debug build measured 845-847 B per idle client and 825 B per silent one on tokio (three runs),
 /// 1,081 B and 1,132 B on glommio once its task fit jemalloc's 512-byte class (1,185-1,255 B before), 2026-12-06
-/// (BENCHMARKS.md, "Idle clients after a peak"), and 608 B per idle client on glommio once idle connections park
-/// (2026-12-07, "Idle glommio clients parked").
+/// (BENCHMARKS.md, "Idle clients after a peak"), and 608-632 B per idle client on glommio once idle connections park
+/// (770-780 B per silent one, measured before all of them have waited the tick that parks them; 2026-12-07,
+/// "Idle glommio clients parked").
 fn idle_bound(_runtime: &str) -> u64 {
     1536
 }
