@@ -146,8 +146,9 @@ impl<R: Runtime> IdleTimer<R> {
                 if !R::PARKS || *park_ms == 0 {
                     return Poll::Ready(Timer::Expired);
                 }
-                let end = d.at() - PARK_AFTER + Duration::from_millis(u64::from(*park_ms));
-                *d = Deadline::until(end);
+                // (the deadline was the wait's start and a tick)
+                let rest = Duration::from_millis(u64::from(*park_ms)).saturating_sub(PARK_AFTER);
+                *d = Deadline::until(d.at() + rest);
                 *park_ms = 0;
                 // (a deadline is never ready on its first poll: this registers it)
                 let _ = Pin::new(&mut *d).poll(cx);
