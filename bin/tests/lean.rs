@@ -19,15 +19,15 @@ const IDLE_CLIENTS: usize = 2_000;
 /// under the ~10 KiB future of a request being served and the ~42 KiB each client held while it kept its buffers.
 /// What an idle connection keeps (`proxy::idle::tests` prints the sizes of ours): on tokio its task cell (512 B:
 /// tokio's 104 bytes around the 400-byte future, aligned to 128) and its socket registration (256 B), which
-/// jemalloc holds at their size; on glommio its task (glommio's 48 bytes around the future) and glommio's
-/// `POLL_ADD` source for the read wait (~500 B). This debug build measured 845-847 B per idle client and 825 B per
-/// silent one on tokio (three runs), 1,081 B and 1,132 B on glommio once its task fit jemalloc's 512-byte class
-/// (1,185-1,255 B before), 2026-12-06 (BENCHMARKS.md, "Idle clients after a peak").
-fn idle_bound(runtime: &str) -> u64 {
-    match runtime {
-        "tokio" => 1536,
-        _ => 2048,
-    }
+/// jemalloc holds at their size; on glommio its task (glommio's 48 bytes around the future), and once it has
+/// waited a tick its socket parked in the shard's epoll set instead of glommio's `POLL_ADD` source (~500 B) for the
+/// read wait. This debug build measured 845-847 B per idle client and 825 B per silent one on tokio (three runs),
+/// 1,081 B and 1,132 B on glommio once its task fit jemalloc's 512-byte class (1,185-1,255 B before), 2026-12-06
+/// (BENCHMARKS.md, "Idle clients after a peak"), and 608-632 B per idle client on glommio once idle connections park
+/// (770-780 B per silent one, measured before all of them have waited the tick that parks them; 2026-12-07,
+/// "Idle glommio clients parked").
+fn idle_bound(_runtime: &str) -> u64 {
+    1536
 }
 /// Clients served at once by the peak test.
 const PEAK_CLIENTS: usize = 400;

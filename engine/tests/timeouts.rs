@@ -1,6 +1,7 @@
 //! Long client timeouts (coarse deadlines, `runtime::deadline`) fire on both runtimes: not early, and not much
 //! late; so does a short `keepalive_timeout` (the runtime's timer), and a graceful stop closes idle keepalive
-//! connections at once.
+//! connections at once. On glommio an idle connection parks after a tick (`Runtime::park_idle`): a parked one is
+//! served when its next request comes, times out and is closed by a graceful stop as any other.
 
 mod support;
 
@@ -85,9 +86,14 @@ fn tokio_long_client_timeouts_fire_in_time() {
     closes_idle_and_slow_clients::<Tokio>();
 }
 
+/// The glommio tests of this file, one at a time: the count of parked sockets is the process's.
+static GLOMMIO: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn glommio_long_client_timeouts_fire_in_time() {
     if glommio_usable() {
+        let _one = GLOMMIO.lock().unwrap_or_else(|e| e.into_inner());
+        // (its keepalive connection, idle for 700 ms, parks after 50-100 ms: the timeout fires on a parked one)
         closes_idle_and_slow_clients::<Glommio>();
     }
 }
@@ -172,6 +178,82 @@ fn tokio_short_keepalive_and_graceful_stop_close_idle_connections() {
 #[test]
 fn glommio_short_keepalive_and_graceful_stop_close_idle_connections() {
     if glommio_usable() {
+        let _one = GLOMMIO.lock().unwrap_or_else(|e| e.into_inner());
         short_keepalive_and_graceful_stop::<Glommio>();
     }
+}
+
+/// Waits (up to 10 s) until `n` sockets are parked; whether they were.
+fn parked_become(n: usize) -> bool {
+    let start = Instant::now();
+    while corelb_engine::runtime::glommio_rt::parked_sockets() != n {
+        if start.elapsed() > Duration::from_secs(10) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+#[test]
+fn glommio_parked_idle_connections_are_served_timed_out_and_stopped() {
+    if !glommio_usable() {
+        return;
+    }
+    let _one = GLOMMIO.lock().unwrap_or_else(|e| e.into_inner());
+    let parked = corelb_engine::runtime::glommio_rt::parked_sockets;
+    assert_eq!(parked(), 0);
+    let listen = free_addr();
+    let p = Proxy::start::<Glommio>(keepalive_config(listen, Duration::from_secs(60)), 1);
+    let mut idle: Vec<Client> = (0..3).map(|_| served_once(listen).0).collect();
+    assert!(parked_become(3), "{} parked", parked());
+    // a parked connection's next request is answered, and it parks again
+    for c in &mut idle {
+        c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(c.read_response().map(|r| r.text()), Some("ok".to_string()));
+    }
+    assert!(parked_become(3), "{} parked", parked());
+    // a head whose first part wakes a parked connection, then a pipelined pair's rest
+    idle[0].send(b"GET / HTTP/1.1\r\nHo");
+    assert!(parked_become(2), "{} parked", parked());
+    idle[0].send(b"st: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    for _ in 0..2 {
+        assert_eq!(idle[0].read_response().map(|r| r.text()), Some("ok".to_string()));
+    }
+    // a client that has sent nothing yet parks too, and is served
+    let mut silent = Client::connect(listen);
+    assert!(parked_become(4), "{} parked", parked());
+    silent.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(silent.read_response().map(|r| r.text()), Some("ok".to_string()));
+    assert!(parked_become(4), "{} parked", parked());
+    // a client that closes while parked is let go
+    drop(silent);
+    assert!(parked_become(3), "{} parked", parked());
+    // a graceful stop closes the parked ones at once
+    let start = Instant::now();
+    p.shared.drain();
+    for c in &mut idle {
+        assert!(c.closed());
+    }
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "parked connections closed {took:?} after the stop"
+    );
+    assert!(parked_become(0), "{} parked", parked());
+    drop(p);
+
+    // keepalive_timeout ends a parked connection's wait in time
+    let wait = Duration::from_millis(700);
+    let listen = free_addr();
+    let _p = Proxy::start::<Glommio>(keepalive_config(listen, wait), 1);
+    let (mut c, start) = served_once(listen);
+    assert!(parked_become(1), "{} parked", parked());
+    assert!(c.closed());
+    let took = start.elapsed();
+    assert!(
+        took >= wait - Duration::from_millis(20) && took < wait + 20 * TICK,
+        "keepalive close after {took:?}"
+    );
+    assert!(parked_become(0), "{} parked", parked());
 }

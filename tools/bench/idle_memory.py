@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Memory per idle keepalive client connection: corelb (tokio, glommio) and nginx, the same config for each.
 
-  python3 tools/bench/idle_memory.py [--clients N] [--warmup W] [--batch B] [--runtimes tokio,glommio] [--nginx PATH]
-      [--tls] [CORELB_BINARY]
+  python3 tools/bench/idle_memory.py [--clients N] [--warmup W] [--batch B] [--settle S] [--runtimes tokio,glommio]
+      [--nginx PATH] [--tls] [CORELB_BINARY]
 
 Each front (one worker) proxies to a backend (a `return 200` server of the same binary, its own process) through
 an upstream with `keepalive 16`, with `keepalive_timeout 300s`. N clients connect, each sends one request and
@@ -10,7 +10,10 @@ reads its answer, then stays idle; the figure is the front's RSS growth (VmRSS o
 /proc) divided by N, after a warm-up of W clients (200 unless told) that are then closed (so that pools and allocator
 arenas are there before the baseline). Clients come in batches of B (500 unless told), each batch's requests sent
 at once: a front keeps what its busiest moment needed (spare buffer sets, allocator arenas), which a warm-up of one
-batch has already paid before the baseline; `--batch 1` serves the clients one at a time. Prints one line per front. Stdlib only; raises its own RLIMIT_NOFILE. `--tls`: the
+batch has already paid before the baseline; `--batch 1` serves the clients one at a time. Both samples are taken S
+seconds (3 unless told) after the clients before them: a corelb shard frees the spare buffer sets and burst blocks a
+batch left once they have gone unused for a second, at its next trim (1-2 s later), and the figure is what the idle
+clients hold, not the last batch's leftovers (1 s before 2026-12-07, which caught them). Prints one line per front. Stdlib only; raises its own RLIMIT_NOFILE. `--tls`: the
 front listens with `ssl` (an ECDSA P-256 certificate made with `openssl req`, TLS 1.3, no session resumption) and
 each client makes its handshake before its request (one at a time, whatever the batch: slower to set up).
 """
@@ -168,7 +171,7 @@ def tls_files(d):
     return cert, key, ctx
 
 
-def measure(kind, binary, clients, warmup, per_batch, tls=False):
+def measure(kind, binary, clients, warmup, per_batch, tls=False, settle=3.0):
     with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, "logs"), exist_ok=True)
         front, backend = free_port(), free_port()
@@ -192,11 +195,13 @@ def measure(kind, binary, clients, warmup, per_batch, tls=False):
             warm = opener(front, warmup)
             for s in warm:
                 s.close()
-            time.sleep(1)
+            # each sample waits for the shard's trim to free what a batch served at once left (spare buffer sets and
+            # burst blocks unused for a second go at the next trim): an idle client's memory, not the last batch's
+            time.sleep(settle)
             pids = group_pids(fr.pid)
             before = rss_kib(pids)
             held = opener(front, clients)
-            time.sleep(1)
+            time.sleep(settle)
             after = rss_kib(pids)
             per = (after - before) * 1024 / clients
             what = "idle TLS clients" if tls else "idle clients"
@@ -218,6 +223,9 @@ def main():
     ap.add_argument("--clients", type=int, default=9000)
     ap.add_argument("--warmup", type=int, default=200, help="clients served and closed before the baseline")
     ap.add_argument("--batch", type=int, default=500, help="clients whose requests are sent at once")
+    ap.add_argument("--settle", type=float, default=3.0,
+                    help="seconds to wait before each RSS sample (1 before 2026-12-07: the last batch's peak not yet "
+                         "freed by the shard's trim)")
     ap.add_argument("--runtimes", default="tokio,glommio")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--tls", action="store_true", help="clients over TLS 1.3 (a handshake each)")
@@ -232,9 +240,9 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     for rt in a.runtimes.split(","):
         if rt:
-            measure(rt, a.binary, a.clients, a.warmup, a.batch, a.tls)
+            measure(rt, a.binary, a.clients, a.warmup, a.batch, a.tls, a.settle)
     if a.nginx and os.path.exists(a.nginx):
-        measure("nginx", a.nginx, a.clients, a.warmup, a.batch, a.tls)
+        measure("nginx", a.nginx, a.clients, a.warmup, a.batch, a.tls, a.settle)
 
 
 if __name__ == "__main__":

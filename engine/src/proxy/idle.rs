@@ -1,6 +1,7 @@
 //! A keepalive connection's wait for its next request holding no buffer: its buffers go back to the shard (the
 //! connection's few facts parked beside the wait), and each read try reads into the shard's top spare set, taken
-//! only when bytes came, so an idle connection keeps only its socket, its state and this wait.
+//! only when bytes came, so an idle connection keeps only its socket, its state and this wait; on glommio, once it
+//! has waited a tick, its socket parks too (`Runtime::park_idle`: glommio's read source given up).
 
 use super::client::ClientConn;
 use crate::access_log::record::RequestRecord;
@@ -99,24 +100,61 @@ impl ConnFacts {
 /// The wait's time limit, armed when a first read try finds nothing.
 enum IdleTimer<R: Runtime> {
     Unarmed(Duration),
-    /// A wait of [`COARSE_FROM`] or more, as every long I/O timeout: a slot in the thread's deadline table.
-    Coarse(Deadline<R>),
+    /// A wait of [`COARSE_FROM`] or more, as every long I/O timeout: a slot in the thread's deadline table. On a
+    /// runtime that parks idle connections ([`Runtime::PARKS`]) the deadline is first [`PARK_AFTER`], with the
+    /// whole wait in milliseconds beside it: then the connection parks and the deadline moves to the wait's end
+    /// (0 beside it: no park to come). One variant for both, so that the wait's drop stays what it was.
+    Coarse(Deadline<R>, u32),
     /// A shorter one, on the runtime's timer (boxed: rare, and an idle connection keeps this wait).
     Fine(Pin<Box<dyn Future<Output = ()>>>),
 }
 
+/// How long a connection waits before it parks: a deadline of one tick completes at the tick after it, 1-2
+/// ticks (50-100 ms) after the wait began; a connection whose next request comes sooner does not park.
+const PARK_AFTER: Duration = crate::runtime::deadline::TICK;
+
+/// What the wait's timer says.
+enum Timer {
+    /// The wait is over.
+    Expired,
+    /// The connection has waited past [`PARK_AFTER`]: park it (the timer goes on).
+    Park,
+}
+
 impl<R: Runtime> IdleTimer<R> {
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Timer> {
         if let IdleTimer::Unarmed(d) = *self {
-            *self = match d >= COARSE_FROM {
-                true => IdleTimer::Coarse(Deadline::after(d)),
-                false => IdleTimer::Fine(Box::pin(R::sleep(d))),
+            // (`PARKS` is a constant: tokio's wait arms as it did)
+            let park_ms = match R::PARKS && d >= COARSE_FROM {
+                true => u32::try_from(d.as_millis()).unwrap_or(0),
+                false => 0,
             };
+            let armed = match (park_ms, d >= COARSE_FROM) {
+                (0, true) => IdleTimer::Coarse(Deadline::after(d), 0),
+                (_, true) => IdleTimer::Coarse(Deadline::after(PARK_AFTER), park_ms),
+                (_, false) => IdleTimer::Fine(Box::pin(R::sleep(d))),
+            };
+            // (an unarmed timer holds nothing to drop: no drop glue for it)
+            std::mem::forget(std::mem::replace(self, armed));
         }
         match self {
-            IdleTimer::Unarmed(_) => Poll::Ready(()),
-            IdleTimer::Coarse(d) => Pin::new(d).poll(cx),
-            IdleTimer::Fine(s) => s.as_mut().poll(cx),
+            IdleTimer::Unarmed(_) => Poll::Ready(Timer::Expired),
+            IdleTimer::Coarse(d, park_ms) => {
+                if Pin::new(&mut *d).poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                if !R::PARKS || *park_ms == 0 {
+                    return Poll::Ready(Timer::Expired);
+                }
+                // (the deadline was the wait's start and a tick)
+                let rest = Duration::from_millis(u64::from(*park_ms)).saturating_sub(PARK_AFTER);
+                *d = Deadline::until(d.at() + rest);
+                *park_ms = 0;
+                // (a deadline is never ready on its first poll: this registers it)
+                let _ = Pin::new(&mut *d).poll(cx);
+                Poll::Ready(Timer::Park)
+            }
+            IdleTimer::Fine(s) => s.as_mut().poll(cx).map(|()| Timer::Expired),
         }
     }
 }
@@ -205,7 +243,12 @@ impl<R: Runtime> Future for IdleWait<'_, R> {
             // bytes, or none at the end of the stream or on an error
             Poll::Ready(bufs) => Poll::Ready(this.end(bufs)),
             Poll::Pending => match this.timer.poll(cx) {
-                Poll::Ready(()) => Poll::Ready(this.end(None)),
+                Poll::Ready(Timer::Expired) => Poll::Ready(this.end(None)),
+                Poll::Ready(Timer::Park) => {
+                    // the read found nothing and registered its wake-up: the park registers another, the same
+                    R::park_idle(&mut this.conn.sock, cx);
+                    Poll::Pending
+                }
                 Poll::Pending => Poll::Pending,
             },
         }
@@ -289,8 +332,14 @@ mod tests {
             crate::proxy::http::burst_size::<Glommio>(),
         );
         let set = std::mem::size_of::<Buffers>();
+        // glommio's socket (in the connection), which an idle connection's wait parks after a tick: its glommio
+        // stream, and with it the stream's `POLL_ADD` source (~500 B on the heap), given up for a descriptor and a
+        // waker's slot in the shard's epoll set
+        let socket = std::mem::size_of::<crate::runtime::glommio_rt::GlommioConn>();
+        let slot = std::mem::size_of::<Option<std::task::Waker>>();
         println!(
             "idle: connection {conn:?} B (tokio, glommio), its wait {wait:?} B, the task's future {serve:?} B; \
+             glommio's socket {socket} B in it, parked with a {slot}-byte waker slot and no glommio source; \
              while served: a burst {burst:?} B and a buffer set of {set} B and its heap"
         );
         assert!(conn.0 <= 256 && conn.1 <= 320, "{conn:?}");

@@ -21,30 +21,31 @@ pub const COARSE_FROM: Duration = Duration::from_millis(500);
 #[derive(Default)]
 struct Table {
     slots: Vec<Option<(Instant, Waker)>>,
-    free: Vec<usize>,
+    free: Vec<u32>,
     waiting: usize,
     ticking: bool,
 }
 
 impl Table {
-    fn insert(&mut self, at: Instant, waker: Waker) -> usize {
+    /// The new slot's index (u32: a deadline is small, and waits fewer than 4G of them).
+    fn insert(&mut self, at: Instant, waker: Waker) -> u32 {
         self.waiting += 1;
         match self.free.pop() {
             Some(i) => {
-                if let Some(slot) = self.slots.get_mut(i) {
+                if let Some(slot) = self.slots.get_mut(i as usize) {
                     *slot = Some((at, waker));
                 }
                 i
             }
             None => {
                 self.slots.push(Some((at, waker)));
-                self.slots.len() - 1
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
             }
         }
     }
 
-    fn remove(&mut self, i: usize) {
-        if let Some(slot) = self.slots.get_mut(i) {
+    fn remove(&mut self, i: u32) {
+        if let Some(slot) = self.slots.get_mut(i as usize) {
             if slot.take().is_some() {
                 self.waiting -= 1;
                 self.free.push(i);
@@ -79,7 +80,7 @@ pub fn wake_all() {
 /// longer than a tick.
 pub struct Deadline<R: Runtime> {
     at: Instant,
-    slot: Option<usize>,
+    slot: Option<u32>,
     runtime: PhantomData<fn() -> R>,
     /// `!Send`: the slot index is only meaningful in this thread's table.
     thread: PhantomData<*const ()>,
@@ -88,12 +89,22 @@ pub struct Deadline<R: Runtime> {
 impl<R: Runtime> Deadline<R> {
     /// A deadline `d` from now.
     pub fn after(d: Duration) -> Self {
+        Self::until(crate::clock::instant() + d)
+    }
+
+    /// A deadline at `at`.
+    pub fn until(at: Instant) -> Self {
         Deadline {
-            at: crate::clock::instant() + d,
+            at,
             slot: None,
             runtime: PhantomData,
             thread: PhantomData,
         }
+    }
+
+    /// When it is due.
+    pub fn at(&self) -> Instant {
+        self.at
     }
 }
 
@@ -113,7 +124,7 @@ impl<R: Runtime> Future for Deadline<R> {
         let slot = self.slot;
         let (new_slot, start_ticker) = TABLE.with(|t| {
             let mut t = t.borrow_mut();
-            let i = match slot.and_then(|i| t.slots.get_mut(i)) {
+            let i = match slot.and_then(|i| t.slots.get_mut(i as usize)) {
                 Some(Some((_, w))) => {
                     w.clone_from(cx.waker());
                     slot

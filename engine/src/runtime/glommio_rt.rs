@@ -12,7 +12,8 @@ use glommio::{LocalExecutorBuilder, Placement};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::os::unix::io::{AsRawFd, FromRawFd, IntoRawFd};
+use std::os::fd::OwnedFd;
+use std::os::unix::io::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -34,6 +35,11 @@ const RING_DEPTH: usize = 256;
 /// path"), so the default stays and README says glommio is not for latency-sensitive use.
 const PREEMPT: Duration = Duration::from_millis(100);
 
+/// How many idle connections wait parked now, in all shards ([`Runtime::park_idle`]; for tests).
+pub fn parked_sockets() -> usize {
+    super::glommio_deep::parked()
+}
+
 /// The glommio runtime marker.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Glommio;
@@ -41,7 +47,7 @@ pub struct Glommio;
 /// A glommio TCP stream; a unix-domain connection rides the same type ([`super::unix`]), with its address token.
 #[derive(Debug)]
 pub struct GlommioConn {
-    stream: TcpStream,
+    sock: Sock,
     /// The last read found the socket empty and yielded once instead of arming a poll.
     yielded: bool,
     /// A unix-domain socket's token (its listener's, or the unnamed one of a connect; boxed: every connection
@@ -49,10 +55,54 @@ pub struct GlommioConn {
     unix: Option<Box<SocketAddr>>,
 }
 
+/// A connection's socket: glommio's stream, or while it is idle past a tick ([`Runtime::park_idle`]) the bare
+/// socket, waiting in the shard's deep-idle set ([`super::glommio_deep`]).
+#[derive(Debug)]
+enum Sock {
+    Live(TcpStream),
+    Parked(ParkedFd),
+}
+
+/// A parked socket: taken out of the deep-idle set when dropped (and closed).
+#[derive(Debug)]
+struct ParkedFd(OwnedFd);
+
+impl ParkedFd {
+    /// The descriptor, out of the set and no longer owned here (it goes to a glommio stream).
+    fn release(self) -> RawFd {
+        let fd = self.0.as_raw_fd();
+        super::glommio_deep::unpark(fd);
+        // (no drop: the descriptor stays open for its new owner)
+        std::mem::forget(self);
+        fd
+    }
+}
+
+impl Drop for ParkedFd {
+    fn drop(&mut self) {
+        super::glommio_deep::unpark(self.0.as_raw_fd());
+    }
+}
+
+impl Sock {
+    fn fd(&self) -> RawFd {
+        match self {
+            Sock::Live(s) => s.as_raw_fd(),
+            Sock::Parked(p) => p.0.as_raw_fd(),
+        }
+    }
+}
+
+/// What a stream's call meets if its socket could not be given a glommio stream again (not expected: unparking
+/// always makes one).
+fn parked() -> io::Error {
+    io::Error::other("socket parked")
+}
+
 impl GlommioConn {
     fn new(stream: TcpStream) -> Self {
         GlommioConn {
-            stream,
+            sock: Sock::Live(stream),
             yielded: false,
             unix: None,
         }
@@ -62,6 +112,32 @@ impl GlommioConn {
         GlommioConn {
             unix: Some(Box::new(token)),
             ..GlommioConn::new(stream)
+        }
+    }
+
+    /// Gives up the glommio stream (and its read source) of a connection idle past a tick: its socket waits in the
+    /// shard's deep-idle set, waking the task of `cx`. Kept as it is when that cannot be done.
+    fn park(&mut self, cx: &Context<'_>) {
+        let Sock::Live(s) = &self.sock else { return };
+        if let Some(fd) = super::glommio_deep::park(s, cx.waker()) {
+            // the stream is dropped: its descriptor closed (the socket stays open by `fd`), its poll cancelled
+            self.sock = Sock::Parked(ParkedFd(fd));
+            self.yielded = false;
+        }
+    }
+
+    /// The glommio stream, made again over a parked socket.
+    fn live(&mut self) -> io::Result<&mut TcpStream> {
+        if let Sock::Parked(p) = &self.sock {
+            // SAFETY: the descriptor is the parked socket's, which gives it up (`release`) to the stream.
+            let stream = unsafe { TcpStream::from_raw_fd(p.0.as_raw_fd()) };
+            if let Sock::Parked(p) = std::mem::replace(&mut self.sock, Sock::Live(stream)) {
+                p.release();
+            }
+        }
+        match &mut self.sock {
+            Sock::Live(s) => Ok(s),
+            Sock::Parked(_) => Err(parked()),
         }
     }
 }
@@ -81,30 +157,38 @@ impl AsyncRead for GlommioConn {
     ///
     /// Sound because the socket stays glommio's: this borrows its fd for one `recv` on the executor's own thread;
     /// a poll glommio left armed is unaffected (polls consume no data) and at worst completes with no one waiting.
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        // SAFETY: the fd is open for as long as `self.stream` lives; `recv` writes at most `buf.len()` bytes into `buf`.
-        let n = unsafe {
-            libc::recv(
-                self.stream.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let fd = this.sock.fd();
+        // SAFETY: the fd is open for as long as `self.sock` lives; `recv` writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
         if let Ok(n) = usize::try_from(n) {
-            self.yielded = false;
+            this.yielded = false;
+            // bytes wake a parked socket into a glommio stream again (an end or an error leave it to its close)
+            if n > 0 && matches!(this.sock, Sock::Parked(_)) {
+                if let Err(e) = this.live() {
+                    return Poll::Ready(Err(e));
+                }
+            }
             return Poll::Ready(Ok(n));
         }
         let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::WouldBlock if !self.yielded => {
-                self.yielded = true;
+        match (e.kind(), &mut this.sock) {
+            (io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted, Sock::Parked(_)) => {
+                match super::glommio_deep::wait(fd, cx.waker()) {
+                    Ok(()) => Poll::Pending,
+                    Err(e) => Poll::Ready(Err(e)),
+                }
+            }
+            (io::ErrorKind::WouldBlock, Sock::Live(_)) if !this.yielded => {
+                this.yielded = true;
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => {
-                self.yielded = false;
-                Pin::new(&mut self.stream).poll_read(cx, buf)
+            (io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted, Sock::Live(s)) => {
+                let r = Pin::new(s).poll_read(cx, buf);
+                this.yielded = false;
+                r
             }
             _ => Poll::Ready(Err(e)),
         }
@@ -112,27 +196,47 @@ impl AsyncRead for GlommioConn {
 }
 
 impl AsyncWrite for GlommioConn {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match &mut this.sock {
+            Sock::Live(s) => Pin::new(s).poll_write(cx, buf),
+            Sock::Parked(_) => match this.live() {
+                Ok(s) => Pin::new(s).poll_write(cx, buf),
+                Err(e) => Poll::Ready(Err(e)),
+            },
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
+        match &mut self.sock {
+            Sock::Live(s) => Pin::new(s).poll_flush(cx),
+            // (nothing is buffered: glommio's flush is a no-op too)
+            Sock::Parked(_) => Poll::Ready(Ok(())),
+        }
     }
 
-    /// glommio's close is `shutdown(SHUT_WR)`: a half-close.
+    /// glommio's close is `shutdown(SHUT_WR)`: a half-close; so is a parked socket's.
     fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_close(cx)
+        match &mut self.sock {
+            Sock::Live(s) => Pin::new(s).poll_close(cx),
+            Sock::Parked(p) => {
+                // SAFETY: a plain call on the open descriptor.
+                match unsafe { libc::shutdown(p.0.as_raw_fd(), libc::SHUT_WR) } {
+                    0 => Poll::Ready(Ok(())),
+                    _ => Poll::Ready(Err(io::Error::last_os_error())),
+                }
+            }
+        }
     }
 }
 
 impl GlommioConn {
     /// A non-blocking `MSG_PEEK`: `None` while the socket is empty.
     fn peek_now(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
-        // SAFETY: the fd is open for as long as `self.stream` lives; `recv` writes at most `buf.len()` bytes into `buf`.
+        // SAFETY: the fd is open for as long as `self.sock` lives; `recv` writes at most `buf.len()` bytes into `buf`.
         let n = unsafe {
             libc::recv(
-                self.stream.as_raw_fd(),
+                self.sock.fd(),
                 buf.as_mut_ptr().cast(),
                 buf.len(),
                 libc::MSG_PEEK | libc::MSG_DONTWAIT,
@@ -147,6 +251,21 @@ impl GlommioConn {
             _ => Some(Err(e)),
         }
     }
+
+    /// A parked socket's peek: a non-blocking `MSG_PEEK` each time the deep-idle set reports it (its stream is not
+    /// made again for a look at it; not expected: a socket is parked only between requests).
+    async fn parked_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        std::future::poll_fn(|cx| {
+            if let Some(r) = self.peek_now(buf) {
+                return Poll::Ready(r);
+            }
+            match super::glommio_deep::wait(self.sock.fd(), cx.waker()) {
+                Ok(()) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            }
+        })
+        .await
+    }
 }
 
 /// How long a watch looks at its socket only without a wait in the ring ([`GlommioConn::watch`]); it ends at the
@@ -155,7 +274,10 @@ const WATCH_GRACE: Duration = super::deadline::TICK;
 
 impl Peek for GlommioConn {
     async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.peek(buf).await.map_err(io::Error::from)
+        match &self.sock {
+            Sock::Live(s) => s.peek(buf).await.map_err(io::Error::from),
+            Sock::Parked(_) => self.parked_peek(buf).await,
+        }
     }
 
     /// glommio's peek is an io_uring `recv` on the executor's latency ring: put in flight for every proxied
@@ -173,27 +295,36 @@ impl Peek for GlommioConn {
         if let Some(r) = self.peek_now(buf) {
             return r;
         }
-        self.stream.peek(buf).await.map_err(io::Error::from)
+        self.peek(buf).await
     }
 }
 
 impl Tcp for GlommioConn {
     fn set_nodelay(&self, on: bool) -> io::Result<()> {
         match self.unix {
-            None => self.stream.set_nodelay(on).map_err(io::Error::from),
+            None => match &self.sock {
+                Sock::Live(s) => s.set_nodelay(on).map_err(io::Error::from),
+                Sock::Parked(p) => socket2::SockRef::from(&p.0).set_nodelay(on),
+            },
             Some(_) => Ok(()),
         }
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         match &self.unix {
-            None => self.stream.local_addr().map_err(io::Error::from),
+            None => match &self.sock {
+                Sock::Live(s) => s.local_addr().map_err(io::Error::from),
+                Sock::Parked(p) => socket2::SockRef::from(&p.0)
+                    .local_addr()?
+                    .as_socket()
+                    .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput)),
+            },
             Some(token) => Ok(**token),
         }
     }
 
     fn fd(&self) -> std::os::fd::RawFd {
-        self.stream.as_raw_fd()
+        self.sock.fd()
     }
 }
 
@@ -294,6 +425,16 @@ impl Runtime for Glommio {
 
     fn sleep(d: Duration) -> impl Future<Output = ()> {
         glommio::timer::sleep(d)
+    }
+
+    const PARKS: bool = true;
+
+    fn park_idle(conn: &mut Self::Conn, cx: &Context<'_>) {
+        match conn {
+            MaybeTls::Plain(c) => c.park(cx),
+            MaybeTls::Tls(t) => t.get_mut().0.park(cx),
+            MaybeTls::Upstream(_) | MaybeTls::Bridge(_) => {}
+        }
     }
 
     fn bind(addr: SocketAddr, backlog: i32, buffers: SocketOptions) -> io::Result<GlommioListener> {

@@ -2,6 +2,7 @@
 //! byte streams), as one trait the proxy logic is written against once, implemented for tokio and glommio.
 
 pub mod deadline;
+mod glommio_deep;
 pub mod glommio_rt;
 pub mod iobuf;
 pub mod pipe;
@@ -171,6 +172,14 @@ pub trait Runtime: Sized + 'static {
 
     /// Completes after `d`.
     fn sleep(d: Duration) -> impl Future<Output = ()>;
+
+    /// Whether [`Runtime::park_idle`] does anything: a connection's keepalive wait looks at the clock for it.
+    const PARKS: bool = false;
+
+    /// Has a connection idle past a tick give up what the runtime holds per socket for its wait (glommio's read
+    /// source), waking the task of `cx` when bytes come; its next read after them makes it whole again. Nothing
+    /// on tokio (an idle connection's registration is 256 bytes there; it is under 1 KiB per idle connection).
+    fn park_idle(_conn: &mut Self::Conn, _cx: &std::task::Context<'_>) {}
 
     /// Binds a listener with `SO_REUSEPORT` (and `SO_REUSEADDR`) on the current shard (`listen ... reuseport`); for
     /// a unix-domain address, the shard's duplicate of the process's socket ([`unix`]).
