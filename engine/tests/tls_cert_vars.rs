@@ -31,7 +31,8 @@ fn get(client: &TlsClient, addr: SocketAddr, sni: &str) -> Result<String, String
 
 /// The ports of one test.
 struct Ports {
-    /// `$one` (a `geo`) and `$ssl_server_name` through a `map`, on one address.
+    /// `$one` (a `geo` over `$remote_addr`: `one` for loopback clients) and `$ssl_server_name` through a `map`, on
+    /// one address.
     one: SocketAddr,
     /// The same lines as `one`'s first server: its sessions resume here.
     same: SocketAddr,
@@ -47,7 +48,7 @@ fn config(dir: &Path, p: &Ports) -> corelb_engine::config::model::Config {
     let d = dir.display();
     let text = format!(
         "events {{}}\nhttp {{\n access_log off;\n ssl_session_cache shared:SSL:1m;\n\
-         geo $one {{ default one; }}\n geo $two {{ default two; }}\n\
+         geo $one {{ default two; 127.0.0.0/8 one; }}\n geo $two {{ default two; }}\n\
          map $ssl_server_name $mapped {{ m.test two; default one; }}\n\
          server {{ listen {one} ssl; server_name default;\n\
            ssl_certificate {d}/$one.crt; ssl_certificate_key {d}/$one.key;\n\

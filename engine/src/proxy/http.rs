@@ -222,7 +222,8 @@ async fn open<R: Runtime>(slot: &mut ConnSlot<R>) -> bool {
         return false;
     };
     let mut bufs = shard.take_buffers(at.snap.client_buffer);
-    let Some((sock, to_https)) = super::tls_conn::open::<R>(&at, sock, &mut bufs, &shard.counters).await else {
+    let Some((sock, to_https)) = super::tls_conn::open::<R>(&at, sock, Some(remote), &mut bufs, &shard.counters).await
+    else {
         shard.give_buffers(bufs);
         return false;
     };

@@ -13,19 +13,9 @@ use corelb_shared_state::ShardSlot;
 pub const TO_HTTPS: Rejection = Rejection::new(pages::TO_HTTPS, "plain HTTP request to a TLS port");
 
 /// The connection to serve, and whether it is plain HTTP on a TLS port; `None`: it closed in its handshake. A
-/// plain address returns `sock` as it is.
+/// plain address returns `sock` as it is. `remote` is what `$remote_addr` in a certificate name reads at the
+/// handshake, and the `client:` of its error (unknown: empty).
 pub async fn open<R: Runtime>(
-    at: &ConnSnapshot,
-    sock: R::Conn,
-    bufs: &mut Buffers,
-    counters: &ShardSlot,
-) -> Option<(R::Conn, bool)> {
-    open_from::<R>(at, sock, None, bufs, counters).await
-}
-
-/// [`open`] of a connection from `remote` (what `$remote_addr` in a certificate name reads at the handshake, and
-/// the `client:` of its error; unknown: empty).
-pub async fn open_from<R: Runtime>(
     at: &ConnSnapshot,
     sock: R::Conn,
     remote: Option<std::net::SocketAddr>,
