@@ -10,6 +10,7 @@ mod answer;
 pub(crate) use answer::trim as trim_relays;
 mod frames;
 mod stream;
+mod unsent;
 
 use super::client::ClientConn;
 use super::conn_snapshot::ConnSnapshot;
@@ -90,6 +91,8 @@ pub(super) struct ConnFacts {
     pub(super) chunk_size: usize,
     /// `http2_body_preread_size`: a body without `content-length` this short is sent on with its length.
     pub(super) preread: usize,
+    /// The answer bytes handed h2 and not written yet, per stream being relayed.
+    unsent: Rc<unsent::Unsent>,
 }
 
 /// Resets by the client beyond the answered streams and this many times the stream limit close the connection
@@ -135,6 +138,7 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
         connection: bufs.log.connection,
         chunk_size: conf.chunk_size as usize,
         preread: conf.body_preread_size as usize,
+        unsent: Rc::default(),
     });
     let header_list = at
         .snap
@@ -148,7 +152,13 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     let watch = Rc::new(frames::Watch::default());
     let early = conf.body_preread_size < 65_535;
     let linger = at.defaults().lingering.close != crate::config::model::LingeringClose::Off;
-    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch), early, linger);
+    let io = frames::Checked::new(
+        TokioIo::new(sock, read),
+        Rc::clone(&watch),
+        Rc::clone(&facts.unsent),
+        early,
+        linger,
+    );
     let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
     let mut h2 = match timeout::<R, _>(at.defaults().client_header_timeout, handshake).await {
         Ok(Ok(c)) => c,
