@@ -9,7 +9,8 @@
 //! body's DATA or a header block stops past its timeout, REFUSED_STREAM for a body before the SETTINGS
 //! acknowledgement (small preread), GOAWAY with the last stream on a reload, and the frames of an answer after
 //! the client's SETTINGS: the acknowledgement after the DATA queued, the new frame size after it, and a piece the
-//! window cut short not cutting the frames that follow.
+//! window cut short not cutting the frames that follow; and a connection whose writes wait past `send_timeout`
+//! closed.
 
 mod support;
 
@@ -54,6 +55,7 @@ fn config_text(a: &Addrs, echo: SocketAddr, root: &Path, cert: &Path, key: &Path
            location /two/ {{ proxy_pass http://two/; }}\n\
            location /echo {{ proxy_pass http://echo; }}\n\
            location = /chunk1 {{ http2_chunk_size 1; return 200 \"body\"; }}\n\
+           location = /8m.bin {{ send_timeout 10s; }}\n\
            location = /vars {{ return 200 \"$server_protocol|$http2|$request|$host|$scheme\\n\"; }} }}\n\
          server {{ listen {} ssl; http2 on; ssl_certificate {cert}; ssl_certificate_key {key};\n\
            location / {{ return 200 \"tls $server_protocol|$http2|$scheme\\n\"; }} }}\n\
@@ -355,6 +357,7 @@ fn h2_sequence<R: Runtime>(tag: &str) {
     early_body(a.small);
     settings_after_queued_data(a.framed);
     window_cut_pieces(a.framed);
+    stalled_writes_close(a.h2c, &proxy);
     reload_goaway(a.h2c, &proxy, &config_text(&a, echo.addr, &dir, &cert, &key));
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
@@ -730,6 +733,40 @@ fn window_cut_pieces(addr: SocketAddr) {
     s.write_all(&frame(SETTINGS, 0, 0, &opened)).expect("settings");
     let sizes: Vec<usize> = frames_to_end(&mut s).iter().filter(|f| f.0 == 0).map(|f| f.2).collect();
     assert_eq!(sizes, [32_768, 32_768, 38]);
+}
+
+/// A client that opens its windows and reads nothing: once the connection's writes have waited `send_timeout`
+/// (1s, the server's; the location's, for the stream's own waits, is longer) for the socket, the connection is
+/// closed with its stream (nginx's timer on the connection's writes;
+/// nginx-tests' h2.t `large response - send timeout`), where before the stream alone was reset and the
+/// connection went on.
+fn stalled_writes_close(addr: SocketAddr, proxy: &Proxy) {
+    let active = || corelb_engine::admin::stub_status::StubCounts::take(&proxy.shared).active;
+    assert!(
+        support::wait_until(Duration::from_secs(5), || active() == 0),
+        "connections of earlier steps still open"
+    );
+    // a small receive buffer: the kernel's buffers cannot take the whole answer
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.set_recv_buffer_size(16 * 1024).expect("rcvbuf");
+    sock.connect(&addr.into()).expect("connect");
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0x40, 0, 0, 0]))
+        .expect("settings");
+    s.write_all(&frame(8, 0, 0, &(1u32 << 30).to_be_bytes()))
+        .expect("window");
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &get_block(b"/8m.bin")))
+        .expect("headers");
+    assert!(support::wait_until(Duration::from_secs(5), || active() == 1));
+    assert!(
+        support::wait_until(Duration::from_secs(10), || active() == 0),
+        "the stalled connection stays open"
+    );
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(got.len() < 8_000_000, "{} bytes", got.len());
 }
 
 fn attacks(addr: SocketAddr) {

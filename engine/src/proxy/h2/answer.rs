@@ -310,32 +310,38 @@ impl Relay<'_> {
     /// Hands h2 the front of `data` (not empty): a whole chunk, or all of `data` when shorter, once h2 has
     /// capacity for it; less only when the window allows no more, which shows as some capacity while h2 holds
     /// nothing of the stream (a send buffer still full shows as capacity too, and more of it comes as h2 writes).
-    /// Each wait is bounded by `send_timeout`. `end`: the piece that takes the last of `data` ends the body.
+    /// A wait for the window is bounded by `send_timeout`. `end`: the piece that takes the last of `data` ends
+    /// the body.
     async fn piece<R: Runtime>(&self, out: &mut Out<'_, '_>, data: &mut BytesMut, end: bool) -> Result<(), Stop> {
         let want = data.len().min(out.chunk);
         let Out { send, counted, .. } = out;
         send.reserve_capacity(want);
-        let granted = std::future::poll_fn(|cx| {
-            // take h2's news of capacity, and be woken by the next
-            loop {
-                match send.poll_capacity(cx) {
-                    Poll::Ready(Some(Ok(_))) => {}
-                    Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(Err(Stop::Peer)),
-                    Poll::Pending => break,
+        let n = loop {
+            let granted = std::future::poll_fn(|cx| {
+                // take h2's news of capacity, and be woken by the next
+                loop {
+                    match send.poll_capacity(cx) {
+                        Poll::Ready(Some(Ok(_))) => {}
+                        Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(Err(Stop::Peer)),
+                        Poll::Pending => break,
+                    }
                 }
+                let capacity = send.capacity();
+                if capacity >= want {
+                    return Poll::Ready(Ok(want));
+                }
+                if capacity > 0 && counted.poll_all_written(cx) {
+                    return Poll::Ready(Ok(capacity));
+                }
+                Poll::Pending
+            });
+            match timeout::<R, _>(self.send_timeout, granted).await {
+                Ok(n) => break n?,
+                // h2 still holds some of the stream: the socket holds it back, and the connection's own
+                // `send_timeout` runs on that (as nginx's, which closes the connection)
+                Err(_) if !counted.all_written() => {}
+                Err(_) => return Err(Stop::Broken),
             }
-            let capacity = send.capacity();
-            if capacity >= want {
-                return Poll::Ready(Ok(want));
-            }
-            if capacity > 0 && counted.poll_all_written(cx) {
-                return Poll::Ready(Ok(capacity));
-            }
-            Poll::Pending
-        });
-        let n = match timeout::<R, _>(self.send_timeout, granted).await {
-            Ok(n) => n?,
-            Err(_) => return Err(Stop::Broken),
         };
         let part = data.split_to(n.min(data.len())).freeze();
         counted.handed(part.len());

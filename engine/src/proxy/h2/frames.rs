@@ -61,9 +61,25 @@ pub(super) struct Watch {
     goaway: Cell<Option<u32>>,
     /// The connection ends after its GOAWAY with no stream left: its close lingers (not after an error).
     lingering: Cell<bool>,
+    /// Since when a write waits for the socket (nginx's `send_timeout` of the connection runs on it).
+    stalled: Cell<Option<Instant>>,
 }
 
 impl Watch {
+    /// Since when h2's writing has waited for the socket without a byte going out.
+    pub(super) fn stalled(&self) -> Option<Instant> {
+        self.stalled.get()
+    }
+
+    /// Notes how a write (or flush) to the socket went: a wait starts the stall, a byte written ends it.
+    fn wrote<T>(&self, result: &Poll<io::Result<T>>, progressed: impl FnOnce(&T) -> bool) {
+        match result {
+            Poll::Pending if self.stalled.get().is_none() => self.stalled.set(Some(Instant::now())),
+            Poll::Ready(Ok(v)) if progressed(v) => self.stalled.set(None),
+            _ => {}
+        }
+    }
+
     /// The stream whose header block is incomplete, and since when.
     pub(super) fn header_block(&self) -> Option<(u32, Instant)> {
         self.header_block.get()
@@ -382,7 +398,9 @@ impl<T: AsyncWrite + Unpin> Checked<T> {
                     return Poll::Ready(Ok(()));
                 }
             }
-            let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, &self.own[self.own_sent..self.own_len]))?;
+            let written = Pin::new(&mut self.io).poll_write(cx, &self.own[self.own_sent..self.own_len]);
+            self.watch.wrote(&written, |n| *n > 0);
+            let n = std::task::ready!(written)?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -440,7 +458,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Checked<T> {
             Some(at) => &buf[..at],
             None => buf,
         };
-        let n = std::task::ready!(Pin::new(&mut me.io).poll_write(cx, buf))?;
+        let written = Pin::new(&mut me.io).poll_write(cx, buf);
+        me.watch.wrote(&written, |n| *n > 0);
+        let n = std::task::ready!(written)?;
         let unsent = &me.unsent;
         me.out
             .advance(&buf[..n.min(buf.len())], |sid, len| unsent.written(sid, len));
@@ -451,7 +471,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Checked<T> {
         let me = self.get_mut();
         me.acks_due = me.acks_due.saturating_add(std::mem::take(&mut me.acks_held));
         std::task::ready!(me.write_own(cx))?;
-        std::task::ready!(Pin::new(&mut me.io).poll_flush(cx))?;
+        let flushed = Pin::new(&mut me.io).poll_flush(cx);
+        me.watch.wrote(&flushed, |_| false);
+        std::task::ready!(flushed)?;
         me.flush = false;
         Poll::Ready(Ok(()))
     }

@@ -244,6 +244,7 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         let accept = async { Event::Accepted(timeout::<R, _>(wait, h2.accept()).await) };
         let refuse = async { Event::Refused(watch.failed().await) };
         let header = header_timer::<R, _>(watch, at.defaults().client_header_timeout);
+        let stall = send_timer::<R, _>(watch, at.defaults().send_timeout);
         let reload = async {
             shard.reloaded().await;
             Event::Reload
@@ -253,7 +254,7 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
             Event::Stop
         };
         use futures_lite::future::or;
-        match or(accept, or(refuse, or(header, or(reload, stop)))).await {
+        match or(accept, or(refuse, or(header, or(stall, or(reload, stop))))).await {
             Event::Accepted(Ok(Some(Ok((request, respond))))) => {
                 let sid = u32::from(respond.stream_id());
                 // a header block that timed out or a stream refused (reset by corelb), or a stream after the
@@ -278,6 +279,8 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
             Event::Accepted(Err(_)) | Event::Reload => {}
             Event::Accepted(Ok(_)) => return,
             Event::HeaderTimeout(sid) => watch.time_out(sid),
+            // nginx's `send_timeout` on the connection's writes: it is closed, its streams with it
+            Event::SendTimeout => return,
             // nginx's connection error: GOAWAY with its code, the streams in flight ended with it
             Event::Refused(reason) => return close::<R>(h2, reason, at.defaults().send_timeout).await,
             Event::Stop => break,
@@ -349,6 +352,23 @@ async fn header_timer<R: Runtime, T>(watch: &frames::Watch, wait: Duration) -> E
     }
 }
 
+/// Completes when h2's writing has waited for the socket for `send_timeout` without a byte going out (nginx's
+/// timer on the connection's write event: the connection is closed).
+async fn send_timer<R: Runtime, T>(watch: &frames::Watch, wait: Duration) -> Event<T> {
+    loop {
+        // the adapter notes the wait while h2 writes, on this task: this is polled again right after
+        let since = std::future::poll_fn(|_| match watch.stalled() {
+            Some(s) => std::task::Poll::Ready(s),
+            None => std::task::Poll::Pending,
+        })
+        .await;
+        R::sleep(wait.saturating_sub(since.elapsed())).await;
+        if watch.stalled() == Some(since) {
+            return Event::SendTimeout;
+        }
+    }
+}
+
 /// What the connection's loop waits for.
 enum Event<T> {
     /// h2's next stream (or its end, error or the idle wait running out).
@@ -357,6 +377,8 @@ enum Event<T> {
     Refused(h2::Reason),
     /// This stream's header block did not end within `client_header_timeout`.
     HeaderTimeout(u32),
+    /// The connection's writes waited for the socket past `send_timeout`.
+    SendTimeout,
     /// A reload put a new config in place.
     Reload,
     /// The shard stops.

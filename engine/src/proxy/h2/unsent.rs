@@ -63,6 +63,15 @@ impl Counted<'_> {
         }
     }
 
+    /// Whether h2 has written all it was handed.
+    pub(super) fn all_written(&self) -> bool {
+        let streams = self.unsent.streams.borrow();
+        streams
+            .iter()
+            .find(|q| q.sid == self.sid)
+            .is_none_or(|q| q.written >= q.handed)
+    }
+
     /// Whether h2 has written all it was handed; if not, `cx` is woken when it has.
     pub(super) fn poll_all_written(&self, cx: &Context<'_>) -> bool {
         let mut streams = self.unsent.streams.borrow_mut();
@@ -115,6 +124,7 @@ mod tests {
         one.handed(100);
         three.handed(5);
         assert!(!one.poll_all_written(&cx));
+        assert!(!one.all_written());
         unsent.written(3, 5);
         unsent.written(1, 60);
         assert_eq!(count.0.load(Ordering::Relaxed), 0);
