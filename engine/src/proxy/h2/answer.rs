@@ -310,13 +310,14 @@ impl Relay<'_> {
     /// Hands h2 the front of `data` (not empty): a whole chunk, or all of `data` when shorter, once h2 has
     /// capacity for it; less only when the window allows no more, which shows as some capacity while h2 holds
     /// nothing of the stream (a send buffer still full shows as capacity too, and more of it comes as h2 writes).
-    /// A wait for the window is bounded by `send_timeout`. `end`: the piece that takes the last of `data` ends
-    /// the body.
+    /// Each wait is bounded by `send_timeout` unless h2 wrote some of the stream meanwhile. `end`: the piece that
+    /// takes the last of `data` ends the body.
     async fn piece<R: Runtime>(&self, out: &mut Out<'_, '_>, data: &mut BytesMut, end: bool) -> Result<(), Stop> {
         let want = data.len().min(out.chunk);
         let Out { send, counted, .. } = out;
         send.reserve_capacity(want);
         let n = loop {
+            let written = counted.written();
             let granted = std::future::poll_fn(|cx| {
                 // take h2's news of capacity, and be woken by the next
                 loop {
@@ -337,9 +338,9 @@ impl Relay<'_> {
             });
             match timeout::<R, _>(self.send_timeout, granted).await {
                 Ok(n) => break n?,
-                // h2 still holds some of the stream: the socket holds it back, and the connection's own
-                // `send_timeout` runs on that (as nginx's, which closes the connection)
-                Err(_) if !counted.all_written() => {}
+                // the socket took some of the stream meanwhile (slowly): the wait goes on, as nginx's
+                // `send_timeout` runs between two writes (one that takes nothing is the connection's to end)
+                Err(_) if counted.written() > written => {}
                 Err(_) => return Err(Stop::Broken),
             }
         };
