@@ -7,7 +7,10 @@
 //! never opens its window (`send_timeout` resets the stream). nginx's own answers, with raw frames: GOAWAY codes
 //! for frames of the wrong length or kind, a location's `http2_chunk_size`, RST_STREAM `PROTOCOL_ERROR` when a
 //! body's DATA or a header block stops past its timeout, REFUSED_STREAM for a body before the SETTINGS
-//! acknowledgement (small preread), and GOAWAY with the last stream on a reload.
+//! acknowledgement (small preread), GOAWAY with the last stream on a reload, and the frames of an answer after
+//! the client's SETTINGS: the acknowledgement after the DATA queued, the new frame size after it, and a piece the
+//! window cut short not cutting the frames that follow; and a connection whose writes wait past `send_timeout`
+//! closed.
 
 mod support;
 
@@ -36,6 +39,8 @@ struct Addrs {
     back_b: SocketAddr,
     /// h2c with `http2_body_preread_size 10`.
     small: SocketAddr,
+    /// h2c with `http2_chunk_size 64k` and a small send buffer.
+    framed: SocketAddr,
 }
 
 fn config_text(a: &Addrs, echo: SocketAddr, root: &Path, cert: &Path, key: &Path) -> String {
@@ -50,13 +55,15 @@ fn config_text(a: &Addrs, echo: SocketAddr, root: &Path, cert: &Path, key: &Path
            location /two/ {{ proxy_pass http://two/; }}\n\
            location /echo {{ proxy_pass http://echo; }}\n\
            location = /chunk1 {{ http2_chunk_size 1; return 200 \"body\"; }}\n\
+           location = /8m.bin {{ send_timeout 10s; }}\n\
            location = /vars {{ return 200 \"$server_protocol|$http2|$request|$host|$scheme\\n\"; }} }}\n\
          server {{ listen {} ssl; http2 on; ssl_certificate {cert}; ssl_certificate_key {key};\n\
            location / {{ return 200 \"tls $server_protocol|$http2|$scheme\\n\"; }} }}\n\
          server {{ listen {}; location / {{ return 200 \"a $uri\"; }} }}\n\
          server {{ listen {}; location / {{ return 200 \"b $uri\"; }} }}\n\
-         server {{ listen {}; http2 on; http2_body_preread_size 10; location / {{ return 200 \"ok\"; }} }}\n}}\n",
-        a.back_a, a.back_b, a.h2c, a.tls, a.back_a, a.back_b, a.small
+         server {{ listen {}; http2 on; http2_body_preread_size 10; location / {{ return 200 \"ok\"; }} }}\n\
+         server {{ listen {} sndbuf=16k; http2 on; http2_chunk_size 64k; root {root}; }}\n}}\n",
+        a.back_a, a.back_b, a.h2c, a.tls, a.back_a, a.back_b, a.small, a.framed
     )
 }
 
@@ -207,6 +214,8 @@ fn h2_sequence<R: Runtime>(tag: &str) {
     std::fs::create_dir_all(&dir).expect("test dir");
     let text = "all work and no play makes jack a dull boy\n".repeat(500);
     std::fs::write(dir.join("big.txt"), &text).expect("file");
+    std::fs::write(dir.join("8m.bin"), vec![b'x'; 8_000_000]).expect("file");
+    std::fs::write(dir.join("64k.bin"), vec![b'x'; 65_616]).expect("file");
     let (cert, key) = write_cert(&dir);
     let echo = Backend::start("echo", Mode::Echo);
     let a = Addrs {
@@ -215,6 +224,7 @@ fn h2_sequence<R: Runtime>(tag: &str) {
         back_a: free_addr(),
         back_b: free_addr(),
         small: free_addr(),
+        framed: free_addr(),
     };
     let proxy = Proxy::start::<R>(parse(&config_text(&a, echo.addr, &dir, &cert, &key)), 1);
     block_on(async {
@@ -345,6 +355,9 @@ fn h2_sequence<R: Runtime>(tag: &str) {
 
     attacks(a.h2c);
     early_body(a.small);
+    settings_after_queued_data(a.framed);
+    window_cut_pieces(a.framed);
+    stalled_writes_close(a.h2c, &proxy);
     reload_goaway(a.h2c, &proxy, &config_text(&a, echo.addr, &dir, &cert, &key));
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
@@ -608,6 +621,152 @@ fn early_body(addr: SocketAddr) {
         (1, Some(&0x88)),
         "200 (HPACK's indexed :status 200)"
     );
+}
+
+/// `GET PATH` (under 127 bytes) with `:authority h`, as a header block.
+fn get_block(path: &[u8]) -> Vec<u8> {
+    let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
+    block.extend_from_slice(path);
+    block.extend_from_slice(&[0x01, 0x01, b'h']);
+    block
+}
+
+/// The bytes waiting in `s`'s receive queue.
+fn queued(s: &TcpStream) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int to the pointer given, which lives through the call
+    let rc = unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut n) };
+    if rc == 0 {
+        usize::try_from(n).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// The frames on stream 1 and the SETTINGS acknowledgements (stream 0), as (kind, flags, length), until stream 1
+/// ends.
+fn frames_to_end(s: &mut TcpStream) -> Vec<(u8, u8, usize)> {
+    let mut frames = Vec::new();
+    loop {
+        let mut h = [0u8; 9];
+        s.read_exact(&mut h).expect("a frame");
+        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let mut payload = vec![0u8; len];
+        s.read_exact(&mut payload).expect("its payload");
+        let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+        if stream == 1 || (h[3] == SETTINGS && h[4] == 1) {
+            frames.push((h[3], h[4], len));
+        }
+        if stream == 1 && h[4] & END_STREAM != 0 {
+            return frames;
+        }
+    }
+}
+
+/// A client's SETTINGS_MAX_FRAME_SIZE (32k) while the answer waits for the socket (the client does not read; h2
+/// was given the answer 16k at a time as it wrote frames): the acknowledgement follows the DATA h2 had queued, and the frames after it are cut at
+/// the new size (nginx-tests' h2.t `SETTINGS ack after queued DATA`), not a frame of the old size first.
+fn settings_after_queued_data(addr: SocketAddr) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    // the windows opened wide (the stream's by SETTINGS_INITIAL_WINDOW_SIZE 2^30): the socket holds the answer back
+    s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0x40, 0, 0, 0]))
+        .expect("settings");
+    s.write_all(&frame(8, 0, 0, &(1u32 << 30).to_be_bytes()))
+        .expect("window");
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &get_block(b"/8m.bin")))
+        .expect("headers");
+    // the receive queue fills and stops growing (the server's sends wait, h2 queues DATA)
+    let mut last = (0, 0);
+    for _ in 0..500 {
+        let now = queued(&s);
+        last = if now > 0 && now == last.0 {
+            (now, last.1 + 1)
+        } else {
+            (now, 0)
+        };
+        if last.1 == 5 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(last.1, 5, "the receive queue never filled");
+    s.write_all(&frame(SETTINGS, 0, 0, &[0, 5, 0, 0, 0x80, 0]))
+        .expect("max frame size");
+    let frames = frames_to_end(&mut s);
+    let data = |f: &&(u8, u8, usize)| f.0 == 0;
+    let acks = frames.iter().filter(|f| f.0 == SETTINGS).count();
+    assert_eq!(acks, 2, "{frames:?}");
+    let ack = frames.iter().rposition(|f| f.0 == SETTINGS).expect("the ack");
+    let first = frames[..ack].iter().find(data).map(|f| f.2);
+    assert_eq!(first, Some(16_384), "the old size at first: {frames:?}");
+    let after: Vec<usize> = frames[ack..].iter().filter(data).map(|f| f.2).collect();
+    assert_ne!(
+        after.first(),
+        Some(&16_384),
+        "a frame of the old size after the ack: {after:?}"
+    );
+    assert_eq!(after.iter().max(), Some(&32_768), "{after:?}");
+    let total: usize = frames.iter().filter(data).map(|f| f.2).sum();
+    assert_eq!(total, 8_000_000);
+}
+
+/// A piece of the answer the window cut short (42 bytes of the first chunk) does not cut the frames after it: once
+/// SETTINGS open the window, the rest goes in frames of the new size, the last one short (nginx-tests' h2.t
+/// `multiple SETTINGS`).
+fn window_cut_pieces(addr: SocketAddr) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    s.write_all(&frame(8, 0, 0, &(1u32 << 17).to_be_bytes()))
+        .expect("window");
+    s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 42]))
+        .expect("settings");
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &get_block(b"/64k.bin")))
+        .expect("headers");
+    let (_, stream, payload) = read_until(&mut s, 0).expect("the first DATA");
+    assert_eq!((stream, payload.len()), (1, 42));
+    let mut opened = vec![0, 4, 0, 2, 0, 0];
+    opened.extend_from_slice(&[0, 5, 0, 0, 0x80, 0]);
+    s.write_all(&frame(SETTINGS, 0, 0, &opened)).expect("settings");
+    let sizes: Vec<usize> = frames_to_end(&mut s).iter().filter(|f| f.0 == 0).map(|f| f.2).collect();
+    assert_eq!(sizes, [32_768, 32_768, 38]);
+}
+
+/// A client that opens its windows and reads nothing: once the connection's writes have waited `send_timeout`
+/// (1s, the server's; the location's, for the stream's own waits, is longer) for the socket, the connection is
+/// closed with its stream (nginx's timer on the connection's writes;
+/// nginx-tests' h2.t `large response - send timeout`), where before the stream alone was reset and the
+/// connection went on.
+fn stalled_writes_close(addr: SocketAddr, proxy: &Proxy) {
+    let active = || corelb_engine::admin::stub_status::StubCounts::take(&proxy.shared).active;
+    assert!(
+        support::wait_until(Duration::from_secs(5), || active() == 0),
+        "connections of earlier steps still open"
+    );
+    // a small receive buffer: the kernel's buffers cannot take the whole answer
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.set_recv_buffer_size(16 * 1024).expect("rcvbuf");
+    sock.connect(&addr.into()).expect("connect");
+    let mut s: TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0x40, 0, 0, 0]))
+        .expect("settings");
+    s.write_all(&frame(8, 0, 0, &(1u32 << 30).to_be_bytes()))
+        .expect("window");
+    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &get_block(b"/8m.bin")))
+        .expect("headers");
+    assert!(support::wait_until(Duration::from_secs(5), || active() == 1));
+    assert!(
+        support::wait_until(Duration::from_secs(10), || active() == 0),
+        "the stalled connection stays open"
+    );
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(got.len() < 8_000_000, "{} bytes", got.len());
 }
 
 fn attacks(addr: SocketAddr) {

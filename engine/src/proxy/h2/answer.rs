@@ -1,7 +1,11 @@
 //! A stream's answer: the HTTP/1.1 head the flow wrote, read back into the HTTP/2 response's
 //! HEADERS, its body (by `Content-Length`, chunks, or the end of the pipe) sent as DATA frames of at most
 //! `http2_chunk_size` within the client's flow-control window, each wait for window bounded by `send_timeout`.
+//! The body is handed to h2 in pieces of a whole chunk (h2 cuts them at the client's frame size as it writes
+//! them), a shorter piece only where the window allows no more or the flow has no more bytes for now: the
+//! frames nginx makes of an answer (the chunk size, the frame size, the window and what is buffered, the least).
 
+use super::unsent::{Counted, Unsent};
 use crate::http::chunked::ChunkedDecoder;
 use crate::runtime::pipe::PipeEnd;
 use crate::runtime::{timeout, Runtime};
@@ -9,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::SendStream;
 use std::cell::{Cell, RefCell};
+use std::task::Poll;
 use std::time::Duration;
 
 /// The largest answer head the flow writes that is relayed (corelb's own heads and an upstream's, rewritten,
@@ -32,6 +37,8 @@ pub(super) struct Relay<'p> {
     /// largest DATA frame.
     pub(super) chunk: &'p Cell<u32>,
     pub(super) send_timeout: Duration,
+    /// The connection's count of what h2 holds of each stream's answer.
+    pub(super) unsent: &'p Unsent,
 }
 
 /// How the answer's body is framed in the flow's head.
@@ -179,7 +186,12 @@ impl Relay<'_> {
             return Relayed::Done;
         }
         let chunk = usize::try_from(self.chunk.get()).unwrap_or(usize::MAX).max(1);
-        match self.body::<R>(&mut send, body, bufs, chunk).await {
+        let out = Out {
+            counted: self.unsent.open(u32::from(send.stream_id())),
+            send: &mut send,
+            chunk,
+        };
+        match self.body::<R>(out, body, bufs).await {
             Ok(()) => Relayed::Done,
             Err(Stop::Peer) => Relayed::ResetByPeer,
             Err(Stop::Broken) => {
@@ -216,13 +228,8 @@ impl Relay<'_> {
     }
 
     /// Sends the body: what was read with the head, then the rest from the pipe.
-    async fn body<R: Runtime>(
-        &self,
-        send: &mut SendStream<Bytes>,
-        body: Body,
-        bufs: &mut Bufs,
-        chunk: usize,
-    ) -> Result<(), Stop> {
+    async fn body<R: Runtime>(&self, mut out: Out<'_, '_>, body: Body, bufs: &mut Bufs) -> Result<(), Stop> {
+        let chunk = out.chunk;
         let mut left = match body {
             Body::Length(n) => n,
             _ => u64::MAX,
@@ -247,19 +254,17 @@ impl Relay<'_> {
                         }
                         None => {
                             yielded = false;
-                            self.send::<R>(send, bufs.data.split().freeze(), false, chunk).await?;
+                            self.send_all::<R>(&mut out, &mut bufs.data, false).await?;
                             continue;
                         }
                     }
                 };
                 yielded = false;
-                if n == 0 && !bufs.data.is_empty() {
-                    self.send::<R>(send, bufs.data.split().freeze(), false, chunk).await?;
-                }
                 if n == 0 {
+                    self.send_all::<R>(&mut out, &mut bufs.data, false).await?;
                     // the end of the pipe ends a body read to its end; any other is cut short
                     return match body {
-                        Body::ToEnd => self.send::<R>(send, Bytes::new(), true, chunk).await,
+                        Body::ToEnd => out.send.send_data(Bytes::new(), true).map_err(|_| Stop::Peer),
                         _ => Err(Stop::Broken),
                     };
                 }
@@ -282,43 +287,74 @@ impl Relay<'_> {
             };
             bufs.consume(used);
             if done {
-                return self.send::<R>(send, bufs.data.split().freeze(), true, chunk).await;
+                if bufs.data.is_empty() {
+                    return out.send.send_data(Bytes::new(), true).map_err(|_| Stop::Peer);
+                }
+                return self.send_all::<R>(&mut out, &mut bufs.data, true).await;
             }
+            // what is short of a chunk after a piece the window cut stays, to go on with the bytes that follow
             while bufs.data.len() >= chunk {
-                let part = bufs.data.split_to(chunk).freeze();
-                self.send::<R>(send, part, false, chunk).await?;
+                self.piece::<R>(&mut out, &mut bufs.data, false).await?;
             }
         }
     }
 
-    /// Sends `data` as DATA frames within the window (waiting at most `send_timeout` for each opening); `end`:
-    /// the last of the body.
-    async fn send<R: Runtime>(
-        &self,
-        send: &mut SendStream<Bytes>,
-        mut data: Bytes,
-        end: bool,
-        chunk: usize,
-    ) -> Result<(), Stop> {
-        if data.is_empty() {
-            return send.send_data(data, end).map_err(|_| Stop::Peer);
-        }
+    /// Sends all of `data`; `end`: the last of the body.
+    async fn send_all<R: Runtime>(&self, out: &mut Out<'_, '_>, data: &mut BytesMut, end: bool) -> Result<(), Stop> {
         while !data.is_empty() {
-            send.reserve_capacity(data.len().min(chunk));
-            let granted = timeout::<R, _>(self.send_timeout, std::future::poll_fn(|cx| send.poll_capacity(cx)));
-            let n = match granted.await {
-                Ok(Some(Ok(n))) => n,
-                Ok(Some(Err(_)) | None) => return Err(Stop::Peer),
-                Err(_) => return Err(Stop::Broken),
-            };
-            if n == 0 {
-                continue;
-            }
-            let part = data.split_to(n.min(data.len()).min(chunk));
-            send.send_data(part, end && data.is_empty()).map_err(|_| Stop::Peer)?;
+            self.piece::<R>(out, data, end).await?;
         }
         Ok(())
     }
+
+    /// Hands h2 the front of `data` (not empty): a whole chunk, or all of `data` when shorter, once h2 has
+    /// capacity for it; less only when the window allows no more, which shows as some capacity while h2 holds
+    /// nothing of the stream (a send buffer still full shows as capacity too, and more of it comes as h2 writes).
+    /// Each wait is bounded by `send_timeout` unless h2 wrote some of the stream meanwhile. `end`: the piece that
+    /// takes the last of `data` ends the body.
+    async fn piece<R: Runtime>(&self, out: &mut Out<'_, '_>, data: &mut BytesMut, end: bool) -> Result<(), Stop> {
+        let want = data.len().min(out.chunk);
+        let Out { send, counted, .. } = out;
+        send.reserve_capacity(want);
+        let n = loop {
+            let written = counted.written();
+            let granted = std::future::poll_fn(|cx| {
+                // take h2's news of capacity, and be woken by the next
+                loop {
+                    match send.poll_capacity(cx) {
+                        Poll::Ready(Some(Ok(_))) => {}
+                        Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(Err(Stop::Peer)),
+                        Poll::Pending => break,
+                    }
+                }
+                let capacity = send.capacity();
+                if capacity >= want {
+                    return Poll::Ready(Ok(want));
+                }
+                if capacity > 0 && counted.poll_all_written(cx) {
+                    return Poll::Ready(Ok(capacity));
+                }
+                Poll::Pending
+            });
+            match timeout::<R, _>(self.send_timeout, granted).await {
+                Ok(n) => break n?,
+                // the socket took some of the stream meanwhile (slowly): the wait goes on, as nginx's
+                // `send_timeout` runs between two writes (one that takes nothing is the connection's to end)
+                Err(_) if counted.written() > written => {}
+                Err(_) => return Err(Stop::Broken),
+            }
+        };
+        let part = data.split_to(n.min(data.len())).freeze();
+        counted.handed(part.len());
+        send.send_data(part, end && data.is_empty()).map_err(|_| Stop::Peer)
+    }
+}
+
+/// Where an answer's body goes: the stream, the count of what h2 holds of it, and the chunk size.
+struct Out<'s, 'u> {
+    send: &'s mut SendStream<Bytes>,
+    counted: Counted<'u>,
+    chunk: usize,
 }
 
 fn peer_or_failed(e: &h2::Error) -> Relayed {

@@ -6,7 +6,11 @@
 //! which header block is incomplete (nginx's `client_header_timeout` runs on it, h2 sees only whole frames), and
 //! writes the two frames nginx sends that h2 has no call for: RST_STREAM of a stream h2 does not know yet (its
 //! header block timed out) and GOAWAY with the last stream taken (a reload), each between two of h2's frames.
+//! And it holds h2's SETTINGS acknowledgement back until h2 flushes what it wrote with it, so that DATA h2 queued
+//! before the client's SETTINGS goes out ahead of the acknowledgement, as nginx queues its acknowledgement after
+//! the DATA already queued.
 
+use super::unsent::Unsent;
 use h2::Reason;
 use std::cell::Cell;
 use std::io;
@@ -33,6 +37,8 @@ const WINDOW_UPDATE: u8 = 8;
 const CONTINUATION: u8 = 9;
 
 const ACK: u8 = 0x1;
+/// A SETTINGS acknowledgement: an empty SETTINGS frame with ACK on stream 0.
+const SETTINGS_ACK: [u8; HEADER_LEN] = [0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0];
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
@@ -55,9 +61,25 @@ pub(super) struct Watch {
     goaway: Cell<Option<u32>>,
     /// The connection ends after its GOAWAY with no stream left: its close lingers (not after an error).
     lingering: Cell<bool>,
+    /// Since when a write waits for the socket (nginx's `send_timeout` of the connection runs on it).
+    stalled: Cell<Option<Instant>>,
 }
 
 impl Watch {
+    /// Since when h2's writing has waited for the socket without a byte going out.
+    pub(super) fn stalled(&self) -> Option<Instant> {
+        self.stalled.get()
+    }
+
+    /// Notes how a write (or flush) to the socket went: a wait starts the stall, a byte written ends it.
+    fn wrote<T>(&self, result: &Poll<io::Result<T>>, progressed: impl FnOnce(&T) -> bool) {
+        match result {
+            Poll::Pending if self.stalled.get().is_none() => self.stalled.set(Some(Instant::now())),
+            Poll::Ready(Ok(v)) if progressed(v) => self.stalled.set(None),
+            _ => {}
+        }
+    }
+
     /// The stream whose header block is incomplete, and since when.
     pub(super) fn header_block(&self) -> Option<(u32, Instant)> {
         self.header_block.get()
@@ -228,18 +250,36 @@ impl Position {
         }
     }
 
-    /// Walks `bytes` the server wrote (h2's own frames: nothing to check).
-    fn advance(&mut self, bytes: &[u8]) {
-        let _ = self.walk(bytes, false);
+    /// Walks `bytes` the server wrote (h2's own frames: nothing to check); `data` is told each DATA frame's
+    /// stream and length as its header passes.
+    fn advance(&mut self, bytes: &[u8], mut data: impl FnMut(u32, u32)) {
+        let _ = self.walk(bytes, false, &mut data);
+    }
+
+    /// Where in `bytes` (the server's, from this position on) a SETTINGS acknowledgement begins, if one does:
+    /// the frames are walked without moving the position.
+    fn ack_at(&self, bytes: &[u8]) -> Option<usize> {
+        if self.preface > 0 || self.have > 0 {
+            return None;
+        }
+        let mut at = usize::try_from(self.payload).ok()?;
+        while let Some(head) = bytes.get(at..at + HEADER_LEN) {
+            if head == SETTINGS_ACK {
+                return Some(at);
+            }
+            let len = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
+            at += HEADER_LEN + len;
+        }
+        None
     }
 
     /// Walks `bytes` (just read); where a frame nginx refuses starts in them (`Some(0)` when it started in an
     /// earlier read) and why.
     fn scan(&mut self, bytes: &[u8]) -> Option<(usize, Reason)> {
-        self.walk(bytes, true)
+        self.walk(bytes, true, &mut |_, _| {})
     }
 
-    fn walk(&mut self, bytes: &[u8], checked: bool) -> Option<(usize, Reason)> {
+    fn walk(&mut self, bytes: &[u8], checked: bool, data: &mut impl FnMut(u32, u32)) -> Option<(usize, Reason)> {
         let mut at = 0;
         while at < bytes.len() {
             let rest = bytes.len() - at;
@@ -267,6 +307,10 @@ impl Position {
                     return Some((at.saturating_sub(HEADER_LEN), reason));
                 }
                 self.frame_begins();
+                if self.head[3] == DATA {
+                    let sid = u32::from_be_bytes([self.head[5], self.head[6], self.head[7], self.head[8]]);
+                    data(sid & 0x7fff_ffff, self.payload);
+                }
             }
         }
         None
@@ -285,7 +329,12 @@ pub(super) struct Checked<T> {
     own_sent: usize,
     /// Ours went out after h2's last flush.
     flush: bool,
+    /// h2's SETTINGS acknowledgements held back until its next flush, and those due (written as our frames).
+    acks_held: u8,
+    acks_due: u8,
     watch: Rc<Watch>,
+    /// Where the DATA h2 writes is counted.
+    unsent: Rc<Unsent>,
     /// The close may linger (`lingering_close` not `off`; it does after [`Watch::linger`]): after the half-close,
     /// what the client still sends is read and dropped until it closes, so that a close with its bytes unread (a
     /// TCP reset) does not cut the answer it has not read yet (nginx's `ngx_http_v2_lingering_close`; bounded by
@@ -297,7 +346,7 @@ pub(super) struct Checked<T> {
 
 impl<T> Checked<T> {
     /// `refuse_early_bodies`: `http2_body_preread_size` is under the default window (64k - 1).
-    pub(super) fn new(io: T, watch: Rc<Watch>, refuse_early_bodies: bool, linger: bool) -> Self {
+    pub(super) fn new(io: T, watch: Rc<Watch>, unsent: Rc<Unsent>, refuse_early_bodies: bool, linger: bool) -> Self {
         Checked {
             io,
             at: Position {
@@ -309,7 +358,10 @@ impl<T> Checked<T> {
             own_len: 0,
             own_sent: 0,
             flush: false,
+            acks_held: 0,
+            acks_due: 0,
             watch,
+            unsent,
             linger,
             half_closed: false,
         }
@@ -334,13 +386,21 @@ impl<T: AsyncWrite + Unpin> Checked<T> {
                 if !self.out.at_boundary() {
                     return Poll::Ready(Ok(()));
                 }
-                self.own_len = self.watch.take_frame(&mut self.own);
+                self.own_len = if self.acks_due > 0 {
+                    self.acks_due -= 1;
+                    self.own[..HEADER_LEN].copy_from_slice(&SETTINGS_ACK);
+                    HEADER_LEN
+                } else {
+                    self.watch.take_frame(&mut self.own)
+                };
                 self.own_sent = 0;
                 if self.own_len == 0 {
                     return Poll::Ready(Ok(()));
                 }
             }
-            let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, &self.own[self.own_sent..self.own_len]))?;
+            let written = Pin::new(&mut self.io).poll_write(cx, &self.own[self.own_sent..self.own_len]);
+            self.watch.wrote(&written, |n| *n > 0);
+            let n = std::task::ready!(written)?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -388,15 +448,32 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Checked<T> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
         std::task::ready!(me.write_own(cx))?;
-        let n = std::task::ready!(Pin::new(&mut me.io).poll_write(cx, buf))?;
-        me.out.advance(&buf[..n.min(buf.len())]);
+        // a SETTINGS acknowledgement waits for h2's flush: the frames h2 writes with it (the DATA it had queued,
+        // cut at the new frame size) go first
+        let buf = match me.out.ack_at(buf) {
+            Some(0) => {
+                me.acks_held = me.acks_held.saturating_add(1);
+                return Poll::Ready(Ok(HEADER_LEN));
+            }
+            Some(at) => &buf[..at],
+            None => buf,
+        };
+        let written = Pin::new(&mut me.io).poll_write(cx, buf);
+        me.watch.wrote(&written, |n| *n > 0);
+        let n = std::task::ready!(written)?;
+        let unsent = &me.unsent;
+        me.out
+            .advance(&buf[..n.min(buf.len())], |sid, len| unsent.written(sid, len));
         Poll::Ready(Ok(n))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let me = self.get_mut();
+        me.acks_due = me.acks_due.saturating_add(std::mem::take(&mut me.acks_held));
         std::task::ready!(me.write_own(cx))?;
-        std::task::ready!(Pin::new(&mut me.io).poll_flush(cx))?;
+        let flushed = Pin::new(&mut me.io).poll_flush(cx);
+        me.watch.wrote(&flushed, |_| false);
+        std::task::ready!(flushed)?;
         me.flush = false;
         Poll::Ready(Ok(()))
     }
@@ -425,6 +502,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Checked<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Position {
+        fn advance_all(&mut self, bytes: &[u8]) {
+            self.advance(bytes, |_, _| {});
+        }
+    }
 
     fn head(len: u32, kind: u8, flags: u8, sid: u32) -> [u8; HEADER_LEN] {
         let l = len.to_be_bytes();
@@ -540,13 +623,34 @@ mod tests {
         let mut p = Position::outgoing();
         assert!(p.at_boundary());
         let data = head(4, DATA, 0, 1);
-        p.advance(&data[..5]);
+        p.advance_all(&data[..5]);
         assert!(!p.at_boundary());
-        p.advance(&data[5..]);
+        p.advance_all(&data[5..]);
         assert!(!p.at_boundary(), "its payload is still to come");
-        p.advance(&[1, 2, 3]);
+        p.advance_all(&[1, 2, 3]);
         assert!(!p.at_boundary());
-        p.advance(&[4]);
+        p.advance_all(&[4]);
         assert!(p.at_boundary());
+    }
+
+    #[test]
+    fn acknowledgements_are_found_between_frames_only() {
+        let mut bytes = head(3, DATA, 0, 1).to_vec();
+        // a payload that holds the acknowledgement's bytes is not one
+        bytes.extend_from_slice(&SETTINGS_ACK[..3]);
+        let at = bytes.len();
+        bytes.extend_from_slice(&SETTINGS_ACK);
+        bytes.extend_from_slice(&head(0, DATA, END_STREAM, 1));
+        let p = Position::outgoing();
+        assert_eq!(p.ack_at(&bytes), Some(at));
+        assert_eq!(p.ack_at(&bytes[..at + HEADER_LEN - 1]), None, "a part of it is not one");
+        let mut mid = Position::outgoing();
+        mid.advance_all(&bytes[..HEADER_LEN + 1]);
+        assert_eq!(mid.ack_at(&bytes[HEADER_LEN + 1..]), Some(at - HEADER_LEN - 1));
+        let mut in_head = Position::outgoing();
+        in_head.advance_all(&bytes[..4]);
+        assert_eq!(in_head.ack_at(&bytes[4..]), None);
+        let settings = head(0, SETTINGS, 0, 0);
+        assert_eq!(p.ack_at(&settings), None, "SETTINGS without ACK");
     }
 }

@@ -10,6 +10,7 @@ mod answer;
 pub(crate) use answer::trim as trim_relays;
 mod frames;
 mod stream;
+mod unsent;
 
 use super::client::ClientConn;
 use super::conn_snapshot::ConnSnapshot;
@@ -90,6 +91,8 @@ pub(super) struct ConnFacts {
     pub(super) chunk_size: usize,
     /// `http2_body_preread_size`: a body without `content-length` this short is sent on with its length.
     pub(super) preread: usize,
+    /// The answer bytes handed h2 and not written yet, per stream being relayed.
+    unsent: Rc<unsent::Unsent>,
 }
 
 /// Resets by the client beyond the answered streams and this many times the stream limit close the connection
@@ -135,6 +138,7 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
         connection: bufs.log.connection,
         chunk_size: conf.chunk_size as usize,
         preread: conf.body_preread_size as usize,
+        unsent: Rc::default(),
     });
     let header_list = at
         .snap
@@ -148,7 +152,13 @@ pub(super) async fn serve<R: Runtime>(conn: ClientConn<R>, at: ConnSnapshot, con
     let watch = Rc::new(frames::Watch::default());
     let early = conf.body_preread_size < 65_535;
     let linger = at.defaults().lingering.close != crate::config::model::LingeringClose::Off;
-    let io = frames::Checked::new(TokioIo::new(sock, read), Rc::clone(&watch), early, linger);
+    let io = frames::Checked::new(
+        TokioIo::new(sock, read),
+        Rc::clone(&watch),
+        Rc::clone(&facts.unsent),
+        early,
+        linger,
+    );
     let handshake = builder(&conf, u32::try_from(header_list).unwrap_or(u32::MAX)).handshake::<_, Bytes>(io);
     let mut h2 = match timeout::<R, _>(at.defaults().client_header_timeout, handshake).await {
         Ok(Ok(c)) => c,
@@ -234,6 +244,7 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
         let accept = async { Event::Accepted(timeout::<R, _>(wait, h2.accept()).await) };
         let refuse = async { Event::Refused(watch.failed().await) };
         let header = header_timer::<R, _>(watch, at.defaults().client_header_timeout);
+        let stall = send_timer::<R, _>(watch, at.defaults().send_timeout);
         let reload = async {
             shard.reloaded().await;
             Event::Reload
@@ -243,7 +254,7 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
             Event::Stop
         };
         use futures_lite::future::or;
-        match or(accept, or(refuse, or(header, or(reload, stop)))).await {
+        match or(accept, or(refuse, or(header, or(stall, or(reload, stop))))).await {
             Event::Accepted(Ok(Some(Ok((request, respond))))) => {
                 let sid = u32::from(respond.stream_id());
                 // a header block that timed out or a stream refused (reset by corelb), or a stream after the
@@ -268,6 +279,8 @@ async fn serve_streams<R: Runtime>(cx: LoopCx<'_, R>, h2: &mut H2<R>) {
             Event::Accepted(Err(_)) | Event::Reload => {}
             Event::Accepted(Ok(_)) => return,
             Event::HeaderTimeout(sid) => watch.time_out(sid),
+            // nginx's `send_timeout` on the connection's writes: it is closed, its streams with it
+            Event::SendTimeout => return,
             // nginx's connection error: GOAWAY with its code, the streams in flight ended with it
             Event::Refused(reason) => return close::<R>(h2, reason, at.defaults().send_timeout).await,
             Event::Stop => break,
@@ -339,6 +352,23 @@ async fn header_timer<R: Runtime, T>(watch: &frames::Watch, wait: Duration) -> E
     }
 }
 
+/// Completes when h2's writing has waited for the socket for `send_timeout` without a byte going out (nginx's
+/// timer on the connection's write event: the connection is closed).
+async fn send_timer<R: Runtime, T>(watch: &frames::Watch, wait: Duration) -> Event<T> {
+    loop {
+        // the adapter notes the wait while h2 writes, on this task: this is polled again right after
+        let since = std::future::poll_fn(|_| match watch.stalled() {
+            Some(s) => std::task::Poll::Ready(s),
+            None => std::task::Poll::Pending,
+        })
+        .await;
+        R::sleep(wait.saturating_sub(since.elapsed())).await;
+        if watch.stalled() == Some(since) {
+            return Event::SendTimeout;
+        }
+    }
+}
+
 /// What the connection's loop waits for.
 enum Event<T> {
     /// h2's next stream (or its end, error or the idle wait running out).
@@ -347,6 +377,8 @@ enum Event<T> {
     Refused(h2::Reason),
     /// This stream's header block did not end within `client_header_timeout`.
     HeaderTimeout(u32),
+    /// The connection's writes waited for the socket past `send_timeout`.
+    SendTimeout,
     /// A reload put a new config in place.
     Reload,
     /// The shard stops.

@@ -109,6 +109,7 @@ pub(super) async fn serve<R: Runtime>(
             head_request: parts.method == http::Method::HEAD,
             chunk: &chunk,
             send_timeout,
+            unsent: &facts.unsent,
         };
         let sending = async {
             let first = Read { bytes: &preread, ended };
