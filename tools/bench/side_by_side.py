@@ -3,7 +3,8 @@
 same load and the same pinned CPUs for every front, rounds alternated (odd rounds run the fronts in reverse order).
 
   python3 tools/bench/side_by_side.py [--rounds N] [--duration S] [--conns C] [--workers W] [--only LIST]
-                                      [--algo DIRECTIVE] [--loadgen auto|wrk|corelb] [--close] [CORELB_CMD]
+                                      [--algo DIRECTIVE] [--loadgen auto|wrk|corelb] [--close] [--stream]
+                                      [CORELB_CMD]
   python3 tools/bench/side_by_side.py --write-configs DIR [--workers W] [--algo DIRECTIVE]
 
 CORELB_CMD is a shell command with {conf} for the front's nginx-syntax config (default
@@ -13,7 +14,10 @@ Each round gives every front a 1 s warm-up, then DURATION seconds of load from C
 the front's process group's utime+stime from /proc over the measured requests (user and system separately in the
 round lines). A front that is not installed is skipped with a `SKIP` line. The last lines are the medians, then
 the ratios to nginx of the same run. `--write-configs DIR` writes front.conf, backend.conf and haproxy.cfg and
-starts nothing (engine/tests/config_conformance.rs parses them). Stdlib only.
+starts nothing (engine/tests/config_conformance.rs parses them). `--stream`: the fronts are TCP (L4) proxies instead
+(a `stream` block, nginx's stream module loaded from Debian's libnginx-mod-stream, HAProxy in `mode tcp`): each
+client connection is relayed to one backend connection, so CPU per request is the relay's per keepalive request.
+Stdlib only.
 """
 import argparse
 import json
@@ -128,8 +132,12 @@ class Load:
                 r["non_2xx_3xx"] + sum(r["errors"].values()))
 
 
-def write_configs(d, ports, listen, workers, algo):
-    """front.conf (corelb and nginx), haproxy.cfg (the same front for HAProxy) and backend.conf in `d`."""
+STREAM_MODULE = "/usr/lib/nginx/modules/ngx_stream_module.so"
+
+
+def write_configs(d, ports, listen, workers, algo, stream=False):
+    """front.conf (corelb and nginx), haproxy.cfg (the same front for HAProxy) and backend.conf in `d`; with
+    `stream`, TCP fronts, and front-nginx.conf loading nginx's stream module."""
     backend = ("worker_processes 1;\nevents {\n    worker_connections 4096;\n}\nhttp {\n    access_log off;\n"
                "    keepalive_requests 1000000;\n"
                + "".join(f"    server {{\n        listen 127.0.0.1:{p};\n        location / {{\n"
@@ -143,13 +151,23 @@ def write_configs(d, ports, listen, workers, algo):
              f"    server {{\n        listen 127.0.0.1:{listen};\n        location / {{\n"
              "            proxy_pass http://backend;\n            proxy_http_version 1.1;\n"
              "            proxy_set_header Connection \"\";\n        }\n    }\n}\n")
+    if stream:
+        front = (f"worker_processes {workers};\nevents {{\n    worker_connections 4096;\n}}\nstream {{\n"
+                 f"    upstream backend {{\n{method}"
+                 + "".join(f"        server 127.0.0.1:{p};\n" for p in ports)
+                 + f"    }}\n    server {{\n        listen 127.0.0.1:{listen};\n        proxy_pass backend;\n    }}\n}}\n")
     haproxy = (f"global\n    nbthread {workers}\n    maxconn 4096\n"
                "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n"
                "    http-reuse always\n"
                f"frontend front\n    bind 127.0.0.1:{listen}\n    default_backend backend\n"
                "backend backend\n    balance roundrobin\n"
                + "".join(f"    server b{i} 127.0.0.1:{p}\n" for i, p in enumerate(ports)))
-    for name, text in (("backend.conf", backend), ("front.conf", front), ("haproxy.cfg", haproxy)):
+    if stream:
+        haproxy = haproxy.replace("mode http", "mode tcp").replace("    http-reuse always\n", "")
+    load = f"load_module {STREAM_MODULE};\n" if stream and os.path.exists(STREAM_MODULE) else ""
+    files = (("backend.conf", backend), ("front.conf", front), ("front-nginx.conf", load + front),
+             ("haproxy.cfg", haproxy))
+    for name, text in files:
         with open(os.path.join(d, name), "w") as f:
             f.write(text)
 
@@ -164,7 +182,8 @@ def fronts_to_run(a, d):
     conf = shlex.quote(os.path.join(d, "front.conf"))
     all_fronts = {
         "corelb": a.corelb.format(conf=conf, dir=d),
-        "nginx": f"nginx -c {conf} -g 'daemon off; pid {d}/nginx.pid; error_log {d}/nginx.err;'",
+        "nginx": f"nginx -c {shlex.quote(os.path.join(d, 'front-nginx.conf'))} "
+                 f"-g 'daemon off; pid {d}/nginx.pid; error_log {d}/nginx.err;'",
         "haproxy": f"haproxy -f {shlex.quote(os.path.join(d, 'haproxy.cfg'))}",
     }
     chosen = {}
@@ -221,12 +240,13 @@ def main():
     ap.add_argument("--corelb-bin", default="target/release/corelb",
                     help="the corelb binary for `corelb bench` (and backends without nginx)")
     ap.add_argument("--close", action="store_true", help="a new client connection per request")
+    ap.add_argument("--stream", action="store_true", help="TCP (stream) fronts instead of HTTP ones")
     ap.add_argument("--write-configs", metavar="DIR", help="write the configs into DIR and exit")
     a = ap.parse_args()
     ports, listen = [free_port(), free_port()], free_port()
     if a.write_configs:
         os.makedirs(a.write_configs, exist_ok=True)
-        write_configs(a.write_configs, ports, listen, a.workers, a.algo)
+        write_configs(a.write_configs, ports, listen, a.workers, a.algo, a.stream)
         return
     kind = a.loadgen if a.loadgen != "auto" else ("wrk" if shutil.which("wrk") else "corelb")
     if kind == "wrk" and not shutil.which("wrk"):
@@ -234,13 +254,14 @@ def main():
     if kind == "corelb" and not os.access(a.corelb_bin, os.X_OK):
         sys.exit(f"{a.corelb_bin} is not there for `corelb bench` (cargo build --release, or --corelb-bin)")
     d = tempfile.mkdtemp(prefix="side-by-side-")
-    write_configs(d, ports, listen, a.workers, a.algo)
+    write_configs(d, ports, listen, a.workers, a.algo, a.stream)
     fronts = fronts_to_run(a, d)
     if not fronts:
         sys.exit("no front to measure")
     print(f"load: {kind} -c{a.conns}, {a.duration} s per round after {WARMUP_S} s of warm-up, {a.rounds} rounds; "
           f"backends and load on CPU 0, fronts on CPU {','.join(map(str, range(max(NCPU - a.workers, 0), NCPU)))}"
-          f"{', --close' if a.close else ''}{', ' + a.algo if a.algo else ''}", flush=True)
+          f"{', --close' if a.close else ''}{', ' + a.algo if a.algo else ''}{', stream (TCP) fronts' if a.stream else ''}",
+          flush=True)
     be = start(backend_command(a, d), "0", os.path.join(d, "backend.log"))
     results = {name: [] for name in fronts}
     try:
