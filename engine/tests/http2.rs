@@ -664,20 +664,26 @@ fn frames_to_end(s: &mut TcpStream) -> Vec<(u8, u8, usize)> {
     }
 }
 
-/// A client's SETTINGS_MAX_FRAME_SIZE (32k) while the answer waits for the socket (the client does not read; h2
-/// was given the answer 16k at a time as it wrote frames): the acknowledgement follows the DATA h2 had queued, and the frames after it are cut at
-/// the new size (nginx-tests' h2.t `SETTINGS ack after queued DATA`), not a frame of the old size first.
-fn settings_after_queued_data(addr: SocketAddr) {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+/// The preface, the stream's window opened wide (SETTINGS_INITIAL_WINDOW_SIZE 2^30) and the connection's, then a
+/// GET of /8m.bin on stream 1.
+fn ask_8m_with_wide_windows(s: &mut TcpStream) {
     s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
-    // the windows opened wide (the stream's by SETTINGS_INITIAL_WINDOW_SIZE 2^30): the socket holds the answer back
     s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0x40, 0, 0, 0]))
         .expect("settings");
     s.write_all(&frame(8, 0, 0, &(1u32 << 30).to_be_bytes()))
         .expect("window");
     s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &get_block(b"/8m.bin")))
         .expect("headers");
+}
+
+/// A client's SETTINGS_MAX_FRAME_SIZE (32k) while the answer waits for the socket (the client does not read; h2
+/// was given the answer 16k at a time as it wrote frames): the acknowledgement follows the DATA h2 had queued, and the frames after it are cut at
+/// the new size (nginx-tests' h2.t `SETTINGS ack after queued DATA`), not a frame of the old size first.
+fn settings_after_queued_data(addr: SocketAddr) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    // the windows opened wide: the socket holds the answer back
+    ask_8m_with_wide_windows(&mut s);
     // the receive queue fills and stops growing (the server's sends wait, h2 queues DATA)
     let mut last = (0, 0);
     for _ in 0..500 {
@@ -752,13 +758,7 @@ fn stalled_writes_close(addr: SocketAddr, proxy: &Proxy) {
     sock.connect(&addr.into()).expect("connect");
     let mut s: TcpStream = sock.into();
     s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
-    s.write_all(&frame(SETTINGS, 0, 0, &[0, 4, 0x40, 0, 0, 0]))
-        .expect("settings");
-    s.write_all(&frame(8, 0, 0, &(1u32 << 30).to_be_bytes()))
-        .expect("window");
-    s.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &get_block(b"/8m.bin")))
-        .expect("headers");
+    ask_8m_with_wide_windows(&mut s);
     assert!(support::wait_until(Duration::from_secs(5), || active() == 1));
     assert!(
         support::wait_until(Duration::from_secs(10), || active() == 0),
